@@ -1,0 +1,82 @@
+// redlock/async_client.hpp — the asynchronous core on a caller's uv loop.
+//
+// Callback contract (as hiredis states its own): every operation that was
+// started completes exactly once, by calling its callback on the loop thread,
+// never on the stack of the call that started it. If the client is closed
+// while operations are in flight, they complete with Errc::closed. A
+// callback may start new operations or call close().
+//
+// Handle lifetime: the client owns one connection (a uv poll handle and two
+// timers) per master plus one timer per operation; all of them are closed by
+// close() and freed in their close callbacks. After close() (or destruction,
+// which calls close()), running the loop until uv_run returns leaves no
+// handle of ours on it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "redlock/config.hpp"
+#include "redlock/error.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/options.hpp"
+
+struct uv_loop_s;
+
+namespace redlock {
+
+class ClientCore;
+
+using LockCallback = std::function<void(Result<Lock>)>;
+using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
+
+// AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
+// thread-safe: every member must be called on the loop's thread. Move and
+// copy are deleted (it owns uv handles).
+class AsyncClient {
+ public:
+  // create validates the config (Errc::config) and starts connecting to every
+  // node. The loop must outlive the client's handles (run it after close()).
+  static Result<std::unique_ptr<AsyncClient>> create(uv_loop_s* loop, Config config);
+
+  // ~AsyncClient closes the client if close() was not called; pending
+  // operations complete with Errc::closed when the loop next runs.
+  ~AsyncClient();
+  AsyncClient(const AsyncClient&) = delete;
+  AsyncClient& operator=(const AsyncClient&) = delete;
+
+  // acquire takes `resource` on a majority of nodes: one round per attempt,
+  // retried with jitter until opts.wait has passed. On failure the attempt is
+  // released on all nodes (a timeout means "maybe applied"). Errors: held,
+  // no_quorum, validity_too_short, invalid_argument, closed.
+  void acquire(std::string resource, AcquireOptions opts, LockCallback done);
+
+  // extend moves the lock's expiry to ttl from now (zero: the lock's own
+  // ttl) on the nodes where our token still is; it never recreates a missing
+  // key. Succeeds only with a majority before the lock's validity deadline;
+  // the returned Lock has the new validity. Errors: not_held, too_late,
+  // no_quorum, validity_too_short, invalid_argument, closed.
+  void extend(Lock lock, milliseconds ttl, LockCallback done);
+
+  // release deletes the key on every node where it holds `token`. The
+  // result counts the nodes that released; a foreign or expired token
+  // releases nothing (released = false, not an error). Errors:
+  // invalid_argument, closed.
+  void release(std::string resource, std::string token, ReleaseCallback done);
+
+  // close stops accepting operations, completes the pending ones with
+  // Errc::closed, and closes every handle; on_closed runs (on the loop) once
+  // the last handle is freed. Idempotent; later calls' callbacks also run.
+  void close(std::function<void()> on_closed = {});
+
+  // config returns the validated config in use.
+  const Config& config() const noexcept;
+
+ private:
+  explicit AsyncClient(ClientCore* core) noexcept;
+  ClientCore* core_;  // owned; frees itself after its handles have closed
+};
+
+}  // namespace redlock

@@ -1,0 +1,82 @@
+// redlock/config.hpp — where the masters are and how to talk to them.
+//
+// A Config comes from a JSON file, from a list of URLs, or from the
+// environment variable REDLOCK_NODES (comma-separated URLs). Every parser
+// returns Errc::config with a message that names the field and the value
+// that is wrong, e.g. `nodes[2]: "redis://h:99999": port out of range (1-65535)`.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redlock/error.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock {
+
+// NodeAddress — one master.
+//   redis://[user:password@]host[:port][/db]   TCP; host is a name, IPv4, or
+//                                              [IPv6]; port defaults to 6379
+//   unix://[user:password@]/path/to.sock[?db=N]  unix socket
+// user and password may be percent-encoded; a URL with ":password@" and no
+// user authenticates with the password alone (AUTH password); with a user,
+// as an ACL user (AUTH user password).
+struct NodeAddress {
+  enum class Kind { tcp, unix_socket };
+  Kind kind = Kind::tcp;
+  std::string host;      // tcp: without brackets ("::1")
+  int port = 6379;       // tcp
+  std::string path;      // unix_socket
+  std::string user;      // empty: no ACL user
+  std::string password;  // empty: no AUTH
+  int db = 0;            // SELECT db when not 0
+
+  // display is the address without credentials: "127.0.0.1:7001",
+  // "[::1]:7001", "unix:///tmp/r.sock". Used in outcomes and errors.
+  std::string display() const;
+
+  bool operator==(const NodeAddress&) const = default;
+};
+
+// Config — the masters and the options.
+struct Config {
+  std::vector<NodeAddress> nodes;
+  Options options;
+};
+
+// parse_node_url parses one URL (forms above).
+Result<NodeAddress> parse_node_url(std::string_view url);
+
+// parse_node_list parses comma-separated URLs (spaces around commas are
+// ignored), as in REDLOCK_NODES and --nodes. Empty items are an error.
+Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
+
+// parse_config_json parses a JSON document:
+//   {"nodes": ["redis://127.0.0.1:7001", …],        required, non-empty
+//    "prefix": "redlock:", "default_ttl_ms": 10000, "max_ttl_ms": 60000,
+//    "drift_factor": 0.01, "min_validity_ms": 1, "node_timeout_ms": 50,
+//    "connect_timeout_ms": 200, "reconnect_min_ms": 20,
+//    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
+//    "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
+// Unknown keys and wrong types are errors. The result is validated.
+Result<Config> parse_config_json(std::string_view json_text);
+
+// load_config_file reads and parses a JSON config file; an unreadable file
+// is an error naming the path and the OS reason.
+Result<Config> load_config_file(const std::string& path);
+
+// config_from_env builds a Config (default options) from REDLOCK_NODES;
+// unset or empty is an error naming the variable.
+Result<Config> config_from_env();
+
+// validate_config checks every rule: at least one node, no duplicate nodes
+// (same display address and db), ports 1–65535, db 0–15… (any ≥ 0),
+// default_ttl > 0, default_ttl ≤ max_ttl, default_ttl larger than
+// node_timeout + drift (default_ttl · drift_factor + 2 ms), drift_factor in
+// [0, 0.5), node_timeout > 0, connect_timeout > 0, 0 < reconnect_min ≤
+// reconnect_max, retry_delay ≥ 0, retry_jitter ≥ 0, min_validity ≥ 0,
+// stall_timeout > node_timeout, max_pending > 0, prefix may be empty.
+Result<void> validate_config(const Config& config);
+
+}  // namespace redlock

@@ -1,0 +1,107 @@
+// redlock/error.hpp — the one error rule of the library.
+//
+// Every fallible public call returns a Result<T>: either a value or an Error.
+// The library never throws across its API for a runtime failure (a node that
+// is down, a lock held elsewhere, a bad config value); exceptions are left to
+// the standard library's own (std::bad_alloc). An Error carries a stable code
+// (Errc, spelled by errc_name() as "redlock.<name>"), a message that names
+// what is wrong (the field and value for config errors; each node and its
+// reason for quorum failures), and the per-node outcomes of the deciding
+// round when there was one.
+#pragma once
+
+#include <cstdint>
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "redlock/lock.hpp"
+
+namespace redlock {
+
+// Errc — the stable error codes. Their names (errc_name) never change once
+// released; callers may switch on them.
+enum class Errc : std::uint8_t {
+  held,                // another owner holds the resource on at least one node and no quorum was reached
+  no_quorum,           // fewer than a majority of nodes said yes (down, slow, quarantined, error replies)
+  validity_too_short,  // a majority said yes, but too late: the remaining validity was not above the minimum
+  not_held,            // extend/release: our token is not present on a majority (expired, released, or foreign)
+  too_late,            // extend: the majority answered after the lock's validity deadline had passed
+  invalid_argument,    // a call's argument is malformed (empty resource, ttl out of range, bad token)
+  config,              // a configuration value is wrong; the message names the field and the value
+  closed,              // the client was closed before the operation could complete
+  internal,            // a bug or resource exhaustion inside the library (out of memory, uv error)
+};
+
+// errc_name returns the stable id of a code, e.g. "redlock.no_quorum".
+std::string_view errc_name(Errc code) noexcept;
+
+// Error — what went wrong. `nodes` holds the per-node outcomes of the round
+// that decided the failure (empty for argument and config errors); `attempts`
+// counts the acquire rounds that were tried.
+struct Error {
+  Errc code = Errc::internal;
+  std::string message;
+  std::vector<NodeOutcome> nodes;
+  int attempts = 0;
+  std::chrono::microseconds elapsed{0};
+
+  // to_string gives "redlock.<code>: <message>".
+  std::string to_string() const;
+};
+
+// Result<T> — a value or an Error. Check with `if (r)` / `r.ok()` before
+// `*r` / `r.value()`; calling value() on an error (or error() on a value) is a
+// programming error and aborts via std::variant's exception.
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}
+  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}
+
+  bool ok() const noexcept { return v_.index() == 0; }
+  explicit operator bool() const noexcept { return ok(); }
+
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  const Error& error() const& { return std::get<1>(v_); }
+  Error&& error() && { return std::get<1>(std::move(v_)); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+// Result<void> — success, or an Error.
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)), ok_(false) {}
+
+  bool ok() const noexcept { return ok_; }
+  explicit operator bool() const noexcept { return ok_; }
+  const Error& error() const& { return error_; }
+
+ private:
+  Error error_;
+  bool ok_ = true;
+};
+
+// make_error builds an Error with no node outcomes.
+inline Error make_error(Errc code, std::string message) {
+  Error e;
+  e.code = code;
+  e.message = std::move(message);
+  return e;
+}
+
+}  // namespace redlock

@@ -1,0 +1,75 @@
+// redlock/lock.hpp — what a lock operation returns: the lock itself and the
+// outcome on every node.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock {
+
+// Outcome — how one node took part in one round.
+//   ok          the node did what was asked (set / refreshed / extended / released)
+//   held        the node answered, but the resource is held by another token
+//               (acquire) or our token is not there (extend / release)
+//   timeout     no answer within the per-node deadline (Options::node_timeout);
+//               the command may still have been applied
+//   error       connection refused or lost, not connected, or an error reply
+//   quarantined the node answered yes but restarted recently (uptime below the
+//               quarantine period), so it does not count toward the majority
+//   pending     no answer yet when the round was decided by the other nodes;
+//               the answer is still processed when it comes
+enum class Outcome : std::uint8_t { ok, held, timeout, error, quarantined, pending };
+
+// outcome_name returns "ok", "held", "timeout", "error", "quarantined" or "pending".
+std::string_view outcome_name(Outcome outcome) noexcept;
+
+// NodeOutcome — one node's part in a round. `address` is the node's display
+// address without credentials ("127.0.0.1:7001", "[::1]:7001",
+// "unix:///tmp/r.sock"); `rtt` the time from send to answer (0 when none);
+// `error` says why for timeout / error / quarantined / held (empty for ok);
+// `holder_ttl` is the remaining TTL reported by a node that answered `held`
+// to an acquire (-1 when unknown or the key has no expiry).
+struct NodeOutcome {
+  std::string address;
+  Outcome outcome = Outcome::pending;
+  std::chrono::microseconds rtt{0};
+  std::string error;
+  std::chrono::milliseconds holder_ttl{-1};
+};
+
+// Lock — a lock held on a majority of nodes. A plain value: copying it does
+// not copy ownership of anything; it is what extend/release need (resource
+// and token). `validity_deadline` is on std::chrono::steady_clock: the holder
+// may act as owner only before it. `validity` is the validity at the moment
+// the lock was acquired or last extended (ttl − elapsed − drift).
+struct Lock {
+  std::string resource;
+  std::string token;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds validity{0};
+  std::chrono::steady_clock::time_point validity_deadline{};
+  std::chrono::microseconds elapsed{0};  // duration of the deciding round
+  int attempts = 0;                      // acquire rounds tried (1 for extend)
+  std::vector<NodeOutcome> nodes;        // outcomes of the deciding round
+
+  // valid says whether the validity deadline is still ahead.
+  bool valid() const noexcept { return std::chrono::steady_clock::now() < validity_deadline; }
+  // remaining is the validity left now (zero once it has passed).
+  std::chrono::milliseconds remaining() const noexcept;
+};
+
+// ReleaseResult — what a release did. `released_nodes` counts the nodes that
+// deleted our token by the time the release was decided. `released` is true
+// when at least one node deleted it and fewer than a majority may still hold
+// it (nodes that timed out or errored may), i.e. the lock is free.
+struct ReleaseResult {
+  bool released = false;
+  int released_nodes = 0;
+  std::chrono::microseconds elapsed{0};
+  std::vector<NodeOutcome> nodes;
+};
+
+}  // namespace redlock

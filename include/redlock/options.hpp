@@ -1,0 +1,84 @@
+// redlock/options.hpp — the knobs, as plain structs. Each field's comment
+// says what it means, its default and why; zero means what it says there.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace redlock {
+
+using std::chrono::milliseconds;
+
+// Options — per-client settings, shared by every lock the client takes.
+// Validated by validate_config() (config.hpp); Client::create and
+// AsyncClient::create refuse an invalid set with Errc::config.
+struct Options {
+  // Key prefix: the lock key is prefix + resource. Default "redlock:".
+  std::string prefix = "redlock:";
+
+  // TTL used when an acquire names none. 10 s: long enough that one node
+  // timeout and the drift allowance are a small fraction of it.
+  milliseconds default_ttl{10000};
+
+  // The largest TTL any acquire or extend may ask for. It also sets the
+  // restart quarantine (a restarted node sits out max_ttl plus drift), so
+  // keep it as small as your longest lock. Default 60 s.
+  milliseconds max_ttl{60000};
+
+  // Clock drift allowance as a fraction of the TTL. validity = ttl − elapsed −
+  // (ttl · drift_factor + 2 ms). Default 0.01, the Redlock paper's figure.
+  double drift_factor = 0.01;
+
+  // A round that reaches a majority succeeds only if the validity left is
+  // above this. Default 1 ms (validity must be positive with a margin).
+  milliseconds min_validity{1};
+
+  // Deadline for one command on one node. A node that has not answered by
+  // then counts as `timeout` for the round (its late answer is still
+  // processed). Must be well below the TTL. Default 50 ms.
+  milliseconds node_timeout{50};
+
+  // Deadline for a TCP/unix connect plus the handshake. Default 200 ms.
+  milliseconds connect_timeout{200};
+
+  // Reconnect backoff: first delay, doubled per failure up to the cap, each
+  // delay jittered to 50–100 % of its value. Defaults 20 ms and 1 s.
+  milliseconds reconnect_min{20};
+  milliseconds reconnect_max{1000};
+
+  // Acquire retries (while the wait deadline allows): wait retry_delay plus a
+  // uniformly random 0..retry_jitter between rounds. Defaults 50 ms + 0–50 ms.
+  milliseconds retry_delay{50};
+  milliseconds retry_jitter{50};
+
+  // A connection whose oldest command has gone unanswered this long is closed
+  // and reconnected (a paused or blackholed master). Must exceed
+  // node_timeout. Default 1 s.
+  milliseconds stall_timeout{1000};
+
+  // At most this many commands in flight per node; beyond it a send fails at
+  // once with `error` (backpressure against a hung master). Default 65536.
+  std::size_t max_pending = 65536;
+
+  // Restart quarantine: a node whose uptime (INFO server, read on every
+  // connect) is below max_ttl + drift does not count toward a majority until
+  // it has been up that long. Switch off only for masters that run with
+  // appendfsync always. Default on.
+  bool quarantine = true;
+};
+
+// AcquireOptions — per-call settings for an acquire.
+struct AcquireOptions {
+  // Lock TTL; zero means Options::default_ttl. At most Options::max_ttl.
+  milliseconds ttl{0};
+  // How long to keep retrying (rounds spaced by retry_delay + jitter). Zero
+  // means one round only (try-lock).
+  milliseconds wait{0};
+  // The token to use; empty means a fresh 128-bit random token (hex). Given
+  // tokens are 1–128 characters of [0-9A-Za-z_-]. Reusing a token you hold
+  // refreshes that lock's TTL.
+  std::string token;
+};
+
+}  // namespace redlock

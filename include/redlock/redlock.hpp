@@ -1,0 +1,9 @@
+// redlock/redlock.hpp — the umbrella header: everything public.
+#pragma once
+
+#include "redlock/async_client.hpp"
+#include "redlock/client.hpp"
+#include "redlock/config.hpp"
+#include "redlock/error.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/options.hpp"

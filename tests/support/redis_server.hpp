@@ -1,0 +1,93 @@
+// redis_server.hpp — the integration-test fixture: real redis-server
+// processes on free loopback ports, each in its own temp dir, stopped by pid
+// (also when a test fails: destructors, plus PR_SET_PDEATHSIG so a crashed
+// test binary takes its servers with it). Never kills by name.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace redlock::test {
+
+// ServerOptions — how to start one redis-server.
+struct ServerOptions {
+  std::string password;  // requirepass (empty: none)
+  // ACL users created at start: {user, password}, each with all keys,
+  // channels and commands (ACL SETUSER user on >password ~* &* +@all).
+  std::vector<std::pair<std::string, std::string>> acl_users;
+  bool unix_socket = false;         // also listen on <dir>/redis.sock (unixsocketperm 700)
+  bool appendfsync_always = false;  // appendonly yes, appendfsync always: restart keeps data
+  std::vector<std::string> extra_args;  // more "--name value" pairs for redis-server
+};
+
+// Reply — a copy of a hiredis reply. type is a REDIS_REPLY_* value.
+struct Reply {
+  int type = 0;
+  long long integer = 0;
+  std::string str;
+  std::vector<Reply> elements;
+};
+
+// RedisServer — one redis-server child process. Start failures throw
+// std::runtime_error carrying the tail of the server's log.
+class RedisServer {
+ public:
+  explicit RedisServer(ServerOptions opts = {});
+  ~RedisServer();  // SIGKILL by pid, waitpid, remove the temp dir
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const;
+  const std::string& dir() const;        // temp dir (data, log, socket)
+  const std::string& unix_path() const;  // empty unless opts.unix_socket
+  pid_t pid() const;                     // -1 when not running
+  bool running() const;
+  std::string address() const;           // "127.0.0.1:<port>"
+  std::string url() const;               // "redis://127.0.0.1:<port>" (no credentials)
+
+  void kill();                       // SIGKILL + waitpid; no-op when not running
+  void pause();                      // SIGSTOP; returns once the process is stopped
+  void resume();                     // SIGCONT; returns once it runs again
+  void restart(bool wipe = false);   // kill, optionally delete the data, start on the same port, wait until ready
+
+  // command runs one command synchronously (hiredis, 2 s timeout), after
+  // AUTH with opts.password or the first ACL user if set. Throws
+  // std::runtime_error on a connection error; error replies are returned
+  // (type REDIS_REPLY_ERROR).
+  Reply command(const std::vector<std::string>& argv) const;
+  std::vector<std::string> keys(const std::string& pattern = "*") const;
+  long long uptime_seconds() const;  // INFO server uptime_in_seconds
+
+ private:
+  void start();
+  ServerOptions opts_;
+  std::string dir_;
+  std::string unix_path_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// RedisGroup — N independent masters (the test bed of one test).
+class RedisGroup {
+ public:
+  explicit RedisGroup(std::size_t n, ServerOptions opts = {});
+  RedisServer& operator[](std::size_t i) { return *servers_.at(i); }
+  std::size_t size() const { return servers_.size(); }
+  std::vector<std::string> urls() const;      // redis://127.0.0.1:<port> each
+  std::string url_list() const;               // the same, comma-separated
+  // keys_everywhere counts the keys matching pattern on every running node.
+  std::size_t keys_everywhere(const std::string& pattern = "*") const;
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+// free_port returns a TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+}  // namespace redlock::test
