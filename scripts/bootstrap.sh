@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bootstrap.sh — install the Debian packages the build needs (only the missing
+# ones), configure the meson build dir once, and build it.
+#   BUILD_DIR   build directory (default: build)
+#   MESON_ARGS  extra arguments for `meson setup` (word-split), e.g.
+#               MESON_ARGS="-Db_sanitize=address,undefined -Dbuildtype=debug"
+# Idempotent: a second run installs nothing and only runs ninja.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+MESON_ARGS=${MESON_ARGS:-}
+
+log() { printf 'bootstrap: %s\n' "$*" >&2; }
+
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev
+          nlohmann-json3-dev doctest-dev redis-server libcli11-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  if [[ $status != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  log "installing missing packages: ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      log "not root and sudo is not available: install ${missing[*]} by hand"
+      exit 1
+    fi
+  fi
+  "${sudo[@]}" apt-get update </dev/null >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y "${missing[@]}" </dev/null >&2
+else
+  log "all packages present"
+fi
+
+if [[ -f $BUILD_DIR/build.ninja && -d $BUILD_DIR/meson-info ]]; then
+  log "$BUILD_DIR already configured"
+else
+  log "meson setup $BUILD_DIR ${MESON_ARGS}"
+  # shellcheck disable=SC2086  # MESON_ARGS is a word list on purpose
+  meson setup "$BUILD_DIR" ${MESON_ARGS}
+fi
+
+log "ninja -C $BUILD_DIR"
+ninja -C "$BUILD_DIR"
+log "done"

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# test.sh — runs every test: installs what is missing and builds
+# (scripts/bootstrap.sh), runs `meson test` on the normal build, then again on
+# an ASan+UBSan build (build-asan). Ends with one line "N passed, N failed"
+# summed over both runs; exits non-zero if anything failed. Skipped tests
+# count as failures.
+#   --quick   skip the sanitizer build
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() {
+  echo "usage: $(basename "$0") [--quick]" >&2
+}
+
+quick=no
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=yes ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "$(basename "$0"): unknown argument '$arg'" >&2; usage; exit 2 ;;
+  esac
+done
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+
+total_passed=0
+total_failed=0
+problems=()
+
+# summary_value LOG KEY: the number on meson's last "KEY: N" summary line
+# (empty if there is none).
+summary_value() {
+  awk -v key="$2:" '
+    index($0, key) == 1 {
+      rest = substr($0, length(key) + 1)
+      gsub(/[ \t\r]/, "", rest)
+      if (rest ~ /^[0-9]+$/) v = rest
+    }
+    END { print v }' "$1"
+}
+
+# count_results LOG LABEL: add meson's summary in LOG to the totals.
+count_results() {
+  local file=$1 label=$2 ok xfail fail xpass skipped timeout
+  ok=$(summary_value "$file" "Ok")
+  xfail=$(summary_value "$file" "Expected Fail")
+  fail=$(summary_value "$file" "Fail")
+  xpass=$(summary_value "$file" "Unexpected Pass")
+  skipped=$(summary_value "$file" "Skipped")
+  timeout=$(summary_value "$file" "Timeout")
+  if [[ -z $ok && -z $fail ]]; then
+    if grep -q '^No tests defined' "$file"; then
+      problems+=("$label: meson found no tests to run")
+    else
+      problems+=("$label: no meson test summary found in $file (build or test run broken)")
+    fi
+    total_failed=$((total_failed + 1))
+    return
+  fi
+  local passed=$((${ok:-0} + ${xfail:-0}))
+  local failed=$((${fail:-0} + ${timeout:-0} + ${xpass:-0} + ${skipped:-0}))
+  if ((passed + failed == 0)); then
+    problems+=("$label: no tests ran")
+    failed=1
+  fi
+  if ((${fail:-0} > 0)); then problems+=("$label: ${fail} failed"); fi
+  if ((${timeout:-0} > 0)); then problems+=("$label: ${timeout} timed out"); fi
+  if ((${xpass:-0} > 0)); then problems+=("$label: ${xpass} unexpectedly passed"); fi
+  if ((${skipped:-0} > 0)); then
+    problems+=("$label: ${skipped} skipped (counted as failed: every test must run)")
+  fi
+  log "$label: $passed passed, $failed failed"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+}
+
+# run_suite BUILD_DIR LABEL MESON_ARGS [ENV=VALUE...]: build via bootstrap,
+# then meson test with the given environment.
+run_suite() {
+  local dir=$1 label=$2 meson_args=$3
+  shift 3
+  local out="$dir/test-run.log"
+  log "$label: bootstrap + build ($dir)"
+  if ! BUILD_DIR=$dir MESON_ARGS=$meson_args bash scripts/bootstrap.sh </dev/null; then
+    problems+=("$label: bootstrap/build failed")
+    total_failed=$((total_failed + 1))
+    return
+  fi
+  log "$label: meson test -C $dir"
+  local rc=0
+  env "$@" meson test -C "$dir" --print-errorlogs </dev/null 2>&1 | tee "$out" || rc=$?
+  if ((rc != 0)); then log "$label: meson test exited with status $rc"; fi
+  count_results "$out" "$label"
+}
+
+run_suite build "build" "${MESON_ARGS:-}"
+
+if [[ $quick == no ]]; then
+  run_suite build-asan "build-asan" \
+    "-Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug" \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+else
+  log "--quick: sanitizer build skipped"
+fi
+
+for p in "${problems[@]}"; do
+  log "problem: $p"
+done
+echo "$total_passed passed, $total_failed failed"
+if ((total_failed > 0)); then
+  exit 1
+fi

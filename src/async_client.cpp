@@ -1,0 +1,132 @@
+// async_client.cpp — ClientCore: the nodes, the engine, and the order in
+// which they are shut down. AsyncClient is its owning handle.
+#include "redlock/async_client.hpp"
+
+#include <uv.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "node.hpp"
+#include "redlock.hpp"
+#include "scripts.hpp"
+#include "sha1.hpp"
+
+namespace redlock {
+
+using detail::Node;
+
+// ClientCore — lives until both its handles are closed and its AsyncClient
+// is gone; it frees itself in whichever of the two comes last.
+class ClientCore final : public detail::Transport {
+ public:
+  ClientCore(uv_loop_t* loop, Config config) : loop_(loop), config_(std::move(config)), engine_(loop, *this, config_.options) {
+    for (std::size_t i = 0; i < detail::script_count; ++i) shas_[i] = detail::sha1_hex(detail::script_bodies[i]);
+    uv_timer_init(loop_, &reaper_);
+    reaper_.data = this;
+    nodes_.reserve(config_.nodes.size());
+    for (const NodeAddress& address : config_.nodes) {
+      nodes_.push_back(std::make_unique<Node>(loop_, address, config_.options, shas_.data(),
+                                              [this] { node_closed(); }));
+    }
+    for (auto& node : nodes_) node->start();
+  }
+
+  std::size_t size() const override { return nodes_.size(); }
+  const std::string& address(std::size_t i) const override { return nodes_[i]->address(); }
+  bool send(std::size_t i, const detail::ScriptCall& call, detail::ReplySink* sink, std::size_t slot,
+            std::string& why) override {
+    return nodes_[i]->send(call, sink, slot, why);
+  }
+
+  detail::Engine& engine() noexcept { return engine_; }
+  const Config& config() const noexcept { return config_; }
+
+  void close(std::function<void()> on_closed) {
+    if (on_closed) closed_callbacks_.push_back(std::move(on_closed));
+    if (fully_closed_) {
+      run_closed_callbacks();
+      return;
+    }
+    if (closing_) return;
+    closing_ = true;
+    engine_.shutdown([this] {
+      engine_idle_ = true;
+      maybe_finish();
+    });
+    for (auto& node : nodes_) node->close();
+  }
+
+  // owner_gone: the AsyncClient was destroyed.
+  void owner_gone() {
+    owner_gone_ = true;
+    close({});
+    if (fully_closed_) delete this;
+  }
+
+ private:
+  ~ClientCore() override = default;
+
+  void node_closed() {
+    ++closed_nodes_;
+    maybe_finish();
+  }
+
+  void maybe_finish() {
+    if (!engine_idle_ || closed_nodes_ != nodes_.size() || reaping_) return;
+    reaping_ = true;
+    // Finish in a close callback of our own, never inside a node's.
+    uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
+      auto* core = static_cast<ClientCore*>(h->data);
+      core->fully_closed_ = true;
+      core->run_closed_callbacks();
+      if (core->owner_gone_) delete core;
+    });
+  }
+
+  void run_closed_callbacks() {
+    auto callbacks = std::move(closed_callbacks_);
+    closed_callbacks_.clear();
+    for (auto& cb : callbacks) cb();
+  }
+
+  uv_loop_t* loop_;
+  Config config_;
+  std::array<std::string, detail::script_count> shas_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  detail::Engine engine_;
+  uv_timer_t reaper_;
+  std::vector<std::function<void()>> closed_callbacks_;
+  std::size_t closed_nodes_ = 0;
+  bool closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
+};
+
+Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config config) {
+  if (loop == nullptr) return make_error(Errc::invalid_argument, "loop: null");
+  Result<void> valid = validate_config(config);
+  if (!valid) return valid.error();
+  return std::unique_ptr<AsyncClient>(new AsyncClient(new ClientCore(loop, std::move(config))));
+}
+
+AsyncClient::AsyncClient(ClientCore* core) noexcept : core_(core) {}
+
+AsyncClient::~AsyncClient() { core_->owner_gone(); }
+
+void AsyncClient::acquire(std::string resource, AcquireOptions opts, LockCallback done) {
+  core_->engine().acquire(std::move(resource), std::move(opts), std::move(done));
+}
+
+void AsyncClient::extend(Lock lock, milliseconds ttl, LockCallback done) {
+  core_->engine().extend(std::move(lock), ttl, std::move(done));
+}
+
+void AsyncClient::release(std::string resource, std::string token, ReleaseCallback done) {
+  core_->engine().release(std::move(resource), std::move(token), std::move(done));
+}
+
+void AsyncClient::close(std::function<void()> on_closed) { core_->close(std::move(on_closed)); }
+
+const Config& AsyncClient::config() const noexcept { return core_->config(); }
+
+}  // namespace redlock

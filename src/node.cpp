@@ -1,0 +1,438 @@
+// node.cpp — one master's connection. See node.hpp for the contract.
+#include "node.hpp"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string_view>
+
+#include "token.hpp"
+#include "validity.hpp"
+
+namespace redlock::detail {
+
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// PollWatcher — our libuv adapter for one hiredis context (hiredis's own
+// 0.14 adapter ignores poll errors, so a refused connect would never be
+// noticed). It owns its poll handle and frees itself in the close callback.
+struct PollWatcher {
+  uv_poll_t poll;
+  redisAsyncContext* ac;
+  int events = 0;
+};
+
+void on_poll(uv_poll_t* handle, int status, int events) {
+  auto* w = static_cast<PollWatcher*>(handle->data);
+  // On a poll error let hiredis find out what happened (getsockopt/read).
+  const int ev = status < 0 ? w->events : events;
+  if (w->ac != nullptr && (ev & UV_READABLE)) redisAsyncHandleRead(w->ac);
+  if (w->ac != nullptr && (ev & UV_WRITABLE)) redisAsyncHandleWrite(w->ac);
+}
+
+void update_poll(PollWatcher* w, int add, int remove) {
+  w->events = (w->events | add) & ~remove;
+  if (w->events != 0) {
+    uv_poll_start(&w->poll, w->events, on_poll);
+  } else {
+    uv_poll_stop(&w->poll);
+  }
+}
+
+void ev_add_read(void* p) { update_poll(static_cast<PollWatcher*>(p), UV_READABLE, 0); }
+void ev_del_read(void* p) { update_poll(static_cast<PollWatcher*>(p), 0, UV_READABLE); }
+void ev_add_write(void* p) { update_poll(static_cast<PollWatcher*>(p), UV_WRITABLE, 0); }
+void ev_del_write(void* p) { update_poll(static_cast<PollWatcher*>(p), 0, UV_WRITABLE); }
+void ev_cleanup(void* p) {
+  auto* w = static_cast<PollWatcher*>(p);
+  w->ac = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->poll),
+           [](uv_handle_t* h) { delete static_cast<PollWatcher*>(h->data); });
+}
+
+bool attach(redisAsyncContext* ac, uv_loop_t* loop) {
+  auto* w = new PollWatcher;
+  w->ac = ac;
+  if (uv_poll_init(loop, &w->poll, ac->c.fd) != 0) {
+    delete w;
+    return false;
+  }
+  w->poll.data = w;
+  ac->ev.data = w;
+  ac->ev.addRead = ev_add_read;
+  ac->ev.delRead = ev_del_read;
+  ac->ev.addWrite = ev_add_write;
+  ac->ev.delWrite = ev_del_write;
+  ac->ev.cleanup = ev_cleanup;
+  return true;
+}
+
+// hiredis says "Connection refused"; outcomes read "connection refused".
+std::string lowercase_first(const char* text) {
+  std::string s = text != nullptr && *text != '\0' ? text : "connection error";
+  s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+void reply_trampoline(redisAsyncContext* ac, void* reply, void*) {
+  static_cast<Node*>(ac->data)->handle_reply(ac, static_cast<redisReply*>(reply));
+}
+
+void connect_trampoline(const redisAsyncContext* ac, int status) {
+  if (status != REDIS_OK) static_cast<Node*>(ac->data)->connection_lost(ac, lowercase_first(ac->errstr));
+}
+
+void disconnect_trampoline(const redisAsyncContext* ac, int status) {
+  static_cast<Node*>(ac->data)
+      ->connection_lost(ac, status == REDIS_OK ? "disconnected" : lowercase_first(ac->errstr));
+}
+
+ReplyView view_of(const redisReply* r) {
+  ReplyView v;
+  switch (r->type) {
+    case REDIS_REPLY_STATUS: v.type = ReplyView::Type::status; break;
+    case REDIS_REPLY_STRING: v.type = ReplyView::Type::string; break;
+    case REDIS_REPLY_INTEGER: v.type = ReplyView::Type::integer; break;
+    case REDIS_REPLY_NIL: v.type = ReplyView::Type::nil; break;
+    case REDIS_REPLY_ERROR: v.type = ReplyView::Type::error; break;
+    case REDIS_REPLY_ARRAY: v.type = ReplyView::Type::array; break;
+    default: v.type = ReplyView::Type::other; break;
+  }
+  v.integer = r->integer;
+  if (r->str != nullptr) v.str = std::string_view(r->str, r->len);
+  return v;
+}
+
+std::string info_field(std::string_view info, std::string_view name) {
+  std::size_t at = 0;
+  while ((at = info.find(name, at)) != std::string_view::npos) {
+    if ((at == 0 || info[at - 1] == '\n') && at + name.size() < info.size() && info[at + name.size()] == ':') {
+      std::size_t begin = at + name.size() + 1;
+      std::size_t end = info.find_first_of("\r\n", begin);
+      return std::string(info.substr(begin, end == std::string_view::npos ? end : end - begin));
+    }
+    at += name.size();
+  }
+  return {};
+}
+
+long long to_ms(std::chrono::steady_clock::duration d) { return duration_cast<milliseconds>(d).count(); }
+
+}  // namespace
+
+Node::Node(uv_loop_t* loop, NodeAddress address, const Options& options, const std::string* shas,
+           std::function<void()> on_closed)
+    : loop_(loop),
+      address_(std::move(address)),
+      display_(address_.display()),
+      options_(options),
+      shas_(shas),
+      on_closed_(std::move(on_closed)) {
+  uv_timer_init(loop_, &deadline_timer_);
+  uv_timer_init(loop_, &conn_timer_);
+  deadline_timer_.data = this;
+  conn_timer_.data = this;
+  open_handles_ = 2;
+}
+
+Node::~Node() = default;
+
+void Node::start() { connect(); }
+
+void Node::connect() {
+  if (closing_) return;
+  redisAsyncContext* ac = address_.kind == NodeAddress::Kind::tcp
+                              ? redisAsyncConnect(address_.host.c_str(), address_.port)
+                              : redisAsyncConnectUnix(address_.path.c_str());
+  if (ac == nullptr) {
+    last_error_ = "out of memory creating the connection";
+    schedule_reconnect();
+    return;
+  }
+  if (ac->err != 0) {
+    last_error_ = lowercase_first(ac->errstr);
+    redisAsyncFree(ac);
+    schedule_reconnect();
+    return;
+  }
+  if (!attach(ac, loop_)) {
+    last_error_ = "cannot watch the socket";
+    redisAsyncFree(ac);
+    schedule_reconnect();
+    return;
+  }
+  ac->data = this;
+  ac_ = ac;
+  state_ = State::connecting;
+  redisAsyncSetConnectCallback(ac, connect_trampoline);
+  redisAsyncSetDisconnectCallback(ac, disconnect_trampoline);
+  uv_timer_start(
+      &conn_timer_, [](uv_timer_t* t) { static_cast<Node*>(t->data)->on_conn_timer(); },
+      static_cast<std::uint64_t>(options_.connect_timeout.count()), 0);
+  if (!queue_handshake()) drop_connection("cannot queue the handshake");
+}
+
+bool Node::queue_handshake() {
+  if (!address_.password.empty()) {
+    // AUTH password, or AUTH user password for an ACL user.
+    const char* argv[3] = {"AUTH", nullptr, nullptr};
+    std::size_t lens[3] = {4, 0, 0};
+    int argc = 1;
+    if (!address_.user.empty()) {
+      argv[argc] = address_.user.c_str();
+      lens[argc++] = address_.user.size();
+    }
+    argv[argc] = address_.password.c_str();
+    lens[argc++] = address_.password.size();
+    if (!queue_raw(Kind::handshake, argc, argv, lens)) return false;
+  }
+  if (address_.db != 0) {
+    const std::string db = std::to_string(address_.db);
+    const char* argv[2] = {"SELECT", db.c_str()};
+    const std::size_t lens[2] = {6, db.size()};
+    if (!queue_raw(Kind::handshake, 2, argv, lens)) return false;
+  }
+  const char* argv[2] = {"INFO", "server"};
+  const std::size_t lens[2] = {4, 6};
+  return queue_raw(Kind::info, 2, argv, lens);
+}
+
+bool Node::queue_raw(Kind kind, int argc, const char** argv, const std::size_t* lens) {
+  if (redisAsyncCommandArgv(ac_, reply_trampoline, nullptr, argc, argv, lens) != REDIS_OK) return false;
+  Pending p;
+  p.kind = kind;
+  p.sent = clock::now();
+  pending_.push_back(p);
+  return true;
+}
+
+bool Node::queue_script(const ScriptCall& call, bool as_eval) {
+  const std::size_t id = static_cast<std::size_t>(call.script);
+  const std::string_view body = script_bodies[id];
+  const char* argv[6] = {as_eval ? "EVAL" : "EVALSHA",
+                         as_eval ? body.data() : shas_[id].c_str(),
+                         "1",
+                         call.key.c_str(),
+                         call.arg1.c_str(),
+                         call.arg2.c_str()};
+  const std::size_t lens[6] = {as_eval ? 4u : 7u, as_eval ? body.size() : shas_[id].size(), 1,
+                               call.key.size(), call.arg1.size(), call.arg2.size()};
+  return redisAsyncCommandArgv(ac_, reply_trampoline, nullptr, 6, argv, lens) == REDIS_OK;
+}
+
+bool Node::send(const ScriptCall& call, ReplySink* sink, std::size_t slot, std::string& why) {
+  if (closing_) {
+    why = "client closed";
+    return false;
+  }
+  if (ac_ == nullptr) {
+    why = last_error_;
+    return false;
+  }
+  if (pending_.size() >= options_.max_pending) {
+    why = "too many commands in flight (" + std::to_string(pending_.size()) + ")";
+    return false;
+  }
+  if (!queue_script(call, false)) {
+    why = ac_->errstr != nullptr && ac_->err != 0 ? lowercase_first(ac_->errstr) : "connection is closing";
+    return false;
+  }
+  Pending p;
+  p.sink = sink;
+  p.slot = slot;
+  p.call = &call;
+  p.sent = clock::now();
+  p.deadline = p.sent + options_.node_timeout;
+  pending_.push_back(p);
+  if (!armed_) rearm();
+  return true;
+}
+
+void Node::handle_reply(redisAsyncContext* ac, redisReply* reply) {
+  if (pending_.empty()) return;  // cannot happen: one entry per hiredis callback
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  if (scanned_ > 0) --scanned_;
+  const clock::time_point now = clock::now();
+
+  if (p.kind != Kind::script) {
+    const bool failed = reply == nullptr || reply->type == REDIS_REPLY_ERROR;
+    if (failed && ac == ac_) {
+      const std::string what = p.kind == Kind::info ? "INFO server" : "connection setup (AUTH/SELECT)";
+      drop_connection(what + " failed: " +
+                      (reply != nullptr ? std::string(reply->str, reply->len) : lowercase_first(ac->errstr)));
+    } else if (p.kind == Kind::info && !failed && ac == ac_) {
+      handle_info(reply, now);
+    }
+    return;
+  }
+
+  const bool noscript = reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
+                        std::string_view(reply->str, reply->len).substr(0, 8) == "NOSCRIPT";
+  if (noscript && !p.retried && ac == ac_ && queue_script(*p.call, true)) {
+    // The script cache was flushed: run it by its text, which reloads it.
+    Pending again = p;
+    again.retried = true;
+    again.deadline = std::max(p.deadline, now);
+    pending_.push_back(again);
+    return;
+  }
+  deliver(p, ac, reply, now);
+  rearm();
+}
+
+void Node::deliver(const Pending& p, redisAsyncContext* ac, redisReply* reply, clock::time_point now) {
+  NodeEvent ev;
+  ev.rtt = duration_cast<microseconds>(now - p.sent);
+  if (reply == nullptr) {
+    ev.kind = EventKind::failed;
+    if (closing_) {
+      ev.text = "client closed";
+    } else if (ac->err != 0 && ac->errstr != nullptr) {
+      last_error_ = lowercase_first(ac->errstr);
+      ev.text = last_error_;
+    } else {
+      ev.text = last_error_;
+    }
+  } else {
+    ev.kind = EventKind::reply;
+    ev.reply = view_of(reply);
+    ev.quarantined = quarantined(now);
+    if (ev.quarantined) ev.text = quarantine_text_;
+  }
+  p.sink->on_node_event(p.slot, ev);
+}
+
+void Node::handle_info(redisReply* reply, clock::time_point now) {
+  const std::string_view info(reply->str != nullptr ? reply->str : "", reply->len);
+  version_ = info_field(info, "redis_version");
+  run_id_ = info_field(info, "run_id");
+  const std::string uptime = info_field(info, "uptime_in_seconds");
+  const milliseconds period = quarantine_period(options_.max_ttl, options_.drift_factor);
+  // Without a readable uptime assume the node just restarted.
+  const long long up_ms = uptime.empty() ? 0 : std::strtoll(uptime.c_str(), nullptr, 10) * 1000;
+  quarantine_until_ = up_ms < period.count() ? now + milliseconds{period.count() - up_ms} : clock::time_point{};
+  state_ = State::ready;
+  failures_ = 0;
+  uv_timer_stop(&conn_timer_);
+}
+
+bool Node::quarantined(clock::time_point now) {
+  if (!options_.quarantine || now >= quarantine_until_) return false;
+  quarantine_text_ = "restarted recently; quarantined for another " +
+                     std::to_string(to_ms(quarantine_until_ - now)) + " ms";
+  return true;
+}
+
+void Node::connection_lost(const redisAsyncContext* ac, std::string reason) {
+  if (ac != ac_) return;  // a context we already let go of
+  ac_ = nullptr;
+  state_ = State::disconnected;
+  last_error_ = std::move(reason);
+  schedule_reconnect();
+}
+
+void Node::drop_connection(std::string reason) {
+  if (ac_ == nullptr) return;
+  redisAsyncContext* ac = ac_;
+  ac_ = nullptr;
+  state_ = closing_ ? State::closed : State::disconnected;
+  last_error_ = std::move(reason);
+  redisAsyncFree(ac);  // fails every pending command (deferred by hiredis when inside its callback)
+  schedule_reconnect();
+}
+
+void Node::schedule_reconnect() {
+  if (closing_) return;
+  const long long base = options_.reconnect_min.count();
+  const long long cap = options_.reconnect_max.count();
+  const long long step = std::min(cap, base << std::min(failures_, 20u));
+  ++failures_;
+  const long long delay = step / 2 + static_cast<long long>(random_below(static_cast<unsigned long long>(step / 2 + 1)));
+  uv_timer_start(
+      &conn_timer_, [](uv_timer_t* t) { static_cast<Node*>(t->data)->on_conn_timer(); },
+      static_cast<std::uint64_t>(delay), 0);
+}
+
+void Node::on_conn_timer() {
+  if (state_ == State::disconnected) {
+    connect();
+  } else if (state_ == State::connecting) {
+    drop_connection("connect timeout after " + std::to_string(options_.connect_timeout.count()) + " ms");
+  }
+}
+
+void Node::on_deadline() {
+  armed_ = false;
+  const clock::time_point now = clock::now();
+  while (scanned_ < pending_.size()) {
+    Pending& p = pending_[scanned_];
+    if (p.kind == Kind::script && !p.timed_out) {
+      if (p.deadline > now) break;
+      p.timed_out = true;
+      NodeEvent ev;
+      ev.kind = EventKind::timeout;
+      ev.rtt = duration_cast<microseconds>(now - p.sent);
+      p.sink->on_node_event(p.slot, ev);
+    }
+    ++scanned_;
+  }
+  if (state_ == State::ready && !pending_.empty() && now - pending_.front().sent >= options_.stall_timeout) {
+    drop_connection("no reply for " + std::to_string(to_ms(now - pending_.front().sent)) +
+                    " ms (stalled); reconnecting");
+    return;
+  }
+  rearm();
+}
+
+void Node::rearm() {
+  if (closing_) return;
+  bool have = false;
+  clock::time_point due{};
+  for (std::size_t i = scanned_; i < pending_.size(); ++i) {
+    if (pending_[i].kind == Kind::script && !pending_[i].timed_out) {
+      due = pending_[i].deadline;
+      have = true;
+      break;
+    }
+  }
+  if (state_ == State::ready && !pending_.empty()) {
+    const clock::time_point stall = pending_.front().sent + options_.stall_timeout;
+    due = have ? std::min(due, stall) : stall;
+    have = true;
+  }
+  if (!have || (armed_ && armed_due_ <= due)) return;
+  const auto wait = std::chrono::ceil<milliseconds>(due - clock::now());
+  armed_ = true;
+  armed_due_ = due;
+  uv_timer_start(
+      &deadline_timer_, [](uv_timer_t* t) { static_cast<Node*>(t->data)->on_deadline(); },
+      static_cast<std::uint64_t>(std::max<long long>(wait.count(), 0)), 0);
+}
+
+void Node::close() {
+  if (closing_) return;
+  closing_ = true;
+  if (ac_ != nullptr) {
+    redisAsyncContext* ac = ac_;
+    ac_ = nullptr;
+    last_error_ = "client closed";
+    redisAsyncFree(ac);
+  }
+  state_ = State::closed;
+  auto closed = [](uv_handle_t* h) {
+    auto* self = static_cast<Node*>(h->data);
+    if (--self->open_handles_ == 0 && self->on_closed_) self->on_closed_();
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&deadline_timer_), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&conn_timer_), closed);
+}
+
+}  // namespace redlock::detail

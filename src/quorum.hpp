@@ -1,0 +1,106 @@
+// quorum.hpp — one fan-out round, decided exactly once.
+//
+// QuorumTally is the pure decision rule; QuorumRound sends one script to
+// every node of a Transport at once and feeds the first event of each node
+// into the tally. The round is decided as soon as the outcome is certain and
+// never waits for a slow minority; it keeps tracking stragglers after that
+// and frees itself once every node has given its final event and its owner
+// has let go (detach).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "redlock/lock.hpp"
+#include "transport.hpp"
+
+namespace redlock::detail {
+
+// RoundMode — what "decided" means.
+//   majority  (acquire, extend) success when ok ≥ quorum; failure as soon as
+//             ok + unanswered < quorum
+//   release   decided when every node answered, or when at least a quorum
+//             confirmed that our token is gone from them (ok or held): then
+//             fewer than a quorum can still hold it
+enum class RoundMode : std::uint8_t { majority, release };
+
+class QuorumTally {
+ public:
+  QuorumTally(std::size_t nodes, RoundMode mode) noexcept;
+
+  // record takes the first outcome of one node (never `pending`) and returns
+  // true exactly once: when this outcome decided the round.
+  bool record(Outcome first) noexcept;
+
+  bool decided() const noexcept { return decided_; }
+  // success: majority mode — a quorum said ok (latched at the decision);
+  // release mode — at least one ok and fewer than a quorum unconfirmed.
+  bool success() const noexcept;
+
+  std::size_t nodes() const noexcept { return nodes_; }
+  std::size_t quorum() const noexcept { return nodes_ / 2 + 1; }
+  std::size_t ok() const noexcept { return ok_; }
+  std::size_t held() const noexcept { return held_; }
+  std::size_t answered() const noexcept { return answered_; }
+
+ private:
+  std::size_t nodes_;
+  RoundMode mode_;
+  std::size_t ok_ = 0, held_ = 0, answered_ = 0;
+  bool decided_ = false, success_ = false;
+};
+
+// RoundListener — told once, from a node event, that the round is decided.
+class RoundListener {
+ public:
+  virtual void on_round_decided() = 0;
+
+ protected:
+  ~RoundListener() = default;
+};
+
+class QuorumRound final : public ReplySink {
+ public:
+  // launch sends `call` to every node at once. A decision reached inside
+  // launch (every send refused at once) is not signalled to the listener:
+  // the caller checks decided() after launch returns. Ownership: the caller
+  // must call detach() exactly once; the round frees itself afterwards.
+  static QuorumRound* launch(Transport& transport, ScriptCall call, RoundMode mode,
+                             RoundListener* listener);
+
+  QuorumRound(const QuorumRound&) = delete;
+  QuorumRound& operator=(const QuorumRound&) = delete;
+
+  // detach drops the listener; the round lives on until its stragglers are
+  // final, then frees itself (at once if they already are).
+  void detach() noexcept;
+
+  bool decided() const noexcept { return tally_.decided(); }
+  const QuorumTally& tally() const noexcept { return tally_; }
+  // outcomes: one per node; `pending` for nodes with no event yet.
+  const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
+  const ScriptCall& call() const noexcept { return call_; }
+
+  void on_node_event(std::size_t slot, const NodeEvent& event) override;
+
+ private:
+  QuorumRound(Transport& transport, ScriptCall call, RoundMode mode, RoundListener* listener);
+  ~QuorumRound() = default;
+  void record_first(std::size_t slot);
+  void maybe_free() noexcept;
+
+  ScriptCall call_;
+  QuorumTally tally_;
+  std::vector<NodeOutcome> outcomes_;
+  RoundListener* listener_;
+  std::size_t finals_ = 0;
+  bool launching_ = true;
+  bool detached_ = false;
+};
+
+// classify turns one reply to `script` into an outcome, filling holder_ttl
+// and error text. Exposed for tests.
+void classify(ScriptId script, const NodeEvent& event, NodeOutcome& out);
+
+}  // namespace redlock::detail

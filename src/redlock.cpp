@@ -1,0 +1,351 @@
+// redlock.cpp — acquire, extend and release as operations on rounds.
+//
+// Safety rests on three rules kept here:
+//  1. elapsed is measured on steady_clock from T1, taken before the first
+//     send of a round, to the moment the outcome is evaluated, and
+//     validity = ttl − elapsed − drift must stay above min_validity;
+//  2. an acquire round that fails is released on every node — a timeout
+//     means "maybe applied" — and the release goes down the same connection
+//     behind the SET, so a SET that lands late is deleted right after;
+//  3. extend succeeds only if a majority answered before the lock's
+//     validity deadline.
+#include "redlock.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "quorum.hpp"
+#include "token.hpp"
+#include "validity.hpp"
+
+namespace redlock::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+
+constexpr std::size_t max_resource_bytes = 1024;
+
+// describe lists the nodes that did not say ok: "addr reason; addr reason".
+std::string describe(const std::vector<NodeOutcome>& nodes) {
+  std::string out;
+  for (const NodeOutcome& n : nodes) {
+    if (n.outcome == Outcome::ok) continue;
+    if (!out.empty()) out += "; ";
+    out += n.address;
+    out += ' ';
+    out += n.error.empty() ? std::string(outcome_name(n.outcome)) : n.error;
+  }
+  return out;
+}
+
+std::string count_of(const QuorumTally& t) {
+  return std::to_string(t.ok()) + "/" + std::to_string(t.nodes());
+}
+
+}  // namespace
+
+class Operation final : public RoundListener {
+ public:
+  enum class Kind : std::uint8_t { acquire, extend, release };
+
+  Operation(Engine& engine, Kind kind) : engine_(engine), kind_(kind) {
+    uv_timer_init(engine_.loop_, &timer_);
+    timer_.data = this;
+    engine_.enlist(this);
+  }
+
+  // begin starts the first round, or schedules the early error / closure.
+  void begin() {
+    if (early_.has_value() || engine_.closing_) {
+      aborted_ = engine_.closing_;
+      arm(milliseconds{0});
+      return;
+    }
+    start_round();
+  }
+
+  void on_round_decided() override { arm(milliseconds{0}); }
+
+  void abort() {
+    if (finished_) return;
+    aborted_ = true;
+    arm(milliseconds{0});
+  }
+
+  Engine& engine_;
+  Kind kind_;
+  Operation* prev_ = nullptr;
+  Operation* next_ = nullptr;
+
+  std::string resource_;
+  std::string token_;
+  std::string key_;
+  milliseconds ttl_{0};
+  clock::time_point wait_deadline_{};
+  clock::time_point lock_deadline_{};  // extend: the lock's current validity deadline
+  LockCallback lock_done_;
+  ReleaseCallback release_done_;
+  std::optional<Error> early_;  // an argument error, reported on the first timer tick
+
+ private:
+  void arm(milliseconds delay) {
+    uv_timer_start(
+        &timer_, [](uv_timer_t* t) { static_cast<Operation*>(t->data)->on_timer(); },
+        static_cast<std::uint64_t>(delay.count()), 0);
+  }
+
+  void on_timer() {
+    if (finished_) return;
+    if (early_.has_value()) return fail(std::move(*early_));
+    if (aborted_) return fail(make_error(Errc::closed, "the client was closed"));
+    if (round_ == nullptr) return start_round();  // a retry delay has passed
+    if (round_->decided()) evaluate();
+  }
+
+  ScriptCall make_call() const {
+    switch (kind_) {
+      case Kind::acquire: return {ScriptId::acquire, key_, token_, std::to_string(ttl_.count())};
+      case Kind::extend: return {ScriptId::extend, key_, token_, std::to_string(ttl_.count())};
+      case Kind::release: break;
+    }
+    return release_call();
+  }
+
+  ScriptCall release_call() const {
+    return {ScriptId::release, key_, token_, engine_.options_.prefix + resource_ + ":released"};
+  }
+
+  void start_round() {
+    ++attempts_;
+    t1_ = clock::now();
+    const RoundMode mode = kind_ == Kind::release ? RoundMode::release : RoundMode::majority;
+    round_ = QuorumRound::launch(engine_.transport_, make_call(), mode, this);
+    if (round_->decided()) arm(milliseconds{0});
+  }
+
+  void evaluate() {
+    const clock::time_point now = clock::now();
+    const auto elapsed = duration_cast<microseconds>(now - t1_);
+    const QuorumTally tally = round_->tally();
+    std::vector<NodeOutcome> nodes = round_->outcomes();
+    round_->detach();
+    round_ = nullptr;
+
+    if (kind_ == Kind::release) {
+      ReleaseResult r;
+      r.released = tally.success();
+      r.released_nodes = static_cast<int>(tally.ok());
+      r.elapsed = elapsed;
+      r.nodes = std::move(nodes);
+      return finish_release(std::move(r));
+    }
+
+    const Options& o = engine_.options_;
+    const microseconds validity = validity_left(ttl_, elapsed, o.drift_factor);
+    const bool in_time = kind_ != Kind::extend || now < lock_deadline_;
+    if (tally.success() && validity > microseconds{o.min_validity} && in_time) {
+      Lock lock;
+      lock.resource = resource_;
+      lock.token = token_;
+      lock.ttl = ttl_;
+      lock.validity = duration_cast<milliseconds>(validity);
+      lock.validity_deadline = t1_ + ttl_ - drift_allowance(ttl_, o.drift_factor);
+      lock.elapsed = elapsed;
+      lock.attempts = attempts_;
+      lock.nodes = std::move(nodes);
+      return finish_lock(std::move(lock));
+    }
+
+    Error e = round_error(tally, nodes, validity, in_time);
+    e.nodes = std::move(nodes);
+    e.attempts = attempts_;
+    e.elapsed = elapsed;
+    if (kind_ == Kind::extend) return fail(std::move(e));
+
+    // A failed acquire round may have set the key anywhere: release everywhere.
+    QuorumRound::launch(engine_.transport_, release_call(), RoundMode::release, nullptr)->detach();
+    if (now >= wait_deadline_ || aborted_) return fail(std::move(e));
+    const auto jitter = milliseconds{static_cast<long long>(
+        random_below(static_cast<unsigned long long>(o.retry_jitter.count()) + 1))};
+    const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - now);
+    arm(std::min(o.retry_delay + jitter, left));
+  }
+
+  Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
+                    bool in_time) const {
+    const std::string detail = describe(nodes);
+    const std::string tail = detail.empty() ? "" : ": " + detail;
+    if (tally.success() && !in_time) {
+      return make_error(Errc::too_late, "majority " + count_of(tally) +
+                                            " answered after the lock's validity deadline had passed" + tail);
+    }
+    if (tally.success()) {
+      return make_error(Errc::validity_too_short,
+                        "majority " + count_of(tally) + " reached but only " +
+                            std::to_string(validity.count() / 1000) + " ms of validity left (minimum " +
+                            std::to_string(engine_.options_.min_validity.count()) + " ms)" + tail);
+    }
+    if (tally.held() > 0) {
+      if (kind_ == Kind::extend) return make_error(Errc::not_held, "lock not held " + count_of(tally) + tail);
+      return make_error(Errc::held, "held elsewhere " + count_of(tally) + tail);
+    }
+    return make_error(Errc::no_quorum, "no quorum " + count_of(tally) + tail);
+  }
+
+  void fail(Error e) {
+    if (e.attempts == 0) e.attempts = attempts_;
+    if (kind_ == Kind::release) return finish_release(std::move(e));
+    finish_lock(std::move(e));
+  }
+
+  void finish_lock(Result<Lock> r) {
+    finished_ = true;
+    LockCallback done = std::move(lock_done_);
+    close_soon();
+    if (done) done(std::move(r));
+  }
+
+  void finish_release(Result<ReleaseResult> r) {
+    finished_ = true;
+    ReleaseCallback done = std::move(release_done_);
+    close_soon();
+    if (done) done(std::move(r));
+  }
+
+  // close_soon detaches from the round and closes the timer; the operation
+  // frees itself in the close callback.
+  void close_soon() {
+    if (round_ != nullptr) {
+      round_->detach();
+      round_ = nullptr;
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), [](uv_handle_t* h) {
+      auto* op = static_cast<Operation*>(h->data);
+      op->engine_.delist(op);
+      delete op;
+    });
+  }
+
+  uv_timer_t timer_;
+  QuorumRound* round_ = nullptr;
+  clock::time_point t1_{};
+  int attempts_ = 0;
+  bool aborted_ = false;
+  bool finished_ = false;
+};
+
+Engine::Engine(uv_loop_t* loop, Transport& transport, const Options& options) noexcept
+    : loop_(loop), transport_(transport), options_(options) {}
+
+void Engine::enlist(Operation* op) noexcept {
+  op->next_ = head_;
+  if (head_ != nullptr) head_->prev_ = op;
+  head_ = op;
+  ++live_;
+}
+
+void Engine::delist(Operation* op) noexcept {
+  if (op->prev_ != nullptr) op->prev_->next_ = op->next_;
+  if (op->next_ != nullptr) op->next_->prev_ = op->prev_;
+  if (head_ == op) head_ = op->next_;
+  --live_;
+  if (live_ == 0 && closing_ && on_idle_) std::exchange(on_idle_, nullptr)();
+}
+
+void Engine::shutdown(std::function<void()> on_idle) {
+  if (closing_) return;
+  closing_ = true;
+  on_idle_ = std::move(on_idle);
+  for (Operation* op = head_; op != nullptr; op = op->next_) op->abort();
+  if (live_ == 0 && on_idle_) std::exchange(on_idle_, nullptr)();
+}
+
+namespace {
+
+// check_ttl returns the problem with a TTL, or an empty string.
+std::string check_ttl(milliseconds ttl, const Options& o) {
+  if (ttl <= milliseconds{0}) return "ttl " + std::to_string(ttl.count()) + " ms: must be > 0";
+  if (ttl > o.max_ttl) {
+    return "ttl " + std::to_string(ttl.count()) + " ms exceeds max_ttl " + std::to_string(o.max_ttl.count()) +
+           " ms";
+  }
+  const milliseconds floor = o.node_timeout + drift_allowance(ttl, o.drift_factor) + o.min_validity;
+  if (ttl <= floor) {
+    return "ttl " + std::to_string(ttl.count()) + " ms leaves no validity: must exceed node_timeout + drift + " +
+           "min_validity (" + std::to_string(floor.count()) + " ms)";
+  }
+  return {};
+}
+
+std::string check_resource(const std::string& resource) {
+  if (resource.empty()) return "resource: empty";
+  if (resource.size() > max_resource_bytes) {
+    return "resource: " + std::to_string(resource.size()) + " bytes (at most " +
+           std::to_string(max_resource_bytes) + ")";
+  }
+  return {};
+}
+
+}  // namespace
+
+void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback done) {
+  auto* op = new Operation(*this, Operation::Kind::acquire);
+  op->lock_done_ = std::move(done);
+  op->ttl_ = opts.ttl.count() == 0 ? options_.default_ttl : opts.ttl;
+  std::string problem = check_resource(resource);
+  if (problem.empty()) problem = check_ttl(op->ttl_, options_);
+  if (problem.empty() && opts.wait < milliseconds{0}) problem = "wait: must be >= 0";
+  if (problem.empty() && !opts.token.empty() && !valid_token(opts.token)) {
+    problem = "token: must be 1-128 characters of [0-9A-Za-z_-]";
+  }
+  if (problem.empty() && opts.token.empty()) {
+    Result<std::string> token = random_token();
+    if (token) {
+      opts.token = std::move(*token);
+    } else {
+      op->early_ = token.error();
+    }
+  }
+  if (!problem.empty()) op->early_ = make_error(Errc::invalid_argument, problem);
+  op->key_ = options_.prefix + resource;
+  op->resource_ = std::move(resource);
+  op->token_ = std::move(opts.token);
+  op->wait_deadline_ = clock::now() + opts.wait;
+  op->begin();
+}
+
+void Engine::extend(Lock lock, milliseconds ttl, LockCallback done) {
+  auto* op = new Operation(*this, Operation::Kind::extend);
+  op->lock_done_ = std::move(done);
+  op->ttl_ = ttl.count() == 0 ? (lock.ttl.count() == 0 ? options_.default_ttl : lock.ttl) : ttl;
+  std::string problem = check_resource(lock.resource);
+  if (problem.empty()) problem = check_ttl(op->ttl_, options_);
+  if (problem.empty() && !valid_token(lock.token)) problem = "token: must be 1-128 characters of [0-9A-Za-z_-]";
+  if (!problem.empty()) op->early_ = make_error(Errc::invalid_argument, problem);
+  op->key_ = options_.prefix + lock.resource;
+  op->resource_ = std::move(lock.resource);
+  op->token_ = std::move(lock.token);
+  // A lock value that never came from acquire (CLI extend) has no deadline
+  // of its own: then the extension itself must land within its new ttl.
+  op->lock_deadline_ = lock.validity_deadline == clock::time_point{} ? clock::time_point::max()
+                                                                     : lock.validity_deadline;
+  op->begin();
+}
+
+void Engine::release(std::string resource, std::string token, ReleaseCallback done) {
+  auto* op = new Operation(*this, Operation::Kind::release);
+  op->release_done_ = std::move(done);
+  std::string problem = check_resource(resource);
+  if (problem.empty() && !valid_token(token)) problem = "token: must be 1-128 characters of [0-9A-Za-z_-]";
+  if (!problem.empty()) op->early_ = make_error(Errc::invalid_argument, problem);
+  op->key_ = options_.prefix + resource;
+  op->resource_ = std::move(resource);
+  op->token_ = std::move(token);
+  op->begin();
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,56 @@
+// redlock.hpp — the Redlock algorithm over a Transport on a uv loop.
+//
+// Engine runs acquire, extend and release operations. Each operation owns
+// one uv timer: it defers every completion to the loop (so no callback runs
+// on the caller's stack), batches the replies that arrive in the same loop
+// iteration as the deciding one, and spaces acquire retries. The engine
+// knows nothing of hiredis; unit tests drive it with a fake Transport.
+#pragma once
+
+#include <uv.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "redlock/async_client.hpp"
+#include "redlock/options.hpp"
+#include "transport.hpp"
+
+namespace redlock::detail {
+
+class Operation;
+
+class Engine {
+ public:
+  // Engine keeps references to all three; they must outlive it.
+  Engine(uv_loop_t* loop, Transport& transport, const Options& options) noexcept;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void acquire(std::string resource, AcquireOptions opts, LockCallback done);
+  void extend(Lock lock, milliseconds ttl, LockCallback done);
+  void release(std::string resource, std::string token, ReleaseCallback done);
+
+  // shutdown makes every live operation (and any started later) complete
+  // with Errc::closed on the next loop iteration; on_idle runs once no
+  // operation is left (at once if none is). Idempotent.
+  void shutdown(std::function<void()> on_idle);
+
+  std::size_t live_operations() const noexcept { return live_; }
+
+ private:
+  friend class Operation;
+  void enlist(Operation* op) noexcept;
+  void delist(Operation* op) noexcept;
+
+  uv_loop_t* loop_;
+  Transport& transport_;
+  const Options& options_;
+  Operation* head_ = nullptr;  // intrusive list of live operations
+  std::size_t live_ = 0;
+  bool closing_ = false;
+  std::function<void()> on_idle_;
+};
+
+}  // namespace redlock::detail

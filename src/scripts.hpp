@@ -1,0 +1,58 @@
+// scripts.hpp — the Lua scripts, as constant text. Keys and values are
+// always passed as KEYS/ARGV: no script text is ever built from user strings.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace redlock::detail {
+
+enum class ScriptId : std::uint8_t { acquire, extend, release };
+inline constexpr std::size_t script_count = 3;
+
+// acquire: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
+// Set if free → +OK. Our own token already there → refresh the TTL → +OK
+// (a retry never blocks itself). Held by another → :PTTL of the holder.
+inline constexpr std::string_view acquire_script = R"lua(
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.status_reply('OK')
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return redis.status_reply('OK')
+end
+return redis.call('PTTL', KEYS[1])
+)lua";
+
+// extend: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
+// Only while our token is there → :1; never recreates a missing key → :0.
+inline constexpr std::string_view extend_script = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+)lua";
+
+// release: KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel.
+// Only our own token is deleted (→ :1, and a wake-up is published);
+// anything else → :0.
+inline constexpr std::string_view release_script = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], ARGV[1])
+  return 1
+end
+return 0
+)lua";
+
+inline constexpr std::array<std::string_view, script_count> script_bodies{acquire_script, extend_script,
+                                                                          release_script};
+
+inline constexpr std::string_view script_name(ScriptId id) {
+  constexpr std::array<std::string_view, script_count> names{"acquire", "extend", "release"};
+  return names[static_cast<std::size_t>(id)];
+}
+
+}  // namespace redlock::detail

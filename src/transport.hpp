@@ -1,0 +1,75 @@
+// transport.hpp — what the quorum logic needs from "a set of N nodes", and
+// nothing about hiredis: so every combination of replies, timeouts and late
+// replies can be driven by a fake in unit tests.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "scripts.hpp"
+
+namespace redlock::detail {
+
+// ReplyView — a borrowed view of one server reply (valid during the event).
+struct ReplyView {
+  enum class Type : std::uint8_t { status, string, integer, nil, error, array, other };
+  Type type = Type::other;
+  long long integer = 0;
+  std::string_view str;  // status, string and error text
+};
+
+// EventKind — what happened to one command on one node.
+//   reply    the server answered (final)
+//   timeout  the per-node deadline passed without an answer (not final: a
+//            late reply or failure still follows)
+//   failed   the command will never be answered: connection refused or
+//            lost, or the client closing (final)
+enum class EventKind : std::uint8_t { reply, timeout, failed };
+
+struct NodeEvent {
+  EventKind kind = EventKind::failed;
+  ReplyView reply;           // kind == reply
+  bool quarantined = false;  // kind == reply: the node is in restart quarantine
+  std::chrono::microseconds rtt{0};
+  std::string_view text;     // failed: why; reply + quarantined: until when
+};
+
+// ScriptCall — one script invocation, the same for every node of a round:
+// EVALSHA <sha> 1 <key> <arg1> <arg2>. The caller keeps it alive until the
+// node's final event (a NOSCRIPT reply is retried with EVAL from it).
+struct ScriptCall {
+  ScriptId script = ScriptId::acquire;
+  std::string key;
+  std::string arg1;
+  std::string arg2;
+};
+
+// ReplySink — receives a command's events. For every accepted send the sink
+// gets, for that slot, at most one `timeout` and then exactly one final
+// event (`reply` or `failed`), on the loop thread, never inside send().
+class ReplySink {
+ public:
+  virtual void on_node_event(std::size_t slot, const NodeEvent& event) = 0;
+
+ protected:
+  ~ReplySink() = default;
+};
+
+// Transport — N nodes addressed by index.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::size_t size() const = 0;
+  // address is the node's display address (no credentials).
+  virtual const std::string& address(std::size_t node) const = 0;
+  // send queues `call` on `node`. It returns false and sets `why` when the
+  // command cannot be queued (not connected, backpressure, closing); then
+  // the sink gets no event for it.
+  virtual bool send(std::size_t node, const ScriptCall& call, ReplySink* sink, std::size_t slot,
+                    std::string& why) = 0;
+};
+
+}  // namespace redlock::detail

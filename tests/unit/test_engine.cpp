@@ -1,0 +1,244 @@
+// test_engine.cpp — the algorithm (acquire / extend / release, retries,
+// release on failure, validity) on a fake transport and a real uv loop.
+#include <doctest/doctest.h>
+
+#include <optional>
+
+#include "fake_transport.hpp"
+#include "redlock.hpp"
+#include "validity.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using redlock::test::FakeTransport;
+using redlock::test::Response;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct Bed {
+  uv_loop_t loop;
+  Options options;
+  std::optional<FakeTransport> fake;
+  std::optional<Engine> engine;
+
+  explicit Bed(std::size_t n, FakeTransport::Policy policy) {
+    uv_loop_init(&loop);
+    options.node_timeout = milliseconds{10};
+    options.retry_delay = milliseconds{20};
+    options.retry_jitter = milliseconds{10};
+    fake.emplace(&loop, n, std::move(policy));
+    engine.emplace(&loop, *fake, options);
+  }
+  // run drives the loop until every operation and timer is done.
+  int run() { return redlock::test::run_and_close(&loop); }
+};
+
+Response by_node(std::size_t node, std::initializer_list<std::size_t> ok_nodes, Response other) {
+  for (std::size_t i : ok_nodes) {
+    if (i == node) return redlock::test::ok_reply();
+  }
+  return other;
+}
+
+}  // namespace
+
+TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not inside acquire") {
+  Bed bed(5, [](std::size_t node, const ScriptCall& call) {
+    if (call.script != ScriptId::acquire) return redlock::test::int_reply(1);
+    return by_node(node, {0, 1, 2}, redlock::test::failed("connection refused"));
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.ttl = milliseconds{10000};
+  bed.engine->acquire("job", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK_FALSE(got.has_value());
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  const Lock& lock = got->value();
+  CHECK(lock.resource == "job");
+  CHECK(lock.token.size() == 32);
+  CHECK(lock.attempts == 1);
+  CHECK(lock.validity <= milliseconds{10000 - 102});
+  CHECK(lock.validity > milliseconds{10000 - 102 - 1000});
+  CHECK(lock.nodes.size() == 5);
+  CHECK(lock.nodes[3].outcome == Outcome::error);
+  CHECK(lock.nodes[3].error == "connection refused");
+  CHECK(bed.fake->count(ScriptId::release) == 0);
+  for (const auto& s : bed.fake->sent) {
+    CHECK(s.call.key == "redlock:job");
+    CHECK(s.call.arg2 == "10000");
+  }
+}
+
+TEST_CASE("a failed round is released on every node, and retries reuse the token until the wait passes") {
+  Bed bed(5, [](std::size_t node, const ScriptCall& call) {
+    if (call.script != ScriptId::acquire) return redlock::test::int_reply(0);
+    return by_node(node, {3, 4}, redlock::test::int_reply(5000));
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.wait = milliseconds{120};
+  bed.engine->acquire("job", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  const Error& e = got->error();
+  CHECK(e.code == Errc::held);
+  CHECK(e.attempts >= 2);
+  CHECK(e.message.rfind("held elsewhere 2/5: ", 0) == 0);
+  CHECK(bed.fake->count(ScriptId::acquire) == static_cast<std::size_t>(e.attempts) * 5);
+  CHECK(bed.fake->count(ScriptId::release) == static_cast<std::size_t>(e.attempts) * 5);
+  const std::string token = bed.fake->sent.front().call.arg1;
+  for (const auto& s : bed.fake->sent) CHECK(s.call.arg1 == token);
+}
+
+TEST_CASE("a majority that comes too late for the ttl is validity_too_short, and is released") {
+  Bed bed(3, [](std::size_t, const ScriptCall& call) {
+    Response r = call.script == ScriptId::acquire ? redlock::test::ok_reply() : redlock::test::int_reply(1);
+    r.delay_ms = call.script == ScriptId::acquire ? 100 : 0;
+    return r;
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.ttl = milliseconds{100};
+  bed.engine->acquire("slow", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::validity_too_short);
+  CHECK(bed.fake->count(ScriptId::release) == 3);
+}
+
+TEST_CASE("quarantined yes votes do not make a majority; the error names every node's reason") {
+  Bed bed(5, [](std::size_t node, const ScriptCall& call) {
+    if (call.script != ScriptId::acquire) return redlock::test::int_reply(1);
+    Response r = redlock::test::ok_reply();
+    if (node >= 2) {
+      r.quarantined = true;
+      r.why = "restarted recently";
+    }
+    return r;
+  });
+  std::optional<Result<Lock>> got;
+  bed.engine->acquire("q", {}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::no_quorum);
+  CHECK(got->error().message ==
+        "no quorum 2/5: 10.0.0.3:6379 restarted recently; 10.0.0.4:6379 restarted recently; "
+        "10.0.0.5:6379 restarted recently");
+  CHECK(got->error().nodes[4].outcome == Outcome::quarantined);
+}
+
+TEST_CASE("extend: too late after the validity deadline, not_held when the token is gone") {
+  SUBCASE("too late") {
+    Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::int_reply(1); });
+    Lock lock;
+    lock.resource = "r";
+    lock.token = "abc";
+    lock.ttl = milliseconds{1000};
+    lock.validity_deadline = std::chrono::steady_clock::now() - milliseconds{1};
+    std::optional<Result<Lock>> got;
+    bed.engine->extend(lock, milliseconds{0}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    REQUIRE_FALSE(got->ok());
+    CHECK(got->error().code == Errc::too_late);
+  }
+  SUBCASE("not held") {
+    Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::int_reply(0); });
+    Lock lock;
+    lock.resource = "r";
+    lock.token = "abc";
+    std::optional<Result<Lock>> got;
+    bed.engine->extend(lock, milliseconds{2000}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    REQUIRE_FALSE(got->ok());
+    CHECK(got->error().code == Errc::not_held);
+    CHECK(bed.fake->count(ScriptId::release) == 0);  // a failed extend never releases
+  }
+  SUBCASE("extended") {
+    Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::int_reply(1); });
+    Lock lock;
+    lock.resource = "r";
+    lock.token = "abc";
+    lock.validity_deadline = std::chrono::steady_clock::now() + milliseconds{500};
+    std::optional<Result<Lock>> got;
+    bed.engine->extend(lock, milliseconds{3000}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    REQUIRE(got->ok());
+    CHECK(got->value().validity > milliseconds{2500});
+    CHECK(bed.fake->sent.front().call.arg2 == "3000");
+  }
+}
+
+TEST_CASE("release counts the nodes that released; a foreign token releases nothing") {
+  for (long long reply : {1LL, 0LL}) {
+    Bed bed(5, [reply](std::size_t, const ScriptCall&) { return redlock::test::int_reply(reply); });
+    std::optional<Result<ReleaseResult>> got;
+    bed.engine->release("r", "tok", [&](Result<ReleaseResult> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    REQUIRE(got->ok());
+    CHECK(got->value().released == (reply == 1));
+    CHECK(got->value().released_nodes == (reply == 1 ? 5 : 0));
+    CHECK(bed.fake->sent.front().call.arg2 == "redlock:r:released");
+  }
+}
+
+TEST_CASE("bad arguments are reported on the loop with invalid_argument naming the problem") {
+  Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::ok_reply(); });
+  std::vector<std::string> messages;
+  auto collect = [&](Result<Lock> r) {
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::invalid_argument);
+    messages.push_back(r.error().message);
+  };
+  AcquireOptions too_long;
+  too_long.ttl = milliseconds{70000};
+  AcquireOptions bad_token;
+  bad_token.token = "no spaces allowed";
+  AcquireOptions too_short;
+  too_short.ttl = milliseconds{12};
+  bed.engine->acquire("", {}, collect);
+  bed.engine->acquire("r", too_long, collect);
+  bed.engine->acquire("r", bad_token, collect);
+  bed.engine->acquire("r", too_short, collect);
+  CHECK(messages.empty());
+  CHECK(bed.run() == 0);
+  REQUIRE(messages.size() == 4);
+  CHECK(messages[0] == "resource: empty");
+  CHECK(messages[1] == "ttl 70000 ms exceeds max_ttl 60000 ms");
+  CHECK(messages[2] == "token: must be 1-128 characters of [0-9A-Za-z_-]");
+  CHECK(messages[3].rfind("ttl 12 ms leaves no validity", 0) == 0);
+  CHECK(bed.fake->sent.empty());
+}
+
+TEST_CASE("shutdown completes in-flight operations with closed, once") {
+  Bed bed(3, [](std::size_t, const ScriptCall&) {
+    Response r;
+    r.manual = true;
+    return r;
+  });
+  int calls = 0;
+  std::optional<Error> error;
+  bed.engine->acquire("r", {}, [&](Result<Lock> r) {
+    ++calls;
+    if (!r) error = r.error();
+  });
+  bool idle = false;
+  bed.engine->shutdown([&] { idle = true; });
+  // The nodes go away with the client: their commands fail.
+  for (auto& [sent, response] : bed.fake->held_back) FakeTransport::deliver(sent, redlock::test::failed("client closed"));
+  CHECK(bed.run() == 0);
+  CHECK(calls == 1);
+  REQUIRE(error.has_value());
+  CHECK(error->code == Errc::closed);
+  CHECK(idle);
+  CHECK(bed.engine->live_operations() == 0);
+}

@@ -1,0 +1,233 @@
+// test_quorum.cpp — the decision rule, exhaustively for N = 1, 3, 5, and
+// the fan-out round on a fake transport: early decisions, stragglers,
+// timeouts followed by late replies, quarantined nodes, refused sends.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <vector>
+
+#include "fake_transport.hpp"
+#include "quorum.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using redlock::test::FakeTransport;
+using redlock::test::Response;
+
+namespace {
+
+constexpr std::array<Outcome, 5> kFirst{Outcome::ok, Outcome::held, Outcome::timeout, Outcome::error,
+                                        Outcome::quarantined};
+
+// Every sequence of first outcomes of length n, in order of arrival.
+std::vector<std::vector<Outcome>> sequences(std::size_t n) {
+  std::vector<std::vector<Outcome>> all{{}};
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<std::vector<Outcome>> next;
+    for (const auto& prefix : all) {
+      for (Outcome o : kFirst) {
+        auto s = prefix;
+        s.push_back(o);
+        next.push_back(s);
+      }
+    }
+    all = std::move(next);
+  }
+  return all;
+}
+
+struct Listener final : RoundListener {
+  int calls = 0;
+  void on_round_decided() override { ++calls; }
+};
+
+}  // namespace
+
+TEST_CASE("majority: decided exactly once, at the first moment the outcome is certain") {
+  for (std::size_t n : {1u, 3u, 5u}) {
+    const std::size_t q = n / 2 + 1;
+    for (const auto& seq : sequences(n)) {
+      QuorumTally tally(n, RoundMode::majority);
+      std::size_t ok = 0, decided_at = 0, decisions = 0;
+      std::size_t expected_at = 0;
+      bool expected_success = false;
+      for (std::size_t k = 0; k < n; ++k) {
+        ok += seq[k] == Outcome::ok ? 1 : 0;
+        if (expected_at == 0 && (ok >= q || ok + (n - k - 1) < q)) {
+          expected_at = k + 1;
+          expected_success = ok >= q;
+        }
+        if (tally.record(seq[k])) {
+          ++decisions;
+          decided_at = k + 1;
+        }
+      }
+      CAPTURE(n);
+      CAPTURE(ok);
+      REQUIRE(decisions == 1);
+      CHECK(decided_at == expected_at);
+      CHECK(tally.success() == expected_success);
+      CHECK(tally.success() == (ok >= q));
+    }
+  }
+}
+
+TEST_CASE("quarantined, held, timeout and error answers never count toward the majority") {
+  QuorumTally tally(5, RoundMode::majority);
+  CHECK_FALSE(tally.record(Outcome::ok));
+  CHECK_FALSE(tally.record(Outcome::quarantined));
+  CHECK_FALSE(tally.record(Outcome::quarantined));  // 1 ok + 2 outstanding can still make 3
+  CHECK(tally.record(Outcome::held));               // 1 ok + 1 outstanding < 3: certain failure
+  CHECK_FALSE(tally.success());
+  CHECK_FALSE(tally.record(Outcome::ok));  // an ok after the decision changes nothing
+  CHECK_FALSE(tally.success());
+}
+
+TEST_CASE("release: decided when all answered or when a quorum confirmed the token is gone") {
+  for (std::size_t n : {1u, 3u, 5u}) {
+    const std::size_t q = n / 2 + 1;
+    for (const auto& seq : sequences(n)) {
+      QuorumTally tally(n, RoundMode::release);
+      std::size_t confirmed = 0, ok = 0, expected_at = 0, decided_at = 0, decisions = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        ok += seq[k] == Outcome::ok ? 1 : 0;
+        confirmed += seq[k] == Outcome::ok || seq[k] == Outcome::held ? 1 : 0;
+        if (expected_at == 0 && (confirmed >= q || k + 1 == n)) expected_at = k + 1;
+        if (tally.record(seq[k])) {
+          ++decisions;
+          decided_at = k + 1;
+        }
+      }
+      REQUIRE(decisions == 1);
+      CHECK(decided_at == expected_at);
+      CHECK(tally.success() == (ok >= 1 && n - confirmed < q));
+    }
+  }
+}
+
+TEST_CASE("classify maps each script's replies to outcomes") {
+  NodeEvent ev;
+  ev.kind = EventKind::reply;
+  NodeOutcome out;
+
+  ev.reply = {ReplyView::Type::status, 0, "OK"};
+  classify(ScriptId::acquire, ev, out);
+  CHECK(out.outcome == Outcome::ok);
+
+  ev.reply = {ReplyView::Type::integer, 4812, {}};
+  out = {};
+  classify(ScriptId::acquire, ev, out);
+  CHECK(out.outcome == Outcome::held);
+  CHECK(out.holder_ttl.count() == 4812);
+  CHECK(out.error == "held by another token (expires in 4812 ms)");
+
+  ev.reply = {ReplyView::Type::integer, 0, {}};
+  out = {};
+  classify(ScriptId::release, ev, out);
+  CHECK(out.outcome == Outcome::held);
+
+  ev.reply = {ReplyView::Type::integer, 1, {}};
+  out = {};
+  classify(ScriptId::extend, ev, out);
+  CHECK(out.outcome == Outcome::ok);
+
+  ev.reply = {ReplyView::Type::error, 0, "OOM command not allowed"};
+  out = {};
+  classify(ScriptId::acquire, ev, out);
+  CHECK(out.outcome == Outcome::error);
+  CHECK(out.error == "OOM command not allowed");
+
+  ev.reply = {ReplyView::Type::nil, 0, {}};
+  out = {};
+  classify(ScriptId::extend, ev, out);
+  CHECK(out.outcome == Outcome::error);
+  CHECK(out.error == "unexpected reply: nil");
+
+  ev.reply = {ReplyView::Type::status, 0, "OK"};
+  ev.quarantined = true;
+  ev.text = "restarted recently";
+  out = {};
+  classify(ScriptId::acquire, ev, out);
+  CHECK(out.outcome == Outcome::quarantined);
+  CHECK(out.error == "restarted recently");
+
+  // Release is not a vote: a quarantined node that deleted our key released it.
+  out = {};
+  ev.reply = {ReplyView::Type::integer, 1, {}};
+  classify(ScriptId::release, ev, out);
+  CHECK(out.outcome == Outcome::ok);
+
+  NodeEvent timeout;
+  timeout.kind = EventKind::timeout;
+  timeout.rtt = std::chrono::microseconds{50'200};
+  out = {};
+  classify(ScriptId::acquire, timeout, out);
+  CHECK(out.outcome == Outcome::timeout);
+  CHECK(out.error == "timeout after 50 ms");
+}
+
+TEST_CASE("a round is decided by the majority without waiting for stragglers, and tracks them after") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  FakeTransport fake(&loop, 5, [](std::size_t, const ScriptCall&) {
+    Response r;
+    r.manual = true;
+    return r;
+  });
+  Listener listener;
+  QuorumRound* round = QuorumRound::launch(fake, {ScriptId::acquire, "k", "t", "1000"}, RoundMode::majority,
+                                           &listener);
+  REQUIRE(fake.held_back.size() == 5);
+  CHECK_FALSE(round->decided());
+  for (int i = 0; i < 3; ++i) FakeTransport::deliver(fake.held_back[i].first, fake.held_back[i].second);
+  CHECK(round->decided());
+  CHECK(round->tally().success());
+  CHECK(listener.calls == 1);
+  CHECK(round->outcomes()[3].outcome == Outcome::pending);
+  CHECK(round->outcomes()[4].outcome == Outcome::pending);
+
+  // Node 3 times out, then answers late; node 4 answers. The listener is not called again.
+  NodeEvent timeout;
+  timeout.kind = EventKind::timeout;
+  round->on_node_event(3, timeout);
+  FakeTransport::deliver(fake.held_back[3].first, fake.held_back[3].second);
+  FakeTransport::deliver(fake.held_back[4].first, fake.held_back[4].second);
+  CHECK(listener.calls == 1);
+  CHECK(round->outcomes()[3].outcome == Outcome::timeout);
+  CHECK(round->outcomes()[4].outcome == Outcome::ok);
+  round->detach();  // all final: frees now (ASan would report a leak otherwise)
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("a round whose sends are all refused is decided inside launch without calling the listener") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  FakeTransport fake(&loop, 3, [](std::size_t, const ScriptCall&) { return Response{}; });
+  fake.refuse[0] = fake.refuse[1] = fake.refuse[2] = true;
+  Listener listener;
+  QuorumRound* round = QuorumRound::launch(fake, {ScriptId::acquire, "k", "t", "1000"}, RoundMode::majority,
+                                           &listener);
+  CHECK(round->decided());
+  CHECK_FALSE(round->tally().success());
+  CHECK(listener.calls == 0);
+  CHECK(round->outcomes()[1].error == "connection refused");
+  round->detach();
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("a detached round outlives its owner until the stragglers are final") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  FakeTransport fake(&loop, 3, [](std::size_t node, const ScriptCall&) {
+    Response r;
+    r.delay_ms = node == 2 ? 30 : 0;
+    return r;
+  });
+  Listener listener;
+  QuorumRound* round = QuorumRound::launch(fake, {ScriptId::release, "k", "t", "c"}, RoundMode::release,
+                                           &listener);
+  round->detach();
+  // The straggler's reply arrives after detach; the round must still be alive to take it.
+  CHECK(redlock::test::run_and_close(&loop) == 0);
+  CHECK(listener.calls == 0);
+}

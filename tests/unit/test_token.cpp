@@ -1,0 +1,44 @@
+// test_token.cpp — tokens are 128 random bits in hex; caller tokens are checked.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "sha1.hpp"
+#include "token.hpp"
+
+using namespace redlock::detail;
+
+TEST_CASE("random tokens are 32 lowercase hex digits and do not repeat") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    auto t = random_token();
+    REQUIRE(t.ok());
+    CHECK(t->size() == 32);
+    CHECK(t->find_first_not_of("0123456789abcdef") == std::string::npos);
+    seen.insert(*t);
+  }
+  CHECK(seen.size() == 1000);
+}
+
+TEST_CASE("caller tokens: 1-128 characters of [0-9A-Za-z_-]") {
+  CHECK(valid_token("a"));
+  CHECK(valid_token("deadBEEF_-09"));
+  CHECK(valid_token(std::string(128, 'f')));
+  CHECK_FALSE(valid_token(""));
+  CHECK_FALSE(valid_token(std::string(129, 'f')));
+  CHECK_FALSE(valid_token("has space"));
+  CHECK_FALSE(valid_token("semi;colon"));
+  CHECK_FALSE(valid_token("new\nline"));
+}
+
+TEST_CASE("jitter stays below its bound") {
+  for (int i = 0; i < 1000; ++i) CHECK(random_below(7) < 7);
+  CHECK(random_below(0) == 0);
+}
+
+TEST_CASE("sha1 matches the FIPS test vectors (EVALSHA names scripts by it)") {
+  CHECK(sha1_hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  CHECK(sha1_hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  CHECK(sha1_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+}
