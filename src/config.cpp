@@ -1,0 +1,528 @@
+// config.cpp — node URLs, JSON config documents, REDLOCK_NODES, and the rules
+// a Config must satisfy. Every failure is an Errc::config Error whose message
+// names the field and the offending value; nothing here throws.
+#include "redlock/config.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "validity.hpp"
+
+namespace redlock {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+constexpr auto npos = std::string_view::npos;
+
+// A parsing step yields nothing on success or says what is wrong; the caller
+// adds the context (the URL, the list item, the JSON key).
+using Problem = std::optional<std::string>;
+
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::string text;
+  (text.append(parts), ...);
+  return text;
+}
+
+std::string quote(std::string_view text) { return cat("\"", text, "\""); }
+
+Error config_error(std::string message) { return make_error(Errc::config, std::move(message)); }
+
+Error in_context(std::string_view context, Error error) {
+  error.message.insert(0, cat(context, ": "));
+  return error;
+}
+
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool iequals(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
+}
+
+std::string_view trim(std::string_view text) {
+  constexpr std::string_view space = " \t\r\n";
+  const auto first = text.find_first_not_of(space);
+  if (first == npos) return {};
+  return text.substr(first, text.find_last_not_of(space) - first + 1);
+}
+
+// Digits only: from_chars alone would stop silently at junk. Overflow
+// saturates so that the caller's range check reports it.
+std::optional<std::uint64_t> decimal(std::string_view text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != npos) return std::nullopt;
+  std::uint64_t value = 0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (result.ec == std::errc::result_out_of_range) return std::numeric_limits<std::uint64_t>::max();
+  return value;
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const auto hex = text.substr(i + 1, 2);
+    unsigned char byte = 0;
+    const auto result = std::from_chars(hex.data(), hex.data() + hex.size(), byte, 16);
+    if (hex.size() != 2 || result.ec != std::errc{} || result.ptr != hex.data() + 2) return std::nullopt;
+    out += static_cast<char>(byte);
+    i += 2;
+  }
+  return out;
+}
+
+// ---- URLs ------------------------------------------------------------------
+
+struct UrlParts {
+  std::string_view scheme;
+  std::optional<std::string_view> userinfo;
+  std::string_view location;  // tcp: host[:port][/db]; unix: /path[?db=N]
+};
+
+// The userinfo ends at the last '@' before the first '/': a host, a port and
+// the leading '/' of a socket path hold no '@', so an unencoded '@' in a
+// password still parses and an '@' inside a socket path is not taken for one.
+// A '/' in a password has to be written %2F.
+std::optional<UrlParts> split_url(std::string_view url) {
+  const auto sep = url.find("://");
+  if (sep == npos) return std::nullopt;
+  UrlParts parts{url.substr(0, sep), std::nullopt, url.substr(sep + 3)};
+  const auto at = parts.location.substr(0, parts.location.find('/')).rfind('@');
+  if (at != npos) {
+    parts.userinfo = parts.location.substr(0, at);
+    parts.location.remove_prefix(at + 1);
+  }
+  return parts;
+}
+
+// Error messages echo the URL and end up in logs, so the password is masked.
+std::string redact(std::string_view url) {
+  const auto parts = split_url(url);
+  if (!parts || !parts->userinfo) return std::string(url);
+  const auto colon = parts->userinfo->find(':');
+  if (colon == npos || colon + 1 == parts->userinfo->size()) return std::string(url);
+  return cat(parts->scheme, "://", parts->userinfo->substr(0, colon), ":***@", parts->location);
+}
+
+Problem parse_userinfo(std::string_view info, NodeAddress& node) {
+  const auto colon = info.find(':');
+  if (colon == npos)
+    return info.empty() ? "empty credentials before \"@\""
+                        : "user without password (use user:password@ or :password@)";
+  auto user = percent_decode(info.substr(0, colon));
+  if (!user) return "bad percent-escape in user";
+  auto password = percent_decode(info.substr(colon + 1));
+  if (!password) return "bad percent-escape in password";
+  if (password->empty()) return "empty password";
+  node.user = std::move(*user);
+  node.password = std::move(*password);
+  return std::nullopt;
+}
+
+Problem parse_port(std::string_view text, int& port) {
+  const auto value = decimal(text);
+  if (!value) return cat("bad port ", quote(text), " (expected 1-65535)");
+  if (*value < 1 || *value > 65535) return "port out of range (1-65535)";
+  port = static_cast<int>(*value);
+  return std::nullopt;
+}
+
+Problem parse_db(std::string_view text, int& db) {
+  constexpr auto max_db = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
+  const auto value = decimal(text);
+  if (!value) return cat("bad db ", quote(text), " (expected a decimal number >= 0)");
+  if (*value > max_db) return cat("db ", text, " out of range (0-", std::to_string(max_db), ")");
+  db = static_cast<int>(*value);
+  return std::nullopt;
+}
+
+bool is_ipv6(std::string_view host) {
+  in6_addr address{};
+  return inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
+}
+
+Problem parse_host_port(std::string_view text, NodeAddress& node) {
+  constexpr std::string_view host_chars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._";
+  std::string_view host;
+  std::string_view port;  // empty or ":digits"
+  if (text.starts_with('[')) {
+    const auto close = text.find(']');
+    if (close == npos) return "unclosed \"[\" in host";
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 1);
+    if (!port.empty() && port.front() != ':') return cat("junk after \"]\": ", quote(port));
+    if (!is_ipv6(host)) return cat("bad IPv6 address ", quote(host));
+  } else {
+    const auto colon = text.find(':');
+    if (colon != text.rfind(':')) return "IPv6 address must be in brackets, e.g. [::1]:6379";
+    host = text.substr(0, colon);
+    if (colon != npos) port = text.substr(colon);
+    if (host.empty()) return "missing host";
+    if (const auto bad = host.find_first_not_of(host_chars); bad != npos)
+      return cat("bad character ", quote(host.substr(bad, 1)), " in host ", quote(host));
+  }
+  node.host = host;
+  return port.empty() ? Problem{} : parse_port(port.substr(1), node.port);
+}
+
+Problem parse_tcp_location(std::string_view location, NodeAddress& node) {
+  const auto slash = location.find('/');
+  if (auto problem = parse_host_port(location.substr(0, slash), node)) return problem;
+  // "redis://host/" is common shorthand for db 0.
+  if (slash == npos || slash + 1 == location.size()) return std::nullopt;
+  return parse_db(location.substr(slash + 1), node.db);
+}
+
+Problem parse_unix_location(std::string_view location, NodeAddress& node) {
+  const auto mark = location.find('?');
+  const auto path = location.substr(0, mark);
+  if (path.empty()) return "empty socket path";
+  if (path.front() != '/') return cat("socket path ", quote(path), " is not absolute");
+  node.path = path;
+  if (mark == npos) return std::nullopt;
+  const auto query = location.substr(mark + 1);
+  if (!query.starts_with("db=") || query.find('&') != npos)
+    return cat("unsupported query ", quote(query), " (only ?db=N)");
+  return parse_db(query.substr(3), node.db);
+}
+
+Problem parse_url_parts(const UrlParts& parts, NodeAddress& node) {
+  if (iequals(parts.scheme, "unix"))
+    node.kind = NodeAddress::Kind::unix_socket;
+  else if (!iequals(parts.scheme, "redis"))
+    return cat("unknown scheme ", quote(parts.scheme), " (expected redis or unix)");
+  if (parts.userinfo)
+    if (auto problem = parse_userinfo(*parts.userinfo, node)) return problem;
+  return node.kind == NodeAddress::Kind::tcp ? parse_tcp_location(parts.location, node)
+                                             : parse_unix_location(parts.location, node);
+}
+
+// ---- JSON ------------------------------------------------------------------
+
+// A wrong value may be a whole object; keep the message on one short line.
+std::string json_text(const json& value) {
+  constexpr std::size_t max_length = 60;
+  auto text = value.dump();
+  if (text.size() > max_length) text = cat(text.substr(0, max_length), "...");
+  return text;
+}
+
+Error value_error(std::string_view key, const json& value, std::string_view reason) {
+  return config_error(cat(key, ": ", json_text(value), ": ", reason));
+}
+
+Error wrong_type(std::string_view key, const json& value, std::string_view expected) {
+  return value_error(key, value, cat("wrong type (expected ", expected, ")"));
+}
+
+Result<std::int64_t> json_integer(std::string_view key, const json& value, std::string_view expected) {
+  if (!value.is_number_integer()) return wrong_type(key, value, expected);
+  if (value.is_number_unsigned() &&
+      value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return value_error(key, value, "out of range");
+  return value.get<std::int64_t>();
+}
+
+using Setter = Result<void> (*)(std::string_view key, const json& value, Config& config);
+
+template <milliseconds Options::*field>
+Result<void> set_duration(std::string_view key, const json& value, Config& config) {
+  auto count = json_integer(key, value, "integer milliseconds");
+  if (!count) return std::move(count).error();
+  config.options.*field = milliseconds{*count};
+  return {};
+}
+
+Result<void> set_max_pending(std::string_view key, const json& value, Config& config) {
+  auto count = json_integer(key, value, "positive integer");
+  if (!count) return std::move(count).error();
+  // Checked here because a negative count cannot reach validate_config
+  // through the unsigned field.
+  if (*count <= 0) return value_error(key, value, "must be > 0");
+  config.options.max_pending = static_cast<std::size_t>(*count);
+  return {};
+}
+
+Result<void> set_drift_factor(std::string_view key, const json& value, Config& config) {
+  if (!value.is_number()) return wrong_type(key, value, "number");
+  config.options.drift_factor = value.get<double>();
+  return {};
+}
+
+Result<void> set_quarantine(std::string_view key, const json& value, Config& config) {
+  if (!value.is_boolean()) return wrong_type(key, value, "true or false");
+  config.options.quarantine = value.get<bool>();
+  return {};
+}
+
+Result<void> set_prefix(std::string_view key, const json& value, Config& config) {
+  if (!value.is_string()) return wrong_type(key, value, "string");
+  config.options.prefix = value.get<std::string>();
+  return {};
+}
+
+Result<void> set_nodes(std::string_view key, const json& value, Config& config) {
+  if (value.is_string())  // likely a single URL: echo it masked, like a URL error
+    return config_error(cat(key, ": ", quote(redact(value.get<std::string>())),
+                            ": wrong type (expected array of URL strings)"));
+  if (!value.is_array()) return wrong_type(key, value, "array of URL strings");
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const auto item = cat(key, "[", std::to_string(i), "]");
+    if (!value[i].is_string()) return wrong_type(item, value[i], "URL string");
+    auto node = parse_node_url(value[i].get<std::string>());
+    if (!node) return in_context(item, std::move(node).error());
+    config.nodes.push_back(std::move(*node));
+  }
+  return {};
+}
+
+struct Key {
+  std::string_view name;
+  Setter set;
+};
+
+constexpr Key keys[] = {
+    {"nodes", set_nodes},
+    {"prefix", set_prefix},
+    {"default_ttl_ms", set_duration<&Options::default_ttl>},
+    {"max_ttl_ms", set_duration<&Options::max_ttl>},
+    {"drift_factor", set_drift_factor},
+    {"min_validity_ms", set_duration<&Options::min_validity>},
+    {"node_timeout_ms", set_duration<&Options::node_timeout>},
+    {"connect_timeout_ms", set_duration<&Options::connect_timeout>},
+    {"reconnect_min_ms", set_duration<&Options::reconnect_min>},
+    {"reconnect_max_ms", set_duration<&Options::reconnect_max>},
+    {"retry_delay_ms", set_duration<&Options::retry_delay>},
+    {"retry_jitter_ms", set_duration<&Options::retry_jitter>},
+    {"stall_timeout_ms", set_duration<&Options::stall_timeout>},
+    {"max_pending", set_max_pending},
+    {"quarantine", set_quarantine},
+};
+
+Error unknown_key(std::string_view name) {
+  std::string known;
+  for (const auto& key : keys) known += cat(known.empty() ? "" : ", ", key.name);
+  return config_error(cat("unknown key ", quote(name), " (known: ", known, ")"));
+}
+
+Result<Config> config_from_json(const json& document) {
+  if (!document.is_object()) return wrong_type("top level", document, "an object");
+  if (!document.contains("nodes")) return config_error("nodes: missing (at least one node is required)");
+  Config config;
+  for (const auto& [name, value] : document.items()) {
+    const Key* key = nullptr;
+    for (const auto& candidate : keys)
+      if (candidate.name == name) key = &candidate;
+    if (!key) return unknown_key(name);
+    if (auto applied = key->set(name, value, config); !applied) return applied.error();
+  }
+  if (auto valid = validate_config(config); !valid) return valid.error();
+  return config;
+}
+
+// The parser's message starts with an id ("[json.exception.parse_error.101]")
+// that means nothing to a user; the position and reason after it do.
+std::string json_failure(const json::exception& failure) {
+  std::string_view what = failure.what();
+  if (const auto end = what.find("] "); what.starts_with('[') && end != npos) what.remove_prefix(end + 2);
+  return cat("invalid JSON: ", what);
+}
+
+// ---- files -----------------------------------------------------------------
+
+std::string os_reason() { return std::error_code(errno, std::generic_category()).message(); }
+
+// std::FILE rather than ifstream: only the C API reliably leaves errno set.
+Result<std::string> read_file(const std::string& path) {
+  struct Closer {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  const std::unique_ptr<std::FILE, Closer> file(std::fopen(path.c_str(), "rb"));
+  if (!file) return config_error(os_reason());
+  std::string text;
+  char buffer[4096];
+  while (const auto n = std::fread(buffer, 1, sizeof buffer, file.get())) text.append(buffer, n);
+  if (std::ferror(file.get())) return config_error(os_reason());
+  return text;
+}
+
+// ---- validation ------------------------------------------------------------
+
+std::string node_name(std::size_t index) { return cat("nodes[", std::to_string(index), "]"); }
+
+Problem node_problem(const NodeAddress& node) {
+  if (node.kind == NodeAddress::Kind::tcp) {
+    if (node.host.empty()) return "missing host";
+    if (node.port < 1 || node.port > 65535) return "port out of range (1-65535)";
+  } else if (node.path.empty() || node.path.front() != '/') {
+    return "socket path is not absolute";
+  }
+  if (node.db < 0) return cat("db ", std::to_string(node.db), ": must be >= 0");
+  if (!node.user.empty() && node.password.empty()) return "user without password";
+  return std::nullopt;
+}
+
+bool same_node(const NodeAddress& a, const NodeAddress& b) {
+  if (a.kind != b.kind || a.db != b.db) return false;
+  if (a.kind == NodeAddress::Kind::unix_socket) return a.path == b.path;
+  return a.port == b.port && iequals(a.host, b.host);
+}
+
+Result<void> validate_nodes(const std::vector<NodeAddress>& nodes) {
+  if (nodes.empty()) return config_error("nodes: empty (at least one node is required)");
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (auto problem = node_problem(nodes[i]))
+      return config_error(cat(node_name(i), ": ", quote(nodes[i].display()), ": ", *problem));
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_node(nodes[i], nodes[j]))
+        return config_error(cat(node_name(i), ": duplicate of ", node_name(j), " (", nodes[j].display(),
+                                " db ", std::to_string(nodes[j].db), ")"));
+  }
+  return {};
+}
+
+struct Rule {
+  bool holds;
+  std::string_view field;
+  std::string value;
+  std::string requirement;
+};
+
+Result<void> first_broken(std::initializer_list<Rule> rules) {
+  for (const auto& rule : rules)
+    if (!rule.holds) return config_error(cat(rule.field, ": ", rule.value, ": ", rule.requirement));
+  return {};
+}
+
+std::string ms(milliseconds value) { return std::to_string(value.count()); }
+
+std::string number(double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+Result<void> validate_options(const Options& o) {
+  // Single-field rules first: the relations below compute with these values
+  // (a NaN or huge drift_factor would make the drift arithmetic undefined).
+  if (auto fields = first_broken({
+          {o.drift_factor >= 0.0 && o.drift_factor < 0.5, "drift_factor", number(o.drift_factor),
+           "must be in [0, 0.5)"},
+          {o.default_ttl > 0ms, "default_ttl_ms", ms(o.default_ttl), "must be > 0"},
+          {o.min_validity >= 0ms, "min_validity_ms", ms(o.min_validity), "must be >= 0"},
+          {o.node_timeout > 0ms, "node_timeout_ms", ms(o.node_timeout), "must be > 0"},
+          {o.connect_timeout > 0ms, "connect_timeout_ms", ms(o.connect_timeout), "must be > 0"},
+          {o.reconnect_min > 0ms, "reconnect_min_ms", ms(o.reconnect_min), "must be > 0"},
+          {o.retry_delay >= 0ms, "retry_delay_ms", ms(o.retry_delay), "must be >= 0"},
+          {o.retry_jitter >= 0ms, "retry_jitter_ms", ms(o.retry_jitter), "must be >= 0"},
+          {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
+      });
+      !fields)
+    return fields;
+  // The same drift the lock rounds subtract, so a lock taken with the default
+  // TTL can still be valid after a full node timeout. Written as ttl - drift
+  // because node_timeout + drift could overflow.
+  const milliseconds drift = detail::drift_allowance(o.default_ttl, o.drift_factor);
+  return first_broken({
+      {o.default_ttl <= o.max_ttl, "default_ttl_ms", ms(o.default_ttl),
+       cat("must be <= max_ttl_ms (", ms(o.max_ttl), ")")},
+      {o.default_ttl - drift > o.node_timeout, "default_ttl_ms", ms(o.default_ttl),
+       cat("must be larger than node_timeout_ms (", ms(o.node_timeout), ") + drift (", ms(drift), " ms)")},
+      {o.reconnect_min <= o.reconnect_max, "reconnect_min_ms", ms(o.reconnect_min),
+       cat("must be <= reconnect_max_ms (", ms(o.reconnect_max), ")")},
+      {o.stall_timeout > o.node_timeout, "stall_timeout_ms", ms(o.stall_timeout),
+       cat("must be larger than node_timeout_ms (", ms(o.node_timeout), ")")},
+  });
+}
+
+}  // namespace
+
+std::string NodeAddress::display() const {
+  if (kind == Kind::unix_socket) return "unix://" + path;
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return cat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":", std::to_string(port));
+}
+
+Result<NodeAddress> parse_node_url(std::string_view url) {
+  const auto fail = [url](std::string_view reason) {
+    return config_error(cat(quote(redact(url)), ": ", reason));
+  };
+  if (url.empty()) return fail("empty URL");
+  const auto parts = split_url(url);
+  if (!parts) return fail("missing \"://\" (expected redis://host or unix:///path)");
+  NodeAddress node;
+  if (auto problem = parse_url_parts(*parts, node)) return fail(*problem);
+  return node;
+}
+
+Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls) {
+  if (trim(urls).empty()) return config_error("empty list (at least one URL is required)");
+  std::vector<NodeAddress> nodes;
+  std::size_t start = 0;
+  for (std::size_t item = 1;; ++item) {
+    const auto comma = urls.find(',', start);
+    auto node = parse_node_url(trim(urls.substr(start, comma - start)));
+    if (!node) return in_context(cat("item ", std::to_string(item)), std::move(node).error());
+    nodes.push_back(std::move(*node));
+    if (comma == npos) return nodes;
+    start = comma + 1;
+  }
+}
+
+Result<Config> parse_config_json(std::string_view json_text) {
+  json document;
+  try {
+    document = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::exception& failure) {
+    return config_error(json_failure(failure));
+  }
+  return config_from_json(document);
+}
+
+Result<Config> load_config_file(const std::string& path) {
+  const auto context = cat("config file ", quote(path));
+  auto text = read_file(path);
+  if (!text) return in_context(context, std::move(text).error());
+  auto config = parse_config_json(*text);
+  if (!config) return in_context(context, std::move(config).error());
+  return config;
+}
+
+Result<Config> config_from_env() {
+  constexpr std::string_view variable = "REDLOCK_NODES";
+  const char* value = std::getenv(variable.data());
+  if (value == nullptr || *value == '\0') return config_error(cat(variable, ": not set"));
+  auto nodes = parse_node_list(value);
+  if (!nodes) return in_context(variable, std::move(nodes).error());
+  Config config;
+  config.nodes = std::move(*nodes);
+  if (auto valid = validate_config(config); !valid) return in_context(variable, valid.error());
+  return config;
+}
+
+Result<void> validate_config(const Config& config) {
+  if (auto nodes = validate_nodes(config.nodes); !nodes) return nodes;
+  return validate_options(config.options);
+}
+
+}  // namespace redlock

@@ -1,0 +1,782 @@
+// test_config.cpp — node URLs, node lists, JSON configs, REDLOCK_NODES and
+// validate_config: what parses, what is refused, and what the message says.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "redlock/config.hpp"
+
+using namespace redlock;
+using namespace std::chrono_literals;
+using Kind = NodeAddress::Kind;
+
+namespace {
+
+// The message of a failed result, after checking it is a config error.
+template <class T>
+std::string config_failure(const Result<T>& result) {
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.error().code == Errc::config);
+  CHECK(result.error().nodes.empty());
+  return result.error().message;
+}
+
+NodeAddress parsed(std::string_view url) {
+  auto node = parse_node_url(url);
+  REQUIRE_MESSAGE(node.ok(), node.error().message);
+  return *node;
+}
+
+NodeAddress tcp(std::string host, int port, int db = 0) {
+  NodeAddress node;
+  node.host = std::move(host);
+  node.port = port;
+  node.db = db;
+  return node;
+}
+
+NodeAddress unix_node(std::string path, int db = 0) {
+  NodeAddress node;
+  node.kind = Kind::unix_socket;
+  node.path = std::move(path);
+  node.db = db;
+  return node;
+}
+
+Config one_node_config() {
+  Config config;
+  config.nodes = {tcp("127.0.0.1", 7001)};
+  return config;
+}
+
+std::string validation_failure(const Options& options) {
+  Config config = one_node_config();
+  config.options = options;
+  return config_failure(validate_config(config));
+}
+
+std::string json_with_nodes(const std::string& extra) {
+  return R"({"nodes": ["redis://127.0.0.1:7001"])" + (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+// Sets or unsets REDLOCK_NODES for one test and restores it afterwards.
+class NodesEnv {
+ public:
+  explicit NodesEnv(const char* value) {
+    if (const char* old = std::getenv("REDLOCK_NODES")) saved_ = old;
+    if (value)
+      ::setenv("REDLOCK_NODES", value, 1);
+    else
+      ::unsetenv("REDLOCK_NODES");
+  }
+  ~NodesEnv() {
+    if (saved_)
+      ::setenv("REDLOCK_NODES", saved_->c_str(), 1);
+    else
+      ::unsetenv("REDLOCK_NODES");
+  }
+  NodesEnv(const NodesEnv&) = delete;
+  NodesEnv& operator=(const NodesEnv&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+// A file with the given content, removed at the end of the test.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content)
+      : path_(std::filesystem::temp_directory_path() /
+              ("redlock_test_config_" + std::to_string(::getpid()) + ".json")) {
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+// ---- display ----------------------------------------------------------------
+
+TEST_CASE("display: tcp node is host:port") {
+  CHECK(tcp("127.0.0.1", 7001).display() == "127.0.0.1:7001");
+}
+
+TEST_CASE("display: IPv6 host gets brackets") {
+  CHECK(tcp("::1", 7001).display() == "[::1]:7001");
+}
+
+TEST_CASE("display: unix node is unix:// plus the path") {
+  CHECK(unix_node("/tmp/r.sock").display() == "unix:///tmp/r.sock");
+}
+
+TEST_CASE("display: never includes credentials or db") {
+  NodeAddress node = tcp("h", 1, 3);
+  node.user = "alice";
+  node.password = "secret";
+  CHECK(node.display() == "h:1");
+}
+
+// ---- parse_node_url: accepted forms -------------------------------------------
+
+TEST_CASE("parse_node_url: host alone gets port 6379, db 0, no credentials") {
+  const auto node = parsed("redis://redis.example.com");
+  CHECK(node.kind == Kind::tcp);
+  CHECK(node.host == "redis.example.com");
+  CHECK(node.port == 6379);
+  CHECK(node.db == 0);
+  CHECK(node.user.empty());
+  CHECK(node.password.empty());
+}
+
+TEST_CASE("parse_node_url: IPv4 host, port and db") {
+  CHECK(parsed("redis://127.0.0.1:7001/3") == tcp("127.0.0.1", 7001, 3));
+}
+
+TEST_CASE("parse_node_url: trailing slash means db 0") {
+  CHECK(parsed("redis://h:7001/") == tcp("h", 7001, 0));
+}
+
+TEST_CASE("parse_node_url: bracketed IPv6 is stored without brackets") {
+  CHECK(parsed("redis://[::1]:7001") == tcp("::1", 7001));
+  CHECK(parsed("redis://[fe80::1:2]") == tcp("fe80::1:2", 6379));
+}
+
+TEST_CASE("parse_node_url: port and db limits are accepted") {
+  CHECK(parsed("redis://h:1").port == 1);
+  CHECK(parsed("redis://h:65535").port == 65535);
+  CHECK(parsed("redis://h/2147483647").db == 2147483647);
+}
+
+TEST_CASE("parse_node_url: scheme is case-insensitive") {
+  CHECK(parsed("REDIS://h:1").kind == Kind::tcp);
+  CHECK(parsed("Unix:///tmp/r.sock").kind == Kind::unix_socket);
+}
+
+TEST_CASE("parse_node_url: :password@ authenticates with the password alone") {
+  const auto node = parsed("redis://:s3cret@h:7001");
+  CHECK(node.user.empty());
+  CHECK(node.password == "s3cret");
+  CHECK(node.host == "h");
+}
+
+TEST_CASE("parse_node_url: user:password@ is an ACL user") {
+  const auto node = parsed("redis://alice:s3cret@h:7001/2");
+  CHECK(node.user == "alice");
+  CHECK(node.password == "s3cret");
+  CHECK(node == [] {
+    NodeAddress expected = tcp("h", 7001, 2);
+    expected.user = "alice";
+    expected.password = "s3cret";
+    return expected;
+  }());
+}
+
+TEST_CASE("parse_node_url: user and password are percent-decoded") {
+  const auto node = parsed("redis://al%69ce:p%40ss%3Aw%2F%2f@h");
+  CHECK(node.user == "alice");
+  CHECK(node.password == "p@ss:w//");
+}
+
+TEST_CASE("parse_node_url: an unencoded '@' in a password belongs to the password") {
+  const auto node = parsed("redis://u:p@ss@h:1");
+  CHECK(node.password == "p@ss");
+  CHECK(node.host == "h");
+}
+
+TEST_CASE("parse_node_url: unix socket path") {
+  const auto node = parsed("unix:///tmp/redis.sock");
+  CHECK(node.kind == Kind::unix_socket);
+  CHECK(node.path == "/tmp/redis.sock");
+  CHECK(node.db == 0);
+  CHECK(node.host.empty());
+}
+
+TEST_CASE("parse_node_url: unix socket with ?db=N") {
+  CHECK(parsed("unix:///tmp/r.sock?db=5") == unix_node("/tmp/r.sock", 5));
+}
+
+TEST_CASE("parse_node_url: unix socket with credentials") {
+  const auto node = parsed("unix://alice:pw@/tmp/r.sock");
+  CHECK(node.user == "alice");
+  CHECK(node.password == "pw");
+  CHECK(node.path == "/tmp/r.sock");
+}
+
+TEST_CASE("parse_node_url: '@' inside a unix path is not userinfo") {
+  const auto node = parsed("unix:///tmp/a@b.sock");
+  CHECK(node.path == "/tmp/a@b.sock");
+  CHECK(node.user.empty());
+  CHECK(node.password.empty());
+}
+
+// ---- parse_node_url: refused forms --------------------------------------------
+
+TEST_CASE("parse_node_url: empty URL") {
+  CHECK(config_failure(parse_node_url("")) == R"("": empty URL)");
+}
+
+TEST_CASE("parse_node_url: missing scheme separator") {
+  CHECK(config_failure(parse_node_url("redis//x")) ==
+        R"("redis//x": missing "://" (expected redis://host or unix:///path))");
+  CHECK(config_failure(parse_node_url("127.0.0.1:6379")).find("missing \"://\"") != std::string::npos);
+}
+
+TEST_CASE("parse_node_url: unknown scheme is named") {
+  CHECK(config_failure(parse_node_url("http://h:1")) ==
+        R"("http://h:1": unknown scheme "http" (expected redis or unix))");
+  CHECK(config_failure(parse_node_url("rediss://h")).find(R"(unknown scheme "rediss")") != std::string::npos);
+}
+
+TEST_CASE("parse_node_url: missing host") {
+  CHECK(config_failure(parse_node_url("redis://")) == R"("redis://": missing host)");
+  CHECK(config_failure(parse_node_url("redis://:7001")) == R"("redis://:7001": missing host)");
+  CHECK(config_failure(parse_node_url("redis:///0")) == R"("redis:///0": missing host)");
+}
+
+TEST_CASE("parse_node_url: unclosed IPv6 bracket") {
+  CHECK(config_failure(parse_node_url("redis://[::1:7001")) == R"("redis://[::1:7001": unclosed "[" in host)");
+}
+
+TEST_CASE("parse_node_url: junk after the IPv6 bracket") {
+  CHECK(config_failure(parse_node_url("redis://[::1]7001")) == R"("redis://[::1]7001": junk after "]": "7001")");
+}
+
+TEST_CASE("parse_node_url: bracketed host must be an IPv6 address") {
+  CHECK(config_failure(parse_node_url("redis://[zz]:1")) == R"("redis://[zz]:1": bad IPv6 address "zz")");
+  CHECK(config_failure(parse_node_url("redis://[]:1")) == R"("redis://[]:1": bad IPv6 address "")");
+}
+
+TEST_CASE("parse_node_url: IPv6 without brackets is refused") {
+  CHECK(config_failure(parse_node_url("redis://::1:7001")) ==
+        R"("redis://::1:7001": IPv6 address must be in brackets, e.g. [::1]:6379)");
+}
+
+TEST_CASE("parse_node_url: port out of range") {
+  CHECK(config_failure(parse_node_url("redis://h:99999")) == R"("redis://h:99999": port out of range (1-65535))");
+  CHECK(config_failure(parse_node_url("redis://h:0")) == R"("redis://h:0": port out of range (1-65535))");
+  CHECK(config_failure(parse_node_url("redis://h:99999999999999999999999")).ends_with("port out of range (1-65535)"));
+}
+
+TEST_CASE("parse_node_url: port must be decimal digits only") {
+  CHECK(config_failure(parse_node_url("redis://h:12x")) == R"("redis://h:12x": bad port "12x" (expected 1-65535))");
+  CHECK(config_failure(parse_node_url("redis://h:+1")).ends_with(R"(bad port "+1" (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://h:-1")).ends_with(R"(bad port "-1" (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://h:")).ends_with(R"(bad port "" (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://[::1]:0x1")).ends_with(R"(bad port "0x1" (expected 1-65535))"));
+}
+
+TEST_CASE("parse_node_url: db must be a non-negative decimal below 2^31") {
+  CHECK(config_failure(parse_node_url("redis://h/x")) == R"("redis://h/x": bad db "x" (expected a decimal number >= 0))");
+  CHECK(config_failure(parse_node_url("redis://h/-1")).ends_with(R"(bad db "-1" (expected a decimal number >= 0))"));
+  CHECK(config_failure(parse_node_url("redis://h/+1")).ends_with(R"(bad db "+1" (expected a decimal number >= 0))"));
+  CHECK(config_failure(parse_node_url("redis://h/2147483648")) ==
+        R"("redis://h/2147483648": db 2147483648 out of range (0-2147483647))");
+}
+
+TEST_CASE("parse_node_url: trailing garbage is refused") {
+  CHECK(config_failure(parse_node_url("redis://h:1/0/extra")).ends_with(R"(bad db "0/extra" (expected a decimal number >= 0))"));
+  CHECK(config_failure(parse_node_url("redis://h?x=1")) == R"("redis://h?x=1": bad character "?" in host "h?x=1")");
+  CHECK(config_failure(parse_node_url("redis://h 1")).ends_with(R"(bad character " " in host "h 1")"));
+}
+
+TEST_CASE("parse_node_url: user without password is refused") {
+  CHECK(config_failure(parse_node_url("redis://alice@h")) ==
+        R"("redis://alice@h": user without password (use user:password@ or :password@))");
+}
+
+TEST_CASE("parse_node_url: empty credentials are refused") {
+  CHECK(config_failure(parse_node_url("redis://@h")) == R"("redis://@h": empty credentials before "@")");
+  CHECK(config_failure(parse_node_url("redis://:@h")) == R"("redis://:@h": empty password)");
+  CHECK(config_failure(parse_node_url("redis://alice:@h")) == R"("redis://alice:@h": empty password)");
+}
+
+TEST_CASE("parse_node_url: bad percent-escape is refused") {
+  CHECK(config_failure(parse_node_url("redis://al%zzce:pw@h")).ends_with("bad percent-escape in user"));
+  CHECK(config_failure(parse_node_url("redis://u:pw%4@h")).ends_with("bad percent-escape in password"));
+  CHECK(config_failure(parse_node_url("redis://u:pw%@h")).ends_with("bad percent-escape in password"));
+  CHECK(config_failure(parse_node_url("redis://u:pw%-1@h")).ends_with("bad percent-escape in password"));
+}
+
+TEST_CASE("parse_node_url: error messages mask the password") {
+  const auto message = config_failure(parse_node_url("redis://alice:hunter2@h:99999"));
+  CHECK(message == R"("redis://alice:***@h:99999": port out of range (1-65535))");
+  CHECK(message.find("hunter2") == std::string::npos);
+}
+
+TEST_CASE("parse_node_url: unix path must be absolute") {
+  CHECK(config_failure(parse_node_url("unix://tmp/r.sock")) ==
+        R"("unix://tmp/r.sock": socket path "tmp/r.sock" is not absolute)");
+}
+
+TEST_CASE("parse_node_url: unix path must not be empty") {
+  CHECK(config_failure(parse_node_url("unix://")) == R"("unix://": empty socket path)");
+  CHECK(config_failure(parse_node_url("unix://?db=1")) == R"("unix://?db=1": empty socket path)");
+}
+
+TEST_CASE("parse_node_url: unix query allows only db") {
+  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?timeout=1")) ==
+        R"("unix:///tmp/r.sock?timeout=1": unsupported query "timeout=1" (only ?db=N))");
+  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?db=1&x=2")).ends_with(R"(unsupported query "db=1&x=2" (only ?db=N))"));
+  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?db=x")).ends_with(R"(bad db "x" (expected a decimal number >= 0))"));
+}
+
+// ---- parse_node_list ----------------------------------------------------------
+
+TEST_CASE("parse_node_list: comma-separated URLs with spaces around them") {
+  const auto nodes = parse_node_list(" redis://a:1 ,redis://b:2,\tunix:///tmp/c.sock ");
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->size() == 3);
+  CHECK((*nodes)[0] == tcp("a", 1));
+  CHECK((*nodes)[1] == tcp("b", 2));
+  CHECK((*nodes)[2] == unix_node("/tmp/c.sock"));
+}
+
+TEST_CASE("parse_node_list: a single URL") {
+  const auto nodes = parse_node_list("redis://a:1");
+  REQUIRE(nodes.ok());
+  CHECK(*nodes == std::vector{tcp("a", 1)});
+}
+
+TEST_CASE("parse_node_list: an empty item names its (1-based) index") {
+  CHECK(config_failure(parse_node_list("redis://a:1, ,redis://b:2")) == R"(item 2: "": empty URL)");
+  CHECK(config_failure(parse_node_list("redis://a:1,")) == R"(item 2: "": empty URL)");
+  CHECK(config_failure(parse_node_list(",redis://a:1")) == R"(item 1: "": empty URL)");
+}
+
+TEST_CASE("parse_node_list: a bad URL names the item and the URL") {
+  CHECK(config_failure(parse_node_list("redis://a:1, redis//x")) ==
+        R"(item 2: "redis//x": missing "://" (expected redis://host or unix:///path))");
+}
+
+TEST_CASE("parse_node_list: an empty list is refused") {
+  CHECK(config_failure(parse_node_list("")) == "empty list (at least one URL is required)");
+  CHECK(config_failure(parse_node_list("  \t")) == "empty list (at least one URL is required)");
+}
+
+// ---- parse_config_json --------------------------------------------------------
+
+TEST_CASE("parse_config_json: every documented key is applied") {
+  const auto config = parse_config_json(R"({
+    "nodes": ["redis://127.0.0.1:7001", "redis://:pw@[::1]:7002/1", "unix:///tmp/r.sock"],
+    "prefix": "app:", "default_ttl_ms": 5000, "max_ttl_ms": 30000,
+    "drift_factor": 0.02, "min_validity_ms": 3, "node_timeout_ms": 40,
+    "connect_timeout_ms": 150, "reconnect_min_ms": 10, "reconnect_max_ms": 500,
+    "retry_delay_ms": 30, "retry_jitter_ms": 0, "stall_timeout_ms": 800,
+    "max_pending": 1024, "quarantine": false})");
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  REQUIRE(config->nodes.size() == 3);
+  CHECK(config->nodes[1].host == "::1");
+  CHECK(config->nodes[1].password == "pw");
+  CHECK(config->nodes[1].db == 1);
+  CHECK(config->nodes[2].path == "/tmp/r.sock");
+  const Options& o = config->options;
+  CHECK(o.prefix == "app:");
+  CHECK(o.default_ttl == 5000ms);
+  CHECK(o.max_ttl == 30000ms);
+  CHECK(o.drift_factor == doctest::Approx(0.02));
+  CHECK(o.min_validity == 3ms);
+  CHECK(o.node_timeout == 40ms);
+  CHECK(o.connect_timeout == 150ms);
+  CHECK(o.reconnect_min == 10ms);
+  CHECK(o.reconnect_max == 500ms);
+  CHECK(o.retry_delay == 30ms);
+  CHECK(o.retry_jitter == 0ms);
+  CHECK(o.stall_timeout == 800ms);
+  CHECK(o.max_pending == 1024);
+  CHECK(o.quarantine == false);
+}
+
+TEST_CASE("parse_config_json: omitted keys keep the Options defaults") {
+  const auto config = parse_config_json(json_with_nodes(""));
+  REQUIRE(config.ok());
+  const Options defaults;
+  CHECK(config->options.prefix == defaults.prefix);
+  CHECK(config->options.default_ttl == defaults.default_ttl);
+  CHECK(config->options.node_timeout == defaults.node_timeout);
+  CHECK(config->options.max_pending == defaults.max_pending);
+  CHECK(config->options.quarantine == defaults.quarantine);
+}
+
+TEST_CASE("parse_config_json: an integral drift_factor is accepted") {
+  const auto config = parse_config_json(json_with_nodes(R"("drift_factor": 0)"));
+  REQUIRE(config.ok());
+  CHECK(config->options.drift_factor == 0.0);
+}
+
+TEST_CASE("parse_config_json: syntax error reports the parser's position and reason") {
+  const auto message = config_failure(parse_config_json("{\"nodes\": [\"redis://h\",]}"));
+  CHECK(message.starts_with("invalid JSON: "));
+  CHECK(message.find("line 1, column 24") != std::string::npos);
+  CHECK(message.find("syntax error") != std::string::npos);
+  CHECK(message.find("json.exception") == std::string::npos);
+}
+
+TEST_CASE("parse_config_json: empty document is a syntax error") {
+  CHECK(config_failure(parse_config_json("")).starts_with("invalid JSON: "));
+}
+
+TEST_CASE("parse_config_json: the document must be an object") {
+  CHECK(config_failure(parse_config_json(R"(["redis://h"])")) ==
+        R"(top level: ["redis://h"]: wrong type (expected an object))");
+}
+
+TEST_CASE("parse_config_json: unknown key lists the known keys") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
+        R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
+        R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
+        R"(retry_delay_ms, retry_jitter_ms, stall_timeout_ms, max_pending, quarantine))");
+}
+
+TEST_CASE("parse_config_json: nodes is required") {
+  CHECK(config_failure(parse_config_json(R"({"prefix": "x"})")) == "nodes: missing (at least one node is required)");
+}
+
+TEST_CASE("parse_config_json: empty nodes array is refused") {
+  CHECK(config_failure(parse_config_json(R"({"nodes": []})")) == "nodes: empty (at least one node is required)");
+}
+
+TEST_CASE("parse_config_json: nodes must be an array") {
+  CHECK(config_failure(parse_config_json(R"({"nodes": {"a": 1}})")) ==
+        R"(nodes: {"a":1}: wrong type (expected array of URL strings))");
+}
+
+TEST_CASE("parse_config_json: nodes given as one string is refused with the password masked") {
+  CHECK(config_failure(parse_config_json(R"({"nodes": "redis://:secret@h"})")) ==
+        R"(nodes: "redis://:***@h": wrong type (expected array of URL strings))");
+}
+
+TEST_CASE("parse_config_json: a node must be a string") {
+  CHECK(config_failure(parse_config_json(R"({"nodes": ["redis://h", 5]})")) ==
+        "nodes[1]: 5: wrong type (expected URL string)");
+}
+
+TEST_CASE("parse_config_json: a bad node URL names its index and the URL") {
+  CHECK(config_failure(parse_config_json(R"({"nodes": ["redis://a", "redis://b", "redis://h:99999"]})")) ==
+        R"(nodes[2]: "redis://h:99999": port out of range (1-65535))");
+}
+
+TEST_CASE("parse_config_json: duration given as a string is a wrong type") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("default_ttl_ms": "10s")"))) ==
+        R"(default_ttl_ms: "10s": wrong type (expected integer milliseconds))");
+}
+
+TEST_CASE("parse_config_json: duration given as a fraction is a wrong type") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("node_timeout_ms": 1.5)"))) ==
+        "node_timeout_ms: 1.5: wrong type (expected integer milliseconds)");
+}
+
+TEST_CASE("parse_config_json: duration beyond 64 bits is out of range") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("max_ttl_ms": 18446744073709551615)"))) ==
+        "max_ttl_ms: 18446744073709551615: out of range");
+}
+
+TEST_CASE("parse_config_json: drift_factor must be a number") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("drift_factor": "x")"))) ==
+        R"(drift_factor: "x": wrong type (expected number))");
+}
+
+TEST_CASE("parse_config_json: quarantine must be a bool") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("quarantine": "yes")"))) ==
+        R"(quarantine: "yes": wrong type (expected true or false))");
+}
+
+TEST_CASE("parse_config_json: prefix must be a string") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("prefix": 5)"))) ==
+        "prefix: 5: wrong type (expected string)");
+}
+
+TEST_CASE("parse_config_json: an empty prefix is allowed") {
+  const auto config = parse_config_json(json_with_nodes(R"("prefix": "")"));
+  REQUIRE(config.ok());
+  CHECK(config->options.prefix.empty());
+}
+
+TEST_CASE("parse_config_json: a long wrong value is shortened in the message") {
+  const auto message = config_failure(parse_config_json(json_with_nodes(
+      R"("prefix": [1111111111, 2222222222, 3333333333, 4444444444, 5555555555, 6666666666])")));
+  CHECK(message == "prefix: [1111111111,2222222222,3333333333,4444444444,5555555555,6666...: "
+                   "wrong type (expected string)");
+}
+
+TEST_CASE("parse_config_json: max_pending must be a positive integer") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("max_pending": -1)"))) == "max_pending: -1: must be > 0");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("max_pending": 0)"))) == "max_pending: 0: must be > 0");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("max_pending": 2.5)"))) ==
+        "max_pending: 2.5: wrong type (expected positive integer)");
+}
+
+TEST_CASE("parse_config_json: the result is validated") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("node_timeout_ms": -5)"))) ==
+        "node_timeout_ms: -5: must be > 0");
+  CHECK(config_failure(parse_config_json(R"({"nodes": ["redis://h:1", "redis://H:1"]})")) ==
+        "nodes[1]: duplicate of nodes[0] (h:1 db 0)");
+}
+
+// ---- load_config_file ---------------------------------------------------------
+
+TEST_CASE("load_config_file: reads and parses a file") {
+  TempFile file(R"({"nodes": ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"], "default_ttl_ms": 2000})");
+  const auto config = load_config_file(file.path());
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  CHECK(config->nodes.size() == 2);
+  CHECK(config->options.default_ttl == 2000ms);
+}
+
+TEST_CASE("load_config_file: a missing file names the path and the OS reason") {
+  CHECK(config_failure(load_config_file("/nonexistent-redlock-dir/config.json")) ==
+        R"(config file "/nonexistent-redlock-dir/config.json": No such file or directory)");
+}
+
+TEST_CASE("load_config_file: a directory is unreadable") {
+  const auto dir = std::filesystem::temp_directory_path().string();
+  CHECK(config_failure(load_config_file(dir)) == "config file \"" + dir + "\": Is a directory");
+}
+
+TEST_CASE("load_config_file: parse errors are prefixed with the path") {
+  TempFile file("{\"nodes\": [");
+  CHECK(config_failure(load_config_file(file.path())).starts_with("config file \"" + file.path() + "\": invalid JSON: "));
+}
+
+TEST_CASE("load_config_file: validation errors are prefixed with the path") {
+  TempFile file(R"({"nodes": []})");
+  CHECK(config_failure(load_config_file(file.path())) ==
+        "config file \"" + file.path() + "\": nodes: empty (at least one node is required)");
+}
+
+// ---- config_from_env ----------------------------------------------------------
+
+TEST_CASE("config_from_env: unset variable is an error naming it") {
+  NodesEnv env(nullptr);
+  CHECK(config_failure(config_from_env()) == "REDLOCK_NODES: not set");
+}
+
+TEST_CASE("config_from_env: empty variable is an error naming it") {
+  NodesEnv env("");
+  CHECK(config_failure(config_from_env()) == "REDLOCK_NODES: not set");
+}
+
+TEST_CASE("config_from_env: nodes from the variable, default options") {
+  NodesEnv env("redis://127.0.0.1:7001, redis://127.0.0.1:7002");
+  const auto config = config_from_env();
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  CHECK(config->nodes == std::vector{tcp("127.0.0.1", 7001), tcp("127.0.0.1", 7002)});
+  CHECK(config->options.default_ttl == Options{}.default_ttl);
+  CHECK(config->options.prefix == Options{}.prefix);
+}
+
+TEST_CASE("config_from_env: a bad item is prefixed with the variable") {
+  NodesEnv env("redis://a:1,redis//x");
+  CHECK(config_failure(config_from_env()) ==
+        R"(REDLOCK_NODES: item 2: "redis//x": missing "://" (expected redis://host or unix:///path))");
+}
+
+TEST_CASE("config_from_env: duplicate nodes are refused") {
+  NodesEnv env("redis://a:1,redis://a:1");
+  CHECK(config_failure(config_from_env()) == "REDLOCK_NODES: nodes[1]: duplicate of nodes[0] (a:1 db 0)");
+}
+
+// ---- validate_config: nodes ---------------------------------------------------
+
+TEST_CASE("validate_config: default options with one node pass") {
+  CHECK(validate_config(one_node_config()).ok());
+}
+
+TEST_CASE("validate_config: no nodes") {
+  CHECK(config_failure(validate_config(Config{})) == "nodes: empty (at least one node is required)");
+}
+
+TEST_CASE("validate_config: duplicate names both indexes and the address") {
+  Config config;
+  config.nodes = {tcp("127.0.0.1", 7000), tcp("127.0.0.1", 7001), tcp("127.0.0.1", 7002), tcp("127.0.0.1", 7001)};
+  CHECK(config_failure(validate_config(config)) == "nodes[3]: duplicate of nodes[1] (127.0.0.1:7001 db 0)");
+}
+
+TEST_CASE("validate_config: host comparison is case-insensitive") {
+  Config config;
+  config.nodes = {tcp("Redis.Example", 1), tcp("redis.example", 1)};
+  CHECK(config_failure(validate_config(config)) == "nodes[1]: duplicate of nodes[0] (Redis.Example:1 db 0)");
+}
+
+TEST_CASE("validate_config: credentials do not make a node distinct") {
+  Config config;
+  config.nodes = {tcp("h", 1), tcp("h", 1)};
+  config.nodes[1].password = "pw";
+  CHECK(config_failure(validate_config(config)) == "nodes[1]: duplicate of nodes[0] (h:1 db 0)");
+}
+
+TEST_CASE("validate_config: same address with another db or port is not a duplicate") {
+  Config config;
+  config.nodes = {tcp("h", 1, 0), tcp("h", 1, 1), tcp("h", 2, 0), unix_node("/tmp/a.sock"),
+                  unix_node("/tmp/a.sock", 1), unix_node("/tmp/b.sock")};
+  CHECK(validate_config(config).ok());
+}
+
+TEST_CASE("validate_config: unix duplicates are the same path and db") {
+  Config config;
+  config.nodes = {unix_node("/tmp/a.sock", 2), unix_node("/tmp/a.sock", 2)};
+  CHECK(config_failure(validate_config(config)) == "nodes[1]: duplicate of nodes[0] (unix:///tmp/a.sock db 2)");
+}
+
+TEST_CASE("validate_config: node port out of range") {
+  Config config;
+  config.nodes = {tcp("h", 1), tcp("h", 0)};
+  CHECK(config_failure(validate_config(config)) == R"(nodes[1]: "h:0": port out of range (1-65535))");
+  config.nodes[1].port = 65536;
+  CHECK(config_failure(validate_config(config)) == R"(nodes[1]: "h:65536": port out of range (1-65535))");
+}
+
+TEST_CASE("validate_config: negative db") {
+  Config config;
+  config.nodes = {tcp("h", 6379, -1)};
+  CHECK(config_failure(validate_config(config)) == R"(nodes[0]: "h:6379": db -1: must be >= 0)");
+}
+
+TEST_CASE("validate_config: tcp node without host") {
+  Config config;
+  config.nodes = {tcp("", 6379)};
+  CHECK(config_failure(validate_config(config)) == R"(nodes[0]: ":6379": missing host)");
+}
+
+TEST_CASE("validate_config: unix node with relative path") {
+  Config config;
+  config.nodes = {unix_node("r.sock")};
+  CHECK(config_failure(validate_config(config)) == R"(nodes[0]: "unix://r.sock": socket path is not absolute)");
+}
+
+TEST_CASE("validate_config: user without password") {
+  Config config = one_node_config();
+  config.nodes[0].user = "alice";
+  CHECK(config_failure(validate_config(config)) == R"(nodes[0]: "127.0.0.1:7001": user without password)");
+}
+
+// ---- validate_config: options -------------------------------------------------
+
+TEST_CASE("validate_config: default_ttl must be positive") {
+  Options o;
+  o.default_ttl = 0ms;
+  CHECK(validation_failure(o) == "default_ttl_ms: 0: must be > 0");
+}
+
+TEST_CASE("validate_config: default_ttl must not exceed max_ttl") {
+  Options o;
+  o.default_ttl = 70000ms;
+  CHECK(validation_failure(o) == "default_ttl_ms: 70000: must be <= max_ttl_ms (60000)");
+  o.max_ttl = 70000ms;
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: default_ttl must exceed node_timeout plus drift") {
+  Options o;
+  o.default_ttl = 40ms;  // drift = ceil(40 * 0.01) + 2 = 3 ms
+  CHECK(validation_failure(o) == "default_ttl_ms: 40: must be larger than node_timeout_ms (50) + drift (3 ms)");
+}
+
+TEST_CASE("validate_config: ttl versus node_timeout plus drift at the boundary") {
+  Options o;
+  o.drift_factor = 0.0;  // drift = 2 ms
+  o.default_ttl = 52ms;
+  CHECK(validation_failure(o) == "default_ttl_ms: 52: must be larger than node_timeout_ms (50) + drift (2 ms)");
+  o.default_ttl = 53ms;
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: drift_factor must be in [0, 0.5)") {
+  Options o;
+  o.drift_factor = 0.5;
+  CHECK(validation_failure(o) == "drift_factor: 0.5: must be in [0, 0.5)");
+  o.drift_factor = -0.01;
+  CHECK(validation_failure(o) == "drift_factor: -0.01: must be in [0, 0.5)");
+  o.drift_factor = std::nan("");
+  CHECK(validation_failure(o) == "drift_factor: nan: must be in [0, 0.5)");
+  o.drift_factor = 0.49;
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: node_timeout must be positive") {
+  Options o;
+  o.node_timeout = 0ms;
+  CHECK(validation_failure(o) == "node_timeout_ms: 0: must be > 0");
+}
+
+TEST_CASE("validate_config: connect_timeout must be positive") {
+  Options o;
+  o.connect_timeout = 0ms;
+  CHECK(validation_failure(o) == "connect_timeout_ms: 0: must be > 0");
+}
+
+TEST_CASE("validate_config: reconnect_min must be positive") {
+  Options o;
+  o.reconnect_min = 0ms;
+  CHECK(validation_failure(o) == "reconnect_min_ms: 0: must be > 0");
+}
+
+TEST_CASE("validate_config: reconnect_min must not exceed reconnect_max") {
+  Options o;
+  o.reconnect_min = 2000ms;
+  CHECK(validation_failure(o) == "reconnect_min_ms: 2000: must be <= reconnect_max_ms (1000)");
+  o.reconnect_max = 2000ms;
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: retry_delay, retry_jitter and min_validity must not be negative") {
+  Options o;
+  o.retry_delay = -1ms;
+  CHECK(validation_failure(o) == "retry_delay_ms: -1: must be >= 0");
+  o = Options{};
+  o.retry_jitter = -1ms;
+  CHECK(validation_failure(o) == "retry_jitter_ms: -1: must be >= 0");
+  o = Options{};
+  o.min_validity = -1ms;
+  CHECK(validation_failure(o) == "min_validity_ms: -1: must be >= 0");
+}
+
+TEST_CASE("validate_config: zero retry_delay, retry_jitter and min_validity are allowed") {
+  Options o;
+  o.retry_delay = 0ms;
+  o.retry_jitter = 0ms;
+  o.min_validity = 0ms;
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: stall_timeout must exceed node_timeout") {
+  Options o;
+  o.stall_timeout = 50ms;
+  CHECK(validation_failure(o) == "stall_timeout_ms: 50: must be larger than node_timeout_ms (50)");
+}
+
+TEST_CASE("validate_config: max_pending must be positive") {
+  Options o;
+  o.max_pending = 0;
+  CHECK(validation_failure(o) == "max_pending: 0: must be > 0");
+}
+
+TEST_CASE("validate_config: empty prefix is allowed") {
+  Options o;
+  o.prefix.clear();
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: extreme durations are judged without overflow") {
+  constexpr auto huge = milliseconds{std::numeric_limits<milliseconds::rep>::max()};
+  Options o;
+  o.default_ttl = huge;
+  o.max_ttl = huge;
+  o.node_timeout = huge;
+  o.stall_timeout = huge;
+  CHECK(validation_failure(o).starts_with("default_ttl_ms: 9223372036854775807: must be larger than node_timeout_ms"));
+}
