@@ -115,9 +115,10 @@ QuorumRound* QuorumRound::launch(Transport& transport, ScriptCall call, RoundMod
 }
 
 void QuorumRound::record_first(std::size_t slot) {
-  if (tally_.record(outcomes_[slot].outcome) && listener_ != nullptr && !launching_) {
-    listener_->on_round_decided();
-  }
+  const bool decided_now = tally_.record(outcomes_[slot].outcome);
+  if (listener_ == nullptr || launching_) return;
+  if (decided_now) listener_->on_round_decided();
+  if (listener_ != nullptr && settled()) listener_->on_round_settled();
 }
 
 void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {

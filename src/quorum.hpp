@@ -51,10 +51,13 @@ class QuorumTally {
   bool decided_ = false, success_ = false;
 };
 
-// RoundListener — told once, from a node event, that the round is decided.
+// RoundListener — told once, from a node event, that the round is decided,
+// and once more when every node has given its first event (settled; may
+// coincide with the decision, then both are called).
 class RoundListener {
  public:
   virtual void on_round_decided() = 0;
+  virtual void on_round_settled() {}
 
  protected:
   ~RoundListener() = default;
@@ -77,6 +80,7 @@ class QuorumRound final : public ReplySink {
   void detach() noexcept;
 
   bool decided() const noexcept { return tally_.decided(); }
+  bool settled() const noexcept { return tally_.answered() == tally_.nodes(); }
   const QuorumTally& tally() const noexcept { return tally_; }
   // outcomes: one per node; `pending` for nodes with no event yet.
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }

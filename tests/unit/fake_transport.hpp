@@ -31,7 +31,7 @@ struct Response {
 };
 
 inline Response ok_reply() { return {}; }
-inline Response int_reply(long long v) { return {EventKind::reply, ReplyView::Type::integer, v, ""}; }
+inline Response int_reply(long long v) { Response r; r.type = ReplyView::Type::integer; r.integer = v; r.text.clear(); return r; }
 inline Response failed(std::string why) {
   Response r;
   r.kind = EventKind::failed;

@@ -1,0 +1,56 @@
+// helpers.hpp — shared setup for the integration tests: a Client (or an
+// AsyncClient on a private loop) over a RedisGroup, and small waits that
+// poll a server-side condition with a bound instead of sleeping blindly.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "redis_server.hpp"
+#include "redlock/redlock.hpp"
+
+namespace redlock::test {
+
+// client_for builds a Client over the given URLs; `tune` adjusts options.
+// The servers of a test were all started moments ago, so restart quarantine
+// is off unless a test turns it on: it would otherwise (rightly) refuse them.
+inline std::unique_ptr<Client> client_for(const std::vector<std::string>& urls,
+                                          const std::function<void(Options&)>& tune = {}) {
+  std::string list;
+  for (const auto& u : urls) list += (list.empty() ? "" : ",") + u;
+  auto nodes = parse_node_list(list);
+  if (!nodes) throw std::runtime_error(nodes.error().to_string());
+  Config config;
+  config.nodes = *nodes;
+  config.options.quarantine = false;
+  if (tune) tune(config.options);
+  auto client = Client::create(config);
+  if (!client) throw std::runtime_error(client.error().to_string());
+  return std::move(*client);
+}
+
+inline std::unique_ptr<Client> client_for(const RedisGroup& group, const std::function<void(Options&)>& tune = {}) {
+  return client_for(group.urls(), tune);
+}
+
+// eventually polls `cond` every 5 ms until it holds or `bound` passes.
+inline bool eventually(const std::function<bool()>& cond,
+                       std::chrono::milliseconds bound = std::chrono::milliseconds{3000}) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  return cond();
+}
+
+inline std::size_t count_outcome(const std::vector<NodeOutcome>& nodes, Outcome o) {
+  std::size_t n = 0;
+  for (const auto& node : nodes) n += node.outcome == o ? 1 : 0;
+  return n;
+}
+
+}  // namespace redlock::test

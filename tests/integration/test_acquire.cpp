@@ -1,0 +1,197 @@
+// test_acquire.cpp — the lock against five real masters: the happy path,
+// contention, foreign tokens, expiry, and mutual exclusion under threads.
+#include <doctest/doctest.h>
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("acquire, extend and release on five masters") {
+  RedisGroup group(5);
+  auto client = client_for(group);
+  AcquireOptions opts;
+  opts.ttl = 5000ms;
+  auto lock = client->lock("report", opts);
+  REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+  CHECK(lock->nodes.size() == 5);
+  // Decided by the first three; a straggler may still be pending then.
+  CHECK(count_outcome(lock->nodes, Outcome::ok) >= 3);
+  CHECK(count_outcome(lock->nodes, Outcome::ok) + count_outcome(lock->nodes, Outcome::pending) == 5);
+  CHECK(lock->validity <= 5000ms - 52ms);
+  CHECK(lock->valid());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(group[i].command({"GET", "redlock:report"}).str == lock->token);
+    auto pttl = group[i].command({"PTTL", "redlock:report"}).integer;
+    CHECK(pttl > 4000);
+    CHECK(pttl <= 5000);
+  }
+
+  auto extended = client->extend(*lock, 20000ms);
+  REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
+  CHECK(extended->validity > 19000ms);
+  CHECK(group[2].command({"PTTL", "redlock:report"}).integer > 19000);
+
+  auto released = client->unlock(*extended);
+  REQUIRE(released.ok());
+  CHECK(released->released);
+  CHECK(released->released_nodes == 5);
+  CHECK(group.keys_everywhere("redlock:*") == 0);
+}
+
+TEST_CASE("a lock held elsewhere reports held; a foreign token can neither extend nor release") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group);
+  auto lock = a->lock("row-17");
+  REQUIRE(lock.ok());
+
+  auto second = b->try_lock("row-17");
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == Errc::held);
+  // Decided at the second `held`; the third may still be pending then.
+  CHECK(count_outcome(second.error().nodes, Outcome::held) >= 2);
+  CHECK(count_outcome(second.error().nodes, Outcome::held) + count_outcome(second.error().nodes, Outcome::pending) == 3);
+  CHECK(second.error().nodes[0].holder_ttl > 9000ms);
+
+  Lock forged = *lock;
+  forged.token = "0123456789abcdef0123456789abcdef";
+  auto ext = b->extend(forged, 10000ms);
+  REQUIRE_FALSE(ext.ok());
+  CHECK(ext.error().code == Errc::not_held);
+  auto rel = b->unlock(forged);
+  REQUIRE(rel.ok());
+  CHECK_FALSE(rel->released);
+  CHECK(rel->released_nodes == 0);
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(group[i].command({"GET", "redlock:row-17"}).str == lock->token);
+  }
+  // The failed acquire of b released nothing of a's.
+  CHECK(a->unlock(*lock)->released_nodes == 3);
+}
+
+TEST_CASE("an expired lock cannot be extended") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  AcquireOptions opts;
+  opts.ttl = 150ms;
+  auto lock = client->lock("short", opts);
+  REQUIRE(lock.ok());
+  REQUIRE(eventually([&] { return group.keys_everywhere("redlock:short") == 0; }));
+  auto ext = client->extend(*lock, 1000ms);
+  REQUIRE_FALSE(ext.ok());
+  CHECK(ext.error().code == Errc::not_held);
+  CHECK(group.keys_everywhere("redlock:*") == 0);  // extend never recreates a missing key
+}
+
+TEST_CASE("acquiring again with our own token refreshes the lock instead of blocking on it") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  AcquireOptions opts;
+  opts.ttl = 2000ms;
+  opts.token = "my-own-token";
+  auto first = client->lock("refresh", opts);
+  REQUIRE(first.ok());
+  opts.ttl = 30000ms;
+  auto again = client->lock("refresh", opts);
+  REQUIRE_MESSAGE(again.ok(), again.error().to_string());
+  CHECK(group[1].command({"PTTL", "redlock:refresh"}).integer > 20000);
+  CHECK(group[1].command({"GET", "redlock:refresh"}).str == "my-own-token");
+}
+
+TEST_CASE("threads contending for one lock increment a shared counter exactly") {
+  RedisGroup group(5);
+  RedisServer counter;
+  auto shared = client_for(group);
+  auto other = client_for(group);
+  constexpr int kThreads = 6, kRounds = 30;
+  std::atomic<int> inside{0}, overlaps{0}, failures{0};
+  auto worker = [&](Client& client) {
+    redisContext* c = redisConnect("127.0.0.1", counter.port());
+    for (int i = 0; i < kRounds; ++i) {
+      AcquireOptions opts;
+      opts.ttl = 5000ms;
+      opts.wait = 20000ms;
+      auto lock = client.lock("counter", opts);
+      if (!lock) {
+        ++failures;
+        continue;
+      }
+      if (inside.fetch_add(1) != 0) ++overlaps;
+      auto* r = static_cast<redisReply*>(redisCommand(c, "GET counter"));
+      long long v = r->type == REDIS_REPLY_STRING ? std::stoll(r->str) : 0;
+      freeReplyObject(r);
+      freeReplyObject(redisCommand(c, "SET counter %lld", v + 1));
+      inside.fetch_sub(1);
+      CHECK(lock->valid());
+      auto rel = client.unlock(*lock);
+      CHECK(rel.ok());
+    }
+    redisFree(c);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, std::ref(t % 2 == 0 ? *shared : *other));
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(overlaps == 0);
+  CHECK(counter.command({"GET", "counter"}).str == std::to_string(kThreads * kRounds));
+  CHECK(group.keys_everywhere("redlock:*") == 0);
+}
+
+TEST_CASE("async core: callbacks run on the loop and the loop closes with no handle left") {
+  RedisGroup group(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  Config config;
+  config.nodes = *parse_node_list(group.url_list());
+  config.options.quarantine = false;
+  auto client = AsyncClient::create(&loop, config);
+  REQUIRE(client.ok());
+  AsyncClient& c = **client;
+  bool started = false, acquired = false, released = false, closed = false;
+  c.acquire("async", {}, [&](Result<Lock> lock) {
+    REQUIRE(lock.ok());
+    acquired = true;
+    c.release(lock->resource, lock->token, [&](Result<ReleaseResult> r) {
+      released = r.ok() && r->released;
+      c.close([&] { closed = true; });
+    });
+  });
+  started = true;
+  CHECK_FALSE(acquired);  // never on the caller's stack
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(started);
+  CHECK(acquired);
+  CHECK(released);
+  CHECK(closed);
+  client->reset();
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("operations in flight when the client closes complete with closed") {
+  RedisGroup group(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  Config config;
+  config.nodes = *parse_node_list(group.url_list());
+  config.options.quarantine = false;
+  auto client = AsyncClient::create(&loop, config);
+  REQUIRE(client.ok());
+  std::vector<Errc> codes;
+  for (int i = 0; i < 3; ++i) {
+    (*client)->acquire("r" + std::to_string(i), {}, [&](Result<Lock> r) {
+      codes.push_back(r.ok() ? Errc::internal : r.error().code);
+    });
+  }
+  client->reset();  // destroying the client closes it
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(codes == std::vector<Errc>{Errc::closed, Errc::closed, Errc::closed});
+  CHECK(uv_loop_close(&loop) == 0);
+}

@@ -1,0 +1,165 @@
+// test_faults.cpp — the lock under killed, paused and restarted masters:
+// the safety property (a majority or nothing; no key left behind) and the
+// liveness one (a dead or paused minority never delays a round).
+#include <doctest/doctest.h>
+
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+long long evalsha_calls(RedisServer& server) {
+  const std::string info = server.command({"INFO", "commandstats"}).str;
+  const auto at = info.find("cmdstat_evalsha:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.substr(at + 22));
+}
+
+}  // namespace
+
+TEST_CASE("2 of 5 masters killed: still acquires; 3 killed: fails at once, naming the failed nodes") {
+  RedisGroup group(5);
+  auto client = client_for(group, [](Options& o) { o.node_timeout = 100ms; });
+  group[0].kill();
+  group[3].kill();
+  auto lock = client->try_lock("two-down");
+  REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+  CHECK(lock->nodes[0].outcome == Outcome::error);
+  CHECK(lock->nodes[3].outcome == Outcome::error);
+  CHECK(client->unlock(*lock)->released);
+
+  group[4].kill();
+  auto failed = client->try_lock("three-down");
+  REQUIRE_FALSE(failed.ok());
+  const Error& e = failed.error();
+  CHECK(e.code == Errc::no_quorum);
+  for (std::size_t i : {0u, 3u, 4u}) {
+    CHECK(e.nodes[i].outcome == Outcome::error);
+    CHECK(e.message.find(group[i].address() + " ") != std::string::npos);
+  }
+  // Stated bound: a refused connection is known at once, so the failing
+  // round takes far less than one node timeout (100 ms); the result comes
+  // back within two node timeouts even on a loaded machine.
+  CHECK(e.elapsed < 200ms);
+  // The failed attempt was released on the live nodes.
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:three-down") == 0; }));
+}
+
+TEST_CASE("2 of 5 masters paused: acquisitions succeed and never wait for the paused nodes' deadline") {
+  RedisGroup group(5);
+  // A node timeout far longer than any healthy round: if a round waited for
+  // the paused nodes it would show as elapsed >= 3 s and outcome `timeout`.
+  auto client = client_for(group, [](Options& o) {
+    o.node_timeout = 3000ms;
+    o.stall_timeout = 60000ms;
+  });
+  REQUIRE(client->try_lock("warm-up").ok());
+  group[1].pause();
+  group[2].pause();
+  for (int i = 0; i < 20; ++i) {
+    AcquireOptions opts;
+    opts.ttl = 10000ms;
+    auto lock = client->lock("paused-" + std::to_string(i), opts);
+    REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+    CHECK(lock->elapsed < 3000ms);
+    CHECK(lock->nodes[1].outcome == Outcome::pending);
+    CHECK(lock->nodes[2].outcome == Outcome::pending);
+    auto rel = client->unlock(*lock);
+    REQUIRE(rel.ok());
+    CHECK(rel->released);
+    CHECK(rel->released_nodes == 3);
+  }
+  group[1].resume();
+  group[2].resume();
+  // The queued SETs and their releases run in order on the resumed nodes.
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:paused-*") == 0; }));
+}
+
+TEST_CASE("a SET that lands after the client decided failure is released: no key remains") {
+  RedisGroup group(5);
+  auto client = client_for(group, [](Options& o) {
+    o.node_timeout = 100ms;
+    o.stall_timeout = 60000ms;
+  });
+  REQUIRE(client->try_lock("warm-up").ok());
+  for (std::size_t i : {0u, 1u, 2u}) group[i].pause();
+  AcquireOptions opts;
+  opts.ttl = 30000ms;  // far longer than the test: expiry cannot explain a clean state
+  auto lock = client->lock("late", opts);
+  REQUIRE_FALSE(lock.ok());
+  CHECK(lock.error().code == Errc::no_quorum);
+  CHECK(count_outcome(lock.error().nodes, Outcome::timeout) == 3);
+  for (std::size_t i : {0u, 1u, 2u}) group[i].resume();
+  // Each resumed node runs the late acquire and then the release queued
+  // behind it (2 EVALSHA); the two healthy nodes were released at once.
+  for (std::size_t i : {0u, 1u, 2u}) {
+    CHECK(eventually([&] { return evalsha_calls(group[i]) >= 3; }));  // warm-up + late SET + release
+  }
+  CHECK(group.keys_everywhere("redlock:late") == 0);
+}
+
+TEST_CASE("a master restarted with its data wiped is quarantined until its uptime passes max_ttl") {
+  RedisGroup group(3);
+  const auto max_ttl = 1500ms;
+  auto client = client_for(group, [&](Options& o) {
+    o.quarantine = true;
+    o.max_ttl = max_ttl;
+    o.default_ttl = 1000ms;
+  });
+  // Fresh servers are themselves "just restarted": wait out their quarantine.
+  REQUIRE(eventually([&] { return client->try_lock("ready").ok(); }, 5000ms));
+
+  group[0].restart(/*wipe=*/true);
+  const auto restarted = std::chrono::steady_clock::now();
+  Result<Lock> lock = make_error(Errc::internal, "not tried");
+  // The client reconnects after the restart; until then node 0 reads `error`.
+  REQUIRE(eventually([&] {
+    lock = client->try_lock("after-wipe");
+    return lock.ok() && lock->nodes[0].outcome != Outcome::error;
+  }));
+  CHECK(lock->nodes[0].outcome == Outcome::quarantined);
+  CHECK(lock->nodes[0].error.find("quarantined for another") != std::string::npos);
+  CHECK(client->unlock(*lock)->released);
+
+  // Once node 0 has been up for max_ttl + drift it counts again — not before.
+  REQUIRE(eventually([&] {
+    auto l = client->try_lock("counts-again");
+    bool counted = l.ok() && l->nodes[0].outcome == Outcome::ok;
+    if (l.ok()) (void)client->unlock(*l);
+    return counted;
+  }, 5000ms));
+  CHECK(std::chrono::steady_clock::now() - restarted >= max_ttl);
+}
+
+TEST_CASE("with quarantine off, a restarted master counts at once") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  REQUIRE(client->try_lock("before").ok());
+  group[2].restart(/*wipe=*/true);
+  int attempt = 0;
+  REQUIRE(eventually([&] {
+    auto l = client->try_lock("after-" + std::to_string(++attempt));
+    return l.ok() && l->nodes[2].outcome == Outcome::ok;
+  }));
+}
+
+TEST_CASE("a master that was down when the client started is used once it comes up") {
+  RedisGroup group(3);
+  group[1].kill();
+  auto client = client_for(group, [](Options& o) { o.reconnect_max = 100ms; });
+  auto first = client->try_lock("reconnect");
+  REQUIRE(first.ok());
+  CHECK(first->nodes[1].outcome == Outcome::error);
+  CHECK(first->nodes[1].error == "connection refused");
+  CHECK(client->unlock(*first)->released);
+  group[1].restart();
+  CHECK(eventually([&] {
+    auto l = client->try_lock("reconnect");
+    bool all = l.ok() && l->nodes[1].outcome == Outcome::ok;
+    if (l.ok()) (void)client->unlock(*l);
+    return all;
+  }));
+}
