@@ -29,6 +29,18 @@ struct Client::Impl {
     uv_async_send(&wake);
   }
 
+  // call runs `start(async, done)` on the loop thread and returns a future
+  // that `done` fulfils.
+  template <class T, class Start>
+  std::future<Result<T>> call(Start start) {
+    auto promise = std::make_shared<std::promise<Result<T>>>();
+    auto future = promise->get_future();
+    post([this, start = std::move(start), promise]() mutable {
+      start(*async, [promise](Result<T> r) { promise->set_value(std::move(r)); });
+    });
+    return future;
+  }
+
   void drain() {
     std::vector<std::function<void()>> batch;
     {
@@ -71,32 +83,23 @@ Client::~Client() {
 }
 
 std::future<Result<Lock>> Client::lock_async(std::string_view resource, AcquireOptions opts) {
-  auto promise = std::make_shared<std::promise<Result<Lock>>>();
-  auto future = promise->get_future();
-  impl_->post([p = impl_.get(), resource = std::string(resource), opts = std::move(opts), promise]() mutable {
-    p->async->acquire(std::move(resource), std::move(opts),
-                      [promise](Result<Lock> r) { promise->set_value(std::move(r)); });
+  return impl_->call<Lock>([resource = std::string(resource), opts = std::move(opts)](
+                               AsyncClient& c, LockCallback done) mutable {
+    c.acquire(std::move(resource), std::move(opts), std::move(done));
   });
-  return future;
 }
 
 std::future<Result<Lock>> Client::extend_async(const Lock& lock, milliseconds ttl) {
-  auto promise = std::make_shared<std::promise<Result<Lock>>>();
-  auto future = promise->get_future();
-  impl_->post([p = impl_.get(), lock, ttl, promise]() mutable {
-    p->async->extend(std::move(lock), ttl, [promise](Result<Lock> r) { promise->set_value(std::move(r)); });
+  return impl_->call<Lock>([lock, ttl](AsyncClient& c, LockCallback done) mutable {
+    c.extend(std::move(lock), ttl, std::move(done));
   });
-  return future;
 }
 
 std::future<Result<ReleaseResult>> Client::unlock_async(std::string_view resource, std::string_view token) {
-  auto promise = std::make_shared<std::promise<Result<ReleaseResult>>>();
-  auto future = promise->get_future();
-  impl_->post([p = impl_.get(), resource = std::string(resource), token = std::string(token), promise]() mutable {
-    p->async->release(std::move(resource), std::move(token),
-                      [promise](Result<ReleaseResult> r) { promise->set_value(std::move(r)); });
+  return impl_->call<ReleaseResult>([resource = std::string(resource), token = std::string(token)](
+                                        AsyncClient& c, ReleaseCallback done) mutable {
+    c.release(std::move(resource), std::move(token), std::move(done));
   });
-  return future;
 }
 
 Result<Lock> Client::lock(std::string_view resource, AcquireOptions opts) {
