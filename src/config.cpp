@@ -314,6 +314,7 @@ constexpr Key keys[] = {
     {"reconnect_max_ms", set_duration<&Options::reconnect_max>},
     {"retry_delay_ms", set_duration<&Options::retry_delay>},
     {"retry_jitter_ms", set_duration<&Options::retry_jitter>},
+    {"release_settle_ms", set_duration<&Options::release_settle>},
     {"stall_timeout_ms", set_duration<&Options::stall_timeout>},
     {"max_pending", set_max_pending},
     {"quarantine", set_quarantine},
@@ -435,6 +436,7 @@ Result<void> validate_options(const Options& o) {
           {o.reconnect_min > 0ms, "reconnect_min_ms", ms(o.reconnect_min), "must be > 0"},
           {o.retry_delay >= 0ms, "retry_delay_ms", ms(o.retry_delay), "must be >= 0"},
           {o.retry_jitter >= 0ms, "retry_jitter_ms", ms(o.retry_jitter), "must be >= 0"},
+          {o.release_settle >= 0ms, "release_settle_ms", ms(o.release_settle), "must be >= 0"},
           {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
       });
       !fields)

@@ -28,7 +28,6 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 
 constexpr std::size_t max_resource_bytes = 1024;
-constexpr milliseconds release_grace{1};
 
 // describe lists the nodes that did not say ok: "addr reason; addr reason".
 std::string describe(const std::vector<NodeOutcome>& nodes) {
@@ -70,12 +69,11 @@ class Operation final : public RoundListener {
   }
 
   // A release reports how many nodes released: once its outcome is certain
-  // it waits a moment (release_grace) for the stragglers of a healthy
-  // cluster, so the count is exact there, while a hung minority costs at
-  // most the grace.
+  // it waits up to release_settle for the stragglers of a healthy cluster,
+  // so the count is exact there, while a hung minority costs at most that.
   void on_round_decided() override {
     const bool wait_for_rest = kind_ == Kind::release && !round_->settled();
-    arm(wait_for_rest ? release_grace : milliseconds{0});
+    arm(wait_for_rest ? engine_.options_.release_settle : milliseconds{0});
   }
   void on_round_settled() override {
     if (kind_ == Kind::release) arm(milliseconds{0});

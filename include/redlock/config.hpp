@@ -58,7 +58,7 @@ Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
 //    "drift_factor": 0.01, "min_validity_ms": 1, "node_timeout_ms": 50,
 //    "connect_timeout_ms": 200, "reconnect_min_ms": 20,
 //    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
-//    "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
+//    "release_settle_ms": 5, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
 // Unknown keys and wrong types are errors. The result is validated.
 Result<Config> parse_config_json(std::string_view json_text);
 
@@ -71,11 +71,11 @@ Result<Config> load_config_file(const std::string& path);
 Result<Config> config_from_env();
 
 // validate_config checks every rule: at least one node, no duplicate nodes
-// (same display address and db), ports 1–65535, db 0–15… (any ≥ 0),
+// (same display address and db), ports 1–65535, db ≥ 0,
 // default_ttl > 0, default_ttl ≤ max_ttl, default_ttl larger than
 // node_timeout + drift (default_ttl · drift_factor + 2 ms), drift_factor in
 // [0, 0.5), node_timeout > 0, connect_timeout > 0, 0 < reconnect_min ≤
-// reconnect_max, retry_delay ≥ 0, retry_jitter ≥ 0, min_validity ≥ 0,
+// reconnect_max, retry_delay ≥ 0, retry_jitter ≥ 0, release_settle ≥ 0, min_validity ≥ 0,
 // stall_timeout > node_timeout, max_pending > 0, prefix may be empty.
 Result<void> validate_config(const Config& config);
 

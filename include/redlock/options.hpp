@@ -27,7 +27,7 @@ struct Options {
   milliseconds max_ttl{60000};
 
   // Clock drift allowance as a fraction of the TTL. validity = ttl − elapsed −
-  // (ttl · drift_factor + 2 ms). Default 0.01, the Redlock paper's figure.
+  // (ceil(ttl · drift_factor) ms + 2 ms). Default 0.01, the Redlock paper's figure.
   double drift_factor = 0.01;
 
   // A round that reaches a majority succeeds only if the validity left is
@@ -51,6 +51,13 @@ struct Options {
   // uniformly random 0..retry_jitter between rounds. Defaults 50 ms + 0–50 ms.
   milliseconds retry_delay{50};
   milliseconds retry_jitter{50};
+
+  // Once a release's outcome is certain (a majority confirmed our token is
+  // gone), wait at most this long for the other nodes' answers so that
+  // released_nodes is complete. A hung minority costs at most this on each
+  // release; a dead one (connection refused) costs nothing. Zero reports at
+  // the decision. Default 5 ms.
+  milliseconds release_settle{5};
 
   // A connection whose oldest command has gone unanswered this long is closed
   // and reconnected (a paused or blackholed master). Must exceed

@@ -376,7 +376,7 @@ TEST_CASE("parse_config_json: every documented key is applied") {
     "prefix": "app:", "default_ttl_ms": 5000, "max_ttl_ms": 30000,
     "drift_factor": 0.02, "min_validity_ms": 3, "node_timeout_ms": 40,
     "connect_timeout_ms": 150, "reconnect_min_ms": 10, "reconnect_max_ms": 500,
-    "retry_delay_ms": 30, "retry_jitter_ms": 0, "stall_timeout_ms": 800,
+    "retry_delay_ms": 30, "retry_jitter_ms": 0, "release_settle_ms": 7, "stall_timeout_ms": 800,
     "max_pending": 1024, "quarantine": false})");
   REQUIRE_MESSAGE(config.ok(), config.error().message);
   REQUIRE(config->nodes.size() == 3);
@@ -390,6 +390,7 @@ TEST_CASE("parse_config_json: every documented key is applied") {
   CHECK(o.max_ttl == 30000ms);
   CHECK(o.drift_factor == doctest::Approx(0.02));
   CHECK(o.min_validity == 3ms);
+  CHECK(o.release_settle == 7ms);
   CHECK(o.node_timeout == 40ms);
   CHECK(o.connect_timeout == 150ms);
   CHECK(o.reconnect_min == 10ms);
@@ -439,7 +440,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, stall_timeout_ms, max_pending, quarantine))");
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine))");
 }
 
 TEST_CASE("parse_config_json: nodes is required") {
@@ -740,6 +741,9 @@ TEST_CASE("validate_config: retry_delay, retry_jitter and min_validity must not 
   o = Options{};
   o.retry_jitter = -1ms;
   CHECK(validation_failure(o) == "retry_jitter_ms: -1: must be >= 0");
+  o = Options{};
+  o.release_settle = -1ms;
+  CHECK(validation_failure(o) == "release_settle_ms: -1: must be >= 0");
   o = Options{};
   o.min_validity = -1ms;
   CHECK(validation_failure(o) == "min_validity_ms: -1: must be >= 0");

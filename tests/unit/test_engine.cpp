@@ -191,6 +191,39 @@ TEST_CASE("release counts the nodes that released; a foreign token releases noth
   }
 }
 
+TEST_CASE("release waits up to release_settle for stragglers, and no longer") {
+  SUBCASE("stragglers within the settle time are counted") {
+    Bed bed(5, [](std::size_t node, const ScriptCall&) {
+      Response r = redlock::test::int_reply(1);
+      r.delay_ms = node < 3 ? 0 : 2;
+      return r;
+    });
+    bed.options.release_settle = milliseconds{200};
+    std::optional<Result<ReleaseResult>> got;
+    bed.engine->release("r", "tok", [&](Result<ReleaseResult> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    CHECK(got->value().released_nodes == 5);
+    CHECK(got->value().elapsed < milliseconds{200});  // completed when settled, not at the grace's end
+  }
+  SUBCASE("a hung minority costs the settle time, not its deadline") {
+    Bed bed(5, [](std::size_t node, const ScriptCall&) {
+      Response r = redlock::test::int_reply(1);
+      r.delay_ms = node < 3 ? 0 : 400;
+      return r;
+    });
+    bed.options.release_settle = milliseconds{5};
+    std::optional<Result<ReleaseResult>> got;
+    bed.engine->release("r", "tok", [&](Result<ReleaseResult> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    CHECK(got->value().released);
+    CHECK(got->value().released_nodes == 3);
+    CHECK(got->value().nodes[4].outcome == Outcome::pending);
+    CHECK(got->value().elapsed < milliseconds{400});
+  }
+}
+
 TEST_CASE("bad arguments are reported on the loop with invalid_argument naming the problem") {
   Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::ok_reply(); });
   std::vector<std::string> messages;
