@@ -199,6 +199,14 @@ bool Node::queue_handshake() {
     const std::size_t lens[2] = {6, db.size()};
     if (!queue_raw(Kind::handshake, 2, argv, lens)) return false;
   }
+  // Load the scripts before the first EVALSHA: a NOSCRIPT retry goes to the
+  // back of the pipeline, where a release sent meanwhile would overtake the
+  // acquire it is meant to undo. So NOSCRIPT only follows a SCRIPT FLUSH.
+  for (std::string_view body : script_bodies) {
+    const char* load[3] = {"SCRIPT", "LOAD", body.data()};
+    const std::size_t load_lens[3] = {6, 4, body.size()};
+    if (!queue_raw(Kind::handshake, 3, load, load_lens)) return false;
+  }
   const char* argv[2] = {"INFO", "server"};
   const std::size_t lens[2] = {4, 6};
   return queue_raw(Kind::info, 2, argv, lens);
@@ -265,10 +273,10 @@ void Node::handle_reply(redisAsyncContext* ac, redisReply* reply) {
   if (p.kind != Kind::script) {
     const bool failed = reply == nullptr || reply->type == REDIS_REPLY_ERROR;
     if (failed && ac == ac_) {
-      const std::string what = p.kind == Kind::info ? "INFO server" : "connection setup (AUTH/SELECT)";
+      const std::string what = p.kind == Kind::info ? "INFO server" : "connection setup (AUTH/SELECT/SCRIPT LOAD)";
       drop_connection(what + " failed: " +
                       (reply != nullptr ? std::string(reply->str, reply->len) : lowercase_first(ac->errstr)));
-    } else if (p.kind == Kind::info && !failed && ac == ac_) {
+    } else if (p.kind == Kind::info && !failed && ac == ac_ && !closing_) {
       handle_info(reply, now);
     }
     return;
@@ -334,9 +342,9 @@ bool Node::quarantined(clock::time_point now) {
 void Node::connection_lost(const redisAsyncContext* ac, std::string reason) {
   if (ac != ac_) return;  // a context we already let go of
   ac_ = nullptr;
-  state_ = State::disconnected;
+  state_ = closing_ ? State::closed : State::disconnected;
   last_error_ = std::move(reason);
-  schedule_reconnect();
+  connection_gone();
 }
 
 void Node::drop_connection(std::string reason) {
@@ -346,7 +354,15 @@ void Node::drop_connection(std::string reason) {
   state_ = closing_ ? State::closed : State::disconnected;
   last_error_ = std::move(reason);
   redisAsyncFree(ac);  // fails every pending command (deferred by hiredis when inside its callback)
-  schedule_reconnect();
+  connection_gone();
+}
+
+void Node::connection_gone() {
+  if (closing_) {
+    finish_close();
+  } else {
+    schedule_reconnect();
+  }
 }
 
 void Node::schedule_reconnect() {
@@ -362,7 +378,9 @@ void Node::schedule_reconnect() {
 }
 
 void Node::on_conn_timer() {
-  if (state_ == State::disconnected) {
+  if (closing_) {
+    drop_connection("client closed");  // the graceful close took too long
+  } else if (state_ == State::disconnected) {
     connect();
   } else if (state_ == State::connecting) {
     drop_connection("connect timeout after " + std::to_string(options_.connect_timeout.count()) + " ms");
@@ -420,13 +438,27 @@ void Node::rearm() {
 void Node::close() {
   if (closing_) return;
   closing_ = true;
-  if (ac_ != nullptr) {
-    redisAsyncContext* ac = ac_;
-    ac_ = nullptr;
-    last_error_ = "client closed";
-    redisAsyncFree(ac);
-  }
   state_ = State::closed;
+  uv_timer_stop(&deadline_timer_);
+  uv_timer_stop(&conn_timer_);
+  if (ac_ == nullptr || pending_.empty()) {
+    drop_connection("client closed");
+    finish_close();
+    return;
+  }
+  // Commands may still sit in hiredis's output buffer — the release of a
+  // failed attempt, say. A graceful disconnect writes them and waits for
+  // their replies; a node that does not answer within the connect timeout
+  // plus one node timeout (it may still be connecting) is dropped.
+  redisAsyncDisconnect(ac_);
+  uv_timer_start(
+      &conn_timer_, [](uv_timer_t* t) { static_cast<Node*>(t->data)->on_conn_timer(); },
+      static_cast<std::uint64_t>((options_.connect_timeout + options_.node_timeout).count()), 0);
+}
+
+void Node::finish_close() {
+  if (handles_closing_) return;
+  handles_closing_ = true;
   auto closed = [](uv_handle_t* h) {
     auto* self = static_cast<Node*>(h->data);
     if (--self->open_handles_ == 0 && self->on_closed_) self->on_closed_();

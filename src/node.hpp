@@ -4,7 +4,8 @@
 // restart quarantine read from INFO on every (re)connect.
 //
 // Commands are accepted while the connection is being set up: hiredis
-// buffers them behind the handshake (AUTH, SELECT, INFO server), so the
+// buffers them behind the handshake (AUTH, SELECT, SCRIPT LOAD, INFO
+// server), so the
 // first acquire of a new client does not wait for a separate connect step,
 // and the INFO reply always arrives before the reply it must judge.
 #pragma once
@@ -42,8 +43,10 @@ class Node {
   void start();
   // send: see Transport::send.
   bool send(const ScriptCall& call, ReplySink* sink, std::size_t slot, std::string& why);
-  // close fails every command in flight ("client closed") and closes the
-  // connection and both timers.
+  // close refuses new commands, lets the ones already queued reach the
+  // server and waits for their replies (at most connect_timeout +
+  // node_timeout), then fails
+  // what is left ("client closed") and closes the connection and both timers.
   void close();
 
   const std::string& address() const noexcept { return display_; }
@@ -75,6 +78,8 @@ class Node {
   bool queue_raw(Kind kind, int argc, const char** argv, const std::size_t* lens);
   bool queue_script(const ScriptCall& call, bool as_eval);
   void drop_connection(std::string reason);
+  void connection_gone();
+  void finish_close();
   void schedule_reconnect();
   void handle_info(redisReply* reply, clock::time_point now);
   void deliver(const Pending& p, redisAsyncContext* ac, redisReply* reply, clock::time_point now);
@@ -93,6 +98,7 @@ class Node {
   redisAsyncContext* ac_ = nullptr;
   State state_ = State::disconnected;
   bool closing_ = false;
+  bool handles_closing_ = false;
   int open_handles_ = 0;
   unsigned failures_ = 0;
   std::string last_error_ = "not connected yet";
