@@ -1,0 +1,22 @@
+// readme.cpp — the README's example, verbatim between the markers (a unit
+// test compares the two), wrapped in main() so it compiles in every build.
+#include <cstdio>
+
+// README:begin
+#include "redlock/redlock.hpp"
+using namespace std::chrono_literals;
+// README:end
+
+int main() {
+  // README:begin
+  redlock::Config config;
+  config.nodes = *redlock::parse_node_list(
+      "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003");
+  auto client = redlock::Client::create(config);            // Result<unique_ptr<Client>>
+  auto lock = (*client)->lock("nightly-report", {.ttl = 10s, .wait = 2s});
+  if (!lock) { std::puts(lock.error().to_string().c_str()); return 1; }
+  // … work while lock->valid() …
+  auto released = (*client)->unlock(*lock);  // released->released: the lock is free
+  // README:end
+  return released && released->released ? 0 : 1;
+}
