@@ -1,0 +1,684 @@
+// test_cli.cpp — the `redlock` command and the counter_worker example, run as
+// real processes (paths from REDLOCK_CLI / REDLOCK_COUNTER_WORKER, set by
+// meson) against real redis-servers on loopback.
+//
+// The masters of each test are freshly started, so they are inside the
+// library's restart quarantine (uptime below max_ttl + drift); every
+// invocation that should take a lock passes --no-quarantine, and one test
+// shows that without it the fresh masters do not count.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "redis_server.hpp"
+
+extern char** environ;
+
+namespace {
+
+using json = nlohmann::json;
+using redlock::test::RedisGroup;
+using redlock::test::RedisServer;
+namespace fs = std::filesystem;
+
+// ---- child processes --------------------------------------------------------
+
+struct ProcResult {
+  int exit_code = -1;  // 128 + signal when killed by a signal
+  std::string out, err;
+  bool timed_out = false;
+};
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// Child — one spawned program with stdout and stderr on pipes. Stopped by
+// pid (SIGKILL) if it is destroyed before wait() collected it.
+class Child {
+ public:
+  Child(const std::string& path, const std::vector<std::string>& args, const EnvVars& env = {}) {
+    int out[2], err[2];
+    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(err, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+
+    std::vector<std::string> argv_s{path};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    // The child's environment: ours without REDLOCK_NODES (so a developer's
+    // setting cannot leak in) and without the names set here, plus `env`.
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string_view kv(*e);
+      std::string_view name = kv.substr(0, kv.find('='));
+      bool overridden = name == "REDLOCK_NODES";
+      for (const auto& [k, v] : env) overridden = overridden || name == k;
+      if (!overridden) env_s.emplace_back(kv);
+    }
+    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    const int rc = posix_spawn(&pid_, path.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+    if (rc != 0) {
+      pid_ = -1;
+      FAIL("cannot start " << path << ": " << std::strerror(rc));
+    }
+  }
+
+  ~Child() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) close(out_fd_);
+    if (err_fd_ >= 0) close(err_fd_);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // wait reads stdout and stderr to their end and reaps the child; past the
+  // timeout the child is killed (by pid) and the result says timed_out.
+  ProcResult wait(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    ProcResult r;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string* sinks[2] = {&r.out, &r.err};
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ::kill(pid_, SIGKILL);
+        r.timed_out = true;
+        break;
+      }
+      const int n = ::poll(fds, 2, static_cast<int>(left.count()));
+      if (n < 0 && errno == EINTR) continue;
+      REQUIRE(n >= 0);
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        char buf[4096];
+        const ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
+        if (got > 0) {
+          sinks[i]->append(buf, static_cast<std::size_t>(got));
+        } else if (got == 0 || errno != EINTR) {
+          fds[i].fd = -1;  // EOF (or a read error): this stream is done
+        }
+      }
+    }
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+};
+
+std::string program(const char* env_name) {
+  const char* p = std::getenv(env_name);
+  REQUIRE_MESSAGE(p != nullptr, env_name << " is not set: run these tests with `meson test` "
+                                             "(it sets the path of the built binary)");
+  return p;
+}
+
+// cli runs `redlock ARGS...` to completion.
+ProcResult cli(const std::vector<std::string>& args, const EnvVars& env = {}) {
+  ProcResult r = Child(program("REDLOCK_CLI"), args, env).wait();
+  INFO("redlock stdout: " << r.out);
+  INFO("redlock stderr: " << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  return r;
+}
+
+// json_of parses the one JSON object a run printed on stdout.
+json json_of(const ProcResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  REQUIRE_MESSAGE(j.is_object(), "stdout is not one JSON object");
+  return j;
+}
+
+// Shorthands: an operation against a group, with --no-quarantine (fresh masters).
+std::vector<std::string> op(std::vector<std::string> args, const RedisGroup& g) {
+  args.insert(args.begin(), "--no-quarantine");
+  args.push_back("--nodes");
+  args.push_back(g.url_list());
+  return args;
+}
+
+std::string key_of(const std::string& resource) { return "redlock:" + resource; }
+
+// value_on returns the lock key's value on server s ("" when the key is absent).
+std::string value_on(RedisServer& s, const std::string& resource) {
+  auto reply = s.command({"GET", key_of(resource)});
+  return reply.type == REDIS_REPLY_STRING ? reply.str : std::string();
+}
+
+long long pttl_on(RedisServer& s, const std::string& resource) {
+  return s.command({"PTTL", key_of(resource)}).integer;
+}
+
+// A round is decided by the first majority, and a CLI process exits right
+// after: the command to a straggler may never have been sent. So the checks
+// on the servers below are about the masters that hold the token (at least
+// a majority) or that the JSON says answered ok — not blindly all of them.
+
+// holders returns the servers of g whose lock key holds `token`.
+std::vector<RedisServer*> holders(RedisGroup& g, const std::string& resource, const std::string& token) {
+  std::vector<RedisServer*> out;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (value_on(g[i], resource) == token) out.push_back(&g[i]);
+  return out;
+}
+
+// addresses_of lists the servers' addresses.
+std::set<std::string> addresses_of(const std::vector<RedisServer*>& servers) {
+  std::set<std::string> out;
+  for (const RedisServer* s : servers) out.insert(s->address());
+  return out;
+}
+
+// outcomes_split checks a round in which the masters in `a` should answer
+// `want_a` and the others `want_b` ("pending" is always allowed: the round
+// may have been decided without them), with at least `at_least` `want_a`.
+void outcomes_split(const json& j, const std::set<std::string>& a, const std::string& want_a,
+                    const std::string& want_b, std::size_t at_least) {
+  REQUIRE(j["nodes"].is_array());
+  std::size_t n_want = 0;
+  for (const auto& n : j["nodes"]) {
+    CAPTURE(n.dump());
+    const std::string& want = a.count(n["address"].get<std::string>()) > 0 ? want_a : want_b;
+    CHECK((n["outcome"] == want || n["outcome"] == "pending"));
+    n_want += n["outcome"] == want_a;
+  }
+  CHECK(n_want >= at_least);
+}
+
+// answered_ok returns the servers of g that the JSON reports as "ok".
+std::vector<RedisServer*> answered_ok(RedisGroup& g, const json& j) {
+  std::vector<RedisServer*> out;
+  for (const auto& n : j["nodes"])
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (n["outcome"] == "ok" && n["address"] == g[i].address()) out.push_back(&g[i]);
+  return out;
+}
+
+std::set<std::string> addresses(RedisGroup& g) {
+  std::set<std::string> out;
+  for (std::size_t i = 0; i < g.size(); ++i) out.insert(g[i].address());
+  return out;
+}
+
+// Rounds are decided as soon as the result is certain, so a node whose
+// answer had not come in yet is reported "pending". outcomes_are checks that
+// every node's outcome is `want` or "pending" and that at least `at_least`
+// nodes said `want`.
+void outcomes_are(const json& j, const std::string& want, std::size_t at_least) {
+  REQUIRE(j["nodes"].is_array());
+  std::size_t n_want = 0;
+  for (const auto& n : j["nodes"]) {
+    CAPTURE(n.dump());
+    CHECK((n["outcome"] == want || n["outcome"] == "pending"));
+    n_want += n["outcome"] == want;
+  }
+  CHECK(n_want >= at_least);
+}
+
+bool is_hex32(const std::string& s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+         });
+}
+
+// TempDir — a private directory removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "redlock-cli-test-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name) << text;
+    return path / name;
+  }
+};
+
+// acquire_ok takes `resource` through the CLI and returns its JSON.
+json acquire_ok(RedisGroup& g, const std::string& resource, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"acquire", resource};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = cli(op(args, g));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json_of(r);
+  REQUIRE(j["acquired"] == true);
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("cli: acquire succeeds and prints every field with its type") {
+  RedisGroup g(3);
+  auto r = cli(op({"acquire", "report", "--ttl", "5000"}, g));
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  json j = json_of(r);
+
+  CHECK(j["acquired"] == true);
+  CHECK(j["resource"] == "report");
+  REQUIRE(j["token"].is_string());
+  CHECK(is_hex32(j["token"].get<std::string>()));
+  REQUIRE(j["validity_ms"].is_number_integer());
+  CHECK(j["validity_ms"].get<long long>() > 0);
+  CHECK(j["validity_ms"].get<long long>() <= 5000);
+  REQUIRE(j["elapsed_us"].is_number_integer());
+  CHECK(j["elapsed_us"].get<long long>() >= 0);
+  REQUIRE(j["attempts"].is_number_integer());
+  CHECK(j["attempts"].get<int>() >= 1);
+  CHECK_FALSE(j.contains("error"));
+  CHECK_FALSE(j.contains("code"));
+
+  REQUIRE(j["nodes"].is_array());
+  REQUIRE(j["nodes"].size() == 3);
+  std::set<std::string> seen;
+  for (const auto& n : j["nodes"]) {
+    REQUIRE(n["address"].is_string());
+    seen.insert(n["address"].get<std::string>());
+    CHECK(n["outcome"].is_string());
+    CHECK(n["rtt_us"].is_number_integer());
+    CHECK(n["error"].is_null());
+  }
+  CHECK(seen == addresses(g));
+  outcomes_are(j, "ok", 2);  // a majority said yes; a third answer may not have been awaited
+
+  // The lock really is there: every master that said ok holds the printed token.
+  for (RedisServer* s : answered_ok(g, j)) CHECK(value_on(*s, "report") == j["token"]);
+  CHECK(holders(g, "report", j["token"]).size() >= 2);
+}
+
+TEST_CASE("cli: acquiring a held resource with --wait 0 exits 1 with outcome held") {
+  RedisGroup g(3);
+  json first = acquire_ok(g, "report");
+  const auto held_by_first = holders(g, "report", first["token"]);
+  REQUIRE(held_by_first.size() >= 2);
+
+  auto r = cli(op({"acquire", "report", "--wait", "0"}, g));
+  CHECK(r.exit_code == 1);
+  json j = json_of(r);
+  CHECK(j["acquired"] == false);
+  CHECK(j["resource"] == "report");
+  CHECK(j["token"].is_null());  // drawn by the library, not reported on failure
+  CHECK(j["validity_ms"].is_null());
+  CHECK(j["code"] == "redlock.held");
+  REQUIRE(j["error"].is_string());
+  CHECK(j["error"].get<std::string>().starts_with("redlock.held"));
+  CHECK(j["attempts"] == 1);
+  REQUIRE(j["nodes"].size() == 3);
+  outcomes_split(j, addresses_of(held_by_first), "held", "ok", 2);
+
+  // The holder keeps it.
+  for (RedisServer* s : held_by_first) CHECK(value_on(*s, "report") == first["token"]);
+}
+
+TEST_CASE("cli: extend works with the holder's token and fails with a foreign one") {
+  RedisGroup g(3);
+  json lock = acquire_ok(g, "job", {"--ttl", "3000"});
+  const std::string token = lock["token"];
+  const auto held = holders(g, "job", token);
+  REQUIRE(held.size() >= 2);
+
+  SUBCASE("the right token moves the expiry") {
+    auto r = cli(op({"extend", "job", token, "--ttl", "30000"}, g));
+    CHECK(r.exit_code == 0);
+    json j = json_of(r);
+    CHECK(j["extended"] == true);
+    CHECK(j["token"] == token);
+    CHECK(j["validity_ms"].get<long long>() > 3000);  // more than the original TTL could give
+    REQUIRE(j["nodes"].size() == 3);
+    outcomes_split(j, addresses_of(held), "ok", "held", 2);
+    for (RedisServer* s : answered_ok(g, j)) CHECK(pttl_on(*s, "job") > 3000);
+  }
+  SUBCASE("a foreign token changes nothing") {
+    auto r = cli(op({"extend", "job", "not-the-holder", "--ttl", "30000"}, g));
+    CHECK(r.exit_code == 1);
+    json j = json_of(r);
+    CHECK(j["extended"] == false);
+    CHECK(j["token"] == "not-the-holder");
+    CHECK(j["code"] == "redlock.not_held");
+    outcomes_are(j, "held", 2);
+    for (RedisServer* s : held) {
+      CHECK(value_on(*s, "job") == token);
+      CHECK(pttl_on(*s, "job") <= 3000);
+    }
+  }
+}
+
+TEST_CASE("cli: release with a foreign token exits 1 and leaves the lock in place") {
+  RedisGroup g(3);
+  json lock = acquire_ok(g, "job");
+  const auto held = holders(g, "job", lock["token"]);
+  REQUIRE(held.size() >= 2);
+
+  auto r = cli(op({"release", "job", "someone-else"}, g));
+  CHECK(r.exit_code == 1);
+  json j = json_of(r);
+  CHECK(j["released"] == false);
+  CHECK(j["released_nodes"] == 0);
+  CHECK(j["resource"] == "job");
+  CHECK(j["token"] == "someone-else");
+  CHECK(j["elapsed_us"].is_number_integer());
+  CHECK(j["code"] == "redlock.not_held");
+  CHECK(j["error"].is_string());
+  outcomes_are(j, "held", 2);
+  for (RedisServer* s : held) CHECK(value_on(*s, "job") == lock["token"]);
+}
+
+TEST_CASE("cli: release with the holder's token deletes the key on every node") {
+  RedisGroup g(5);
+  json lock = acquire_ok(g, "job");
+  // The masters that hold the token now (at least a majority; the acquire
+  // does not wait for the last answers).
+  std::set<std::string> held;
+  for (RedisServer* s : holders(g, "job", lock["token"])) held.insert(s->address());
+  REQUIRE(held.size() >= 3);
+
+  auto r = cli(op({"release", "job", lock["token"]}, g));
+  CHECK(r.exit_code == 0);
+  json j = json_of(r);
+  CHECK(j["released"] == true);
+  CHECK(j["token"] == lock["token"]);
+  CHECK_FALSE(j.contains("error"));
+  REQUIRE(j["nodes"].size() == 5);
+  // Every holder released it. The release waits only a moment for the last
+  // answers once a majority confirmed, so on a loaded machine a holder may
+  // be reported "pending"; released_nodes counts the "ok"s.
+  outcomes_split(j, held, "ok", "held", 3);
+  std::size_t oks = 0;
+  for (const auto& n : j["nodes"]) oks += n["outcome"] == "ok";
+  CHECK(j["released_nodes"].get<std::size_t>() == oks);
+  CHECK(g.keys_everywhere(key_of("job")) == 0);  // gone from every master
+}
+
+TEST_CASE("cli: acquire with the token already held refreshes the lock") {
+  RedisGroup g(3);
+  acquire_ok(g, "job", {"--ttl", "2000", "--token", "host1-job42"});
+  const auto held = holders(g, "job", "host1-job42");
+  REQUIRE(held.size() >= 2);
+  for (RedisServer* s : held) REQUIRE(pttl_on(*s, "job") <= 2000);
+
+  // The same token again: the masters that hold it say ok (not held).
+  json j = acquire_ok(g, "job", {"--ttl", "30000", "--token", "host1-job42"});
+  CHECK(j["token"] == "host1-job42");
+  outcomes_are(j, "ok", 2);
+  for (RedisServer* s : answered_ok(g, j)) {
+    CHECK(value_on(*s, "job") == "host1-job42");
+    CHECK(pttl_on(*s, "job") > 2000);
+  }
+}
+
+TEST_CASE("cli: usage errors exit 2 and name the argument") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const std::string nodes = g.url_list();
+  struct Case {
+    const char* what;
+    std::vector<std::string> args;
+    std::vector<std::string> stderr_names;  // each must appear in the message
+  };
+  const std::vector<Case> cases = {
+      {"no nodes", {"acquire", "job"}, {"--nodes", "REDLOCK_NODES"}},
+      {"bad URL in --nodes", {"acquire", "job", "--nodes", nodes + ",redis://127.0.0.1:99999"},
+       {"--nodes", "99999"}},
+      {"--ttl abc", {"acquire", "job", "--nodes", nodes, "--ttl", "abc"}, {"--ttl", "\"abc\""}},
+      {"--ttl 0", {"acquire", "job", "--nodes", nodes, "--ttl", "0"}, {"--ttl", "greater than 0"}},
+      {"--ttl above max_ttl", {"acquire", "job", "--nodes", nodes, "--ttl", "999999"}, {"--ttl", "max_ttl"}},
+      {"duplicate node", {"acquire", "job", "--nodes", nodes + "," + g.urls()[0]}, {"--nodes", "duplicate"}},
+      {"--wait -1", {"acquire", "job", "--nodes", nodes, "--wait", "-1"}, {"--wait"}},
+      {"missing RESOURCE", {"acquire", "--nodes", nodes}, {"RESOURCE"}},
+      {"missing TOKEN", {"release", "job", "--nodes", nodes}, {"TOKEN"}},
+      {"extend without --ttl", {"extend", "job", "tok", "--nodes", nodes}, {"--ttl"}},
+      {"unknown subcommand", {"frob", "job", "--nodes", nodes}, {"frob"}},
+      {"unknown option", {"acquire", "job", "--nodes", nodes, "--frob"}, {"--frob"}},
+      {"no subcommand", {"--nodes", nodes}, {"acquire"}},
+      {"bad --token", {"acquire", "job", "--nodes", nodes, "--token", "bad token!"}, {"--token", "bad token!"}},
+      {"token too long", {"release", "job", std::string(129, 'a'), "--nodes", nodes}, {"TOKEN"}},
+      {"unreadable --config", {"acquire", "job", "--config", (tmp.path / "missing.json").string()},
+       {"--config", "missing.json"}},
+      {"invalid --config", {"acquire", "job", "--config", tmp.write("bad.json", R"({"nodes": []})").string()},
+       {"--config", "nodes"}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    auto r = cli(c.args);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.starts_with("redlock: "));
+    for (const auto& name : c.stderr_names) CHECK(r.err.find(name) != std::string::npos);
+  }
+  // Nothing reached the servers.
+  CHECK(g.keys_everywhere() == 0);
+}
+
+TEST_CASE("cli: --help on the command and on each subcommand shows examples") {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"acquire", "--help"}, {"extend", "--help"}, {"release", "--help"}}) {
+    CAPTURE(args[0]);
+    auto r = cli(args);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("Example") != std::string::npos);
+    CHECK(r.out.find("redlock " + (args.size() > 1 ? args[0] : std::string("acquire"))) != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: REDLOCK_NODES is used when --nodes is absent, and --nodes wins over it") {
+  RedisGroup g(3);
+  SUBCASE("from the environment") {
+    auto r = cli({"--no-quarantine", "acquire", "env-job"}, {{"REDLOCK_NODES", g.url_list()}});
+    CHECK(r.exit_code == 0);
+    json j = json_of(r);
+    CHECK(j["acquired"] == true);
+    std::set<std::string> seen;
+    for (const auto& n : j["nodes"]) seen.insert(n["address"].get<std::string>());
+    CHECK(seen == addresses(g));
+    CHECK(g.keys_everywhere(key_of("env-job")) >= 2);  // on a majority
+  }
+  SUBCASE("--nodes first") {
+    // The environment names a node that does not exist; --nodes is used instead.
+    const std::string dead = "redis://127.0.0.1:" + std::to_string(redlock::test::free_port());
+    auto r = cli(op({"acquire", "cli-job"}, g), {{"REDLOCK_NODES", dead}});
+    CHECK(r.exit_code == 0);
+    CHECK(json_of(r)["nodes"].size() == 3);
+    CHECK(g.keys_everywhere(key_of("cli-job")) >= 2);
+  }
+}
+
+TEST_CASE("cli: --config supplies nodes and options; with --nodes, its options apply to those nodes") {
+  RedisGroup g(3);
+  TempDir tmp;
+  json cfg = {{"nodes", g.urls()}, {"prefix", "cfg:"}, {"quarantine", false}};
+  const std::string file = tmp.write("redlock.json", cfg.dump()).string();
+
+  SUBCASE("--config alone") {
+    auto r = cli({"acquire", "job", "--config", file});
+    CHECK(r.exit_code == 0);
+    CHECK(json_of(r)["acquired"] == true);
+    CHECK(g.keys_everywhere("cfg:job") >= 2);  // on a majority, with the file's prefix
+  }
+  SUBCASE("--config with --nodes") {
+    RedisGroup other(3);
+    auto r = cli({"acquire", "job", "--config", file, "--nodes", other.url_list()});
+    CHECK(r.exit_code == 0);
+    CHECK(other.keys_everywhere("cfg:job") >= 2);  // --nodes' nodes, the file's prefix
+    CHECK(g.keys_everywhere() == 0);
+  }
+}
+
+TEST_CASE("cli: acquire with 3 of 5 masters down exits 1 and marks them error") {
+  RedisGroup g(5);
+  std::set<std::string> dead;
+  for (std::size_t i = 0; i < 3; ++i) {
+    dead.insert(g[i].address());
+    g[i].kill();
+  }
+  auto r = cli(op({"acquire", "job", "--wait", "0"}, g));
+  CHECK(r.exit_code == 1);
+  json j = json_of(r);
+  CHECK(j["acquired"] == false);
+  CHECK(j["code"] == "redlock.no_quorum");
+  REQUIRE(j["nodes"].size() == 5);
+  for (const auto& n : j["nodes"]) {
+    CAPTURE(n.dump());
+    if (dead.count(n["address"].get<std::string>()) > 0) {
+      // The round fails only once all three have failed, so each was seen.
+      CHECK(n["outcome"] == "error");
+      CHECK(n["error"].is_string());
+    } else {
+      CHECK((n["outcome"] == "ok" || n["outcome"] == "pending"));
+    }
+  }
+}
+
+TEST_CASE("cli: a failed acquire leaves no key on the masters that said yes") {
+  // Another owner holds each resource on masters 0 and 1; master 2 is free,
+  // so it says yes to our attempt, which fails (held) and must delete the key
+  // on master 2 again before the process exits. Repeated, so that a race
+  // between that rollback and the client's shutdown cannot hide.
+  RedisGroup g(3);
+  constexpr int kRuns = 100;
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string resource = "rollback-" + std::to_string(i);
+    for (std::size_t k = 0; k < 2; ++k) g[k].command({"SET", key_of(resource), "other-owner", "PX", "60000"});
+    auto r = cli(op({"acquire", resource, "--wait", "0"}, g));
+    REQUIRE(r.exit_code == 1);
+    CHECK(json_of(r)["code"] == "redlock.held");
+  }
+  CHECK(g[2].keys("redlock:rollback-*").size() == 0);
+}
+
+TEST_CASE("cli: without --no-quarantine freshly started masters do not count") {
+  RedisGroup g(3);
+  auto r = cli({"acquire", "job", "--nodes", g.url_list()});
+  CHECK(r.exit_code == 1);
+  json j = json_of(r);
+  CHECK(j["acquired"] == false);
+  outcomes_are(j, "quarantined", 2);
+}
+
+TEST_CASE("counter_worker: 4 workers x 25 iterations lose no increment and never overlap") {
+  RedisGroup g(5);
+  RedisServer counter;
+  TempDir tmp;
+  const std::string worker = program("REDLOCK_COUNTER_WORKER");
+  constexpr int kWorkers = 4, kIterations = 25;
+
+  std::vector<std::unique_ptr<Child>> workers;
+  std::vector<std::string> logs;
+  for (int w = 0; w < kWorkers; ++w) {
+    logs.push_back((tmp.path / ("worker" + std::to_string(w) + ".log")).string());
+    workers.push_back(std::make_unique<Child>(
+        worker, std::vector<std::string>{"--nodes", g.url_list(), "--counter-url", counter.url(),
+                                         "--resource", "counter-test", "--iterations",
+                                         std::to_string(kIterations), "--log", logs.back(),
+                                         "--no-quarantine"}));
+  }
+  for (auto& w : workers) {
+    auto r = w->wait(std::chrono::seconds(120));
+    INFO("worker stdout: " << r.out << "\nworker stderr: " << r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code == 0);
+  }
+
+  auto value = counter.command({"GET", "counter"});
+  REQUIRE(value.type == REDIS_REPLY_STRING);
+  CHECK(value.str == std::to_string(kWorkers * kIterations));
+
+  // The workers really contended: in time order, the lock changed hands
+  // between processes many times (not one worker after the other).
+  std::vector<std::pair<long long, long long>> acquired_by;  // (acquired_ns, pid)
+  for (const auto& log : logs) {
+    std::ifstream in(log);
+    long long acquired = 0, released = 0, deadline = 0, pid = 0;
+    while (in >> acquired >> released >> deadline >> pid) acquired_by.emplace_back(acquired, pid);
+  }
+  CHECK(acquired_by.size() == static_cast<std::size_t>(kWorkers * kIterations));
+  std::sort(acquired_by.begin(), acquired_by.end());
+  int handovers = 0;
+  for (std::size_t i = 1; i < acquired_by.size(); ++i)
+    handovers += acquired_by[i].second != acquired_by[i - 1].second;
+  CHECK(handovers >= 10);
+
+  std::vector<std::string> check_args{"check"};
+  check_args.insert(check_args.end(), logs.begin(), logs.end());
+  auto r = Child(worker, check_args).wait();
+  INFO("check stdout: " << r.out << "\ncheck stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("overlaps=0") != std::string::npos);
+  CHECK(r.out.find("windows=") != std::string::npos);
+}
+
+TEST_CASE("counter_worker check: overlapping windows are found and fail the check") {
+  TempDir tmp;
+  const std::string worker = program("REDLOCK_COUNTER_WORKER");
+  // Windows [100, min(200, 300)] and [150, min(400, 500)] overlap; [250, …] starts
+  // after the first ended but inside the second; [600, min(700, 650)] is alone.
+  const auto a = tmp.write("a.log", "100 200 300 1\n600 700 650 1\n");
+  const auto b = tmp.write("b.log", "150 400 500 2\n250 260 900 3\n");
+  auto r = Child(worker, {"check", a.string(), b.string()}).wait();
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("windows=4 overlaps=2") != std::string::npos);
+
+  // A window cut short by its validity deadline does not overlap a later one.
+  const auto c = tmp.write("c.log", "100 900 200 1\n300 400 1000 2\n");
+  auto ok = Child(worker, {"check", c.string()}).wait();
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out.find("windows=2 overlaps=0") != std::string::npos);
+
+  // A malformed line is a usage error naming the file and line.
+  const auto bad = tmp.write("bad.log", "100 200 300 1\nnot a line\n");
+  auto usage = Child(worker, {"check", bad.string()}).wait();
+  CHECK(usage.exit_code == 2);
+  CHECK(usage.err.find("bad.log:2") != std::string::npos);
+}
