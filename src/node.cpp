@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "sabotage.hpp"
 #include "token.hpp"
 #include "validity.hpp"
 
@@ -333,7 +334,7 @@ void Node::handle_info(redisReply* reply, clock::time_point now) {
 }
 
 bool Node::quarantined(clock::time_point now) {
-  if (!options_.quarantine || now >= quarantine_until_) return false;
+  if (!options_.quarantine || sabotage().no_quarantine || now >= quarantine_until_) return false;
   quarantine_text_ = "restarted recently; quarantined for another " +
                      std::to_string(to_ms(quarantine_until_ - now)) + " ms";
   return true;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "redlock/lock.hpp"
+#include "sabotage.hpp"
 #include "transport.hpp"
 
 namespace redlock::detail {
@@ -39,7 +40,7 @@ class QuorumTally {
   bool success() const noexcept;
 
   std::size_t nodes() const noexcept { return nodes_; }
-  std::size_t quorum() const noexcept { return nodes_ / 2 + 1; }
+  std::size_t quorum() const noexcept { return nodes_ / 2 + (sabotage().small_quorum ? 0 : 1); }
   std::size_t ok() const noexcept { return ok_; }
   std::size_t held() const noexcept { return held_; }
   std::size_t answered() const noexcept { return answered_; }

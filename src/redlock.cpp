@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "quorum.hpp"
+#include "sabotage.hpp"
 #include "token.hpp"
 #include "validity.hpp"
 
@@ -131,6 +132,7 @@ class Operation final : public RoundListener {
   void start_round() {
     ++attempts_;
     t1_ = clock::now();
+    if (sabotage().wall_clock) t1_wall_ = std::chrono::system_clock::now();
     const RoundMode mode = kind_ == Kind::release ? RoundMode::release : RoundMode::majority;
     round_ = QuorumRound::launch(engine_.transport_, make_call(), mode, this);
     if (round_->decided()) arm(milliseconds{0});
@@ -138,7 +140,7 @@ class Operation final : public RoundListener {
 
   void evaluate() {
     const clock::time_point now = clock::now();
-    const auto elapsed = duration_cast<microseconds>(now - t1_);
+    const auto elapsed = measured_elapsed(now);
     const QuorumTally tally = round_->tally();
     std::vector<NodeOutcome> nodes = round_->outcomes();
     round_->detach();
@@ -162,7 +164,7 @@ class Operation final : public RoundListener {
       lock.token = token_;
       lock.ttl = ttl_;
       lock.validity = duration_cast<milliseconds>(validity);
-      lock.validity_deadline = t1_ + ttl_ - drift_allowance(ttl_, o.drift_factor);
+      lock.validity_deadline = now + validity;  // = T1 + ttl − drift
       lock.elapsed = elapsed;
       lock.attempts = attempts_;
       lock.nodes = std::move(nodes);
@@ -176,12 +178,22 @@ class Operation final : public RoundListener {
     if (kind_ == Kind::extend) return fail(std::move(e));
 
     // A failed acquire round may have set the key anywhere: release everywhere.
-    QuorumRound::launch(engine_.transport_, release_call(), RoundMode::release, nullptr)->detach();
+    if (!sabotage().no_rollback) {
+      QuorumRound::launch(engine_.transport_, release_call(), RoundMode::release, nullptr)->detach();
+    }
     if (now >= wait_deadline_ || aborted_) return fail(std::move(e));
     const auto jitter = milliseconds{static_cast<long long>(
         random_below(static_cast<unsigned long long>(o.retry_jitter.count()) + 1))};
     const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - now);
     arm(std::min(o.retry_delay + jitter, left));
+  }
+
+  // measured_elapsed is now − T1 on steady_clock (the broken variants of
+  // the chaos suite measure it wrongly on purpose).
+  microseconds measured_elapsed(clock::time_point now) const {
+    if (sabotage().no_elapsed) return microseconds{0};
+    if (sabotage().wall_clock) return duration_cast<microseconds>(std::chrono::system_clock::now() - t1_wall_);
+    return duration_cast<microseconds>(now - t1_);
   }
 
   Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
@@ -242,6 +254,7 @@ class Operation final : public RoundListener {
   uv_timer_t timer_;
   QuorumRound* round_ = nullptr;
   clock::time_point t1_{};
+  std::chrono::system_clock::time_point t1_wall_{};  // only for the wall_clock variant
   int attempts_ = 0;
   bool aborted_ = false;
   bool finished_ = false;

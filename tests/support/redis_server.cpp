@@ -329,6 +329,20 @@ void RedisServer::start() {
     std::vector<char*> cargv;
     for (auto& a : args) cargv.push_back(a.data());
     cargv.push_back(nullptr);
+    // The server's environment: ours, with opts_.env set on top (LD_PRELOAD
+    // of the clock-skew shim, say).
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view entry(*e);
+      const std::string_view name = entry.substr(0, entry.find('='));
+      bool overridden = false;
+      for (const auto& [k, v] : opts_.env) overridden = overridden || name == k;
+      if (!overridden) env_strings.emplace_back(entry);
+    }
+    for (const auto& [k, v] : opts_.env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> cenv;
+    for (auto& e : env_strings) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
     const std::uintmax_t log_offset = file_size_or_zero(log);
     const pid_t parent = ::getpid();
 
@@ -359,7 +373,7 @@ void RedisServer::start() {
       ::signal(SIGPIPE, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
       ::signal(SIGINT, SIG_DFL);
-      ::execv(cargv[0], cargv.data());
+      ::execve(cargv[0], cargv.data(), cenv.data());
       static const char msg[] = "redis_server fixture: execv redis-server failed\n";
       ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
       (void)ignored;

@@ -23,6 +23,9 @@ struct ServerOptions {
   bool unix_socket = false;         // also listen on <dir>/redis.sock (unixsocketperm 700)
   bool appendfsync_always = false;  // appendonly yes, appendfsync always: restart keeps data
   std::vector<std::string> extra_args;  // more "--name value" pairs for redis-server
+  // Environment variables set for the server on top of ours (e.g. LD_PRELOAD
+  // and SKEWCLOCK_FILE for the clock-skew shim).
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 // Reply — a copy of a hiredis reply. type is a REDIS_REPLY_* value.

@@ -1,0 +1,47 @@
+// sabotage.cpp — REDLOCK_SABOTAGE parsing; built only into redlock_sabotaged.
+#include "sabotage.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace redlock::detail {
+
+namespace {
+
+Sabotage parse() {
+  Sabotage s;
+  const char* env = std::getenv("REDLOCK_SABOTAGE");
+  std::string_view rest = env != nullptr ? env : "";
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (name == "small_quorum") {
+      s.small_quorum = true;
+    } else if (name == "no_elapsed") {
+      s.no_elapsed = true;
+    } else if (name == "wall_clock") {
+      s.wall_clock = true;
+    } else if (name == "no_rollback") {
+      s.no_rollback = true;
+    } else if (name == "no_quarantine") {
+      s.no_quarantine = true;
+    } else if (!name.empty()) {
+      std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
+                   name.data());
+      std::abort();
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+const Sabotage& sabotage() noexcept {
+  static const Sabotage s = parse();
+  return s;
+}
+
+}  // namespace redlock::detail

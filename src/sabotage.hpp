@@ -1,0 +1,26 @@
+// sabotage.hpp — deliberately broken variants of the algorithm, for the
+// chaos suite's "check the checker" runs only. They exist only in the
+// separately built test library `redlock_sabotaged` (compiled with
+// REDLOCK_SABOTAGE); in the real library every flag is a constant false and
+// its branches compile away.
+#pragma once
+
+namespace redlock::detail {
+
+struct Sabotage {
+  bool small_quorum = false;   // count N/2 as a majority instead of N/2 + 1
+  bool no_elapsed = false;     // validity ignores the time the round took
+  bool wall_clock = false;     // elapsed measured on the wall clock, not steady_clock
+  bool no_rollback = false;    // a failed acquire round is not released
+  bool no_quarantine = false;  // restarted nodes count at once
+};
+
+#ifdef REDLOCK_SABOTAGE
+// sabotage is parsed once from REDLOCK_SABOTAGE (comma-separated flag names
+// as above); an unknown name aborts the process with a message.
+const Sabotage& sabotage() noexcept;
+#else
+constexpr Sabotage sabotage() noexcept { return {}; }
+#endif
+
+}  // namespace redlock::detail

@@ -1,0 +1,59 @@
+// history.hpp — what a chaos run records, and what the checker reads.
+//
+// Every worker (a process or a thread) appends one JSON object per line to
+// its own history file (JSONL). All timestamps are CLOCK_MONOTONIC
+// nanoseconds: every process on one machine shares that clock, so histories
+// of different processes can be merged and compared directly. On Linux
+// std::chrono::steady_clock is CLOCK_MONOTONIC, so a Lock's
+// validity_deadline.time_since_epoch() is on the same scale.
+//
+// Lines (fields in addition to "type", "client", "t"):
+//   {"type":"invoke", "client":3, "t":…, "resource":"r"}
+//   {"type":"ok",     "client":3, "t":…, "resource":"r", "token":"…",
+//        "deadline":…, "latency_us":812}         acquired; deadline = validity deadline (ns)
+//   {"type":"fail",   "client":3, "t":…, "resource":"r", "latency_us":…,
+//        "code":"redlock.no_quorum", "error":"…", "outcomes":["ok","timeout",…]}
+//   {"type":"write",  "client":3, "t":…, "resource":"r", "read":41, "wrote":42}
+//        the read-modify-write on the shared value, made while holding the lock
+//        (t is the moment of the write)
+//   {"type":"release","client":3, "t":…, "resource":"r", "released":true}
+//        t is taken just before the release is sent: the hold window ends there
+// The runner adds its own file of fault intervals:
+//   {"type":"fault", "t":…, "end":…, "what":"pause node 2"}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace redlock::chaos {
+
+enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault };
+
+struct Event {
+  EventType type = EventType::invoke;
+  int client = -1;
+  std::int64_t t = 0;         // CLOCK_MONOTONIC ns
+  std::string resource;
+  std::string token;          // ok
+  std::int64_t deadline = 0;  // ok: validity deadline, ns; fault: end, ns
+  std::int64_t latency_us = 0;
+  std::string code;           // fail
+  std::string error;          // fail; fault: what
+  std::vector<std::string> outcomes;  // fail
+  std::int64_t read = 0;      // write
+  std::int64_t wrote = 0;     // write
+  bool released = false;      // release
+};
+
+// to_json_line renders one event as a single JSON line (no newline).
+std::string to_json_line(const Event& e);
+
+// parse_history reads JSONL text; a malformed line is an error naming the
+// line number (returned through `error`, with an empty result).
+std::vector<Event> parse_history(const std::string& text, std::string& error);
+
+// monotonic_ns is CLOCK_MONOTONIC now.
+std::int64_t monotonic_ns() noexcept;
+
+}  // namespace redlock::chaos
