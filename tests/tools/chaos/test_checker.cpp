@@ -1,0 +1,364 @@
+// test_checker.cpp — the chaos suite's analysis on synthetic histories: each
+// property the checker reports is shown both firing and staying quiet, so a
+// checker that always says "fine" (or always "broken") fails here.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+#include "history.hpp"
+#include "timeline_svg.hpp"
+
+using namespace redlock::chaos;
+
+namespace {
+
+constexpr std::int64_t kOrigin = 5'000'000'000;  // monotonic clocks do not start at 0
+std::int64_t ms(double v) { return kOrigin + static_cast<std::int64_t>(v * 1e6); }
+
+Event ev(EventType type, int client, double t_ms, const std::string& res = "r") {
+  Event e;
+  e.type = type;
+  e.client = client;
+  e.t = ms(t_ms);
+  e.resource = res;
+  return e;
+}
+Event invoke(int c, double t) { return ev(EventType::invoke, c, t); }
+Event ok(int c, double t, double deadline, std::int64_t latency_us = 100, const std::string& res = "r") {
+  Event e = ev(EventType::ok, c, t, res);
+  e.deadline = ms(deadline);
+  e.latency_us = latency_us;
+  e.token = "tok" + std::to_string(c);
+  return e;
+}
+Event release(int c, double t, const std::string& res = "r") {
+  Event e = ev(EventType::release, c, t, res);
+  e.released = true;
+  return e;
+}
+Event write(int c, double t, std::int64_t read, std::int64_t wrote) {
+  Event e = ev(EventType::write, c, t);
+  e.read = read;
+  e.wrote = wrote;
+  return e;
+}
+Event fault(double t, double end, const std::string& what) {
+  Event e;
+  e.type = EventType::fault;
+  e.t = ms(t);
+  e.deadline = ms(end);
+  e.error = what;
+  return e;
+}
+
+CheckResult run(std::vector<Event> events, std::int64_t final_value = -1, std::size_t leaked = 0) {
+  return check(CheckInput{std::move(events), final_value, leaked, ms(0), ms(1000)});
+}
+
+// A correct history: `n` clients take turns, each turn invoke → ok → write → release.
+std::vector<Event> sequential(int n_turns, int n_clients) {
+  std::vector<Event> h;
+  for (int i = 0; i < n_turns; ++i) {
+    const int c = i % n_clients;
+    const double t = 10.0 * i;
+    h.push_back(invoke(c, t));
+    h.push_back(ok(c, t + 1, t + 100));
+    h.push_back(write(c, t + 2, i, i + 1));
+    h.push_back(release(c, t + 3));
+  }
+  std::reverse(h.begin(), h.end());  // the checker must not rely on input order
+  return h;
+}
+
+std::size_t count(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + needle.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a clean sequential history has no overlap, no lost update, no stale write") {
+  auto r = run(sequential(30, 3), 30);
+  CHECK(r.windows.size() == 30);
+  CHECK(r.overlaps == 0);
+  CHECK(r.lost_updates == 0);
+  CHECK(r.stale_writes == 0);
+  CHECK_FALSE(r.final_mismatch);
+  CHECK(r.expected_final == 30);
+  CHECK_FALSE(violation(r));
+  CHECK(r.clients == std::vector<int>{0, 1, 2});
+  for (const auto& w : r.windows) CHECK(w.released);
+}
+
+TEST_CASE("two overlapping windows of one resource are one overlap") {
+  auto r = run({ok(1, 0, 500), release(1, 100), ok(2, 50, 500), release(2, 150)});
+  CHECK(r.overlaps == 1);
+  REQUIRE(r.overlap_examples.size() == 1);
+  CHECK(r.overlap_examples[0].first.client == 1);
+  CHECK(r.overlap_examples[0].second.client == 2);
+  CHECK(std::all_of(r.windows.begin(), r.windows.end(), [](const Window& w) { return w.overlapped; }));
+  CHECK(violation(r));
+}
+
+TEST_CASE("windows that merely touch do not overlap") {
+  auto r = run({ok(1, 0, 500), release(1, 100), ok(2, 100, 500), release(2, 200)});
+  CHECK(r.overlaps == 0);
+  CHECK_FALSE(violation(r));
+}
+
+TEST_CASE("windows of different resources never overlap") {
+  auto r = run({ok(1, 0, 500, 1, "a"), release(1, 100, "a"), ok(2, 50, 500, 1, "b"), release(2, 150, "b")});
+  CHECK(r.overlaps == 0);
+}
+
+TEST_CASE("a window ends at its deadline when the release comes later") {
+  // Client 1's validity ends at 100 ms but it releases only at 300 ms: from
+  // 100 on, client 2 may legitimately hold the lock.
+  auto r = run({ok(1, 0, 100), release(1, 300), ok(2, 150, 400), release(2, 200)});
+  REQUIRE(r.windows.size() == 2);
+  CHECK(r.windows[0].end == ms(100));
+  CHECK_FALSE(r.windows[0].released);
+  CHECK(r.overlaps == 0);
+  // …but an acquisition before that deadline does overlap.
+  auto r2 = run({ok(1, 0, 100), release(1, 300), ok(2, 90, 400), release(2, 200)});
+  CHECK(r2.overlaps == 1);
+}
+
+TEST_CASE("a holder that never releases (killed) holds until its deadline") {
+  auto r = run({ok(1, 0, 100), ok(2, 120, 400), release(2, 130)});
+  REQUIRE(r.windows.size() == 2);
+  CHECK(r.windows[0].end == ms(100));
+  CHECK(r.overlaps == 0);
+  CHECK(run({ok(1, 0, 100), ok(2, 99, 400)}).overlaps == 1);
+}
+
+TEST_CASE("a second ok without a release leaves the first lock held to its deadline") {
+  auto r = run({ok(1, 0, 100), ok(1, 10, 200), release(1, 20)});
+  REQUIRE(r.windows.size() == 2);
+  CHECK(r.windows[0].end == ms(100));  // abandoned, not ended by the later release
+  CHECK(r.windows[1].end == ms(20));
+  CHECK(r.overlaps == 1);  // two acquisitions of one resource held at once
+}
+
+TEST_CASE("overlaps count pairs, and at most ten examples are kept") {
+  // One long window (client 0) and 15 short ones inside it that do not
+  // overlap each other: 15 pairs.
+  std::vector<Event> h{ok(0, 0, 1000), release(0, 900)};
+  for (int i = 1; i <= 15; ++i) {
+    h.push_back(ok(i, 10.0 * i, 1000));
+    h.push_back(release(i, 10.0 * i + 5));
+  }
+  auto r = run(h);
+  CHECK(r.overlaps == 15);
+  CHECK(r.overlap_examples.size() == 10);
+  // Three windows all overlapping each other: three pairs.
+  CHECK(run({ok(1, 0, 500), ok(2, 1, 500), ok(3, 2, 500)}).overlaps == 3);
+}
+
+TEST_CASE("a lost update: two clients read the same value") {
+  auto r = run({ok(1, 0, 500), write(1, 10, 0, 1), ok(2, 5, 500), write(2, 20, 0, 1), release(1, 30),
+                release(2, 40)},
+               1);
+  CHECK(r.lost_updates == 1);
+  CHECK(r.overlaps == 1);
+  CHECK(r.expected_final == 2);
+  CHECK(r.final_mismatch);
+  // A stale read two increments behind is still one stale write, but the
+  // counter shows both increments missing.
+  auto r2 = run({write(1, 1, 0, 1), write(1, 2, 1, 2), write(1, 3, 2, 3), write(2, 4, 1, 2)}, 2);
+  CHECK(r2.lost_updates == 2);
+}
+
+TEST_CASE("final_value below the number of writes counts as lost updates even in a clean history") {
+  auto clean = sequential(10, 2);
+  CHECK(run(clean, 10).lost_updates == 0);
+  auto r = run(clean, 8);
+  CHECK(r.final_mismatch);
+  CHECK(r.lost_updates == 2);
+  CHECK(violation(r));
+  // Above it (a write that was never logged): a mismatch, not a loss.
+  auto above = run(clean, 11);
+  CHECK(above.final_mismatch);
+  CHECK(above.lost_updates == 0);
+  // Not read (-1): nothing to compare.
+  CHECK_FALSE(run(clean, -1).final_mismatch);
+}
+
+TEST_CASE("a counter step without a write event is unrecorded, not lost") {
+  // Client 1 was killed after its SET (0 → 1) but before logging it.
+  auto r = run({write(2, 10, 1, 2), write(3, 20, 2, 3)}, 3);
+  CHECK(r.lost_updates == 0);
+  CHECK(r.expected_final == 3);  // base 1 from the first read + 2 writes
+  auto r2 = run({write(2, 10, 0, 1), write(3, 20, 2, 3)}, 3);
+  CHECK(r2.unrecorded_increments == 1);
+  CHECK(r2.lost_updates == 0);
+  CHECK_FALSE(r2.final_mismatch);
+}
+
+TEST_CASE("a write that is not an increment by one is a bad increment") {
+  auto r = run({write(1, 10, 0, 1), write(1, 20, 1, 5)}, 5);
+  CHECK(r.bad_increments == 1);
+  CHECK(r.lost_updates == 0);
+}
+
+TEST_CASE("a write after the deadline is a stale write") {
+  auto r = run({ok(1, 0, 100), write(1, 150, 0, 1), release(1, 200)}, 1);
+  CHECK(r.stale_writes == 1);
+  CHECK(r.overlaps == 0);
+  CHECK(run({ok(1, 0, 100), write(1, 100, 0, 1), release(1, 200)}, 1).stale_writes == 1);  // at the deadline
+  CHECK(run({ok(1, 0, 100), write(1, 99, 0, 1), release(1, 200)}, 1).stale_writes == 0);
+}
+
+TEST_CASE("a write outside every window of its client is a stale write") {
+  CHECK(run({write(1, 5, 0, 1)}, 1).stale_writes == 1);                                  // never held
+  CHECK(run({ok(1, 0, 100), release(1, 10), write(1, 20, 0, 1)}, 1).stale_writes == 1);  // after release
+  CHECK(run({ok(1, 0, 100), write(2, 20, 0, 1), release(1, 30)}, 1).stale_writes == 1);  // another's window
+  CHECK(run({write(1, 5, 0, 1), ok(1, 10, 100), release(1, 20)}, 1).stale_writes == 1);  // before ok
+}
+
+TEST_CASE("recovery time runs from a fault's end to the next successful acquisition") {
+  auto r = run({fault(100, 200, "pause node 2"), ok(1, 150, 400), ok(2, 350, 600), fault(400, 500, "kill node 1"),
+                ok(3, 520, 900)});
+  REQUIRE(r.recoveries.size() == 2);
+  CHECK(r.recoveries[0].recovery_ms == 150);
+  CHECK(r.recoveries[1].recovery_ms == 20);
+  CHECK(r.max_recovery_ms == 150);
+  CHECK(r.unrecovered_faults == 0);
+  // No acquisition after a fault: -1, and it dominates the maximum.
+  auto never = run({fault(100, 200, "a"), ok(1, 250, 400), fault(300, 400, "b")});
+  CHECK(never.recoveries[0].recovery_ms == 50);
+  CHECK(never.recoveries[1].recovery_ms == -1);
+  CHECK(never.max_recovery_ms == -1);
+  CHECK(never.unrecovered_faults == 1);
+  CHECK(run({ok(1, 0, 10)}).max_recovery_ms == 0);  // no faults
+}
+
+TEST_CASE("success rate is acquisitions per attempt; percentiles are nearest-rank") {
+  std::vector<Event> h;
+  for (int i = 0; i < 100; ++i) h.push_back(invoke(i, i));
+  for (int i = 1; i <= 80; ++i) h.push_back(ok(i, i + 0.5, i + 0.7, /*latency_us=*/81 - i));
+  for (int i = 0; i < 20; ++i) h.push_back(ev(EventType::fail, 200 + i, i));
+  auto r = run(h);
+  CHECK(r.attempts == 100);
+  CHECK(r.acquisitions == 80);
+  CHECK(r.failures == 20);
+  CHECK(r.success_rate == doctest::Approx(0.8));
+  CHECK(r.p50_us == 40);  // rank ceil(0.5 · 80) = 40 of 1..80
+  CHECK(r.p99_us == 80);  // rank ceil(0.99 · 80) = 80
+  auto small = run({ok(1, 0, 1, 40), ok(2, 2, 3, 10), ok(3, 4, 5, 30), ok(4, 6, 7, 20)});
+  CHECK(small.p50_us == 20);  // rank 2 of 10, 20, 30, 40
+  CHECK(small.p99_us == 40);  // rank 4
+  auto none = run({});
+  CHECK(none.success_rate == 0.0);
+  CHECK(none.p50_us == 0);
+}
+
+TEST_CASE("to_json carries the verdict, the examples in ms since run start, and extra fields") {
+  auto r = run({ok(1, 0, 500), release(1, 100), ok(2, 50, 500), release(2, 150)}, 0, 2);
+  auto j = to_json(r, "pause-minority", false, {{"nodes", 5}, {"violation", "masked?"}});
+  for (const char* k : {"scenario", "acquisitions", "attempts", "overlaps", "lost_updates", "stale_writes",
+                        "leaked_keys", "success_rate", "p50_us", "p99_us", "max_recovery_ms", "expect_violation",
+                        "violation", "overlap_examples"})
+    CHECK_MESSAGE(j.contains(k), k);
+  CHECK(j["scenario"] == "pause-minority");
+  CHECK(j["leaked_keys"] == 2);
+  CHECK(j["violation"] == true);  // the checker's key wins over the extra one
+  CHECK(j["nodes"] == 5);
+  REQUIRE(j["overlap_examples"].size() == 1);
+  const auto& ex = j["overlap_examples"][0];
+  CHECK(ex["a"]["client"] == 1);
+  CHECK(ex["b"]["client"] == 2);
+  CHECK(ex["a"]["window_ms"][1].get<double>() == doctest::Approx(100.0));
+  CHECK(ex["b"]["window_ms"][0].get<double>() == doctest::Approx(50.0));
+  // Leaked keys alone are a violation; a clean run is not.
+  CHECK(to_json(run({}, -1, 1), "s", true)["violation"] == true);
+  CHECK(to_json(run(sequential(4, 2), 4), "s", false)["violation"] == false);
+}
+
+TEST_CASE("parse_history round-trips every event type and skips empty lines") {
+  Event f = ok(3, 1, 2, 812);
+  Event fl = ev(EventType::fail, 4, 3);
+  fl.latency_us = 51000;
+  fl.code = "redlock.no_quorum";
+  fl.error = "no quorum 2/5: \"x\"\n";
+  fl.outcomes = {"ok", "timeout", "held"};
+  std::vector<Event> in{invoke(3, 0), f, fl, write(3, 4, 41, 42), release(3, 5), fault(6, 7, "pause node 2")};
+  std::string text;
+  for (const auto& e : in) text += to_json_line(e) + "\n\n";
+  text += "  \r\n";
+  std::string err;
+  auto out = parse_history(text, err);
+  CHECK(err.empty());
+  REQUIRE(out.size() == in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    CHECK(out[i].type == in[i].type);
+    CHECK(out[i].t == in[i].t);
+    CHECK(out[i].client == (in[i].type == EventType::fault ? -1 : in[i].client));
+    CHECK(out[i].deadline == in[i].deadline);
+    CHECK(out[i].latency_us == in[i].latency_us);
+    CHECK(out[i].error == in[i].error);
+    CHECK(out[i].outcomes == in[i].outcomes);
+    CHECK(out[i].read == in[i].read);
+    CHECK(out[i].wrote == in[i].wrote);
+    CHECK(out[i].released == in[i].released);
+  }
+  CHECK(out[1].token == "tok3");
+  CHECK(out[2].code == "redlock.no_quorum");
+  CHECK(to_json_line(fl).find('\n') == std::string::npos);  // one line, whatever the text holds
+  Event bad = fl;
+  bad.error = "\xff\xfe";  // invalid UTF-8 from a server must not throw
+  CHECK_NOTHROW(to_json_line(bad));
+}
+
+TEST_CASE("parse_history names the malformed line") {
+  std::string err;
+  auto out = parse_history(to_json_line(invoke(1, 0)) + "\n\n{\"type\":\"ok\",\"client\":1,\"t\":\n", err);
+  CHECK(out.empty());
+  CHECK(err.rfind("line 3", 0) == 0);
+  out = parse_history("{\"type\":\"ok\",\"client\":1,\"t\":5,\"resource\":\"r\"}\n", err);
+  CHECK(out.empty());
+  CHECK(err.find("line 1") == 0);
+  CHECK(err.find("deadline") != std::string::npos);  // an ok without its deadline is refused
+  parse_history("{\"type\":\"invoke\",\"client\":1,\"t\":1}\n{\"type\":\"nap\",\"t\":1}\n", err);
+  CHECK(err.find("line 2") == 0);
+  parse_history("{\"type\":\"invoke\",\"client\":1,\"t\":1.5}\n", err);
+  CHECK(err.find("line 1") == 0);
+  parse_history("[1,2]\n", err);
+  CHECK(err.find("line 1") == 0);
+}
+
+TEST_CASE("monotonic_ns is CLOCK_MONOTONIC: positive and never going back") {
+  const auto a = monotonic_ns();
+  const auto b = monotonic_ns();
+  CHECK(a > 0);
+  CHECK(b >= a);
+}
+
+TEST_CASE("the SVG has one rect per window, red overlaps, fault bands and an escaped title") {
+  auto h = sequential(2000, 7);
+  h.push_back(ok(100, 5, 500));  // overlaps a few sequential windows
+  h.push_back(release(100, 25));
+  h.push_back(fault(300, 400, "pause <node 2> & \"3\""));
+  auto r = run(h);
+  REQUIRE(r.overlaps > 0);
+  std::size_t overlapped = 0;
+  for (const auto& w : r.windows) overlapped += w.overlapped;
+  const auto svg = render_timeline_svg(r, fault_events(h), ms(0), ms(20000), "run <a & b>");
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") == svg.size() - 7);
+  CHECK(count(svg, "<svg") == 1);
+  CHECK(count(svg, "<rect class=\"hold\"") + count(svg, "<rect class=\"hold overlap\"") == r.windows.size());
+  CHECK(count(svg, "<rect class=\"hold overlap\"") == overlapped);
+  CHECK(count(svg, "class=\"hold overlap\" ") == count(svg, "fill=\"#d62728\"/>\n"));  // red, and only those
+  CHECK(count(svg, "<rect class=\"fault\"") == 1);
+  CHECK(svg.find("pause &lt;node 2&gt; &amp; &quot;3&quot;") != std::string::npos);
+  CHECK(svg.find("run &lt;a &amp; b&gt;") != std::string::npos);
+  CHECK(svg.find("<a &") == std::string::npos);
+  CHECK(svg.find(">client 100<") != std::string::npos);
+  CHECK(count(svg, "<text") < 100);  // no per-bar text: thousands of windows stay readable
+  CHECK(count(svg, "<") == count(svg, ">"));  // every tag closed (no raw < or > in text)
+}

@@ -1,0 +1,104 @@
+// bed.cpp — masters, counter and fault intervals of one chaos scenario.
+#include "bed.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+
+namespace redlock::chaos {
+
+ChaosBed::ChaosBed(const BedOptions& options) {
+  test::ServerOptions so;
+  so.appendfsync_always = options.appendfsync_always;
+  for (std::size_t i = 0; i < options.nodes; ++i) masters_.push_back(std::make_unique<test::RedisServer>(so));
+  counter_ = std::make_unique<test::RedisServer>();
+  touched_.assign(options.nodes, false);
+}
+
+ChaosBed::~ChaosBed() = default;
+
+std::string ChaosBed::urls() const {
+  std::string out;
+  for (const auto& m : masters_) out += (out.empty() ? "" : ",") + m->url();
+  return out;
+}
+
+void ChaosBed::open(const std::string& key, const std::string& what) {
+  Event e;
+  e.type = EventType::fault;
+  e.t = monotonic_ns();
+  e.error = what;
+  open_.emplace_back(key, faults_.size());
+  faults_.push_back(e);
+}
+
+void ChaosBed::close(const std::string& key) {
+  auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& p) { return p.first == key; });
+  if (it == open_.end()) return;
+  faults_[it->second].deadline = monotonic_ns();  // a fault's `deadline` is its end
+  open_.erase(it);
+}
+
+void ChaosBed::kill(std::size_t i) {
+  masters_.at(i)->kill();
+  touched_[i] = true;
+  open("node" + std::to_string(i), "kill node " + std::to_string(i + 1));
+}
+
+void ChaosBed::pause(std::size_t i) {
+  masters_.at(i)->pause();
+  open("node" + std::to_string(i), "pause node " + std::to_string(i + 1));
+}
+
+void ChaosBed::resume(std::size_t i) {
+  masters_.at(i)->resume();
+  close("node" + std::to_string(i));
+}
+
+void ChaosBed::restart(std::size_t i, bool wipe) {
+  const std::string key = "node" + std::to_string(i);
+  const bool was_down = std::any_of(open_.begin(), open_.end(), [&](const auto& p) { return p.first == key; });
+  if (!was_down) open(key, (wipe ? "wipe+restart node " : "restart node ") + std::to_string(i + 1));
+  masters_.at(i)->restart(wipe);
+  touched_[i] = true;
+  close(key);
+}
+
+void ChaosBed::pause_process(pid_t pid, const std::string& what) {
+  ::kill(pid, SIGSTOP);
+  open("pid" + std::to_string(pid), what);
+}
+
+void ChaosBed::resume_process(pid_t pid) {
+  ::kill(pid, SIGCONT);
+  close("pid" + std::to_string(pid));
+}
+
+void ChaosBed::heal_all() {
+  for (std::size_t i = 0; i < masters_.size(); ++i) {
+    auto& m = *masters_[i];
+    if (!m.running()) {
+      m.restart(false);
+    } else {
+      m.resume();  // a no-op unless paused
+    }
+    close("node" + std::to_string(i));
+  }
+  while (!open_.empty()) close(open_.front().first);
+}
+
+std::size_t ChaosBed::leaked_keys() {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < masters_.size(); ++i) {
+    if (!touched_[i]) n += masters_[i]->keys("redlock:*").size();
+  }
+  return n;
+}
+
+std::int64_t ChaosBed::counter_value() {
+  const test::Reply r = counter_->command({"GET", "counter"});
+  return r.str.empty() ? 0 : std::stoll(r.str);
+}
+
+}  // namespace redlock::chaos

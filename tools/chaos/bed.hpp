@@ -1,0 +1,74 @@
+// bed.hpp — the masters of one chaos scenario and the faults done to them.
+//
+// ChaosBed owns five (or N) redis-servers started by the test fixture (free
+// loopback ports, temp dirs, stopped by pid), plus a separate counter redis
+// that no fault touches. Every fault it applies is recorded as an interval
+// (a `fault` event of history.hpp) for the checker and the timeline.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "history.hpp"
+#include "redis_server.hpp"
+
+namespace redlock::chaos {
+
+struct BedOptions {
+  std::size_t nodes = 5;
+  bool appendfsync_always = false;  // persistence of the masters
+};
+
+class ChaosBed {
+ public:
+  explicit ChaosBed(const BedOptions& options);
+  ~ChaosBed();  // heals nothing; the fixture stops every server by pid
+  ChaosBed(const ChaosBed&) = delete;
+  ChaosBed& operator=(const ChaosBed&) = delete;
+
+  std::size_t size() const { return masters_.size(); }
+  std::string urls() const;  // redis://127.0.0.1:P,… of the masters
+  int counter_port() const { return counter_->port(); }
+  test::RedisServer& master(std::size_t i) { return *masters_.at(i); }
+  test::RedisServer& counter() { return *counter_; }
+
+  // Faults on master i (0-based). Each starts an interval named `what`;
+  // heal ends it.
+  void kill(std::size_t i);
+  void pause(std::size_t i);
+  void restart(std::size_t i, bool wipe);  // kill (if running) and start again
+  void resume(std::size_t i);              // ends a pause
+  // Client-process faults: SIGSTOP / SIGCONT a worker by pid.
+  void pause_process(pid_t pid, const std::string& what);
+  void resume_process(pid_t pid);
+
+  // heal_all resumes paused masters and restarts killed ones (data kept),
+  // ending every open interval.
+  void heal_all();
+
+  // touched says whether master i lost its data or process during the run
+  // (killed or restarted): keys found there afterwards are not leaks.
+  bool touched(std::size_t i) const { return touched_.at(i); }
+
+  // leaked_keys counts lock keys on the masters that were never restarted.
+  std::size_t leaked_keys();
+  std::int64_t counter_value();
+
+  const std::vector<Event>& faults() const { return faults_; }
+
+ private:
+  void open(const std::string& key, const std::string& what);
+  void close(const std::string& key);
+
+  std::vector<std::unique_ptr<test::RedisServer>> masters_;
+  std::unique_ptr<test::RedisServer> counter_;
+  std::vector<bool> touched_;
+  std::vector<Event> faults_;
+  std::vector<std::pair<std::string, std::size_t>> open_;  // key → index in faults_
+};
+
+}  // namespace redlock::chaos

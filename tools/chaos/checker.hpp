@@ -1,0 +1,95 @@
+// checker.hpp — the verdict on one chaos run, computed from its merged
+// history alone (pure: no clock, no I/O), so it can be tested on synthetic
+// histories and rerun on saved ones.
+//
+// Properties checked:
+//   - mutual exclusion: no two hold windows of one resource overlap;
+//   - no lost updates on the shared counter (read-modify-write increments);
+//   - no stale writes (a write outside the writer's own valid hold window);
+//   - no leaked lock keys after quiescence (counted by the runner);
+// and measured: success rate, acquire latency percentiles, recovery time
+// after each fault.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "history.hpp"
+
+namespace redlock::chaos {
+
+struct CheckInput {
+  std::vector<Event> events;   // all workers' events + fault events, any order
+  std::int64_t final_value = 0;  // the shared counter read after the run; < 0 = not read
+  std::size_t leaked_keys = 0;   // lock keys found on masters after quiescence
+  std::int64_t run_start = 0, run_end = 0;  // CLOCK_MONOTONIC ns
+};
+
+// Window — the interval in which one acquisition's holder acted as owner:
+// [ok.t, min(release.t, ok.deadline)], or up to the deadline when no
+// release followed. Half-open for overlap purposes: windows that merely
+// touch (end == start) do not overlap.
+struct Window {
+  int client = -1;
+  std::string resource;
+  std::string token;
+  std::int64_t start = 0;     // ok.t, ns
+  std::int64_t end = 0;       // ns, <= deadline
+  std::int64_t deadline = 0;  // ok.deadline, ns
+  bool released = false;      // ended by a release (false: by the deadline)
+  bool overlapped = false;    // takes part in at least one overlapping pair
+};
+
+// Recovery — one fault interval and how long the system took to grant a
+// lock again after it ended.
+struct Recovery {
+  std::string what;
+  std::int64_t start = 0, end = 0;  // ns
+  std::int64_t recovery_ms = -1;    // fault end → next ok.t, whole ms rounded down; -1: none after it
+};
+
+struct CheckResult {
+  std::size_t attempts = 0, acquisitions = 0, failures = 0;  // invoke / ok / fail events
+  double success_rate = 0;       // acquisitions / attempts (0 without attempts)
+  std::int64_t p50_us = 0, p99_us = 0;  // ok.latency_us, nearest rank; 0 without acquisitions
+  std::size_t overlaps = 0;      // overlapping pairs of hold windows of one resource
+  std::vector<std::pair<Window, Window>> overlap_examples;  // the first 10 found
+  std::size_t writes = 0;
+  std::size_t lost_updates = 0;  // defined in checker.cpp (check_counter)
+  std::size_t stale_writes = 0;  // a write after its window's deadline, or outside every window of its client
+  std::size_t bad_increments = 0;     // writes with wrote != read + 1 (a worker bug, not a lock violation)
+  std::size_t unrecorded_increments = 0;  // counter steps with no write event (a writer killed before logging)
+  std::int64_t final_value = 0;       // as given
+  std::int64_t expected_final = 0;    // what the counter should hold according to the history
+  bool final_mismatch = false;        // final_value was read and differs from expected_final
+  std::size_t leaked_keys = 0;
+  std::int64_t max_recovery_ms = 0;   // max over faults; -1 when any fault was never followed by an ok
+  std::size_t unrecovered_faults = 0;
+  std::vector<Recovery> recoveries;   // one per fault, in time order
+  std::vector<Window> windows;        // every hold window, sorted by (start, client)
+  std::vector<int> clients;           // every client id seen in the history, ascending
+  std::int64_t run_start = 0, run_end = 0;
+};
+
+CheckResult check(const CheckInput& in);
+
+// fault_events picks the fault intervals out of a merged history, by start.
+std::vector<Event> fault_events(const std::vector<Event>& events);
+
+// violation is the safety verdict: overlaps + lost_updates + leaked_keys > 0.
+// Stale writes are reported but not part of it: with Redlock they are the
+// holder's pause problem (design.md §4), not a lock failure.
+bool violation(const CheckResult& r);
+
+// to_json is the run's summary. `extra` fields (e.g. the runner's settings)
+// are added first; the checker's own keys win on a name clash, so a runner
+// can never mask "violation" by accident.
+nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool expect_violation,
+                       const std::map<std::string, nlohmann::json>& extra = {});
+
+}  // namespace redlock::chaos

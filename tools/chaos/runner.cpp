@@ -1,0 +1,281 @@
+// runner.cpp — `chaos`: run scenarios, check their histories, report.
+//
+//   chaos [--scenario NAME[,NAME…]] [--long] [--seconds N] [--json FILE]
+//         [--out DIR] [--list]
+// For each scenario: start its masters (fixture: free ports, temp dirs,
+// stopped by pid), spawn the worker processes, play the nemesis schedule,
+// heal, let the system quiesce, check the merged history, and write
+// DIR/NAME.json and DIR/NAME.svg. Exit 0 when every scenario showed what it
+// must (safe: no violation; broken on purpose: a violation caught), 1
+// otherwise, 2 on bad arguments.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "bed.hpp"
+#include "checker.hpp"
+#include "scenario.hpp"
+#include "timeline_svg.hpp"
+
+using namespace redlock::chaos;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Args {
+  std::vector<std::string> only;
+  bool long_run = false;
+  int seconds = 0;  // 0: 3 s short, 60 s long
+  std::string json_file;
+  std::string out_dir = "chaos-out";
+  bool list = false;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "chaos: %s\nusage: chaos [--scenario NAME[,NAME...]] [--long] [--seconds N] "
+                       "[--json FILE] [--out DIR] [--list]\n", why.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(k + ": needs a value");
+      return argv[++i];
+    };
+    if (k == "--long") a.long_run = true;
+    else if (k == "--list") a.list = true;
+    else if (k == "--json") a.json_file = value();
+    else if (k == "--out") a.out_dir = value();
+    else if (k == "--seconds") {
+      const std::string v = value();
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1) {
+        usage("--seconds: \"" + v + "\" is not a whole number >= 1");
+      }
+      a.seconds = std::stoi(v);
+    } else if (k == "--scenario") {
+      std::stringstream ss(value());
+      for (std::string name; std::getline(ss, name, ',');) a.only.push_back(name);
+    } else usage("unknown argument " + k);
+  }
+  for (const auto& name : a.only) {
+    const auto& all = all_scenarios();
+    if (std::none_of(all.begin(), all.end(), [&](const Scenario& s) { return s.name == name; })) {
+      usage("--scenario: unknown scenario \"" + name + "\" (see --list)");
+    }
+  }
+  return a;
+}
+
+std::string here() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& sabotage) {
+  std::vector<char*> argv;
+  std::vector<std::string> copy = args;
+  for (auto& s : copy) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    if (!sabotage.empty()) setenv("REDLOCK_SABOTAGE", sabotage.c_str(), 1);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// wait_all waits for the workers until `deadline`; stragglers are killed.
+int wait_all(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
+  int killed = 0;
+  for (pid_t pid : pids) {
+    for (;;) {
+      int status = 0;
+      const pid_t r = waitpid(pid, &status, WNOHANG);
+      if (r == pid || r < 0) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGCONT);
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ++killed;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+  }
+  return killed;
+}
+
+// wait_for_uptime lets freshly started masters pass their own quarantine.
+void wait_for_uptime(ChaosBed& bed, long seconds) {
+  for (std::size_t i = 0; i < bed.size(); ++i) {
+    while (bed.master(i).uptime_seconds() < seconds) std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+}
+
+// majority_down_intervals: when at least a majority of masters were faulted.
+std::vector<std::pair<std::int64_t, std::int64_t>> majority_down(const std::vector<Event>& faults, std::size_t n) {
+  std::vector<std::pair<std::int64_t, int>> edges;
+  for (const auto& f : faults) {
+    if (f.error.rfind("kill node", 0) != 0 && f.error.rfind("pause node", 0) != 0) continue;
+    edges.emplace_back(f.t, +1);
+    edges.emplace_back(f.deadline, -1);
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  int down = 0;
+  for (const auto& [t, d] : edges) {
+    const bool was = down >= static_cast<int>(n / 2 + 1);
+    down += d;
+    const bool is = down >= static_cast<int>(n / 2 + 1);
+    if (!was && is) out.emplace_back(t, 0);
+    if (was && !is) out.back().second = t;
+  }
+  return out;
+}
+
+std::vector<Event> read_histories(const fs::path& dir) {
+  std::vector<Event> all;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string error;
+    auto events = parse_history(text.str(), error);
+    if (!error.empty()) throw std::runtime_error(entry.path().string() + ": " + error);
+    all.insert(all.end(), events.begin(), events.end());
+  }
+  return all;
+}
+
+json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
+  const int duration_ms = (a.seconds > 0 ? a.seconds : (a.long_run ? 60 : 3)) * 1000;
+  ChaosBed bed({5, sc.appendfsync_always});
+  if (sc.quarantine) wait_for_uptime(bed, (sc.max_ttl_ms * 101 / 100 + 2) / 1000 + 1);
+
+  const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);
+  fs::create_directories(dir);
+  const std::int64_t t0 = monotonic_ns();
+  const std::int64_t until = t0 + std::int64_t{duration_ms} * 1'000'000;
+  const std::string worker = here() + (sc.sabotage.empty() ? "/chaos_worker" : "/chaos_worker_sabotaged");
+  Stage stage{bed, {}, rng};
+  for (int k = 0; k < sc.workers; ++k) {
+    std::vector<std::string> args{worker, "--nodes", bed.urls(), "--counter-port", std::to_string(bed.counter_port()),
+                                  "--client", std::to_string(k), "--history", (dir / (std::to_string(k) + ".jsonl")).string(),
+                                  "--until-ns", std::to_string(until), "--ttl", std::to_string(sc.ttl_ms),
+                                  "--wait", std::to_string(sc.wait_ms), "--max-ttl", std::to_string(sc.max_ttl_ms),
+                                  "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", sc.hold_ms};
+    if (sc.greedy) args.push_back("--greedy");
+    if (sc.quarantine) args.push_back("--quarantine");
+    stage.workers.push_back(spawn(args, sc.sabotage));
+  }
+
+  auto plan = sc.nemesis(duration_ms);
+  std::stable_sort(plan.begin(), plan.end(), [](const Action& x, const Action& y) { return x.at_ms < y.at_ms; });
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& step : plan) {
+    std::this_thread::sleep_until(start + std::chrono::milliseconds{step.at_ms});
+    step.run(stage);
+  }
+  const auto slack = std::chrono::milliseconds{sc.wait_ms + sc.ttl_ms + 10000};
+  const int killed = wait_all(stage.workers, start + std::chrono::milliseconds{duration_ms} + slack);
+  bed.heal_all();
+  const std::int64_t t_end = monotonic_ns();
+
+  // Quiescence: resumed masters run what was queued for them (late SETs and
+  // the releases behind them); give them a moment to do so.
+  std::size_t leaked = bed.leaked_keys();
+  for (int i = 0; i < 100 && leaked > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    leaked = bed.leaked_keys();
+  }
+
+  std::vector<Event> events = read_histories(dir);
+  fs::remove_all(dir);
+  const std::vector<Event>& faults = bed.faults();
+  events.insert(events.end(), faults.begin(), faults.end());
+  CheckInput input{events, bed.counter_value(), leaked, t0, t_end};
+  const CheckResult result = check(input);
+
+  std::size_t outage_successes = 0;
+  if (sc.majority_down) {
+    for (const auto& [from, to] : majority_down(faults, bed.size())) {
+      for (const auto& e : events) {
+        // 50 ms of grace: a round decided just before the last kill returns after it.
+        if (e.type == EventType::ok && e.t > from + 50'000'000 && e.t < to) ++outage_successes;
+      }
+    }
+  }
+  const bool violation = redlock::chaos::violation(result) || outage_successes > 0;
+  const bool passed = sc.expect == Expect::safe ? !violation : violation;
+
+  json j = to_json(result, sc.name, sc.expect == Expect::violation, {});
+  j["about"] = sc.about;
+  j["violation"] = violation;
+  j["passed"] = passed;
+  j["duration_ms"] = duration_ms;
+  j["workers"] = sc.workers;
+  j["workers_killed"] = killed;
+  if (!sc.sabotage.empty()) j["sabotage"] = sc.sabotage;
+  if (sc.majority_down) j["successes_during_majority_outage"] = outage_successes;
+
+  fs::create_directories(a.out_dir);
+  const std::string svg = (fs::path(a.out_dir) / (sc.name + ".svg")).string();
+  std::ofstream(svg) << render_timeline_svg(result, faults, t0, t_end, sc.name + ": " + sc.about);
+  j["timeline"] = svg;
+  std::ofstream(fs::path(a.out_dir) / (sc.name + ".json")) << j.dump(2) << "\n";
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  if (a.list) {
+    for (const auto& s : all_scenarios()) {
+      std::printf("%-22s %-9s %s\n", s.name.c_str(), s.expect == Expect::safe ? "safe" : "violation", s.about.c_str());
+    }
+    return 0;
+  }
+  std::mt19937 rng(static_cast<unsigned>(monotonic_ns()));
+  json all = json::array();
+  bool ok = true;
+  std::printf("%-22s %-9s %6s %8s %5s %5s %5s %6s %7s %8s  %s\n", "scenario", "expect", "acq", "overlaps", "lost",
+              "stale", "leak", "succ%", "p99_ms", "recov_ms", "result");
+  for (const auto& sc : all_scenarios()) {
+    if (!a.only.empty() && std::find(a.only.begin(), a.only.end(), sc.name) == a.only.end()) continue;
+    json j;
+    try {
+      j = run(sc, a, rng);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "chaos: %s: %s\n", sc.name.c_str(), e.what());
+      j = {{"scenario", sc.name}, {"passed", false}, {"error", e.what()}};
+    }
+    ok = ok && j.value("passed", false);
+    std::printf("%-22s %-9s %6zu %8zu %5zu %5zu %5zu %6.1f %7.1f %8lld  %s\n", sc.name.c_str(),
+                sc.expect == Expect::safe ? "safe" : "violation", j.value("acquisitions", std::size_t{0}),
+                j.value("overlaps", std::size_t{0}), j.value("lost_updates", std::size_t{0}),
+                j.value("stale_writes", std::size_t{0}), j.value("leaked_keys", std::size_t{0}),
+                100.0 * j.value("success_rate", 0.0), j.value("p99_us", 0LL) / 1000.0,
+                static_cast<long long>(j.value("max_recovery_ms", -1LL)), j.value("passed", false) ? "PASS" : "FAIL");
+    std::fflush(stdout);
+    all.push_back(j);
+  }
+  if (!a.json_file.empty()) std::ofstream(a.json_file) << all.dump(2) << "\n";
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,154 @@
+// scenario.cpp — the scenario catalogue. Times are fractions of the run, so
+// the same schedule works for the short CI runs and the long ones.
+#include "scenario.hpp"
+
+#include <algorithm>
+
+namespace redlock::chaos {
+
+namespace {
+
+int at(int duration_ms, double fraction) { return static_cast<int>(duration_ms * fraction); }
+
+// pause_for pauses masters `nodes` at `start` for `length` ms.
+void pause_for(std::vector<Action>& plan, std::vector<std::size_t> nodes, int start, int length) {
+  plan.push_back({start, [nodes](Stage& s) {
+                    for (auto i : nodes) s.bed.pause(i);
+                  }});
+  plan.push_back({start + length, [nodes](Stage& s) {
+                    for (auto i : nodes) s.bed.resume(i);
+                  }});
+}
+
+std::vector<Action> no_faults(int) { return {}; }
+
+std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
+  return {{at(d, 0.3), [nodes](Stage& s) {
+             for (auto i : nodes) s.bed.kill(i);
+           }},
+          {at(d, 0.6), [nodes](Stage& s) {
+             for (auto i : nodes) s.bed.restart(i, false);
+           }}};
+}
+
+// Three masters lose their data one after another while greedy holders keep
+// the lock: after the third wipe the current holder's key survives on only
+// two masters, and three empty ones make a new majority unless quarantined.
+std::vector<Action> rolling_wipes(int d) {
+  std::vector<Action> plan;
+  for (std::size_t i = 0; i < 3; ++i) {
+    plan.push_back({at(d, 0.25 + 0.03 * static_cast<double>(i)), [i](Stage& s) { s.bed.restart(i, true); }});
+  }
+  return plan;
+}
+
+std::vector<Action> repeated_short_pauses(int d) {
+  std::vector<Action> plan;
+  for (int t = at(d, 0.1); t < at(d, 0.9); t += 250) pause_for(plan, {1, 2}, t, 20);
+  return plan;
+}
+
+// Each worker in turn is stopped (SIGSTOP) for 1.5 TTL at a random moment:
+// in the middle of an acquire round, while waiting, or inside its critical
+// section.
+std::vector<Action> client_pauses(int d, long ttl_ms) {
+  std::vector<Action> plan;
+  const int length = static_cast<int>(ttl_ms * 3 / 2);
+  for (int k = 0; k < 4; ++k) {
+    const int start = at(d, 0.1 + 0.2 * k);
+    plan.push_back({start, [k, length](Stage& s) {
+                      const pid_t pid = s.workers[static_cast<std::size_t>(k) % s.workers.size()];
+                      s.bed.pause_process(pid, "pause client " + std::to_string(k));
+                    }});
+    plan.push_back({start + length, [k](Stage& s) {
+                      s.bed.resume_process(s.workers[static_cast<std::size_t>(k) % s.workers.size()]);
+                    }});
+  }
+  return plan;
+}
+
+std::vector<Scenario> build() {
+  std::vector<Scenario> all;
+  auto add = [&](Scenario s) { all.push_back(std::move(s)); };
+
+  add({.name = "baseline", .about = "six clients contend for one lock, no faults", .nemesis = no_faults});
+  add({.name = "kill-1-restart",
+       .about = "kill -9 one master, restart it with its data (appendfsync always)",
+       .appendfsync_always = true,
+       .nemesis = [](int d) { return kill_and_restart({0}, d); }});
+  add({.name = "kill-2-restart",
+       .about = "kill -9 two masters, restart them with their data (appendfsync always)",
+       .appendfsync_always = true,
+       .nemesis = [](int d) { return kill_and_restart({0, 1}, d); }});
+  add({.name = "kill-3",
+       .about = "kill -9 three of five: no acquisition may succeed until they are back",
+       .appendfsync_always = true,
+       .nemesis = [](int d) { return kill_and_restart({0, 1, 2}, d); },
+       .majority_down = true});
+  add({.name = "wipe-quarantine",
+       .about = "three masters restart without their data one after another; quarantine keeps them out",
+       .quarantine = true,
+       .greedy = true,
+       .nemesis = rolling_wipes});
+  add({.name = "wipe-no-quarantine",
+       .about = "the same without quarantine: breaks the persistence assumption; must show overlaps",
+       .expect = Expect::violation,
+       .greedy = true,
+       .nemesis = rolling_wipes});
+  add({.name = "pause-short",
+       .about = "SIGSTOP two masters for 20 ms (< node timeout), every 250 ms",
+       .nemesis = repeated_short_pauses});
+  add({.name = "pause-half-ttl",
+       .about = "SIGSTOP two masters for half the TTL",
+       .nemesis = [](int d) {
+         std::vector<Action> plan;
+         pause_for(plan, {1, 2}, at(d, 0.3), 500);
+         return plan;
+       }});
+  add({.name = "pause-beyond-ttl",
+       .about = "SIGSTOP two masters for 1.5 x the TTL",
+       .nemesis = [](int d) {
+         std::vector<Action> plan;
+         pause_for(plan, {1, 2}, at(d, 0.2), 1500);
+         return plan;
+       }});
+  add({.name = "client-pause",
+       .about = "SIGSTOP clients for 1.5 x TTL at random moments (mid-round, waiting, holding)",
+       .greedy = true,
+       .nemesis = [](int d) { return client_pauses(d, 1000); }});
+  add({.name = "broken-small-quorum",
+       .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
+       .expect = Expect::violation,
+       .sabotage = "small_quorum",
+       .workers = 8,
+       .hold_ms = "0:2",
+       .nemesis = no_faults});
+  add({.name = "broken-no-rollback",
+       .about = "broken client: does not release failed attempts; must leave keys behind",
+       .expect = Expect::violation,
+       .sabotage = "no_rollback",
+       .ttl_ms = 10000,
+       .max_ttl_ms = 10000,
+       .nemesis = [](int d) {
+         std::vector<Action> plan;
+         pause_for(plan, {0, 1, 2}, at(d, 0.4), 200);
+         return plan;
+       }});
+  add({.name = "broken-no-quarantine",
+       .about = "broken client: ignores the restart quarantine; must show overlaps",
+       .expect = Expect::violation,
+       .quarantine = true,
+       .sabotage = "no_quarantine",
+       .greedy = true,
+       .nemesis = rolling_wipes});
+  return all;
+}
+
+}  // namespace
+
+const std::vector<Scenario>& all_scenarios() {
+  static const std::vector<Scenario> all = build();
+  return all;
+}
+
+}  // namespace redlock::chaos

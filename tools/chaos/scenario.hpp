@@ -1,0 +1,58 @@
+// scenario.hpp — the named, repeatable chaos runs and their pass criteria.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bed.hpp"
+
+namespace redlock::chaos {
+
+// What a scenario must show. `safe`: its assumptions hold, so it must show
+// 0 overlaps, 0 lost updates, 0 stale writes and 0 leaked keys. `violation`:
+// it breaks a stated assumption or runs a broken variant of the client on
+// purpose, and the checker must catch it (a violation > 0).
+enum class Expect { safe, violation };
+
+// Stage — what the nemesis may touch while a scenario runs.
+struct Stage {
+  ChaosBed& bed;
+  std::vector<pid_t> workers;
+  std::mt19937& rng;
+};
+
+struct Action {
+  int at_ms;                            // since the workload started
+  std::function<void(Stage&)> run;
+};
+
+struct Scenario {
+  std::string name;
+  std::string about;  // one line: what it does and why it is (un)safe
+  Expect expect = Expect::safe;
+  bool appendfsync_always = false;
+  bool quarantine = false;
+  std::string sabotage;  // REDLOCK_SABOTAGE for the workers; empty: the real client
+  int workers = 6;
+  long ttl_ms = 1000;
+  long max_ttl_ms = 2000;
+  long wait_ms = 2000;
+  long node_timeout_ms = 50;
+  std::string hold_ms = "1:10";  // MIN:MAX work inside the lock
+  bool greedy = false;           // hold until just before the validity ends
+  // nemesis builds the fault schedule for a run of `duration_ms`.
+  std::function<std::vector<Action>(int duration_ms)> nemesis;
+  // majority_down: the schedule takes a majority of masters down for a
+  // while: no acquisition may succeed then, and failures must come back
+  // within wait + node timeout.
+  bool majority_down = false;
+};
+
+// all_scenarios lists every scenario, in a stable order.
+const std::vector<Scenario>& all_scenarios();
+
+}  // namespace redlock::chaos

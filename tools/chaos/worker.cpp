@@ -1,0 +1,195 @@
+// worker.cpp — one chaos client: acquire, read-modify-write a shared
+// counter (in a separate redis, never faulted) under the lock, release;
+// repeat until the run's end. Every step is appended to a JSONL history
+// (history.hpp) and flushed, so a worker paused or killed mid-run leaves a
+// history up to its last step.
+//
+//   chaos_worker --nodes URLS --counter-port P --client N --history FILE
+//                --resource R --until-ns T [--ttl MS] [--wait MS]
+//                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
+//                [--greedy] [--quarantine]
+// Exit 0 after the run; 2 on bad arguments or an unusable config.
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "history.hpp"
+#include "redlock/redlock.hpp"
+
+using namespace redlock;
+using namespace redlock::chaos;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct Args {
+  std::string nodes, history, resource = "chaos";
+  int counter_port = 0, client = 0;
+  std::int64_t until_ns = 0;
+  long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
+  bool greedy = false, quarantine = false;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "chaos_worker: %s\n", why.c_str());
+  std::exit(2);
+}
+
+long number(const char* name, const char* value) {
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || v < 0) usage(std::string(name) + ": \"" + value + "\" is not a number >= 0");
+  return v;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--greedy") { a.greedy = true; continue; }
+    if (k == "--quarantine") { a.quarantine = true; continue; }
+    if (i + 1 >= argc) usage(k + ": needs a value");
+    const char* v = argv[++i];
+    if (k == "--nodes") a.nodes = v;
+    else if (k == "--history") a.history = v;
+    else if (k == "--resource") a.resource = v;
+    else if (k == "--counter-port") a.counter_port = static_cast<int>(number("--counter-port", v));
+    else if (k == "--client") a.client = static_cast<int>(number("--client", v));
+    else if (k == "--until-ns") a.until_ns = std::strtoll(v, nullptr, 10);
+    else if (k == "--ttl") a.ttl = number("--ttl", v);
+    else if (k == "--wait") a.wait = number("--wait", v);
+    else if (k == "--max-ttl") a.max_ttl = number("--max-ttl", v);
+    else if (k == "--node-timeout") a.node_timeout = number("--node-timeout", v);
+    else if (k == "--hold-ms") {
+      if (std::sscanf(v, "%ld:%ld", &a.hold_min, &a.hold_max) != 2 || a.hold_min > a.hold_max) {
+        usage(std::string("--hold-ms: \"") + v + "\" is not MIN:MAX");
+      }
+    } else usage("unknown option " + k);
+  }
+  if (a.nodes.empty() || a.history.empty() || a.counter_port == 0 || a.until_ns == 0) {
+    usage("--nodes, --history, --counter-port and --until-ns are required");
+  }
+  return a;
+}
+
+class History {
+ public:
+  explicit History(const std::string& path) : f_(std::fopen(path.c_str(), "a")) {
+    if (f_ == nullptr) usage("--history: cannot open " + path + ": " + std::strerror(errno));
+  }
+  ~History() { std::fclose(f_); }
+  void add(const Event& e) {
+    const std::string line = to_json_line(e) + "\n";
+    std::fwrite(line.data(), 1, line.size(), f_);
+    std::fflush(f_);
+  }
+
+ private:
+  std::FILE* f_;
+};
+
+// Counter — the shared value, in a redis of its own that no fault touches.
+class Counter {
+ public:
+  explicit Counter(int port) {
+    timeval tv{2, 0};
+    c_ = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c_ == nullptr || c_->err != 0) usage("cannot reach the counter redis on port " + std::to_string(port));
+    redisSetTimeout(c_, tv);
+  }
+  ~Counter() { redisFree(c_); }
+  std::int64_t read() {
+    auto* r = static_cast<redisReply*>(redisCommand(c_, "GET counter"));
+    if (r == nullptr) usage("counter redis: " + std::string(c_->errstr));
+    const std::int64_t v = r->type == REDIS_REPLY_STRING ? std::strtoll(r->str, nullptr, 10) : 0;
+    freeReplyObject(r);
+    return v;
+  }
+  void write(std::int64_t v) {
+    auto* r = static_cast<redisReply*>(redisCommand(c_, "SET counter %lld", static_cast<long long>(v)));
+    if (r == nullptr) usage("counter redis: " + std::string(c_->errstr));
+    freeReplyObject(r);
+  }
+
+ private:
+  redisContext* c_ = nullptr;
+};
+
+Event base(EventType type, const Args& a) {
+  Event e;
+  e.type = type;
+  e.client = a.client;
+  e.t = monotonic_ns();
+  e.resource = a.resource;
+  return e;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  auto nodes = parse_node_list(a.nodes);
+  if (!nodes) usage(nodes.error().to_string());
+  Config config;
+  config.nodes = *nodes;
+  config.options.quarantine = a.quarantine;
+  config.options.max_ttl = milliseconds{a.max_ttl};
+  config.options.default_ttl = milliseconds{a.ttl};
+  config.options.node_timeout = milliseconds{a.node_timeout};
+  auto client = Client::create(config);
+  if (!client) usage(client.error().to_string());
+  History history(a.history);
+  Counter counter(a.counter_port);
+  std::mt19937 rng(static_cast<unsigned>(a.client * 7919 + monotonic_ns()));
+  std::uniform_int_distribution<long> hold(a.hold_min, a.hold_max);
+
+  while (monotonic_ns() < a.until_ns) {
+    Event invoke = base(EventType::invoke, a);
+    history.add(invoke);
+    AcquireOptions opts;
+    opts.ttl = milliseconds{a.ttl};
+    opts.wait = milliseconds{a.wait};
+    auto lock = (*client)->lock(a.resource, opts);
+    const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
+    if (!lock) {
+      Event fail = base(EventType::fail, a);
+      fail.latency_us = latency_us;
+      fail.code = std::string(errc_name(lock.error().code));
+      fail.error = lock.error().message;
+      for (const auto& n : lock.error().nodes) fail.outcomes.emplace_back(outcome_name(n.outcome));
+      history.add(fail);
+      continue;
+    }
+    Event ok = base(EventType::ok, a);
+    ok.token = lock->token;
+    ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // steady_clock is CLOCK_MONOTONIC
+                      lock->validity_deadline.time_since_epoch())
+                      .count();
+    ok.latency_us = latency_us;
+    history.add(ok);
+
+    const std::int64_t read = counter.read();
+    // A greedy holder keeps the lock until just before its validity ends:
+    // any overestimate of the validity then shows as an overlap.
+    const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
+    if (work > milliseconds{0}) std::this_thread::sleep_for(work);
+    if (lock->valid()) {
+      counter.write(read + 1);
+      Event w = base(EventType::write, a);
+      w.read = read;
+      w.wrote = read + 1;
+      history.add(w);
+    }
+    Event rel = base(EventType::release, a);
+    auto released = (*client)->unlock(*lock);
+    rel.released = released && released->released;
+    history.add(rel);
+  }
+  return 0;
+}
