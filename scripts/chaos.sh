@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# chaos.sh — the fault-injection suite: every scenario (or the ones named)
+# against its own freshly started masters, checked by the history checker.
+#
+#   scripts/chaos.sh [--long] [--seconds N] [--scenario NAME[,NAME...]] [--json FILE] [--list]
+#
+#   --long          60 s per scenario (default 3 s each)
+#   --seconds N     N s per scenario
+#   --scenario ...  only these (see --list)
+#   --json FILE     all results as one JSON array
+# Per-scenario JSON and SVG timelines go to build/chaos-out/. Exit 0 when
+# every scenario showed what it must (docs/chaos.md), 1 otherwise.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+bash scripts/bootstrap.sh >&2
+exec "$BUILD_DIR/tools/chaos/chaos" --out "$BUILD_DIR/chaos-out" "$@"
