@@ -6,6 +6,16 @@
 #   scripts/testbed.sh down | status | urls
 #   scripts/testbed.sh kill N | pause N | resume N          (N = 1..5)
 #   scripts/testbed.sh restart N [--wipe] [--persistence none|always]
+#   scripts/testbed.sh config N      the node's port, bind, appendonly,
+#                                    appendfsync, save, dir
+#
+# Persistence is per node and remembered in its state dir (default none):
+#   always  AOF on, fsync before every reply: a killed or restarted node keeps
+#           every write it acknowledged.
+#   none    no AOF, no RDB: every start begins empty (leftover data files are
+#           removed at start), like a node that lost its disk.
+# `up --persistence X` sets it for every node it starts, `restart N
+# --persistence X` for node N; without the flag the remembered one is used.
 #
 # State (data dirs, pidfiles, logs) lives in
 #   ${REDLOCK_TESTBED_DIR:-${TMPDIR:-/tmp}/redlock-testbed}/nodeN/
@@ -19,6 +29,14 @@ STATE_DIR=${REDLOCK_TESTBED_DIR:-${TMPDIR:-/tmp}/redlock-testbed}
 STOP_TIMEOUT_TICKS=100   # 100 x 0.05 s = 5 s before SIGKILL
 READY_TIMEOUT_TICKS=200  # 200 x 0.05 s = 10 s for a node to answer PING
 
+# ---- persistence flags (one line each; keep them on one line) ----------------
+# tests/compose/test_compose.cpp reads PERSISTENCE_ALWAYS from this file and
+# checks that every node in docker-compose.yml states exactly these settings,
+# so the two beds cannot drift apart. Words only: no $, no expansions.
+PERSISTENCE_ALWAYS=(--appendonly yes --appendfsync always --save "")
+PERSISTENCE_NONE=(--appendonly no --save "")
+# ---- end of persistence flags -------------------------------------------------
+
 me=$(basename "$0")
 
 usage() {
@@ -27,6 +45,9 @@ usage: $me up [--persistence none|always]
        $me down | status | urls
        $me kill N | pause N | resume N        (N is 1..5)
        $me restart N [--wipe] [--persistence none|always]
+       $me config N                         (port, bind, appendonly, appendfsync, save, dir)
+persistence: always = AOF with fsync on every write (kept across kill/restart),
+             none = no AOF/RDB, every start is empty (the default)
 state dir: $STATE_DIR (set REDLOCK_TESTBED_DIR to change)
 EOF
 }
@@ -133,6 +154,21 @@ log_tail() {  # log_tail N OFFSET
   new_log "$1" "$2" | tail -n 20 | sed 's/^/  | /' >&2
 }
 
+# node_args N MODE: sets NODE_ARGS to redis-server's arguments for node N
+# with persistence MODE (always|none).
+node_args() {
+  local n=$1 mode=$2 dir
+  dir=$(node_dir "$n")
+  NODE_ARGS=(--port "$(port_of "$n")" --bind 127.0.0.1 --protected-mode no
+             --dir "$dir/data" --logfile "$dir/redis.log"
+             --daemonize yes --pidfile "$(pidfile_of "$n")")
+  if [[ $mode == always ]]; then
+    NODE_ARGS+=("${PERSISTENCE_ALWAYS[@]}")
+  else
+    NODE_ARGS+=("${PERSISTENCE_NONE[@]}")
+  fi
+}
+
 # start_node N PERSISTENCE(optional: empty = remembered)
 start_node() {
   local n=$1 want=${2:-} port dir pf pid i reply
@@ -160,14 +196,18 @@ start_node() {
   if [[ -n $want ]]; then echo "$want" >"$dir/persistence"; fi
   local mode
   mode=$(persistence_of "$n")
-  local args=(--port "$port" --bind 127.0.0.1 --protected-mode no
-              --dir "$dir/data" --logfile "$dir/redis.log"
-              --daemonize yes --pidfile "$pf" --save "")
-  if [[ $mode == always ]]; then
-    args+=(--appendonly yes --appendfsync always)
-  else
-    args+=(--appendonly no)
+  node_args "$n" "$mode"
+  local args=("${NODE_ARGS[@]}")
+  if [[ $mode == none ]]; then
+    # No persistence means every start is empty: files left by an earlier
+    # `always` run (appendonlydir/) or a manual SAVE (dump.rdb) would
+    # otherwise be loaded now or by a later `always` start.
+    if [[ -n $(find "$dir/data" -mindepth 1 -print -quit) ]]; then
+      find "$dir/data" -mindepth 1 -delete
+      note "node $n: persistence none: removed leftover data files"
+    fi
   fi
+  printf '%s\n' "${args[@]}" >"$dir/started-with"
   rm -f "$pf"
   if ! redis-server "${args[@]}" </dev/null >>"$dir/redis.log" 2>&1; then
     note "node $n: redis-server failed to start; log tail:"
@@ -248,6 +288,88 @@ signal_node() {  # signal_node N STOP|CONT
     wait_state "$pid" no || die "node $n: pid $pid did not continue"
     note "node $n: resumed (pid $pid)"
   fi
+}
+
+# ---- config N ------------------------------------------------------------------
+
+CONFIG_KEYS=(port bind appendonly appendfsync save dir)
+
+# conf_line KEY VALUE: one redis.conf-style line; empty or spaced values quoted.
+conf_line() {
+  if [[ -z $2 || $2 == *[[:space:]]* ]]; then
+    printf '%s "%s"\n' "$1" "$2"
+  else
+    printf '%s %s\n' "$1" "$2"
+  fi
+}
+
+# print_args_config ARG...: CONFIG_KEYS as set by a redis-server argument list
+# (--key value...); keys it leaves alone show redis-server 7.0's default.
+print_args_config() {
+  declare -A val=([port]=6379 [bind]="* -::*" [appendonly]=no
+                  [appendfsync]=everysec [save]="3600 1 300 100 60 10000"
+                  [dir]="(redis-server's working directory)")
+  local key= arg k
+  for arg in "$@"; do
+    if [[ $arg == --* ]]; then
+      key=${arg#--}
+      val[$key]=
+    elif [[ -n $key ]]; then
+      val[$key]+="${val[$key]:+ }$arg"
+    fi
+  done
+  for k in "${CONFIG_KEYS[@]}"; do
+    conf_line "$k" "${val[$k]}"
+  done
+}
+
+# print_live_config PORT: CONFIG_KEYS read from the server with CONFIG GET;
+# fails (printing nothing) if the reply is not the expected key/value pairs.
+print_live_config() {
+  local lines=() i k
+  local -A val=()
+  mapfile -t lines < <(timeout 2 redis-cli -h 127.0.0.1 -p "$1" --raw \
+                         config get "${CONFIG_KEYS[@]}" </dev/null 2>/dev/null)
+  ((${#lines[@]} == 2 * ${#CONFIG_KEYS[@]})) || return 1
+  for ((i = 0; i < ${#lines[@]}; i += 2)); do
+    val[${lines[i]}]=${lines[i + 1]}
+  done
+  for k in "${CONFIG_KEYS[@]}"; do
+    [[ -v val[$k] ]] || return 1
+  done
+  for k in "${CONFIG_KEYS[@]}"; do
+    conf_line "$k" "${val[$k]}"
+  done
+}
+
+config_node() {
+  local n=$1 port pid state started out
+  port=$(port_of "$n")
+  started="$(node_dir "$n")/started-with"
+  pid=$(node_pid "$n")
+  state=
+  [[ -n $pid ]] && state=$(proc_state "$pid")
+  if [[ -n $pid && $state != T ]]; then
+    if out=$(print_live_config "$port"); then
+      printf '# node %s (127.0.0.1:%s): running, pid %s; live values from CONFIG GET\n' "$n" "$port" "$pid"
+      printf '%s\n' "$out"
+      return 0
+    fi
+    printf '# node %s (127.0.0.1:%s): running, pid %s, but CONFIG GET failed; values it was started with\n' "$n" "$port" "$pid"
+  elif [[ -n $pid ]]; then
+    printf '# node %s (127.0.0.1:%s): paused, pid %s (cannot answer); values it was started with\n' "$n" "$port" "$pid"
+  else
+    local mode
+    mode=$(persistence_of "$n")
+    node_args "$n" "$mode"
+    printf '# node %s (127.0.0.1:%s): down; what the next start would use (persistence %s)\n' "$n" "$port" "$mode"
+    print_args_config "${NODE_ARGS[@]}"
+    return 0
+  fi
+  [[ -f $started ]] || die "node $n: no record of its start arguments ($started)"
+  local args=()
+  mapfile -t args <"$started"
+  print_args_config "${args[@]}"
 }
 
 need_redis() {
@@ -353,6 +475,12 @@ case $cmd in
     stop_node "$n" TERM
     if [[ $wipe == yes ]]; then wipe_node "$n"; fi
     start_node "$n" "$persistence"
+    ;;
+  config)
+    (($# >= 1)) || bad "config needs a node number (1..5)"
+    parse_node "$1"
+    (($# == 1)) || bad "unexpected argument '$2' for config"
+    config_node "$1"
     ;;
   -h | --help | help)
     usage

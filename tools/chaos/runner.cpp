@@ -40,12 +40,13 @@ struct Args {
   int seconds = 0;  // 0: 3 s short, 60 s long
   std::string json_file;
   std::string out_dir = "chaos-out";
+  unsigned seed = 0;  // 0: from the clock
   bool list = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "chaos: %s\nusage: chaos [--scenario NAME[,NAME...]] [--long] [--seconds N] "
-                       "[--json FILE] [--out DIR] [--list]\n", why.c_str());
+                       "[--json FILE] [--out DIR] [--seed N] [--list]\n", why.c_str());
   std::exit(2);
 }
 
@@ -61,6 +62,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--list") a.list = true;
     else if (k == "--json") a.json_file = value();
     else if (k == "--out") a.out_dir = value();
+    else if (k == "--seed") a.seed = static_cast<unsigned>(std::strtoul(value().c_str(), nullptr, 10));
     else if (k == "--seconds") {
       const std::string v = value();
       if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1) {
@@ -185,7 +187,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     stage.workers.push_back(spawn(args, sc.sabotage));
   }
 
-  auto plan = sc.nemesis(duration_ms);
+  auto plan = sc.nemesis(duration_ms, rng);
   std::stable_sort(plan.begin(), plan.end(), [](const Action& x, const Action& y) { return x.at_ms < y.at_ms; });
   const auto start = std::chrono::steady_clock::now();
   for (auto& step : plan) {
@@ -252,7 +254,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  std::mt19937 rng(static_cast<unsigned>(monotonic_ns()));
+  const unsigned seed = a.seed != 0 ? a.seed : static_cast<unsigned>(monotonic_ns() % 1000000007);
+  std::printf("seed %u (repeat a run's schedules with --seed %u)\n", seed, seed);
+  std::mt19937 rng(seed);
   json all = json::array();
   bool ok = true;
   std::printf("%-22s %-9s %6s %8s %5s %5s %5s %6s %7s %8s  %s\n", "scenario", "expect", "acq", "overlaps", "lost",

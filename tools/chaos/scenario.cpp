@@ -20,7 +20,7 @@ void pause_for(std::vector<Action>& plan, std::vector<std::size_t> nodes, int st
                   }});
 }
 
-std::vector<Action> no_faults(int) { return {}; }
+std::vector<Action> no_faults(int, std::mt19937&) { return {}; }
 
 std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
   return {{at(d, 0.3), [nodes](Stage& s) {
@@ -34,7 +34,7 @@ std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
 // Three masters lose their data one after another while greedy holders keep
 // the lock: after the third wipe the current holder's key survives on only
 // two masters, and three empty ones make a new majority unless quarantined.
-std::vector<Action> rolling_wipes(int d) {
+std::vector<Action> rolling_wipes(int d, std::mt19937&) {
   std::vector<Action> plan;
   for (std::size_t i = 0; i < 3; ++i) {
     plan.push_back({at(d, 0.25 + 0.03 * static_cast<double>(i)), [i](Stage& s) { s.bed.restart(i, true); }});
@@ -42,7 +42,7 @@ std::vector<Action> rolling_wipes(int d) {
   return plan;
 }
 
-std::vector<Action> repeated_short_pauses(int d) {
+std::vector<Action> repeated_short_pauses(int d, std::mt19937&) {
   std::vector<Action> plan;
   for (int t = at(d, 0.1); t < at(d, 0.9); t += 250) pause_for(plan, {1, 2}, t, 20);
   return plan;
@@ -67,6 +67,53 @@ std::vector<Action> client_pauses(int d, long ttl_ms) {
   return plan;
 }
 
+// soak mixes every master fault at random — kill and restart with data,
+// restart with data wiped, pauses from 10 ms to 1.5 TTL — with never more
+// than two masters faulted at once, plus client pauses.
+std::vector<Action> soak(int d, std::mt19937& rng) {
+  struct Busy {
+    std::size_t node;
+    int from, to;
+  };
+  std::vector<Busy> busy;
+  std::vector<Action> plan;
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int t = at(d, 0.05); t < at(d, 0.85); t += uniform(100, 500)) {
+    const int length = uniform(10, 1500);
+    auto overlapping = [&](const Busy& b) { return b.from < t + length + 100 && t < b.to + 100; };
+    if (std::count_if(busy.begin(), busy.end(), overlapping) >= 2) continue;
+    std::size_t node = static_cast<std::size_t>(uniform(0, 4));
+    while (std::any_of(busy.begin(), busy.end(), [&](const Busy& b) { return b.node == node && overlapping(b); })) {
+      node = (node + 1) % 5;
+    }
+    busy.push_back({node, t, t + length});
+    switch (uniform(0, 3)) {
+      case 0:  // kill -9, back with its data
+        plan.push_back({t, [node](Stage& s) { s.bed.kill(node); }});
+        plan.push_back({t + length, [node](Stage& s) { s.bed.restart(node, false); }});
+        break;
+      case 1:  // back without its data: the quarantine must keep it out
+        plan.push_back({t, [node](Stage& s) { s.bed.restart(node, true); }});
+        break;
+      case 2:
+        pause_for(plan, {node}, t, length);
+        break;
+      default: {  // a client instead
+        const int k = uniform(0, 5);
+        plan.push_back({t, [k](Stage& s) {
+                          s.bed.pause_process(s.workers[static_cast<std::size_t>(k) % s.workers.size()],
+                                              "pause client " + std::to_string(k));
+                        }});
+        plan.push_back({t + length, [k](Stage& s) {
+                          s.bed.resume_process(s.workers[static_cast<std::size_t>(k) % s.workers.size()]);
+                        }});
+        busy.pop_back();
+      }
+    }
+  }
+  return plan;
+}
+
 std::vector<Scenario> build() {
   std::vector<Scenario> all;
   auto add = [&](Scenario s) { all.push_back(std::move(s)); };
@@ -75,15 +122,15 @@ std::vector<Scenario> build() {
   add({.name = "kill-1-restart",
        .about = "kill -9 one master, restart it with its data (appendfsync always)",
        .appendfsync_always = true,
-       .nemesis = [](int d) { return kill_and_restart({0}, d); }});
+       .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0}, d); }});
   add({.name = "kill-2-restart",
        .about = "kill -9 two masters, restart them with their data (appendfsync always)",
        .appendfsync_always = true,
-       .nemesis = [](int d) { return kill_and_restart({0, 1}, d); }});
+       .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0, 1}, d); }});
   add({.name = "kill-3",
        .about = "kill -9 three of five: no acquisition may succeed until they are back",
        .appendfsync_always = true,
-       .nemesis = [](int d) { return kill_and_restart({0, 1, 2}, d); },
+       .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0, 1, 2}, d); },
        .majority_down = true});
   add({.name = "wipe-quarantine",
        .about = "three masters restart without their data one after another; quarantine keeps them out",
@@ -100,14 +147,14 @@ std::vector<Scenario> build() {
        .nemesis = repeated_short_pauses});
   add({.name = "pause-half-ttl",
        .about = "SIGSTOP two masters for half the TTL",
-       .nemesis = [](int d) {
+       .nemesis = [](int d, std::mt19937&) {
          std::vector<Action> plan;
          pause_for(plan, {1, 2}, at(d, 0.3), 500);
          return plan;
        }});
   add({.name = "pause-beyond-ttl",
        .about = "SIGSTOP two masters for 1.5 x the TTL",
-       .nemesis = [](int d) {
+       .nemesis = [](int d, std::mt19937&) {
          std::vector<Action> plan;
          pause_for(plan, {1, 2}, at(d, 0.2), 1500);
          return plan;
@@ -115,7 +162,12 @@ std::vector<Scenario> build() {
   add({.name = "client-pause",
        .about = "SIGSTOP clients for 1.5 x TTL at random moments (mid-round, waiting, holding)",
        .greedy = true,
-       .nemesis = [](int d) { return client_pauses(d, 1000); }});
+       .nemesis = [](int d, std::mt19937&) { return client_pauses(d, 1000); }});
+  add({.name = "soak",
+       .about = "random mix of kills, wiped restarts, pauses (<= 2 masters at once) and client pauses",
+       .appendfsync_always = true,
+       .quarantine = true,
+       .nemesis = soak});
   add({.name = "broken-small-quorum",
        .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
        .expect = Expect::violation,
@@ -129,7 +181,7 @@ std::vector<Scenario> build() {
        .sabotage = "no_rollback",
        .ttl_ms = 10000,
        .max_ttl_ms = 10000,
-       .nemesis = [](int d) {
+       .nemesis = [](int d, std::mt19937&) {
          std::vector<Action> plan;
          pause_for(plan, {0, 1, 2}, at(d, 0.4), 200);
          return plan;

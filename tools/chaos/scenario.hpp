@@ -44,8 +44,9 @@ struct Scenario {
   long node_timeout_ms = 50;
   std::string hold_ms = "1:10";  // MIN:MAX work inside the lock
   bool greedy = false;           // hold until just before the validity ends
-  // nemesis builds the fault schedule for a run of `duration_ms`.
-  std::function<std::vector<Action>(int duration_ms)> nemesis;
+  // nemesis builds the fault schedule for a run of `duration_ms`; a random
+  // schedule draws from `rng` (seeded by the runner, so a run repeats).
+  std::function<std::vector<Action>(int duration_ms, std::mt19937& rng)> nemesis;
   // majority_down: the schedule takes a majority of masters down for a
   // while: no acquisition may succeed then, and failures must come back
   // within wait + node timeout.
