@@ -5,18 +5,59 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <filesystem>
+
+#include "skewclock.hpp"
 
 namespace redlock::chaos {
 
+namespace {
+std::string skew_file(const std::string& dir, std::size_t i) { return dir + "/skew-" + std::to_string(i); }
+}  // namespace
+
 ChaosBed::ChaosBed(const BedOptions& options) {
-  test::ServerOptions so;
-  so.appendfsync_always = options.appendfsync_always;
-  for (std::size_t i = 0; i < options.nodes; ++i) masters_.push_back(std::make_unique<test::RedisServer>(so));
+  if (!options.skew_lib.empty()) {
+    char tmpl[] = "/tmp/redlock-chaos-skew-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+    skew_dir_ = tmpl;
+  }
+  for (std::size_t i = 0; i < options.nodes; ++i) {
+    test::ServerOptions so;
+    so.appendfsync_always = options.appendfsync_always;
+    if (!skew_dir_.empty()) {
+      skewclock::Control(skew_file(skew_dir_, i)).set(skewclock::Settings{});
+      so.env = {{"LD_PRELOAD", options.skew_lib}, {"SKEWCLOCK_FILE", skew_file(skew_dir_, i)}};
+    }
+    masters_.push_back(std::make_unique<test::RedisServer>(so));
+  }
   counter_ = std::make_unique<test::RedisServer>();
   touched_.assign(options.nodes, false);
 }
 
-ChaosBed::~ChaosBed() = default;
+ChaosBed::~ChaosBed() {
+  masters_.clear();  // stop the servers before their settings files go
+  std::error_code ignored;
+  if (!skew_dir_.empty()) std::filesystem::remove_all(skew_dir_, ignored);
+}
+
+void ChaosBed::skew(std::size_t i, long offset_ms, double rate) {
+  if (skew_dir_.empty()) throw std::logic_error("skew: the bed was started without the clock-skew shim");
+  skewclock::Control control(skew_file(skew_dir_, i));
+  skewclock::Settings s;
+  s.offset_ms = offset_ms;
+  s.rate = rate;
+  control.set(s);
+  control.wait_applied(std::chrono::seconds{2});
+  open("skew" + std::to_string(i), "clock node " + std::to_string(i + 1) + ": " + std::to_string(offset_ms) +
+                                       " ms, rate " + std::to_string(rate));
+}
+
+void ChaosBed::unskew(std::size_t i) {
+  skewclock::Control control(skew_file(skew_dir_, i));
+  control.set(skewclock::Settings{});
+  control.wait_applied(std::chrono::seconds{2});
+  close("skew" + std::to_string(i));
+}
 
 std::string ChaosBed::urls() const {
   std::string out;
@@ -84,6 +125,7 @@ void ChaosBed::heal_all() {
       m.resume();  // a no-op unless paused
     }
     close("node" + std::to_string(i));
+    if (!skew_dir_.empty()) unskew(i);
   }
   while (!open_.empty()) close(open_.front().first);
 }

@@ -21,6 +21,9 @@ namespace redlock::chaos {
 struct BedOptions {
   std::size_t nodes = 5;
   bool appendfsync_always = false;  // persistence of the masters
+  // Path of libskewclock.so: when set, every master runs under the shim
+  // with its own settings file, so skew() can move its wall clock.
+  std::string skew_lib;
 };
 
 class ChaosBed {
@@ -42,6 +45,10 @@ class ChaosBed {
   void pause(std::size_t i);
   void restart(std::size_t i, bool wipe);  // kill (if running) and start again
   void resume(std::size_t i);              // ends a pause
+  // skew sets master i's wall clock: offset (a jump) and rate, applied
+  // before it returns; unskew puts it back to real time.
+  void skew(std::size_t i, long offset_ms, double rate);
+  void unskew(std::size_t i);
   // Client-process faults: SIGSTOP / SIGCONT a worker by pid.
   void pause_process(pid_t pid, const std::string& what);
   void resume_process(pid_t pid);
@@ -64,6 +71,7 @@ class ChaosBed {
   void open(const std::string& key, const std::string& what);
   void close(const std::string& key);
 
+  std::string skew_dir_;  // settings files of the clock-skew shim
   std::vector<std::unique_ptr<test::RedisServer>> masters_;
   std::unique_ptr<test::RedisServer> counter_;
   std::vector<bool> touched_;

@@ -167,7 +167,7 @@ std::vector<Event> read_histories(const fs::path& dir) {
 
 json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const int duration_ms = (a.seconds > 0 ? a.seconds : (a.long_run ? 60 : 3)) * 1000;
-  ChaosBed bed({5, sc.appendfsync_always});
+  ChaosBed bed({5, sc.appendfsync_always, sc.skew ? here() + "/../skewclock/libskewclock.so" : ""});
   if (sc.quarantine) wait_for_uptime(bed, (sc.max_ttl_ms * 101 / 100 + 2) / 1000 + 1);
 
   const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);

@@ -168,6 +168,33 @@ std::vector<Scenario> build() {
        .appendfsync_always = true,
        .quarantine = true,
        .nemesis = soak});
+  add({.name = "clock-rate-skew",
+       .about = "two masters' clocks run 0.5 % fast and slow (within the 1 % drift budget), greedy holders",
+       .greedy = true,
+       .nemesis = [](int d, std::mt19937&) {
+         return std::vector<Action>{{at(d, 0.1), [](Stage& s) {
+                                       s.bed.skew(0, 0, 1.005);
+                                       s.bed.skew(1, 0, 0.995);
+                                     }}};
+       },
+       .skew = true});
+  add({.name = "clock-jump-majority",
+       .about = "three masters' clocks jump 1.5 TTL ahead: beyond the drift budget; must show overlaps",
+       .expect = Expect::violation,
+       .greedy = true,
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         for (double f : {0.3, 0.6}) {
+           plan.push_back({at(d, f), [](Stage& s) {
+                             for (std::size_t i = 0; i < 3; ++i) s.bed.skew(i, 1500, 1.0);
+                           }});
+           plan.push_back({at(d, f + 0.15), [](Stage& s) {
+                             for (std::size_t i = 0; i < 3; ++i) s.bed.unskew(i);
+                           }});
+         }
+         return plan;
+       },
+       .skew = true});
   add({.name = "broken-small-quorum",
        .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
        .expect = Expect::violation,

@@ -47,6 +47,8 @@ struct Scenario {
   // nemesis builds the fault schedule for a run of `duration_ms`; a random
   // schedule draws from `rng` (seeded by the runner, so a run repeats).
   std::function<std::vector<Action>(int duration_ms, std::mt19937& rng)> nemesis;
+  // skew: the masters run under the clock-skew shim (ChaosBed::skew).
+  bool skew = false;
   // majority_down: the schedule takes a majority of masters down for a
   // while: no acquisition may succeed then, and failures must come back
   // within wait + node timeout.
