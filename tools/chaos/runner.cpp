@@ -183,6 +183,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
                                   "--wait", std::to_string(sc.wait_ms), "--max-ttl", std::to_string(sc.max_ttl_ms),
                                   "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", sc.hold_ms};
     if (sc.greedy) args.push_back("--greedy");
+    if (sc.threads > 1) args.insert(args.end(), {"--threads", std::to_string(sc.threads)});
     if (sc.quarantine) args.push_back("--quarantine");
     stage.workers.push_back(spawn(args, sc.sabotage));
   }

@@ -118,7 +118,12 @@ std::vector<Scenario> build() {
   std::vector<Scenario> all;
   auto add = [&](Scenario s) { all.push_back(std::move(s)); };
 
-  add({.name = "baseline", .about = "six clients contend for one lock, no faults", .nemesis = no_faults});
+  add({.name = "baseline", .about = "six client processes contend for one lock, no faults", .nemesis = no_faults});
+  add({.name = "threads",
+       .about = "three processes of three client threads each (one shared Client per process), no faults",
+       .workers = 3,
+       .threads = 3,
+       .nemesis = no_faults});
   add({.name = "kill-1-restart",
        .about = "kill -9 one master, restart it with its data (appendfsync always)",
        .appendfsync_always = true,

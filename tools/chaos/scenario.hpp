@@ -37,7 +37,8 @@ struct Scenario {
   bool appendfsync_always = false;
   bool quarantine = false;
   std::string sabotage;  // REDLOCK_SABOTAGE for the workers; empty: the real client
-  int workers = 6;
+  int workers = 6;  // processes
+  int threads = 1;  // clients per process, sharing one redlock::Client
   long ttl_ms = 1000;
   long max_ttl_ms = 2000;
   long wait_ms = 2000;

@@ -7,11 +7,15 @@
 //   chaos_worker --nodes URLS --counter-port P --client N --history FILE
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
-//                [--greedy] [--quarantine]
+//                [--greedy] [--quarantine] [--threads T]
+// With --threads T the process runs T clients (ids N*100 + 0..T-1) on one
+// shared, thread-safe redlock::Client, each with its own counter connection.
 // Exit 0 after the run; 2 on bad arguments or an unusable config.
 #include <hiredis/hiredis.h>
 
 #include <chrono>
+#include <mutex>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +34,7 @@ namespace {
 
 struct Args {
   std::string nodes, history, resource = "chaos";
-  int counter_port = 0, client = 0;
+  int counter_port = 0, client = 0, threads = 1;
   std::int64_t until_ns = 0;
   long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
   bool greedy = false, quarantine = false;
@@ -61,6 +65,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--resource") a.resource = v;
     else if (k == "--counter-port") a.counter_port = static_cast<int>(number("--counter-port", v));
     else if (k == "--client") a.client = static_cast<int>(number("--client", v));
+    else if (k == "--threads") a.threads = static_cast<int>(number("--threads", v));
     else if (k == "--until-ns") a.until_ns = std::strtoll(v, nullptr, 10);
     else if (k == "--ttl") a.ttl = number("--ttl", v);
     else if (k == "--wait") a.wait = number("--wait", v);
@@ -86,12 +91,14 @@ class History {
   ~History() { std::fclose(f_); }
   void add(const Event& e) {
     const std::string line = to_json_line(e) + "\n";
+    std::lock_guard<std::mutex> lock(mu_);
     std::fwrite(line.data(), 1, line.size(), f_);
     std::fflush(f_);
   }
 
  private:
   std::FILE* f_;
+  std::mutex mu_;
 };
 
 // Counter — the shared value, in a redis of its own that no fault touches.
@@ -121,13 +128,62 @@ class Counter {
   redisContext* c_ = nullptr;
 };
 
-Event base(EventType type, const Args& a) {
+Event base(EventType type, const Args& a, int id) {
   Event e;
   e.type = type;
-  e.client = a.client;
+  e.client = id;
   e.t = monotonic_ns();
   e.resource = a.resource;
   return e;
+}
+
+// run_client is one client's loop until the run's end.
+void run_client(const Args& a, int id, Client& client, History& history) {
+  Counter counter(a.counter_port);
+  std::mt19937 rng(static_cast<unsigned>(id * 7919 + monotonic_ns()));
+  std::uniform_int_distribution<long> hold(a.hold_min, a.hold_max);
+  while (monotonic_ns() < a.until_ns) {
+    Event invoke = base(EventType::invoke, a, id);
+    history.add(invoke);
+    AcquireOptions opts;
+    opts.ttl = milliseconds{a.ttl};
+    opts.wait = milliseconds{a.wait};
+    auto lock = client.lock(a.resource, opts);
+    const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
+    if (!lock) {
+      Event fail = base(EventType::fail, a, id);
+      fail.latency_us = latency_us;
+      fail.code = std::string(errc_name(lock.error().code));
+      fail.error = lock.error().message;
+      for (const auto& n : lock.error().nodes) fail.outcomes.emplace_back(outcome_name(n.outcome));
+      history.add(fail);
+      continue;
+    }
+    Event ok = base(EventType::ok, a, id);
+    ok.token = lock->token;
+    ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // steady_clock is CLOCK_MONOTONIC
+                      lock->validity_deadline.time_since_epoch())
+                      .count();
+    ok.latency_us = latency_us;
+    history.add(ok);
+
+    const std::int64_t read = counter.read();
+    // A greedy holder keeps the lock until just before its validity ends:
+    // any overestimate of the validity then shows as an overlap.
+    const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
+    if (work > milliseconds{0}) std::this_thread::sleep_for(work);
+    if (lock->valid()) {
+      counter.write(read + 1);
+      Event w = base(EventType::write, a, id);
+      w.read = read;
+      w.wrote = read + 1;
+      history.add(w);
+    }
+    Event rel = base(EventType::release, a, id);
+    auto released = client.unlock(*lock);
+    rel.released = released && released->released;
+    history.add(rel);
+  }
 }
 
 }  // namespace
@@ -145,51 +201,14 @@ int main(int argc, char** argv) {
   auto client = Client::create(config);
   if (!client) usage(client.error().to_string());
   History history(a.history);
-  Counter counter(a.counter_port);
-  std::mt19937 rng(static_cast<unsigned>(a.client * 7919 + monotonic_ns()));
-  std::uniform_int_distribution<long> hold(a.hold_min, a.hold_max);
-
-  while (monotonic_ns() < a.until_ns) {
-    Event invoke = base(EventType::invoke, a);
-    history.add(invoke);
-    AcquireOptions opts;
-    opts.ttl = milliseconds{a.ttl};
-    opts.wait = milliseconds{a.wait};
-    auto lock = (*client)->lock(a.resource, opts);
-    const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
-    if (!lock) {
-      Event fail = base(EventType::fail, a);
-      fail.latency_us = latency_us;
-      fail.code = std::string(errc_name(lock.error().code));
-      fail.error = lock.error().message;
-      for (const auto& n : lock.error().nodes) fail.outcomes.emplace_back(outcome_name(n.outcome));
-      history.add(fail);
-      continue;
-    }
-    Event ok = base(EventType::ok, a);
-    ok.token = lock->token;
-    ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // steady_clock is CLOCK_MONOTONIC
-                      lock->validity_deadline.time_since_epoch())
-                      .count();
-    ok.latency_us = latency_us;
-    history.add(ok);
-
-    const std::int64_t read = counter.read();
-    // A greedy holder keeps the lock until just before its validity ends:
-    // any overestimate of the validity then shows as an overlap.
-    const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
-    if (work > milliseconds{0}) std::this_thread::sleep_for(work);
-    if (lock->valid()) {
-      counter.write(read + 1);
-      Event w = base(EventType::write, a);
-      w.read = read;
-      w.wrote = read + 1;
-      history.add(w);
-    }
-    Event rel = base(EventType::release, a);
-    auto released = (*client)->unlock(*lock);
-    rel.released = released && released->released;
-    history.add(rel);
+  if (a.threads <= 1) {
+    run_client(a, a.client, **client, history);
+    return 0;
   }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < a.threads; ++t) {
+    threads.emplace_back([&, t] { run_client(a, a.client * 100 + t, **client, history); });
+  }
+  for (auto& t : threads) t.join();
   return 0;
 }
