@@ -1,0 +1,136 @@
+// test_bad_server.cpp — a master that misbehaves at the protocol level: it
+// vanishes in the middle of a reply, answers garbage, or hangs up at once.
+// Each must be one node's `error` outcome with a clear text; nothing
+// crashes, nothing leaks (ASan), and the healthy masters decide.
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+
+namespace {
+
+// FakeMaster — answers the client's handshake (3 × SCRIPT LOAD, INFO) like
+// a redis that has been up for long, then does `misbehave` on the first
+// script call. One connection at a time, on a thread, loopback only.
+class FakeMaster {
+ public:
+  enum class Mode { cut_reply, garbage, hang_up };
+
+  explicit FakeMaster(Mode mode) : mode_(mode) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    REQUIRE(::listen(fd_, 8) == 0);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeMaster() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  int script_calls() const { return script_calls_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      if (mode_ == Mode::hang_up) {
+        ::close(c);
+        continue;
+      }
+      talk(c);
+      ::close(c);
+    }
+  }
+
+  // talk answers commands in order; a command starts with '*' at a line start.
+  void talk(int c) {
+    std::string buf;
+    int seen = 0;
+    char chunk[4096];
+    for (;;) {
+      const ssize_t n = ::read(c, chunk, sizeof chunk);
+      if (n <= 0) return;
+      buf.append(chunk, static_cast<std::size_t>(n));
+      int commands = 0;
+      for (std::size_t i = 0; i < buf.size(); ++i) commands += buf[i] == '*' && (i == 0 || buf[i - 1] == '\n');
+      for (; seen < commands; ++seen) {
+        if (seen < 3) {
+          send(c, "$40\r\n" + std::string(40, 'a') + "\r\n");  // SCRIPT LOAD
+        } else if (seen == 3) {
+          send(c, "$26\r\nuptime_in_seconds:100000\r\n");     // INFO server
+        } else {
+          ++script_calls_;
+          send(c, mode_ == Mode::cut_reply ? "+O" : "!!! not RESP\r\n");
+          return;  // and hang up
+        }
+      }
+    }
+  }
+
+  static void send(int c, const std::string& s) { (void)!::write(c, s.data(), s.size()); }
+
+  Mode mode_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> script_calls_{0};
+  std::thread thread_;
+};
+
+// With one good and one fake master the majority is both, so every round
+// waits for the fake and shows exactly what became of it.
+std::string fake_error(FakeMaster::Mode mode) {
+  RedisServer good;
+  FakeMaster fake(mode);
+  auto client = client_for({good.url(), fake.url()});
+  std::string text;
+  for (int round = 0; round < 3; ++round) {  // the client reconnects in between
+    auto lock = client->try_lock("bad-" + std::to_string(round));
+    REQUIRE_FALSE(lock.ok());
+    CHECK(lock.error().code == Errc::no_quorum);
+    CHECK(lock.error().nodes[1].outcome == Outcome::error);
+    CHECK(lock.error().message.find(lock.error().nodes[1].address) != std::string::npos);
+    text = lock.error().nodes[1].error;
+    // Each attempt is rolled back on the good master (queued behind its SET).
+    CHECK(eventually([&] { return good.keys("redlock:*").empty(); }));
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a master that vanishes in the middle of a reply is an error outcome, not a crash") {
+  const std::string why = fake_error(FakeMaster::Mode::cut_reply);
+  CAPTURE(why);
+  CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("a master that answers garbage is an error outcome naming a protocol error") {
+  const std::string why = fake_error(FakeMaster::Mode::garbage);
+  CAPTURE(why);
+  CHECK(why.find("rotocol") != std::string::npos);
+}
+
+TEST_CASE("a master that hangs up at once is an error outcome") {
+  const std::string why = fake_error(FakeMaster::Mode::hang_up);
+  CAPTURE(why);
+  CHECK_FALSE(why.empty());
+}
