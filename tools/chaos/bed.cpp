@@ -29,12 +29,20 @@ ChaosBed::ChaosBed(const BedOptions& options) {
       so.env = {{"LD_PRELOAD", options.skew_lib}, {"SKEWCLOCK_FILE", skew_file(skew_dir_, i)}};
     }
     masters_.push_back(std::make_unique<test::RedisServer>(so));
+    if (!options.proxy_bin.empty()) {
+      faultproxy::FaultProxyOptions po;
+      po.binary = options.proxy_bin;
+      po.target = masters_.back()->address();
+      po.listen = {"127.0.0.1:0", "127.0.0.2:0"};
+      proxies_.push_back(std::make_unique<faultproxy::FaultProxyProcess>(po));
+    }
   }
   counter_ = std::make_unique<test::RedisServer>();
   touched_.assign(options.nodes, false);
 }
 
 ChaosBed::~ChaosBed() {
+  proxies_.clear();
   masters_.clear();  // stop the servers before their settings files go
   std::error_code ignored;
   if (!skew_dir_.empty()) std::filesystem::remove_all(skew_dir_, ignored);
@@ -59,10 +67,25 @@ void ChaosBed::unskew(std::size_t i) {
   close("skew" + std::to_string(i));
 }
 
-std::string ChaosBed::urls() const {
+std::string ChaosBed::urls(int group) const {
   std::string out;
-  for (const auto& m : masters_) out += (out.empty() ? "" : ",") + m->url();
+  for (std::size_t i = 0; i < masters_.size(); ++i) {
+    const std::string url = proxies_.empty() ? masters_[i]->url()
+                                             : "redis://" + proxies_[i]->listener(static_cast<std::size_t>(group));
+    out += (out.empty() ? "" : ",") + url;
+  }
   return out;
+}
+
+void ChaosBed::proxy(std::size_t i, const std::string& listener, const std::string& settings) {
+  proxies_.at(i)->control().set(listener, settings);
+  open("proxy" + std::to_string(i) + "/" + listener,
+       "node " + std::to_string(i + 1) + (listener == "*" ? "" : " group " + listener) + ": " + settings);
+}
+
+void ChaosBed::unproxy(std::size_t i, const std::string& listener) {
+  proxies_.at(i)->control().clear(listener);
+  close("proxy" + std::to_string(i) + "/" + listener);
 }
 
 void ChaosBed::open(const std::string& key, const std::string& what) {
@@ -126,6 +149,7 @@ void ChaosBed::heal_all() {
     }
     close("node" + std::to_string(i));
     if (!skew_dir_.empty()) unskew(i);
+    if (!proxies_.empty()) proxies_[i]->control().clear("*");
   }
   while (!open_.empty()) close(open_.front().first);
 }

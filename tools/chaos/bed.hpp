@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "faultproxy/process.hpp"
 #include "history.hpp"
 #include "redis_server.hpp"
 
@@ -24,6 +25,10 @@ struct BedOptions {
   // Path of libskewclock.so: when set, every master runs under the shim
   // with its own settings file, so skew() can move its wall clock.
   std::string skew_lib;
+  // Path of the faultproxy binary: when set, every master gets a proxy with
+  // two listeners, 127.0.0.1 (client group 0) and 127.0.0.2 (group 1), so
+  // the two groups can see different faults (partitions).
+  std::string proxy_bin;
 };
 
 class ChaosBed {
@@ -34,7 +39,9 @@ class ChaosBed {
   ChaosBed& operator=(const ChaosBed&) = delete;
 
   std::size_t size() const { return masters_.size(); }
-  std::string urls() const;  // redis://127.0.0.1:P,… of the masters
+  // urls: the masters as client group `group` reaches them (through its
+  // proxy listener when the bed has proxies).
+  std::string urls(int group = 0) const;
   int counter_port() const { return counter_->port(); }
   test::RedisServer& master(std::size_t i) { return *masters_.at(i); }
   test::RedisServer& counter() { return *counter_; }
@@ -49,6 +56,10 @@ class ChaosBed {
   // before it returns; unskew puts it back to real time.
   void skew(std::size_t i, long offset_ms, double rate);
   void unskew(std::size_t i);
+  // proxy sets faults on master i's proxy for `listener` ("0", "1" or "*"),
+  // e.g. "delay_up=5 jitter_up=10"; unproxy clears them.
+  void proxy(std::size_t i, const std::string& listener, const std::string& settings);
+  void unproxy(std::size_t i, const std::string& listener);
   // Client-process faults: SIGSTOP / SIGCONT a worker by pid.
   void pause_process(pid_t pid, const std::string& what);
   void resume_process(pid_t pid);
@@ -73,6 +84,7 @@ class ChaosBed {
 
   std::string skew_dir_;  // settings files of the clock-skew shim
   std::vector<std::unique_ptr<test::RedisServer>> masters_;
+  std::vector<std::unique_ptr<faultproxy::FaultProxyProcess>> proxies_;
   std::unique_ptr<test::RedisServer> counter_;
   std::vector<bool> touched_;
   std::vector<Event> faults_;

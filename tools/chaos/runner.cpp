@@ -85,7 +85,7 @@ Args parse(int argc, char** argv) {
 
 std::string here() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& sabotage) {
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env) {
   std::vector<char*> argv;
   std::vector<std::string> copy = args;
   for (auto& s : copy) argv.push_back(s.data());
@@ -95,7 +95,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& sabotage) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    if (!sabotage.empty()) setenv("REDLOCK_SABOTAGE", sabotage.c_str(), 1);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -166,8 +166,10 @@ std::vector<Event> read_histories(const fs::path& dir) {
 }
 
 json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
-  const int duration_ms = (a.seconds > 0 ? a.seconds : (a.long_run ? 60 : 3)) * 1000;
-  ChaosBed bed({5, sc.appendfsync_always, sc.skew ? here() + "/../skewclock/libskewclock.so" : ""});
+  const int duration_ms = std::max(a.seconds > 0 ? a.seconds : (a.long_run ? 60 : 3), sc.min_seconds) * 1000;
+  const std::string skew_lib = here() + "/../skewclock/libskewclock.so";
+  ChaosBed bed({5, sc.appendfsync_always, sc.skew ? skew_lib : "",
+                sc.proxied ? here() + "/../faultproxy/faultproxy" : ""});
   if (sc.quarantine) wait_for_uptime(bed, (sc.max_ttl_ms * 101 / 100 + 2) / 1000 + 1);
 
   const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);
@@ -177,15 +179,23 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const std::string worker = here() + (sc.sabotage.empty() ? "/chaos_worker" : "/chaos_worker_sabotaged");
   Stage stage{bed, {}, rng};
   for (int k = 0; k < sc.workers; ++k) {
-    std::vector<std::string> args{worker, "--nodes", bed.urls(), "--counter-port", std::to_string(bed.counter_port()),
+    const int group = k >= sc.workers - sc.group_b ? 1 : 0;
+    std::vector<std::string> args{worker, "--nodes", bed.urls(group), "--counter-port", std::to_string(bed.counter_port()),
                                   "--client", std::to_string(k), "--history", (dir / (std::to_string(k) + ".jsonl")).string(),
                                   "--until-ns", std::to_string(until), "--ttl", std::to_string(sc.ttl_ms),
                                   "--wait", std::to_string(sc.wait_ms), "--max-ttl", std::to_string(sc.max_ttl_ms),
-                                  "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", sc.hold_ms};
+                                  "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", sc.hold_ms,
+                                  "--rest-ms", sc.rest_ms};
     if (sc.greedy) args.push_back("--greedy");
     if (sc.threads > 1) args.insert(args.end(), {"--threads", std::to_string(sc.threads)});
     if (sc.quarantine) args.push_back("--quarantine");
-    stage.workers.push_back(spawn(args, sc.sabotage));
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!sc.sabotage.empty()) env.emplace_back("REDLOCK_SABOTAGE", sc.sabotage);
+    if (sc.worker_clock_rate != 1.0) {
+      env.emplace_back("LD_PRELOAD", skew_lib);
+      env.emplace_back("SKEWCLOCK_RATE", std::to_string(sc.worker_clock_rate));
+    }
+    stage.workers.push_back(spawn(args, env));
   }
 
   auto plan = sc.nemesis(duration_ms, rng);

@@ -22,6 +22,28 @@ void pause_for(std::vector<Action>& plan, std::vector<std::size_t> nodes, int st
 
 std::vector<Action> no_faults(int, std::mt19937&) { return {}; }
 
+// proxy_for sets `settings` on the proxies of `nodes` for `listener` ("0":
+// client group 0, "1": group 1, "*": both) from `start` to `end`.
+void proxy_for(std::vector<Action>& plan, std::vector<std::size_t> nodes, std::string listener,
+               std::string settings, int start, int end) {
+  plan.push_back({start, [=](Stage& s) {
+                    for (auto i : nodes) s.bed.proxy(i, listener, settings);
+                  }});
+  plan.push_back({end, [=](Stage& s) {
+                    for (auto i : nodes) s.bed.unproxy(i, listener);
+                  }});
+}
+
+// slow_replies: every reply to client group 0 arrives 250 ms late, while its
+// SETs land at once. A client that does not subtract the time its round
+// took believes its lock valid up to 250 ms after the masters expired it;
+// group 1, unhindered, gets in then. (TTL 600 ms, node timeout 300 ms.)
+std::vector<Action> slow_replies(int d, std::mt19937&) {
+  std::vector<Action> plan;
+  proxy_for(plan, {0, 1, 2, 3, 4}, "0", "delay_down=250", at(d, 0.02), at(d, 0.98));
+  return plan;
+}
+
 std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
   return {{at(d, 0.3), [nodes](Stage& s) {
              for (auto i : nodes) s.bed.kill(i);
@@ -200,6 +222,76 @@ std::vector<Scenario> build() {
          return plan;
        },
        .skew = true});
+  add({.name = "delay-jitter",
+       .about = "two masters answer 5 ms + 0-10 ms late each way (proxy)",
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         proxy_for(plan, {0, 1}, "*", "delay_up=5 jitter_up=10 delay_down=5 jitter_down=10", at(d, 0.2), at(d, 0.8));
+         return plan;
+       },
+       .proxied = true});
+  add({.name = "blackhole-minority",
+       .about = "two masters accept but never answer (proxy blackhole)",
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         proxy_for(plan, {3, 4}, "*", "blackhole=1", at(d, 0.2), at(d, 0.7));
+         return plan;
+       },
+       .proxied = true});
+  add({.name = "partition-groups",
+       .about = "two client groups see different majorities: {1,2,3} and {3,4,5}",
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.2), at(d, 0.7));
+         proxy_for(plan, {0, 1}, "1", "blackhole=1", at(d, 0.2), at(d, 0.7));
+         return plan;
+       },
+       .proxied = true,
+       .group_b = 3});
+  add({.name = "one-way-loss",
+       .about = "group 0 loses the replies of three masters while its SETs land (one-way partition)",
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         proxy_for(plan, {0, 1, 2}, "0", "drop_down=1", at(d, 0.2), at(d, 0.6));
+         return plan;
+       },
+       .proxied = true,
+       .group_b = 3});
+  add({.name = "slow-replies",
+       .about = "replies to group 0 arrive 250 ms late while its SETs land; validity subtracts that time",
+       .ttl_ms = 600,
+       .node_timeout_ms = 300,
+       .greedy = true,
+       .rest_ms = "200:600",
+       .nemesis = slow_replies,
+       .proxied = true,
+       .group_b = 2,
+       .min_seconds = 8});
+  add({.name = "broken-no-elapsed",
+       .about = "broken client: validity ignores the round's duration; slow replies must show overlaps",
+       .expect = Expect::violation,
+       .sabotage = "no_elapsed",
+       .ttl_ms = 600,
+       .node_timeout_ms = 300,
+       .greedy = true,
+       .rest_ms = "200:600",
+       .nemesis = slow_replies,
+       .proxied = true,
+       .group_b = 2,
+       .min_seconds = 8});
+  add({.name = "broken-wall-clock",
+       .about = "broken client: times rounds on its wall clock, which runs at 10 %; must show overlaps",
+       .expect = Expect::violation,
+       .sabotage = "wall_clock",
+       .ttl_ms = 600,
+       .node_timeout_ms = 300,
+       .greedy = true,
+       .rest_ms = "200:600",
+       .nemesis = slow_replies,
+       .proxied = true,
+       .group_b = 2,
+       .worker_clock_rate = 0.1,
+       .min_seconds = 8});
   add({.name = "broken-small-quorum",
        .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
        .expect = Expect::violation,
@@ -213,6 +305,7 @@ std::vector<Scenario> build() {
        .sabotage = "no_rollback",
        .ttl_ms = 10000,
        .max_ttl_ms = 10000,
+       .wait_ms = 0,  // every failed call abandons its token: nothing refreshes it away
        .nemesis = [](int d, std::mt19937&) {
          std::vector<Action> plan;
          pause_for(plan, {0, 1, 2}, at(d, 0.4), 200);

@@ -45,11 +45,22 @@ struct Scenario {
   long node_timeout_ms = 50;
   std::string hold_ms = "1:10";  // MIN:MAX work inside the lock
   bool greedy = false;           // hold until just before the validity ends
+  std::string rest_ms = "0:5";   // MIN:MAX pause after each release
   // nemesis builds the fault schedule for a run of `duration_ms`; a random
   // schedule draws from `rng` (seeded by the runner, so a run repeats).
   std::function<std::vector<Action>(int duration_ms, std::mt19937& rng)> nemesis;
   // skew: the masters run under the clock-skew shim (ChaosBed::skew).
   bool skew = false;
+  // proxied: every master sits behind a fault proxy; the last `group_b`
+  // workers reach the masters through the proxies' second listener.
+  bool proxied = false;
+  int group_b = 0;
+  // worker_clock_rate: the workers' own wall clocks run at this rate (the
+  // clock-skew shim in the worker processes); 1: untouched.
+  double worker_clock_rate = 1.0;
+  // min_seconds: run at least this long even in the short suite (for
+  // scenarios that need many handoffs to show what they test).
+  int min_seconds = 0;
   // majority_down: the schedule takes a majority of masters down for a
   // while: no acquisition may succeed then, and failures must come back
   // within wait + node timeout.

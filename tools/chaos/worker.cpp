@@ -7,12 +7,13 @@
 //   chaos_worker --nodes URLS --counter-port P --client N --history FILE
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
-//                [--greedy] [--quarantine] [--threads T]
+//                [--greedy] [--quarantine] [--threads T] [--rest-ms A:B]
 // With --threads T the process runs T clients (ids N*100 + 0..T-1) on one
 // shared, thread-safe redlock::Client, each with its own counter connection.
 // Exit 0 after the run; 2 on bad arguments or an unusable config.
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <vector>
@@ -37,6 +38,7 @@ struct Args {
   int counter_port = 0, client = 0, threads = 1;
   std::int64_t until_ns = 0;
   long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
+  long rest_min = 0, rest_max = 5;  // pause after a release, so others get their turn
   bool greedy = false, quarantine = false;
 };
 
@@ -50,6 +52,12 @@ long number(const char* name, const char* value) {
   const long v = std::strtol(value, &end, 10);
   if (end == value || *end != '\0' || v < 0) usage(std::string(name) + ": \"" + value + "\" is not a number >= 0");
   return v;
+}
+
+void range(const char* name, const char* v, long& lo, long& hi) {
+  if (std::sscanf(v, "%ld:%ld", &lo, &hi) != 2 || lo < 0 || lo > hi) {
+    usage(std::string(name) + ": \"" + v + "\" is not MIN:MAX");
+  }
 }
 
 Args parse(int argc, char** argv) {
@@ -71,11 +79,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--wait") a.wait = number("--wait", v);
     else if (k == "--max-ttl") a.max_ttl = number("--max-ttl", v);
     else if (k == "--node-timeout") a.node_timeout = number("--node-timeout", v);
-    else if (k == "--hold-ms") {
-      if (std::sscanf(v, "%ld:%ld", &a.hold_min, &a.hold_max) != 2 || a.hold_min > a.hold_max) {
-        usage(std::string("--hold-ms: \"") + v + "\" is not MIN:MAX");
-      }
-    } else usage("unknown option " + k);
+    else if (k == "--hold-ms") range("--hold-ms", v, a.hold_min, a.hold_max);
+    else if (k == "--rest-ms") range("--rest-ms", v, a.rest_min, a.rest_max);
+    else usage("unknown option " + k);
   }
   if (a.nodes.empty() || a.history.empty() || a.counter_port == 0 || a.until_ns == 0) {
     usage("--nodes, --history, --counter-port and --until-ns are required");
@@ -142,6 +148,7 @@ void run_client(const Args& a, int id, Client& client, History& history) {
   Counter counter(a.counter_port);
   std::mt19937 rng(static_cast<unsigned>(id * 7919 + monotonic_ns()));
   std::uniform_int_distribution<long> hold(a.hold_min, a.hold_max);
+  std::uniform_int_distribution<long> rest(a.rest_min, a.rest_max);
   while (monotonic_ns() < a.until_ns) {
     Event invoke = base(EventType::invoke, a, id);
     history.add(invoke);
@@ -183,6 +190,7 @@ void run_client(const Args& a, int id, Client& client, History& history) {
     auto released = client.unlock(*lock);
     rel.released = released && released->released;
     history.add(rel);
+    std::this_thread::sleep_for(milliseconds{rest(rng)});
   }
 }
 
@@ -198,6 +206,7 @@ int main(int argc, char** argv) {
   config.options.max_ttl = milliseconds{a.max_ttl};
   config.options.default_ttl = milliseconds{a.ttl};
   config.options.node_timeout = milliseconds{a.node_timeout};
+  config.options.stall_timeout = std::max(config.options.stall_timeout, 4 * config.options.node_timeout);
   auto client = Client::create(config);
   if (!client) usage(client.error().to_string());
   History history(a.history);
