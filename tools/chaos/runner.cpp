@@ -102,25 +102,34 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::pair<st
   return pid;
 }
 
+struct WorkerExits {
+  int killed = 0;  // still running at the deadline
+  int failed = 0;  // exited non-zero or by a signal of their own
+};
+
 // wait_all waits for the workers until `deadline`; stragglers are killed.
-int wait_all(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
-  int killed = 0;
+WorkerExits wait_all(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
+  WorkerExits exits;
   for (pid_t pid : pids) {
     for (;;) {
       int status = 0;
       const pid_t r = waitpid(pid, &status, WNOHANG);
-      if (r == pid || r < 0) break;
+      if (r == pid) {
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++exits.failed;
+        break;
+      }
+      if (r < 0) break;
       if (std::chrono::steady_clock::now() > deadline) {
         kill(pid, SIGCONT);
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
-        ++killed;
+        ++exits.killed;
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds{10});
     }
   }
-  return killed;
+  return exits;
 }
 
 // wait_for_uptime lets freshly started masters pass their own quarantine.
@@ -206,7 +215,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     step.run(stage);
   }
   const auto slack = std::chrono::milliseconds{sc.wait_ms + sc.ttl_ms + 10000};
-  const int killed = wait_all(stage.workers, start + std::chrono::milliseconds{duration_ms} + slack);
+  const WorkerExits exits = wait_all(stage.workers, start + std::chrono::milliseconds{duration_ms} + slack);
   bed.heal_all();
   const std::int64_t t_end = monotonic_ns();
 
@@ -235,7 +244,10 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     }
   }
   const bool violation = redlock::chaos::violation(result) || outage_successes > 0;
-  const bool passed = sc.expect == Expect::safe ? !violation : violation;
+  // A run that shows nothing proves nothing: every worker must have run to
+  // its end, and some lock must have been taken.
+  const bool ran = exits.killed == 0 && exits.failed == 0 && result.acquisitions > 0;
+  const bool passed = ran && (sc.expect == Expect::safe ? !violation : violation);
 
   json j = to_json(result, sc.name, sc.expect == Expect::violation, {});
   j["about"] = sc.about;
@@ -243,7 +255,8 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   j["passed"] = passed;
   j["duration_ms"] = duration_ms;
   j["workers"] = sc.workers;
-  j["workers_killed"] = killed;
+  j["workers_killed"] = exits.killed;
+  j["workers_failed"] = exits.failed;
   if (!sc.sabotage.empty()) j["sabotage"] = sc.sabotage;
   if (sc.majority_down) j["successes_during_majority_outage"] = outage_successes;
 
