@@ -234,19 +234,28 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   CheckInput input{events, bed.counter_value(), leaked, t0, t_end};
   const CheckResult result = check(input);
 
-  std::size_t outage_successes = 0;
+  // While a majority is down: no acquisition may succeed, and every failure
+  // must come back within wait + one node timeout (+ 250 ms of scheduling).
+  std::size_t outage_successes = 0, outage_failures = 0, slow_failures = 0;
   if (sc.majority_down) {
+    const std::int64_t bound_us = (sc.wait_ms + sc.node_timeout_ms + 250) * 1000;
     for (const auto& [from, to] : majority_down(faults, bed.size())) {
       for (const auto& e : events) {
         // 50 ms of grace: a round decided just before the last kill returns after it.
-        if (e.type == EventType::ok && e.t > from + 50'000'000 && e.t < to) ++outage_successes;
+        const bool inside = e.t > from + 50'000'000 && e.t < to;
+        if (inside && e.type == EventType::ok) ++outage_successes;
+        if (inside && e.type == EventType::fail) {
+          ++outage_failures;
+          if (e.latency_us > bound_us) ++slow_failures;
+        }
       }
     }
   }
   const bool violation = redlock::chaos::violation(result) || outage_successes > 0;
   // A run that shows nothing proves nothing: every worker must have run to
   // its end, and some lock must have been taken.
-  const bool ran = exits.killed == 0 && exits.failed == 0 && result.acquisitions > 0;
+  const bool ran = exits.killed == 0 && exits.failed == 0 && result.acquisitions > 0 && slow_failures == 0 &&
+                   (!sc.majority_down || outage_failures > 0);
   const bool passed = ran && (sc.expect == Expect::safe ? !violation : violation);
 
   json j = to_json(result, sc.name, sc.expect == Expect::violation, {});
@@ -258,7 +267,11 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   j["workers_killed"] = exits.killed;
   j["workers_failed"] = exits.failed;
   if (!sc.sabotage.empty()) j["sabotage"] = sc.sabotage;
-  if (sc.majority_down) j["successes_during_majority_outage"] = outage_successes;
+  if (sc.majority_down) {
+    j["successes_during_majority_outage"] = outage_successes;
+    j["failures_during_majority_outage"] = outage_failures;
+    j["failures_slower_than_bound"] = slow_failures;
+  }
 
   fs::create_directories(a.out_dir);
   const std::string svg = (fs::path(a.out_dir) / (sc.name + ".svg")).string();

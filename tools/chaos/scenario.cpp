@@ -155,8 +155,10 @@ std::vector<Scenario> build() {
        .appendfsync_always = true,
        .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0, 1}, d); }});
   add({.name = "kill-3",
-       .about = "kill -9 three of five: no acquisition may succeed until they are back",
+       .about = "kill -9 three of five: no acquisition may succeed until they are back; "
+                "each attempt fails within wait + node timeout",
        .appendfsync_always = true,
+       .wait_ms = 200,
        .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0, 1, 2}, d); },
        .majority_down = true});
   add({.name = "wipe-quarantine",
@@ -264,6 +266,25 @@ std::vector<Scenario> build() {
        .greedy = true,
        .rest_ms = "200:600",
        .nemesis = slow_replies,
+       .proxied = true,
+       .group_b = 2,
+       .min_seconds = 8});
+  add({.name = "client-pause-mid-round",
+       .about = "replies to group 0 come 250 ms late and its clients are stopped for 700 ms: mid-round, "
+                "between sending the SETs and reading the replies",
+       .ttl_ms = 600,
+       .node_timeout_ms = 300,
+       .greedy = true,
+       .rest_ms = "200:600",
+       .nemesis = [](int d, std::mt19937& rng) {
+         std::vector<Action> plan = slow_replies(d, rng);
+         for (int t = at(d, 0.1); t + 700 < at(d, 0.9); t += 1100) {
+           const std::size_t k = static_cast<std::size_t>(std::uniform_int_distribution<int>(0, 3)(rng));
+           plan.push_back({t, [k](Stage& s) { s.bed.pause_process(s.workers[k], "pause client " + std::to_string(k)); }});
+           plan.push_back({t + 700, [k](Stage& s) { s.bed.resume_process(s.workers[k]); }});
+         }
+         return plan;
+       },
        .proxied = true,
        .group_b = 2,
        .min_seconds = 8});
