@@ -56,13 +56,21 @@ std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
 // Three masters lose their data one after another while greedy holders keep
 // the lock: after the third wipe the current holder's key survives on only
 // two masters, and three empty ones make a new majority unless quarantined.
-std::vector<Action> rolling_wipes(int d, std::mt19937&) {
+// `rounds` such triples, spread over the run (more rounds, more chances for
+// a broken client to be caught).
+std::vector<Action> rolling_wipes(int d, int rounds) {
   std::vector<Action> plan;
-  for (std::size_t i = 0; i < 3; ++i) {
-    plan.push_back({at(d, 0.25 + 0.03 * static_cast<double>(i)), [i](Stage& s) { s.bed.restart(i, true); }});
+  for (int r = 0; r < rounds; ++r) {
+    const double base = 0.25 + 0.6 * r / rounds;
+    for (std::size_t i = 0; i < 3; ++i) {
+      plan.push_back({at(d, base + 0.03 * static_cast<double>(i)), [i](Stage& s) { s.bed.restart(i, true); }});
+    }
   }
   return plan;
 }
+
+std::vector<Action> one_wipe_round(int d, std::mt19937&) { return rolling_wipes(d, 1); }
+std::vector<Action> three_wipe_rounds(int d, std::mt19937&) { return rolling_wipes(d, 3); }
 
 std::vector<Action> repeated_short_pauses(int d, std::mt19937&) {
   std::vector<Action> plan;
@@ -165,12 +173,13 @@ std::vector<Scenario> build() {
        .about = "three masters restart without their data one after another; quarantine keeps them out",
        .quarantine = true,
        .greedy = true,
-       .nemesis = rolling_wipes});
+       .nemesis = one_wipe_round});
   add({.name = "wipe-no-quarantine",
        .about = "the same without quarantine: breaks the persistence assumption; must show overlaps",
        .expect = Expect::violation,
        .greedy = true,
-       .nemesis = rolling_wipes});
+       .nemesis = three_wipe_rounds,
+       .min_seconds = 6});
   add({.name = "pause-short",
        .about = "SIGSTOP two masters for 20 ms (< node timeout), every 250 ms",
        .nemesis = repeated_short_pauses});
@@ -338,7 +347,8 @@ std::vector<Scenario> build() {
        .quarantine = true,
        .sabotage = "no_quarantine",
        .greedy = true,
-       .nemesis = rolling_wipes});
+       .nemesis = three_wipe_rounds,
+       .min_seconds = 6});
   return all;
 }
 
