@@ -56,14 +56,15 @@ std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
 // Three masters lose their data one after another while greedy holders keep
 // the lock: after the third wipe the current holder's key survives on only
 // two masters, and three empty ones make a new majority unless quarantined.
-// `rounds` such triples, spread over the run (more rounds, more chances for
-// a broken client to be caught).
+// The three wipes of a triple are 90 ms apart whatever the run's length, so
+// one greedy hold (~1 s) spans them. `rounds` triples are spread over the
+// run (more rounds, more chances for a broken client to be caught).
 std::vector<Action> rolling_wipes(int d, int rounds) {
   std::vector<Action> plan;
   for (int r = 0; r < rounds; ++r) {
-    const double base = 0.25 + 0.6 * r / rounds;
+    const int base = at(d, 0.25 + 0.6 * r / rounds);
     for (std::size_t i = 0; i < 3; ++i) {
-      plan.push_back({at(d, base + 0.03 * static_cast<double>(i)), [i](Stage& s) { s.bed.restart(i, true); }});
+      plan.push_back({base + 90 * static_cast<int>(i), [i](Stage& s) { s.bed.restart(i, true); }});
     }
   }
   return plan;
