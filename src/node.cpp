@@ -390,6 +390,11 @@ void Node::on_conn_timer() {
 
 void Node::on_deadline() {
   armed_ = false;
+  // libuv runs timers before it polls: after a loop turn that stalled (a
+  // slow callback, a descheduled process), replies may already wait in the
+  // socket. Read them first — an answer that arrived in time is not a
+  // timeout. (hiredis treats EAGAIN as "nothing yet".)
+  if (ac_ != nullptr && state_ != State::disconnected) redisAsyncHandleRead(ac_);
   const clock::time_point now = clock::now();
   while (scanned_ < pending_.size()) {
     Pending& p = pending_[scanned_];

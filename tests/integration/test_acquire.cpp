@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "helpers.hpp"
@@ -198,5 +199,37 @@ TEST_CASE("operations in flight when the client closes complete with closed") {
   client->reset();  // destroying the client closes it
   uv_run(&loop, UV_RUN_DEFAULT);
   CHECK(codes == std::vector<Errc>{Errc::closed, Errc::closed, Errc::closed});
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("replies that arrived during a stalled loop turn are not timeouts") {
+  // The loop is blocked for 4 node timeouts right after the acquire is sent
+  // (a slow callback elsewhere in the program). The masters answer within a
+  // millisecond; libuv then runs its timers before polling, so without
+  // reading the socket first every node would read `timeout`.
+  RedisGroup group(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  Config config;
+  config.nodes = *parse_node_list(group.url_list());
+  config.options.quarantine = false;
+  config.options.node_timeout = std::chrono::milliseconds{20};
+  auto client = AsyncClient::create(&loop, config);
+  REQUIRE(client.ok());
+  AsyncClient& c = **client;
+  std::optional<Result<Lock>> warm, got;
+  c.acquire("warm-up", {}, [&](Result<Lock> r) { warm.emplace(std::move(r)); });
+  while (!warm) uv_run(&loop, UV_RUN_ONCE);
+  REQUIRE(warm->ok());
+
+  c.acquire("stalled", {}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  uv_run(&loop, UV_RUN_NOWAIT);  // one turn: the commands are written
+  std::this_thread::sleep_for(std::chrono::milliseconds{80});  // the stall
+  while (!got) uv_run(&loop, UV_RUN_ONCE);
+  REQUIRE_MESSAGE(got->ok(), got->error().to_string());
+  CHECK(count_outcome(got->value().nodes, Outcome::timeout) == 0);
+  c.close();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  client->reset();
   CHECK(uv_loop_close(&loop) == 0);
 }
