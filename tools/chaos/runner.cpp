@@ -42,12 +42,13 @@ struct Args {
   std::string json_file;
   std::string out_dir = "chaos-out";
   unsigned seed = 0;  // 0: from the clock
+  bool keep_histories = false;
   bool list = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "chaos: %s\nusage: chaos [--scenario NAME[,NAME...]] [--long] [--seconds N] "
-                       "[--json FILE] [--out DIR] [--seed N] [--list]\n", why.c_str());
+                       "[--json FILE] [--out DIR] [--seed N] [--keep-histories] [--list]\n", why.c_str());
   std::exit(2);
 }
 
@@ -61,6 +62,7 @@ Args parse(int argc, char** argv) {
     };
     if (k == "--long") a.long_run = true;
     else if (k == "--list") a.list = true;
+    else if (k == "--keep-histories") a.keep_histories = true;
     else if (k == "--json") a.json_file = value();
     else if (k == "--out") a.out_dir = value();
     else if (k == "--seed") a.seed = static_cast<unsigned>(std::strtoul(value().c_str(), nullptr, 10));
@@ -235,7 +237,12 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   }
 
   std::vector<Event> events = read_histories(dir);
-  fs::remove_all(dir);
+  if (a.keep_histories) {
+    fs::create_directories(a.out_dir);
+    fs::rename(dir, fs::path(a.out_dir) / (sc.name + ".histories"));
+  } else {
+    fs::remove_all(dir);
+  }
   const std::vector<Event>& faults = bed.faults();
   events.insert(events.end(), faults.begin(), faults.end());
   CheckInput input{events, bed.counter_value(), leaked, t0, t_end};
@@ -260,8 +267,10 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   }
   const bool violation = redlock::chaos::violation(result) || outage_successes > 0;
   // A run that shows nothing proves nothing: every worker must have run to
-  // its end, and some lock must have been taken.
-  const bool ran = exits.killed == 0 && exits.failed == 0 && result.acquisitions > 0 && slow_failures == 0 &&
+  // its end, and a safe scenario must have taken some lock (a violation is
+  // its own evidence).
+  const bool ran = exits.killed == 0 && exits.failed == 0 && slow_failures == 0 &&
+                   (sc.expect == Expect::violation || result.acquisitions > 0) &&
                    (!sc.majority_down || outage_failures > 0);
   const bool passed = ran && (sc.expect == Expect::safe ? !violation : violation);
 
