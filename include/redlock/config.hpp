@@ -58,7 +58,7 @@ Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
 //    "drift_factor": 0.01, "min_validity_ms": 1, "node_timeout_ms": 50,
 //    "connect_timeout_ms": 200, "reconnect_min_ms": 20,
 //    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
-//    "release_settle_ms": 5, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
+//    "release_settle_ms": 0, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
 // Unknown keys and wrong types are errors. The result is validated.
 Result<Config> parse_config_json(std::string_view json_text);
 

@@ -54,10 +54,12 @@ struct Options {
 
   // Once a release's outcome is certain (a majority confirmed our token is
   // gone), wait at most this long for the other nodes' answers so that
-  // released_nodes is complete. A hung minority costs at most this on each
-  // release; a dead one (connection refused) costs nothing. Zero reports at
-  // the decision. Default 5 ms.
-  milliseconds release_settle{5};
+  // released_nodes counts them too. A slow or hung minority costs up to this
+  // on every release, so the default is zero: a release completes at the
+  // majority, like an acquire, and nodes still unanswered read `pending`
+  // (their answers are processed when they come). The CLI, a one-shot tool,
+  // uses node_timeout so its count is complete.
+  milliseconds release_settle{0};
 
   // A connection whose oldest command has gone unanswered this long is closed
   // and reconnected (a paused or blackholed master). Must exceed
