@@ -1,0 +1,253 @@
+// redlock_bench — the `redlock` system of the benchmark suite, on the public
+// API only. It follows bench/CONTRACT.md: the same invocation, scenarios and
+// one-line JSON result as the floor program and the node-redlock peer. This
+// file: arguments, set-up, output; the scenarios: redlock_scenarios.cpp.
+//
+//   redlock_bench --nodes URL,... --scenario latency|throughput|handoff|memory
+//                 [--seconds S] [--concurrency C] [--samples FILE] [--locks N]
+//
+// Everything runs on ONE uv loop of this thread with redlock::AsyncClient, so
+// the numbers are the library's, not thread hand-offs (the blocking Client
+// would add a cross-thread post and a promise per call).
+//
+// Settings: library defaults except quarantine, which is OFF — the
+// benchmark's masters were just started, so with it on every master would
+// sit out max_ttl + drift (60.6 s) and no lock could be taken. Defaults in
+// force: node_timeout 50 ms, release_settle 5 ms, drift_factor 0.01, and
+// acquire retries every retry_delay 50 ms + uniform 0–50 ms retry_jitter
+// (waiters poll; pub/sub wake-ups come in a later issue). Lock TTL 10000 ms;
+// memory: 60000 ms (= the default Options::max_ttl, which must be ≥ it).
+//
+// Before measuring, each client takes and releases a warm-up lock until a majority of
+// N masters answered ok (at most 3 s; otherwise exit 1 naming the nodes),
+// then runs 100 more acquire+release pairs. Samples are µs on steady_clock;
+// percentiles are by nearest rank; errors are counted, not sampled.
+//
+//   latency    one chain on one resource: acquire (try-lock) → release →
+//              acquire …; sample = one acquire+release pair.
+//   throughput C chains like that on C distinct resources, all pipelined on
+//              the same five connections; ops = pairs; cpu_us_per_op =
+//              getrusage(RUSAGE_SELF) user+sys over the run / pairs.
+//   handoff    a holder client and a waiter client (two AsyncClients, so two
+//              sets of connections, as two processes would have) on one
+//              resource: the holder acquires; the waiter calls acquire with
+//              wait = 5 s; the holder releases 2 + uniform(0..100) ms after
+//              the waiter's call (a release at a random phase of the
+//              waiter's retry cycle, after its first attempt has failed);
+//              sample = from the holder's release completing to the
+//              waiter's acquire completing (0 if the waiter got there
+//              first). failed_attempts_per_handoff = mean(Lock::attempts − 1).
+//   memory     N locks (--locks, default 100000) on distinct resources,
+//              acquired 256 in flight, the Lock values kept; RSS
+//              (/proc/self/statm) after the loop settled minus before;
+//              bytes_per_lock = delta / locks held. Samples: per-acquire
+//              latency; ops/seconds: the acquisition phase. Then all are
+//              released, 256 in flight.
+//
+// Exit: 0 with the JSON line; 1 if the masters are unreachable or the run
+// failed (message on stderr); 2 on a usage error.
+#include <unistd.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlock/redlock.hpp"
+
+namespace redlock_bench {
+
+// Shared with redlock_scenarios.cpp (declared there the same way). Metrics:
+// "ops", "seconds", "errors", and where the scenario has them
+// "cpu_us_per_op", "bytes_per_lock", "failed_attempts_per_handoff".
+using Metrics = std::map<std::string, double>;
+using redlock::AsyncClient;
+// check_masters: the warm-up; empty, or why no majority of the masters answered.
+std::string check_masters(uv_loop_t* loop, AsyncClient& client, const std::string& resource);
+Metrics run_latency(uv_loop_t* loop, AsyncClient& client, const std::string& base, double seconds,
+                    std::vector<long long>& samples);
+Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& base, long concurrency, double seconds,
+                       std::vector<long long>& samples);
+Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
+                    double seconds, std::vector<long long>& samples);
+Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,
+                   std::vector<long long>& samples);
+
+[[noreturn]] void die(int code, const std::string& message) {
+  std::fprintf(stderr, "redlock_bench: %s\n", message.c_str());
+  std::exit(code);
+}
+
+namespace {
+
+struct Args {
+  std::string nodes, scenario, samples_path;
+  double seconds = 3;
+  long concurrency = 64;
+  long locks = 100000;
+};
+
+long long nearest_rank(const std::vector<long long>& sorted, double p) {
+  const auto n = static_cast<double>(sorted.size());
+  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * n));
+  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1];
+}
+
+// to_json is the one output line of CONTRACT.md.
+std::string to_json(const std::string& scenario, const Metrics& m, std::vector<long long> samples) {
+  std::sort(samples.begin(), samples.end());
+  const double ops = m.at("ops"), seconds = m.at("seconds");
+  char buf[256];
+  std::string out = "{\"system\": \"redlock\", \"scenario\": \"" + scenario + "\"";
+  std::snprintf(buf, sizeof buf, ", \"ops\": %.0f, \"seconds\": %.3f, \"ops_per_s\": %.1f", ops, seconds,
+                seconds > 0 ? ops / seconds : 0.0);
+  out += buf;
+  for (auto [name, p] : {std::pair{"p50_us", 50.0}, {"p90_us", 90.0}, {"p99_us", 99.0}, {"p999_us", 99.9}}) {
+    out += std::string(", \"") + name + "\": ";
+    out += samples.empty() ? "null" : std::to_string(nearest_rank(samples, p));
+  }
+  for (auto [name, fmt] :
+       {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"}}) {
+    if (const auto it = m.find(name); it != m.end()) {
+      std::snprintf(buf, sizeof buf, fmt, it->second);
+      out += std::string(", \"") + name + "\": " + buf;
+    }
+  }
+  std::snprintf(buf, sizeof buf, ", \"errors\": %.0f}", m.at("errors"));
+  return out + buf;
+}
+
+// ---------------------------------------------------------------------------
+// Arguments.
+
+constexpr const char* usage =
+    "usage: redlock_bench --nodes URL,URL,... --scenario latency|throughput|handoff|memory\n"
+    "                     [--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n";
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  auto number = [](const std::string& flag, const std::string& v, double min) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(d >= min) || d > 1e9) die(2, flag + ": bad value \"" + v + "\"\n" + usage);
+    return d;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (const auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag.resize(eq);
+    } else if (flag == "-h" || flag == "--help") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      die(2, flag + ": missing value\n" + usage);
+    }
+    if (flag == "--nodes") {
+      a.nodes = value;
+    } else if (flag == "--scenario") {
+      a.scenario = value;
+    } else if (flag == "--samples") {
+      a.samples_path = value;
+    } else if (flag == "--seconds") {
+      a.seconds = number(flag, value, 0.001);
+    } else if (flag == "--concurrency") {
+      a.concurrency = static_cast<long>(number(flag, value, 1));
+    } else if (flag == "--locks") {
+      a.locks = static_cast<long>(number(flag, value, 1));
+    } else {
+      die(2, "unknown option " + flag + "\n" + usage);
+    }
+  }
+  if (a.nodes.empty()) die(2, std::string("--nodes is required\n") + usage);
+  if (a.scenario != "latency" && a.scenario != "throughput" && a.scenario != "handoff" && a.scenario != "memory") {
+    die(2, "--scenario: unknown \"" + a.scenario + "\"\n" + usage);
+  }
+  return a;
+}
+
+bool is_loopback(const redlock::NodeAddress& n) {
+  if (n.kind == redlock::NodeAddress::Kind::unix_socket) return true;
+  return n.host == "::1" || n.host == "localhost" || n.host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+}  // namespace redlock_bench
+
+int main(int argc, char** argv) {
+  using namespace redlock_bench;
+  const Args args = parse_args(argc, argv);
+  auto nodes = redlock::parse_node_list(args.nodes);
+  if (!nodes) die(2, "--nodes: " + nodes.error().to_string());
+  for (const auto& n : *nodes) {
+    if (!is_loopback(n)) die(2, "--nodes: " + n.display() + " is not a loopback address (loopback only)");
+  }
+  // A hung run must not hang the suite: SIGALRM's default action ends us.
+  const long memory_extra = args.scenario == "memory" ? args.locks / 500 : 0;
+  alarm(static_cast<unsigned>(args.seconds + 120 + static_cast<double>(memory_extra)));
+
+  redlock::Config config;
+  config.nodes = std::move(*nodes);
+  config.options.quarantine = false;  // the masters were just started: see the header comment
+
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) != 0) die(1, "uv_loop_init failed");
+  std::vector<std::unique_ptr<AsyncClient>> clients;
+  for (int i = 0; i < (args.scenario == "handoff" ? 2 : 1); ++i) {
+    auto c = AsyncClient::create(&loop, config);
+    if (!c) die(2, c.error().to_string());
+    clients.push_back(std::move(*c));
+  }
+  const std::string base = "bench-" + std::to_string(getpid()) + "-" + args.scenario;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    if (std::string why = check_masters(&loop, *clients[i], base + "-warmup-" + std::to_string(i)); !why.empty()) {
+      die(1, why);
+    }
+  }
+
+  std::vector<long long> samples;  // µs
+  Metrics m;
+  if (args.scenario == "latency") {
+    m = run_latency(&loop, *clients[0], base, args.seconds, samples);
+  } else if (args.scenario == "throughput") {
+    m = run_throughput(&loop, *clients[0], base, args.concurrency, args.seconds, samples);
+  } else if (args.scenario == "handoff") {
+    m = run_handoff(&loop, *clients[0], *clients[1], base, args.seconds, samples);
+  } else {
+    m = run_memory(&loop, *clients[0], base, args.locks, samples);
+  }
+
+  // Close every client, run the loop until the last handle is gone.
+  std::size_t open = clients.size();
+  for (auto& c : clients) c->close([&open] { --open; });
+  uv_run(&loop, UV_RUN_DEFAULT);
+  clients.clear();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  const int closed = uv_loop_close(&loop);
+
+  if (!args.samples_path.empty()) {
+    std::ofstream f(args.samples_path);
+    for (long long s : samples) f << s << '\n';
+    if (!f) die(1, "cannot write " + args.samples_path);
+  }
+  if (m.at("ops") == 0) {
+    die(1, "the run failed: no operation succeeded (" + std::to_string(static_cast<long long>(m.at("errors"))) +
+               " errors)");
+  }
+  std::printf("%s\n", to_json(args.scenario, m, std::move(samples)).c_str());
+  std::fflush(stdout);
+  if (open != 0 || closed != 0) {
+    die(1, "internal: the loop did not close cleanly (" + std::string(closed != 0 ? uv_strerror(closed) : "") + ", " +
+               std::to_string(open) + " clients still open)");
+  }
+  return 0;
+}

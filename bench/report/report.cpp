@@ -1,0 +1,564 @@
+// report.cpp — the benchmark report (bench/CONTRACT.md, scripts/bench.sh).
+//
+//   bench_report --input RESULTS.jsonl [--out-dir DIR] [--samples SYSTEM:SCENARIO=FILE]...
+//
+// RESULTS.jsonl holds the JSON lines of every run of every round, as printed
+// by the benchmark programs, optionally with fields added by the runner:
+//   "round": r        which round the line belongs to;
+//   "label": "name"   the scenario name to report it under (the degraded runs
+//                     are the latency scenario under a fault, reported as
+//                     "degraded-1-paused" etc.); without it, "scenario";
+//   "failed": "why"   the program failed (exit status, no output).
+// For every system and scenario the MEDIAN over rounds of each numeric metric
+// is taken ("errors" is summed instead, as "errors_total"). Then:
+//   stdout               a Markdown table, scenario × metric, with the columns
+//                        redlock, node-redlock, floor, redlock/node-redlock,
+//                        redlock/floor (plain ratios of the medians);
+//   DIR/latest.json      {"machine", "generated", "rounds", "results"};
+//   DIR/<scenario>-cdf.svg  CDF of the raw samples (--samples files, pooled
+//                        over rounds), one curve per system, log x axis in µs;
+//   DIR/throughput.svg   ops/s of the throughput scenario per system (median
+//                        bar, min–max whisker over rounds).
+// DIR defaults to docs/benchmarks. SVGs are self-contained (no fonts, scripts
+// or external references). Exit 0 on success, 1 on an I/O or input error,
+// 2 on a usage error.
+
+#include <nlohmann/json.hpp>
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kSystems = {"redlock", "node-redlock", "floor"};
+const std::vector<std::string> kScenarioOrder = {"latency",           "throughput",        "handoff",
+                                                 "memory",            "degraded-1-paused", "degraded-2-paused",
+                                                 "degraded-slow-2ms"};
+// Metrics shown in the table, in this order (all numeric ones go to latest.json).
+const std::vector<std::string> kTableMetrics = {"p50_us",         "p90_us",          "p99_us",
+                                                "p999_us",        "ops_per_s",       "cpu_us_per_op",
+                                                "bytes_per_lock", "failed_attempts_per_handoff",
+                                                "errors_total"};
+// Numeric fields that describe the run rather than measure it.
+const std::set<std::string> kNotMetrics = {"round", "rss_before", "rss_after"};
+
+const std::map<std::string, std::string> kColors = {
+    {"redlock", "#1f6fb4"}, {"node-redlock", "#d0342c"}, {"floor", "#2a9d3a"}};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "bench_report: " << msg << "\n"
+            << "usage: bench_report --input RESULTS.jsonl [--out-dir DIR] [--samples SYSTEM:SCENARIO=FILE]...\n";
+  std::exit(2);
+}
+
+[[noreturn]] void fail(const std::string& msg) {
+  std::cerr << "bench_report: " << msg << "\n";
+  std::exit(1);
+}
+
+struct Cell {
+  std::map<std::string, std::vector<double>> values;  // metric -> one value per round
+  std::vector<std::string> unsupported;
+  std::vector<std::string> failed;
+  int runs = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  if (n == 0) return NAN;
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string fmt_number(double v) {
+  if (std::isnan(v)) return "—";
+  char buf[64];
+  double a = std::fabs(v);
+  if (a == 0) return "0";
+  if (a >= 100) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (a >= 10) std::snprintf(buf, sizeof buf, "%.1f", v);
+  else if (a >= 1) std::snprintf(buf, sizeof buf, "%.2f", v);
+  else std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+std::string fmt_ratio(double a, double b) {
+  if (std::isnan(a) || std::isnan(b) || b == 0) return "—";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f×", a / b);
+  return buf;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// ---- machine ----------------------------------------------------------------
+
+json machine_info() {
+  json m;
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line, model;
+  int cores = 0;
+  while (std::getline(cpu, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string k = trim(line.substr(0, colon)), v = trim(line.substr(colon + 1));
+    if (k == "processor") ++cores;
+    if (k == "model name" && model.empty()) model = v;
+  }
+  m["cpu_model"] = model.empty() ? "unknown" : model;
+  m["cores"] = cores;
+  utsname u{};
+  if (uname(&u) == 0) {
+    m["kernel"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  }
+  std::ifstream mem("/proc/meminfo");
+  while (std::getline(mem, line)) {
+    if (line.rfind("MemTotal:", 0) == 0) {
+      long long kb = std::atoll(line.c_str() + 9);
+      m["memory_bytes"] = kb * 1024;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(kb) / (1024.0 * 1024.0));
+      m["memory"] = buf;
+      break;
+    }
+  }
+  return m;
+}
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// ---- SVG --------------------------------------------------------------------
+
+struct Svg {
+  std::ostringstream s;
+  Svg(int w, int h) {
+    s << std::fixed << std::setprecision(1);
+    s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 "
+      << w << " " << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect x=\"0\" y=\"0\" width=\"" << w << "\" height=\"" << h << "\" fill=\"white\"/>\n";
+  }
+  void text(double x, double y, const std::string& t, const char* anchor = "start", int size = 12,
+            const char* extra = "") {
+    s << "<text x=\"" << x << "\" y=\"" << y << "\" text-anchor=\"" << anchor << "\" font-size=\"" << size << "\" "
+      << extra << ">" << xml_escape(t) << "</text>\n";
+  }
+  void line(double x1, double y1, double x2, double y2, const char* stroke, double width = 1,
+            const char* extra = "") {
+    s << "<line x1=\"" << x1 << "\" y1=\"" << y1 << "\" x2=\"" << x2 << "\" y2=\"" << y2 << "\" stroke=\"" << stroke
+      << "\" stroke-width=\"" << width << "\" " << extra << "/>\n";
+  }
+  std::string str() { return s.str() + "</svg>\n"; }
+};
+
+void write_file(const fs::path& p, const std::string& content) {
+  std::ofstream f(p);
+  if (!f) fail("cannot write " + p.string() + ": " + std::strerror(errno));
+  f << content;
+  if (!f) fail("cannot write " + p.string());
+}
+
+std::string fmt_us_tick(double us) {
+  char buf[32];
+  if (us >= 1e6) std::snprintf(buf, sizeof buf, "%g s", us / 1e6);
+  else if (us >= 1e3) std::snprintf(buf, sizeof buf, "%g ms", us / 1e3);
+  else std::snprintf(buf, sizeof buf, "%g µs", us);
+  return buf;
+}
+
+// CDF of the pooled samples, one curve per system, log x axis.
+std::string cdf_svg(const std::string& scenario, const std::map<std::string, std::vector<double>>& samples) {
+  const int W = 760, H = 440, L = 70, R = 20, T = 50, B = 60;
+  const double pw = W - L - R, ph = H - T - B;
+  double lo = INFINITY, hi = 0;
+  for (auto& [sys, v] : samples) {
+    if (v.empty()) continue;
+    lo = std::min(lo, std::max(1.0, v.front()));
+    hi = std::max(hi, std::max(1.0, v.back()));
+  }
+  double dlo = std::floor(std::log10(lo)), dhi = std::ceil(std::log10(hi));
+  if (dhi <= dlo) dhi = dlo + 1;
+  auto X = [&](double us) { return L + (std::log10(std::max(1.0, us)) - dlo) / (dhi - dlo) * pw; };
+  auto Y = [&](double p) { return T + (1.0 - p) * ph; };
+
+  Svg svg(W, H);
+  svg.text(W / 2.0, 24, scenario + ": acquire + release, cumulative distribution of pair latency", "middle", 15,
+           "font-weight=\"bold\"");
+  // grid: decades with 2 and 5 minors; probabilities every 0.1
+  for (double d = dlo; d <= dhi; d += 1) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      double us = m * std::pow(10.0, d);
+      if (std::log10(us) > dhi + 1e-9) break;
+      double x = X(us);
+      svg.line(x, T, x, T + ph, m == 1.0 ? "#bbbbbb" : "#e6e6e6");
+      if (m == 1.0 || (dhi - dlo) <= 3) svg.text(x, T + ph + 18, fmt_us_tick(us), "middle", 11);
+    }
+  }
+  for (int i = 0; i <= 10; ++i) {
+    double p = i / 10.0;
+    svg.line(L, Y(p), L + pw, Y(p), i == 0 || i == 10 ? "#bbbbbb" : "#eeeeee");
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.1f", p);
+    svg.text(L - 8, Y(p) + 4, buf, "end", 11);
+  }
+  svg.text(L + pw / 2, H - 16, "pair latency (µs, log scale)", "middle", 12);
+  svg.text(18, T + ph / 2, "fraction of pairs ≤ x", "middle", 12,
+           ("transform=\"rotate(-90 18 " + std::to_string(T + ph / 2) + ")\"").c_str());
+  // curves: at most ~1200 points, denser in the tail
+  int legend = 0;
+  for (const auto& sys : kSystems) {
+    auto it = samples.find(sys);
+    if (it == samples.end() || it->second.empty()) continue;
+    const auto& v = it->second;
+    const size_t n = v.size();
+    std::vector<size_t> idx;
+    for (int i = 0; i < 1000; ++i) idx.push_back(static_cast<size_t>(static_cast<double>(i) / 1000.0 * n));
+    for (int i = 0; i < 200; ++i) idx.push_back(static_cast<size_t>((0.99 + 0.01 * i / 200.0) * n));
+    idx.push_back(n - 1);
+    std::sort(idx.begin(), idx.end());
+    idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+    std::ostringstream pts;
+    pts << std::fixed << std::setprecision(1);
+    // A point per selected rank; points closer than half a pixel to the last
+    // one drawn are dropped (the curve looks the same, the file is small).
+    double last_x = X(v[idx.front()]), last_y = Y(0);
+    pts << last_x << "," << last_y;
+    for (size_t k : idx) {
+      if (k >= n) continue;
+      double x = X(v[k]);
+      double y = Y(static_cast<double>(k + 1) / static_cast<double>(n));
+      if (std::fabs(x - last_x) < 0.5 && std::fabs(y - last_y) < 0.5 && k != n - 1) continue;
+      pts << " " << x << "," << y;
+      last_x = x;
+      last_y = y;
+    }
+    svg.s << "<polyline fill=\"none\" stroke=\"" << kColors.at(sys) << "\" stroke-width=\"2\" points=\""
+          << pts.str() << "\"/>\n";
+    std::vector<double> sorted = v;
+    char lab[160];
+    std::snprintf(lab, sizeof lab, "%s (n=%zu, p50 %s µs, p99 %s µs)", sys.c_str(), n,
+                  fmt_number(sorted[std::max<size_t>(1, static_cast<size_t>(std::ceil(0.5 * n))) - 1]).c_str(),
+                  fmt_number(sorted[std::max<size_t>(1, static_cast<size_t>(std::ceil(0.99 * n))) - 1]).c_str());
+    double ly = T + ph - 14 - 18.0 * legend;
+    svg.line(L + pw - 300, ly - 4, L + pw - 276, ly - 4, kColors.at(sys).c_str(), 3);
+    svg.text(L + pw - 270, ly, lab, "start", 11);
+    ++legend;
+  }
+  return svg.str();
+}
+
+// Bars: median ops/s per system, whiskers min..max over rounds.
+std::string throughput_svg(const std::map<std::string, std::vector<double>>& per_system, const std::string& note) {
+  const int W = 560, H = 400, L = 80, R = 20, T = 50, B = 70;
+  const double pw = W - L - R, ph = H - T - B;
+  double top = 0;
+  for (auto& [sys, v] : per_system)
+    for (double x : v) top = std::max(top, x);
+  if (top <= 0) top = 1;
+  double mag = std::pow(10.0, std::floor(std::log10(top)));
+  double step = mag;
+  for (double s : {mag / 5, mag / 2, mag}) {
+    if (top / s <= 8) { step = s; break; }
+  }
+  double ymax = std::ceil(top * 1.08 / step) * step;
+  auto Y = [&](double v) { return T + (1.0 - v / ymax) * ph; };
+
+  Svg svg(W, H);
+  svg.text(W / 2.0, 24, "throughput: acquire + release pairs per second", "middle", 15, "font-weight=\"bold\"");
+  for (double v = 0; v <= ymax + 1e-9; v += step) {
+    svg.line(L, Y(v), L + pw, Y(v), v == 0 ? "#999999" : "#eeeeee");
+    svg.text(L - 8, Y(v) + 4, fmt_number(v), "end", 11);
+  }
+  svg.text(18, T + ph / 2, "pairs / s", "middle", 12,
+           ("transform=\"rotate(-90 18 " + std::to_string(T + ph / 2) + ")\"").c_str());
+  const double slot = pw / static_cast<double>(kSystems.size());
+  for (size_t i = 0; i < kSystems.size(); ++i) {
+    const auto& sys = kSystems[i];
+    double cx = L + slot * (static_cast<double>(i) + 0.5);
+    svg.text(cx, T + ph + 20, sys, "middle", 12);
+    auto it = per_system.find(sys);
+    if (it == per_system.end() || it->second.empty()) {
+      svg.text(cx, T + ph - 10, "no data", "middle", 11, "fill=\"#888888\"");
+      continue;
+    }
+    double med = median(it->second);
+    double mn = *std::min_element(it->second.begin(), it->second.end());
+    double mx = *std::max_element(it->second.begin(), it->second.end());
+    double bw = slot * 0.55;
+    svg.s << "<rect x=\"" << cx - bw / 2 << "\" y=\"" << Y(med) << "\" width=\"" << bw << "\" height=\""
+          << Y(0) - Y(med) << "\" fill=\"" << kColors.at(sys) << "\"/>\n";
+    if (it->second.size() > 1) {
+      svg.line(cx, Y(mx), cx, Y(mn), "#333333", 1.5);
+      svg.line(cx - 8, Y(mx), cx + 8, Y(mx), "#333333", 1.5);
+      svg.line(cx - 8, Y(mn), cx + 8, Y(mn), "#333333", 1.5);
+    }
+    svg.text(cx, Y(mx) - 6, fmt_number(med), "middle", 12, "font-weight=\"bold\"");
+  }
+  svg.text(W / 2.0, H - 14, note, "middle", 11, "fill=\"#555555\"");
+  return svg.str();
+}
+
+std::vector<double> read_samples(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail("cannot read samples file " + path + ": " + std::strerror(errno));
+  std::vector<double> v;
+  std::string line;
+  while (std::getline(f, line)) {
+    line = trim(line);
+    if (line.empty()) continue;
+    char* end = nullptr;
+    double x = std::strtod(line.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(x) || x < 0) fail("bad sample '" + line + "' in " + path);
+    v.push_back(x);
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string input;
+  fs::path out_dir = "docs/benchmarks";
+  // scenario -> system -> pooled samples
+  std::map<std::string, std::map<std::string, std::vector<double>>> samples;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--input") input = value();
+    else if (a == "--out-dir") out_dir = value();
+    else if (a == "--samples") {
+      std::string v = value();
+      auto colon = v.find(':'), eq = v.find('=');
+      if (colon == std::string::npos || eq == std::string::npos || eq < colon)
+        usage_error("--samples wants SYSTEM:SCENARIO=FILE, got '" + v + "'");
+      std::string sys = v.substr(0, colon), scen = v.substr(colon + 1, eq - colon - 1), file = v.substr(eq + 1);
+      if (std::find(kSystems.begin(), kSystems.end(), sys) == kSystems.end())
+        usage_error("unknown system '" + sys + "' in --samples");
+      auto s = read_samples(file);
+      auto& pool = samples[scen][sys];
+      pool.insert(pool.end(), s.begin(), s.end());
+    } else if (a == "--help" || a == "-h") {
+      std::cout << "bench_report --input RESULTS.jsonl [--out-dir DIR] [--samples SYSTEM:SCENARIO=FILE]...\n";
+      return 0;
+    } else usage_error("unknown argument '" + a + "'");
+  }
+  if (input.empty()) usage_error("--input is required");
+
+  std::ifstream in(input);
+  if (!in) fail("cannot read " + input + ": " + std::strerror(errno));
+  // scenario -> system -> cell
+  std::map<std::string, std::map<std::string, Cell>> cells;
+  std::set<long long> rounds_seen;
+  std::string line;
+  int lineno = 0, bad = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    line = trim(line);
+    if (line.empty()) continue;
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const std::exception& e) {
+      std::cerr << "bench_report: " << input << ":" << lineno << ": not JSON, skipped (" << e.what() << ")\n";
+      ++bad;
+      continue;
+    }
+    if (!j.is_object() || !j.contains("system") || !j["system"].is_string() || !j.contains("scenario") ||
+        !j["scenario"].is_string()) {
+      std::cerr << "bench_report: " << input << ":" << lineno << ": no \"system\"/\"scenario\", skipped\n";
+      ++bad;
+      continue;
+    }
+    std::string sys = j["system"];
+    std::string scen = j.contains("label") && j["label"].is_string() ? j["label"].get<std::string>()
+                                                                       : j["scenario"].get<std::string>();
+    if (j.contains("round") && j["round"].is_number_integer()) rounds_seen.insert(j["round"].get<long long>());
+    Cell& c = cells[scen][sys];
+    ++c.runs;
+    if (j.contains("unsupported")) {
+      std::string why = j["unsupported"].is_string() ? j["unsupported"].get<std::string>() : j["unsupported"].dump();
+      if (std::find(c.unsupported.begin(), c.unsupported.end(), why) == c.unsupported.end())
+        c.unsupported.push_back(why);
+      continue;
+    }
+    if (j.contains("failed")) {
+      c.failed.push_back(j["failed"].is_string() ? j["failed"].get<std::string>() : j["failed"].dump());
+      continue;
+    }
+    for (auto& [k, v] : j.items()) {
+      if (!v.is_number() || kNotMetrics.count(k)) continue;
+      if (k == "errors") c.values["errors_total"].push_back(v.get<double>());
+      else c.values[k].push_back(v.get<double>());
+    }
+  }
+  if (cells.empty()) fail(input + " holds no result");
+
+  int rounds = static_cast<int>(rounds_seen.size());
+  if (rounds == 0) {
+    for (auto& [scen, per] : cells)
+      for (auto& [sys, c] : per) rounds = std::max(rounds, c.runs);
+  }
+
+  std::vector<std::string> scenarios = kScenarioOrder;
+  for (auto& [scen, per] : cells)
+    if (std::find(scenarios.begin(), scenarios.end(), scen) == scenarios.end()) scenarios.push_back(scen);
+  scenarios.erase(std::remove_if(scenarios.begin(), scenarios.end(), [&](const std::string& s) { return !cells.count(s); }),
+                  scenarios.end());
+
+  auto metric_of = [&](const std::string& scen, const std::string& sys, const std::string& m) -> double {
+    auto& per = cells[scen];
+    auto it = per.find(sys);
+    if (it == per.end()) return NAN;
+    auto mit = it->second.values.find(m);
+    if (mit == it->second.values.end() || mit->second.empty()) return NAN;
+    if (m == "errors_total") {
+      double s = 0;
+      for (double x : mit->second) s += x;
+      return s;
+    }
+    return median(mit->second);
+  };
+
+  // latest.json
+  json results = json::object();
+  for (const auto& scen : scenarios) {
+    for (auto& [sys, c] : cells[scen]) {
+      json r = json::object();
+      for (auto& [m, v] : c.values) r[m] = metric_of(scen, sys, m);
+      if (!c.values.empty()) r["rounds"] = c.values.begin()->second.size();
+      if (!c.unsupported.empty()) r["unsupported"] = c.unsupported.front();
+      if (!c.failed.empty()) r["failed_runs"] = c.failed;
+      results[sys][scen] = r;
+    }
+  }
+  json latest = {{"machine", machine_info()}, {"generated", iso_now()}, {"rounds", rounds}, {"results", results}};
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) fail("cannot create " + out_dir.string() + ": " + ec.message());
+  write_file(out_dir / "latest.json", latest.dump(2) + "\n");
+
+  // The table.
+  std::ostringstream t;
+  t << "| scenario | metric | redlock | node-redlock | floor | redlock/node-redlock | redlock/floor |\n"
+    << "|---|---|---:|---:|---:|---:|---:|\n";
+  std::vector<std::string> notes;
+  for (const auto& scen : scenarios) {
+    auto& per = cells[scen];
+    auto cell_text = [&](const std::string& sys, const std::string& m) -> std::string {
+      auto it = per.find(sys);
+      if (it == per.end()) return "—";
+      if (!it->second.unsupported.empty() && it->second.values.empty()) return "n/a";
+      if (!it->second.failed.empty() && it->second.values.empty()) return "failed";
+      return fmt_number(metric_of(scen, sys, m));
+    };
+    bool first = true;
+    for (const auto& m : kTableMetrics) {
+      bool any = false;
+      for (const auto& sys : kSystems) {
+        auto it = per.find(sys);
+        if (it != per.end() && it->second.values.count(m)) any = true;
+      }
+      if (!any) continue;
+      double r = metric_of(scen, "redlock", m), n = metric_of(scen, "node-redlock", m),
+             f = metric_of(scen, "floor", m);
+      t << "| " << (first ? scen : "") << " | " << m << " | " << cell_text("redlock", m) << " | "
+        << cell_text("node-redlock", m) << " | " << cell_text("floor", m) << " | "
+        << (m == "errors_total" ? "" : fmt_ratio(r, n)) << " | " << (m == "errors_total" ? "" : fmt_ratio(r, f))
+        << " |\n";
+      first = false;
+    }
+    if (first) {  // nothing measured for this scenario at all
+      t << "| " << scen << " | — | " << cell_text("redlock", "") << " | " << cell_text("node-redlock", "") << " | "
+        << cell_text("floor", "") << " | | |\n";
+    }
+    for (const auto& sys : kSystems) {
+      auto it = per.find(sys);
+      if (it == per.end()) continue;
+      for (const auto& why : it->second.unsupported) notes.push_back(scen + ", " + sys + ": unsupported — " + why);
+      if (!it->second.failed.empty())
+        notes.push_back(scen + ", " + sys + ": " + std::to_string(it->second.failed.size()) + " failed run(s) — " +
+                        it->second.failed.front());
+    }
+  }
+  std::cout << "Medians over " << rounds << " round(s); errors_total is the sum. Ratios are redlock's median "
+            << "divided by the other's (latency: below 1 is faster; ops_per_s: above 1 is faster).\n\n"
+            << t.str();
+  if (!notes.empty()) {
+    std::cout << "\n";
+    for (auto& n : notes) std::cout << "- " << n << "\n";
+  }
+
+  // Plots.
+  for (auto& [scen, per_sys] : samples) {
+    for (auto& [sys, v] : per_sys) std::sort(v.begin(), v.end());
+    std::string name = scen + "-cdf.svg";
+    write_file(out_dir / name, cdf_svg(scen, per_sys));
+    std::cerr << "bench_report: wrote " << (out_dir / name).string() << "\n";
+  }
+  if (cells.count("throughput")) {
+    std::map<std::string, std::vector<double>> per;
+    std::string conc;
+    for (auto& [sys, c] : cells["throughput"]) {
+      auto it = c.values.find("ops_per_s");
+      if (it != c.values.end()) per[sys] = it->second;
+      auto ci = c.values.find("concurrency");
+      if (ci != c.values.end() && !ci->second.empty() && conc.empty()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.0f", median(ci->second));
+        conc = buf;
+      }
+    }
+    std::string note = "median over " + std::to_string(rounds) + " round(s), whiskers min–max" +
+                       (conc.empty() ? "" : "; " + conc + " concurrent workers on distinct resources");
+    write_file(out_dir / "throughput.svg", throughput_svg(per, note));
+    std::cerr << "bench_report: wrote " << (out_dir / "throughput.svg").string() << "\n";
+  }
+  std::cerr << "bench_report: wrote " << (out_dir / "latest.json").string() << "\n";
+  return bad > 0 ? 1 : 0;
+}

@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# bench.sh — the benchmarks: redlock vs node-redlock vs the raw floor, on five
+# redis-server masters of its own (docs/benchmarks.md, bench/CONTRACT.md).
+#
+#   scripts/bench.sh [--quick] [--rounds N] [--seconds S] [--locks N]
+#                    [--concurrency C] [--scenarios LIST] [--no-build]
+#
+#   --quick         1 round, 1 s per run, 10000 locks for memory
+#   --rounds N      rounds (default 5); every round runs every scenario, and
+#                   inside a scenario the systems back to back (interleaved:
+#                   redlock, node-redlock, floor), so drift of the machine
+#                   hits all three alike
+#   --seconds S     seconds per run (default 3)
+#   --locks N       locks held in the memory scenario (default 100000)
+#   --concurrency C workers of the throughput scenario (default 64)
+#   --scenarios L   comma-separated subset of: latency, throughput, handoff,
+#                   memory, degraded-1-paused, degraded-2-paused,
+#                   degraded-slow-2ms (default: all)
+#   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
+#
+# The degraded scenarios are the latency scenario under a fault: one master
+# (degraded-1-paused) or two (degraded-2-paused) SIGSTOPped for the whole run
+# (stopped before the program starts, SIGCONT right after it ends), or one
+# master reached through faultproxy with every request delayed 2 ms
+# (degraded-slow-2ms: `SET * delay_up=2`).
+#
+# Programs (override with the environment variables):
+#   REDLOCK_BENCH   build/bench/redlock_bench   (skipped with a warning if absent)
+#   FLOOR_BIN       build/bench/floor/floor     (skipped with a warning if absent)
+#   REPORT_BIN      build/bench/report/bench_report (required)
+#   FAULTPROXY_BIN  build/tools/faultproxy/faultproxy (degraded-slow-2ms only)
+#   node bench/peers/node/bench.js              (node + npm required)
+#
+# Output: progress on stderr; the raw JSON lines, samples, the programs'
+# stderr and the table in build/bench-out/; the report program writes
+# docs/benchmarks/latest.json and the SVG plots (BENCH_DOCS_DIR to change)
+# and prints the table. Masters live on free loopback ports (never the
+# 7001-7005 test bed) in a temp dir; every process started here is stopped by
+# its pid on exit, paused masters are always resumed first. Exit 0 when every
+# run succeeded, 1 when any run failed (the report is still written).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+REDLOCK_BENCH=${REDLOCK_BENCH:-$BUILD_DIR/bench/redlock_bench}
+FLOOR_BIN=${FLOOR_BIN:-$BUILD_DIR/bench/floor/floor}
+REPORT_BIN=${REPORT_BIN:-$BUILD_DIR/bench/report/bench_report}
+FAULTPROXY_BIN=${FAULTPROXY_BIN:-$BUILD_DIR/tools/faultproxy/faultproxy}
+NODE_DIR=bench/peers/node
+DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
+OUT=$BUILD_DIR/bench-out
+
+ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-slow-2ms)
+SYSTEMS=(redlock node-redlock floor)
+
+rounds=5
+seconds=3
+locks=100000
+concurrency=64
+scenarios=("${ALL_SCENARIOS[@]}")
+build=1
+quick=0
+
+me=$(basename "$0")
+log() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() { printf '%s: %s\n' "$me" "$*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; }
+
+while (($# > 0)); do
+  case $1 in
+    --quick) quick=1; rounds=1; seconds=1; locks=10000 ;;
+    --rounds) rounds=${2:?--rounds needs a value}; shift ;;
+    --seconds) seconds=${2:?--seconds needs a value}; shift ;;
+    --locks) locks=${2:?--locks needs a value}; shift ;;
+    --concurrency) concurrency=${2:?--concurrency needs a value}; shift ;;
+    --scenarios) IFS=, read -r -a scenarios <<<"${2:?--scenarios needs a value}"; shift ;;
+    --no-build) build=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage; die "unknown argument '$1'" ;;
+  esac
+  shift
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, got '$rounds'"
+[[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ && $seconds != 0 ]] || die "--seconds must be a positive number, got '$seconds'"
+[[ $locks =~ ^[1-9][0-9]*$ ]] || die "--locks must be a positive integer, got '$locks'"
+[[ $concurrency =~ ^[1-9][0-9]*$ ]] || die "--concurrency must be a positive integer, got '$concurrency'"
+for s in "${scenarios[@]}"; do
+  [[ " ${ALL_SCENARIOS[*]} " == *" $s "* ]] || die "unknown scenario '$s' (known: ${ALL_SCENARIOS[*]})"
+done
+
+# ---- prerequisites ---------------------------------------------------------------
+
+command -v node >/dev/null 2>&1 || die "node is not installed (Node.js >= 18 is needed for the node-redlock peer)"
+command -v npm >/dev/null 2>&1 || die "npm is not installed (needed to install the node-redlock peer's packages)"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+((node_major >= 18)) || die "node $(node --version) is too old: Node.js >= 18 is needed"
+
+if ((build)); then
+  bash scripts/bootstrap.sh >&2
+fi
+command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed (scripts/bootstrap.sh installs it)"
+command -v redis-cli >/dev/null 2>&1 || die "redis-cli is not installed (package redis-tools)"
+
+if [[ ! -d $NODE_DIR/node_modules ]]; then
+  log "installing the node-redlock peer's packages (npm ci in $NODE_DIR)"
+  if [[ -f $NODE_DIR/package-lock.json ]]; then
+    (cd "$NODE_DIR" && npm ci --no-audit --no-fund >&2) || die "npm ci failed in $NODE_DIR"
+  else
+    (cd "$NODE_DIR" && npm install --no-audit --no-fund >&2) || die "npm install failed in $NODE_DIR"
+  fi
+fi
+
+[[ -x $REPORT_BIN ]] || die "$REPORT_BIN is missing: is bench/report wired into the build (bench/meson.build: subdir('report'))?"
+
+declare -A PROGRAM=()
+if [[ -x $REDLOCK_BENCH ]]; then
+  PROGRAM[redlock]=$REDLOCK_BENCH
+else
+  log "warning: $REDLOCK_BENCH is missing: the redlock system is skipped"
+fi
+PROGRAM[node-redlock]="node $NODE_DIR/bench.js"
+if [[ -x $FLOOR_BIN ]]; then
+  PROGRAM[floor]=$FLOOR_BIN
+else
+  log "warning: $FLOOR_BIN is missing: the floor system is skipped"
+fi
+
+# ---- masters (and the fault proxy), stopped by pid on exit ------------------------
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-bench.XXXXXX")
+MASTER_PIDS=()
+MASTER_PORTS=()
+PAUSED=()
+FP_PID=
+FP_LISTEN=
+FP_CONTROL=
+
+proc_state() {  # the state letter of PID ("" when gone)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  printf '%s' "${stat%% *}"
+}
+
+alive() {
+  local s
+  s=$(proc_state "$1")
+  [[ -n $s && $s != Z && $s != X ]]
+}
+
+wait_state() {  # wait_state PID stopped|running: bounded wait for SIGSTOP/SIGCONT to land
+  local pid=$1 want=$2 i s
+  for ((i = 0; i < 100; i++)); do
+    s=$(proc_state "$pid")
+    [[ -z $s ]] && return 1
+    if [[ $want == stopped ]]; then [[ $s == T ]] && return 0; else [[ $s != T ]] && return 0; fi
+    sleep 0.02
+  done
+  return 1
+}
+
+stop_pid() {  # SIGCONT, SIGTERM, wait up to 5 s, then SIGKILL; reaps our child
+  local pid=$1 i
+  [[ -n $pid ]] || return 0
+  if alive "$pid"; then
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+      alive "$pid" || break
+      sleep 0.05
+    done
+    if alive "$pid"; then
+      log "pid $pid did not stop on SIGTERM: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+resume_all() {
+  local pid
+  for pid in "${PAUSED[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+  done
+  PAUSED=()
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  resume_all
+  stop_pid "$FP_PID"
+  local pid
+  for pid in "${MASTER_PIDS[@]}"; do
+    stop_pid "$pid"
+  done
+  rm -rf -- "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start_master() {  # start_master I: a redis-server on a free port; sets MASTER_PIDS[I], MASTER_PORTS[I]
+  local i=$1 try port pid dir j
+  dir=$WORK/master$i
+  mkdir -p "$dir"
+  for ((try = 0; try < 20; try++)); do
+    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    [[ $port -ge 7001 && $port -le 7005 ]] && continue
+    port_busy "$port" && continue
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+      --dir "$dir" --logfile "$dir/redis.log" --daemonize no </dev/null >/dev/null 2>&1 &
+    pid=$!
+    for ((j = 0; j < 100; j++)); do
+      # It is ours only if the server on that port reports our pid.
+      if redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null </dev/null | tr -d '\r' |
+        grep -qx "process_id:$pid"; then
+        MASTER_PIDS[i]=$pid
+        MASTER_PORTS[i]=$port
+        return 0
+      fi
+      alive "$pid" || break
+      sleep 0.05
+    done
+    stop_pid "$pid"
+  done
+  die "could not start redis-server master $((i + 1)) (see $dir/redis.log)"
+}
+
+for i in 0 1 2 3 4; do start_master "$i"; done
+NODES_OK=$(for p in "${MASTER_PORTS[@]}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
+NODES_OK=${NODES_OK%,}
+log "masters on 127.0.0.1 ports ${MASTER_PORTS[*]} (pids ${MASTER_PIDS[*]}), data in $WORK"
+
+fp_command() {  # fp_command LINE: send one control line, require OK
+  local fd reply
+  exec {fd}<>"/dev/tcp/${FP_CONTROL%:*}/${FP_CONTROL##*:}" || die "cannot reach the faultproxy control socket $FP_CONTROL"
+  printf '%s\n' "$1" >&"$fd"
+  IFS= read -r -t 5 reply <&"$fd" || reply="(no reply)"
+  exec {fd}>&-
+  [[ $reply == OK* ]] || die "faultproxy: '$1' → $reply"
+}
+
+NODES_SLOW=
+want_slow=0
+[[ " ${scenarios[*]} " == *" degraded-slow-2ms "* ]] && want_slow=1
+if ((want_slow)) && [[ ! -x $FAULTPROXY_BIN ]]; then
+  log "warning: $FAULTPROXY_BIN is missing: degraded-slow-2ms is skipped"
+  want_slow=0
+fi
+if ((want_slow)); then
+  "$FAULTPROXY_BIN" --target "127.0.0.1:${MASTER_PORTS[4]}" --listen 127.0.0.1:0 --control 127.0.0.1:0 \
+    </dev/null >"$WORK/faultproxy.out" 2>"$WORK/faultproxy.err" &
+  FP_PID=$!
+  for ((j = 0; j < 100; j++)); do
+    if [[ -s $WORK/faultproxy.out ]] && grep -q '"listeners"' "$WORK/faultproxy.out"; then break; fi
+    alive "$FP_PID" || break
+    sleep 0.05
+  done
+  fp_line=$(head -n1 "$WORK/faultproxy.out" 2>/dev/null || true)
+  FP_LISTEN=$(sed -n 's/.*"listeners":\["\([^"]*\)".*/\1/p' <<<"$fp_line")
+  FP_CONTROL=$(sed -n 's/.*"control":"\([^"]*\)".*/\1/p' <<<"$fp_line")
+  [[ $FP_LISTEN == 127.0.0.1:* && $FP_CONTROL == 127.0.0.1:* ]] ||
+    die "faultproxy did not start: $(cat "$WORK/faultproxy.err" 2>/dev/null) $fp_line"
+  fp_command "SET * delay_up=2"
+  NODES_SLOW=$(for p in "${MASTER_PORTS[@]:0:4}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
+  NODES_SLOW+="redis://$FP_LISTEN"
+  log "faultproxy (pid $FP_PID) in front of master 5: $FP_LISTEN, every request delayed 2 ms"
+fi
+
+# ---- the runs ------------------------------------------------------------------------
+
+rm -rf -- "$OUT"
+mkdir -p "$OUT/samples"
+RESULTS=$OUT/results.jsonl
+PROGRAM_LOG=$OUT/programs.log
+: >"$RESULTS"
+: >"$PROGRAM_LOG"
+SAMPLE_ARGS=()
+failed_runs=0
+
+pause_masters() {  # pause_masters IDX...: SIGSTOP these masters, wait until stopped
+  local i pid
+  for i in "$@"; do
+    pid=${MASTER_PIDS[i]}
+    PAUSED+=("$pid")
+    kill -STOP "$pid"
+    wait_state "$pid" stopped || die "master $((i + 1)) (pid $pid) did not stop"
+  done
+}
+
+resume_masters() {  # resume every paused master, wait until each answers again
+  local pid i j
+  for pid in "${PAUSED[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+    wait_state "$pid" running || true
+  done
+  PAUSED=()
+  for i in 0 1 2 3 4; do
+    for ((j = 0; j < 100; j++)); do
+      [[ $(redis-cli -h 127.0.0.1 -p "${MASTER_PORTS[i]}" ping 2>/dev/null </dev/null) == PONG ]] && break
+      sleep 0.05
+    done
+  done
+  sleep 0.3  # let a resumed master drain what queued up while it was stopped
+}
+
+json_field() {  # json_field LINE NAME: a number field of a one-line JSON object ("" if absent)
+  sed -n "s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" <<<"$1"
+}
+
+run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
+  local sys=$1 scen=$2 label=$3 round=$4 nodes=$5
+  local -a cmd args
+  local samples="" out="" rc=0 line limit summary
+  read -r -a cmd <<<"${PROGRAM[$sys]}"
+  args=(--nodes "$nodes" --scenario "$scen" --seconds "$seconds")
+  case $scen in
+    throughput) args+=(--concurrency "$concurrency") ;;
+    memory) args+=(--locks "$locks") ;;
+    latency)
+      samples=$OUT/samples/$sys.$label.r$round.txt
+      args+=(--samples "$samples")
+      ;;
+  esac
+  limit=$(awk -v s="$seconds" -v n="$locks" -v m="$scen" 'BEGIN { printf "%d", s + 120 + (m == "memory" ? n / 200 : 0) }')
+  printf '[round %d/%d] %s: %s… ' "$round" "$rounds" "$label" "$sys" >&2
+  printf '==== round %d %s %s: %s %s\n' "$round" "$label" "$sys" "${cmd[*]}" "${args[*]}" >>"$PROGRAM_LOG"
+  if out=$(timeout --kill-after=5 "$limit" "${cmd[@]}" "${args[@]}" 2>>"$PROGRAM_LOG" </dev/null); then
+    rc=0
+  else
+    rc=$?
+  fi
+  line=$(printf '%s\n' "$out" | tail -n 1)
+  if ((rc == 0)) && [[ $line == \{*\} ]]; then
+    printf '{"round": %d, "label": "%s", %s\n' "$round" "$label" "${line#\{}" >>"$RESULTS"
+    if [[ $line == *'"unsupported"'* ]]; then
+      summary="unsupported"
+    else
+      summary="$(json_field "$line" ops_per_s) ops/s"
+      [[ -n $(json_field "$line" p50_us) ]] && summary+=", p50 $(json_field "$line" p50_us) µs, p99 $(json_field "$line" p99_us) µs"
+      [[ -n $(json_field "$line" cpu_us_per_op) ]] && summary+=", $(json_field "$line" cpu_us_per_op) µs CPU/op"
+      [[ -n $(json_field "$line" bytes_per_lock) ]] && summary+=", $(json_field "$line" bytes_per_lock) B/lock"
+      [[ -n $(json_field "$line" errors) && $(json_field "$line" errors) != 0 ]] && summary+=", $(json_field "$line" errors) errors"
+      if [[ -n $samples && -s $samples ]]; then
+        SAMPLE_ARGS+=(--samples "$sys:$label=$samples")
+      fi
+    fi
+    printf '%s\n' "$summary" >&2
+  else
+    ((failed_runs += 1))
+    local why="exit $rc"
+    ((rc == 124 || rc == 137)) && why="timed out after ${limit}s"
+    ((rc == 0)) && why="no JSON line on stdout"
+    printf 'FAILED (%s)\n' "$why" >&2
+    printf '{"round": %d, "label": "%s", "system": "%s", "scenario": "%s", "failed": "%s"}\n' \
+      "$round" "$label" "$sys" "$scen" "$why" >>"$RESULTS"
+    log "last lines of its stderr ($PROGRAM_LOG):"
+    awk -v m="==== round $round $label $sys:" 'index($0, m) == 1 { p = 1; next } /^==== / { p = 0 } p' \
+      "$PROGRAM_LOG" | tail -n 5 >&2
+  fi
+}
+
+for ((round = 1; round <= rounds; round++)); do
+  for label in "${scenarios[@]}"; do
+    scen=$label
+    nodes=$NODES_OK
+    case $label in
+      degraded-1-paused) scen=latency ;;
+      degraded-2-paused) scen=latency ;;
+      degraded-slow-2ms)
+        ((want_slow)) || continue
+        scen=latency
+        nodes=$NODES_SLOW
+        ;;
+    esac
+    for sys in "${SYSTEMS[@]}"; do
+      [[ -n ${PROGRAM[$sys]:-} ]] || continue
+      case $label in
+        degraded-1-paused) pause_masters 4 ;;
+        degraded-2-paused) pause_masters 3 4 ;;
+      esac
+      run_one "$sys" "$scen" "$label" "$round" "$nodes"
+      ((${#PAUSED[@]} == 0)) || resume_masters
+    done
+  done
+done
+
+# ---- the report ------------------------------------------------------------------------
+
+log "report: $REPORT_BIN --input $RESULTS --out-dir $DOCS_DIR"
+"$REPORT_BIN" --input "$RESULTS" --out-dir "$DOCS_DIR" "${SAMPLE_ARGS[@]}" | tee "$OUT/table.md"
+if ((quick)); then
+  log "note: this was a --quick run (1 round of ${seconds} s, $locks locks): indicative only"
+fi
+if ((failed_runs > 0)); then
+  log "$failed_runs run(s) failed: see $PROGRAM_LOG"
+  exit 1
+fi
