@@ -34,14 +34,22 @@ void on_poll(uv_poll_t* handle, int status, int events) {
   auto* w = static_cast<PollWatcher*>(handle->data);
   // On a poll error let hiredis find out what happened (getsockopt/read).
   const int ev = status < 0 ? w->events : events;
+  // libuv has stopped the handle after an error: forget what it watched, so
+  // the next add* starts it again.
+  if (status < 0) w->events = 0;
   if (w->ac != nullptr && (ev & UV_READABLE)) redisAsyncHandleRead(w->ac);
   if (w->ac != nullptr && (ev & UV_WRITABLE)) redisAsyncHandleWrite(w->ac);
 }
 
+// update_poll touches the handle only when the set of events changes:
+// hiredis asks to add read interest after every read, and each
+// uv_poll_start costs epoll_ctl calls even when nothing changed.
 void update_poll(PollWatcher* w, int add, int remove) {
-  w->events = (w->events | add) & ~remove;
-  if (w->events != 0) {
-    uv_poll_start(&w->poll, w->events, on_poll);
+  const int events = (w->events | add) & ~remove;
+  if (events == w->events) return;
+  w->events = events;
+  if (events != 0) {
+    uv_poll_start(&w->poll, events, on_poll);
   } else {
     uv_poll_stop(&w->poll);
   }
