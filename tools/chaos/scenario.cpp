@@ -44,6 +44,29 @@ std::vector<Action> slow_replies(int d, std::mt19937&) {
   return plan;
 }
 
+// slow_replies_scenario: the settings every slow-reply run shares (TTL
+// 600 ms, node timeout 300 ms, greedy holders resting 200-600 ms, group 1
+// of two workers unhindered, at least 8 s); with `sabotage` the broken
+// client, which must be caught.
+Scenario slow_replies_scenario(std::string name, std::string about, std::string sabotage = "",
+                               double worker_clock_rate = 1.0) {
+  Scenario s;
+  s.name = std::move(name);
+  s.about = std::move(about);
+  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
+  s.sabotage = std::move(sabotage);
+  s.ttl_ms = 600;
+  s.node_timeout_ms = 300;
+  s.greedy = true;
+  s.rest_ms = "200:600";
+  s.nemesis = slow_replies;
+  s.proxied = true;
+  s.group_b = 2;
+  s.worker_clock_rate = worker_clock_rate;
+  s.min_seconds = 8;
+  return s;
+}
+
 std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
   return {{at(d, 0.3), [nodes](Stage& s) {
              for (auto i : nodes) s.bed.kill(i);
@@ -269,60 +292,29 @@ std::vector<Scenario> build() {
        },
        .proxied = true,
        .group_b = 3});
-  add({.name = "slow-replies",
-       .about = "replies to group 0 arrive 250 ms late while its SETs land; validity subtracts that time",
-       .ttl_ms = 600,
-       .node_timeout_ms = 300,
-       .greedy = true,
-       .rest_ms = "200:600",
-       .nemesis = slow_replies,
-       .proxied = true,
-       .group_b = 2,
-       .min_seconds = 8});
-  add({.name = "client-pause-mid-round",
-       .about = "replies to group 0 come 250 ms late and its clients are stopped for 700 ms: mid-round, "
-                "between sending the SETs and reading the replies",
-       .ttl_ms = 600,
-       .node_timeout_ms = 300,
-       .greedy = true,
-       .rest_ms = "200:600",
-       .nemesis = [](int d, std::mt19937& rng) {
-         std::vector<Action> plan = slow_replies(d, rng);
-         for (int t = at(d, 0.1); t + 700 < at(d, 0.9); t += 1100) {
-           const std::size_t k = static_cast<std::size_t>(std::uniform_int_distribution<int>(0, 3)(rng));
-           plan.push_back({t, [k](Stage& s) { s.bed.pause_process(s.workers[k], "pause client " + std::to_string(k)); }});
-           plan.push_back({t + 700, [k](Stage& s) { s.bed.resume_process(s.workers[k]); }});
-         }
-         return plan;
-       },
-       .proxied = true,
-       .group_b = 2,
-       .min_seconds = 8});
-  add({.name = "broken-no-elapsed",
-       .about = "broken client: validity ignores the round's duration; slow replies must show overlaps",
-       .expect = Expect::violation,
-       .sabotage = "no_elapsed",
-       .ttl_ms = 600,
-       .node_timeout_ms = 300,
-       .greedy = true,
-       .rest_ms = "200:600",
-       .nemesis = slow_replies,
-       .proxied = true,
-       .group_b = 2,
-       .min_seconds = 8});
-  add({.name = "broken-wall-clock",
-       .about = "broken client: times rounds on its wall clock, which runs at 10 %; must show overlaps",
-       .expect = Expect::violation,
-       .sabotage = "wall_clock",
-       .ttl_ms = 600,
-       .node_timeout_ms = 300,
-       .greedy = true,
-       .rest_ms = "200:600",
-       .nemesis = slow_replies,
-       .proxied = true,
-       .group_b = 2,
-       .worker_clock_rate = 0.1,
-       .min_seconds = 8});
+  add(slow_replies_scenario("slow-replies",
+                            "replies to group 0 arrive 250 ms late while its SETs land; validity subtracts that time"));
+  {
+    Scenario s = slow_replies_scenario("client-pause-mid-round",
+                                       "replies to group 0 come 250 ms late and its clients are stopped for 700 ms: "
+                                       "mid-round, between sending the SETs and reading the replies");
+    s.nemesis = [](int d, std::mt19937& rng) {
+      std::vector<Action> plan = slow_replies(d, rng);
+      for (int t = at(d, 0.1); t + 700 < at(d, 0.9); t += 1100) {
+        const std::size_t k = static_cast<std::size_t>(std::uniform_int_distribution<int>(0, 3)(rng));
+        plan.push_back({t, [k](Stage& st) { st.bed.pause_process(st.workers[k], "pause client " + std::to_string(k)); }});
+        plan.push_back({t + 700, [k](Stage& st) { st.bed.resume_process(st.workers[k]); }});
+      }
+      return plan;
+    };
+    add(std::move(s));
+  }
+  add(slow_replies_scenario("broken-no-elapsed",
+                            "broken client: validity ignores the round's duration; slow replies must show overlaps",
+                            "no_elapsed"));
+  add(slow_replies_scenario("broken-wall-clock",
+                            "broken client: times rounds on its wall clock, which runs at 10 %; must show overlaps",
+                            "wall_clock", 0.1));
   add({.name = "broken-small-quorum",
        .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
        .expect = Expect::violation,
