@@ -47,7 +47,7 @@ std::vector<Action> slow_replies(int d, std::mt19937&) {
 // slow_replies_scenario: the settings every slow-reply run shares (TTL
 // 600 ms, node timeout 300 ms, greedy holders resting 200-600 ms, group 1
 // of two workers unhindered, at least 8 s); with `sabotage` the broken
-// client, which must be caught.
+// client, which must be caught (three in group 1, at least 20 s).
 Scenario slow_replies_scenario(std::string name, std::string about, std::string sabotage = "",
                                double worker_clock_rate = 1.0) {
   Scenario s;
@@ -64,6 +64,13 @@ Scenario slow_replies_scenario(std::string name, std::string about, std::string 
   s.group_b = 2;
   s.worker_clock_rate = worker_clock_rate;
   s.min_seconds = 8;
+  if (!s.sabotage.empty()) {
+    // Caught only when a group-1 client, not another slow group-0 one, wins
+    // the race at the broken holder's key expiry: more of them, and more
+    // handoffs, so that a run without a catch is vanishingly rare.
+    s.group_b = 3;
+    s.min_seconds = 20;
+  }
   return s;
 }
 
