@@ -14,11 +14,10 @@
 
 namespace redlock::test {
 
-// client_for builds a Client over the given URLs; `tune` adjusts options.
+// config_for builds a Config over the given URLs; `tune` adjusts options.
 // The servers of a test were all started moments ago, so restart quarantine
 // is off unless a test turns it on: it would otherwise (rightly) refuse them.
-inline std::unique_ptr<Client> client_for(const std::vector<std::string>& urls,
-                                          const std::function<void(Options&)>& tune = {}) {
+inline Config config_for(const std::vector<std::string>& urls, const std::function<void(Options&)>& tune = {}) {
   std::string list;
   for (const auto& u : urls) list += (list.empty() ? "" : ",") + u;
   auto nodes = parse_node_list(list);
@@ -27,7 +26,13 @@ inline std::unique_ptr<Client> client_for(const std::vector<std::string>& urls,
   config.nodes = *nodes;
   config.options.quarantine = false;
   if (tune) tune(config.options);
-  auto client = Client::create(config);
+  return config;
+}
+
+// client_for builds a Client over the given URLs (see config_for).
+inline std::unique_ptr<Client> client_for(const std::vector<std::string>& urls,
+                                          const std::function<void(Options&)>& tune = {}) {
+  auto client = Client::create(config_for(urls, tune));
   if (!client) throw std::runtime_error(client.error().to_string());
   return std::move(*client);
 }

@@ -155,9 +155,7 @@ TEST_CASE("async core: callbacks run on the loop and the loop closes with no han
   RedisGroup group(3);
   uv_loop_t loop;
   uv_loop_init(&loop);
-  Config config;
-  config.nodes = *parse_node_list(group.url_list());
-  config.options.quarantine = false;
+  Config config = config_for(group.urls());
   auto client = AsyncClient::create(&loop, config);
   REQUIRE(client.ok());
   AsyncClient& c = **client;
@@ -185,9 +183,7 @@ TEST_CASE("operations in flight when the client closes complete with closed") {
   RedisGroup group(3);
   uv_loop_t loop;
   uv_loop_init(&loop);
-  Config config;
-  config.nodes = *parse_node_list(group.url_list());
-  config.options.quarantine = false;
+  Config config = config_for(group.urls());
   auto client = AsyncClient::create(&loop, config);
   REQUIRE(client.ok());
   std::vector<Errc> codes;
@@ -210,9 +206,7 @@ TEST_CASE("replies that arrived during a stalled loop turn are not timeouts") {
   RedisGroup group(3);
   uv_loop_t loop;
   uv_loop_init(&loop);
-  Config config;
-  config.nodes = *parse_node_list(group.url_list());
-  config.options.quarantine = false;
+  Config config = config_for(group.urls());
   config.options.node_timeout = std::chrono::milliseconds{20};
   auto client = AsyncClient::create(&loop, config);
   REQUIRE(client.ok());
