@@ -116,6 +116,7 @@ redlock::Config load_config(const Args& a) {
     config = std::move(*from_env);
   }
   if (a.no_quarantine) config.options.quarantine = false;
+  config.options.node_outcomes = true;  // the JSON output lists every node
   // A one-shot command can afford to wait for every master's answer: let
   // release report every node (a config file may still set its own value).
   if (config.options.release_settle.count() == 0) config.options.release_settle = config.options.node_timeout;

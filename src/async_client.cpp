@@ -35,7 +35,7 @@ class ClientCore final : public detail::Transport {
 
   std::size_t size() const override { return nodes_.size(); }
   const std::string& address(std::size_t i) const override { return nodes_[i]->address(); }
-  bool send(std::size_t i, const detail::ScriptCall& call, detail::ReplySink* sink, std::size_t slot,
+  bool send(std::size_t i, const detail::Call& call, detail::ReplySink* sink, std::size_t slot,
             std::string& why) override {
     return nodes_[i]->send(call, sink, slot, why);
   }

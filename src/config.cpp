@@ -269,9 +269,10 @@ Result<void> set_drift_factor(std::string_view key, const json& value, Config& c
   return {};
 }
 
-Result<void> set_quarantine(std::string_view key, const json& value, Config& config) {
+template <bool Options::*Field>
+Result<void> set_flag(std::string_view key, const json& value, Config& config) {
   if (!value.is_boolean()) return wrong_type(key, value, "true or false");
-  config.options.quarantine = value.get<bool>();
+  config.options.*Field = value.get<bool>();
   return {};
 }
 
@@ -317,7 +318,8 @@ constexpr Key keys[] = {
     {"release_settle_ms", set_duration<&Options::release_settle>},
     {"stall_timeout_ms", set_duration<&Options::stall_timeout>},
     {"max_pending", set_max_pending},
-    {"quarantine", set_quarantine},
+    {"quarantine", set_flag<&Options::quarantine>},
+    {"node_outcomes", set_flag<&Options::node_outcomes>},
 };
 
 Error unknown_key(std::string_view name) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -23,11 +24,24 @@ using std::chrono::milliseconds;
 
 // PollWatcher — our libuv adapter for one hiredis context (hiredis's own
 // 0.14 adapter ignores poll errors, so a refused connect would never be
-// noticed). It owns its poll handle and frees itself in the close callback.
+// noticed). It owns its poll and prepare handles and frees itself when both
+// are closed.
+//
+// Writes are flushed once per loop turn, not on writability: a command
+// queued on a connected context marks the watcher, and a prepare callback
+// (libuv runs prepare handles right before it polls) writes the buffer
+// straight to the socket. Only when the socket takes less than all of it
+// does the watcher ask the poll for write interest. So a healthy connection
+// keeps one fixed read interest and costs no epoll_ctl per command, and
+// every command queued in one loop turn leaves in one write().
 struct PollWatcher {
   uv_poll_t poll;
+  uv_prepare_t flush;
   redisAsyncContext* ac;
   int events = 0;
+  int open_handles = 2;
+  bool flush_armed = false;
+  bool flushing = false;
 };
 
 void on_poll(uv_poll_t* handle, int status, int events) {
@@ -55,15 +69,44 @@ void update_poll(PollWatcher* w, int add, int remove) {
   }
 }
 
+void on_flush(uv_prepare_t* handle) {
+  auto* w = static_cast<PollWatcher*>(handle->data);
+  uv_prepare_stop(handle);
+  w->flush_armed = false;
+  if (w->ac == nullptr) return;
+  // hiredis writes what the socket takes, then calls delWrite (all written)
+  // or addWrite (the rest waits for writability), then addRead.
+  w->flushing = true;
+  redisAsyncHandleWrite(w->ac);
+  w->flushing = false;
+}
+
 void ev_add_read(void* p) { update_poll(static_cast<PollWatcher*>(p), UV_READABLE, 0); }
 void ev_del_read(void* p) { update_poll(static_cast<PollWatcher*>(p), 0, UV_READABLE); }
-void ev_add_write(void* p) { update_poll(static_cast<PollWatcher*>(p), UV_WRITABLE, 0); }
+void ev_add_write(void* p) {
+  auto* w = static_cast<PollWatcher*>(p);
+  // Connecting (the first writability means "connected"), a socket that was
+  // full, or the rest of a flush: wait for the poll.
+  if (w->flushing || (w->events & UV_WRITABLE) != 0 || w->ac == nullptr ||
+      (w->ac->c.flags & REDIS_CONNECTED) == 0) {
+    update_poll(w, UV_WRITABLE, 0);
+    return;
+  }
+  if (!w->flush_armed) {
+    w->flush_armed = true;
+    uv_prepare_start(&w->flush, on_flush);
+  }
+}
 void ev_del_write(void* p) { update_poll(static_cast<PollWatcher*>(p), 0, UV_WRITABLE); }
 void ev_cleanup(void* p) {
   auto* w = static_cast<PollWatcher*>(p);
   w->ac = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(&w->poll),
-           [](uv_handle_t* h) { delete static_cast<PollWatcher*>(h->data); });
+  auto closed = [](uv_handle_t* h) {
+    auto* watcher = static_cast<PollWatcher*>(h->data);
+    if (--watcher->open_handles == 0) delete watcher;
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->poll), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->flush), closed);
 }
 
 bool attach(redisAsyncContext* ac, uv_loop_t* loop) {
@@ -73,7 +116,9 @@ bool attach(redisAsyncContext* ac, uv_loop_t* loop) {
     delete w;
     return false;
   }
+  uv_prepare_init(loop, &w->flush);
   w->poll.data = w;
+  w->flush.data = w;
   ac->ev.data = w;
   ac->ev.addRead = ev_add_read;
   ac->ev.delRead = ev_del_read;
@@ -130,6 +175,17 @@ std::string info_field(std::string_view info, std::string_view name) {
     at += name.size();
   }
   return {};
+}
+
+// append_bulk appends one RESP bulk string: $<len>\r\n<bytes>\r\n.
+void append_bulk(std::string& out, std::string_view arg) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, arg.size());
+  out += '$';
+  out.append(digits, end);
+  out += "\r\n";
+  out += arg;
+  out += "\r\n";
 }
 
 long long to_ms(std::chrono::steady_clock::duration d) { return duration_cast<milliseconds>(d).count(); }
@@ -230,21 +286,33 @@ bool Node::queue_raw(Kind kind, int argc, const char** argv, const std::size_t* 
   return true;
 }
 
-bool Node::queue_script(const ScriptCall& call, bool as_eval) {
-  const std::size_t id = static_cast<std::size_t>(call.script);
-  const std::string_view body = script_bodies[id];
-  const char* argv[6] = {as_eval ? "EVAL" : "EVALSHA",
-                         as_eval ? body.data() : shas_[id].c_str(),
-                         "1",
-                         call.key.c_str(),
-                         call.arg1.c_str(),
-                         call.arg2.c_str()};
-  const std::size_t lens[6] = {as_eval ? 4u : 7u, as_eval ? body.size() : shas_[id].size(), 1,
-                               call.key.size(), call.arg1.size(), call.arg2.size()};
-  return redisAsyncCommandArgv(ac_, reply_trampoline, nullptr, 6, argv, lens) == REDIS_OK;
+// queue_call writes the command in the protocol's own form (RESP) into a
+// reused buffer and hands hiredis the bytes: no format-string parsing and no
+// allocation per command on our side.
+bool Node::queue_call(const Call& call, bool as_eval) {
+  wire_.clear();
+  if (call.command == CommandId::set_nx) {
+    // SET key token NX PX ttl
+    wire_ += "*6\r\n$3\r\nSET\r\n";
+    append_bulk(wire_, call.key);
+    append_bulk(wire_, call.arg1);
+    wire_ += "$2\r\nNX\r\n$2\r\nPX\r\n";
+    append_bulk(wire_, call.arg2);
+  } else {
+    // EVALSHA sha 1 key arg1 arg2 (EVAL body … after NOSCRIPT)
+    const std::size_t id = static_cast<std::size_t>(call.command);
+    wire_ += "*6\r\n";
+    append_bulk(wire_, as_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+    append_bulk(wire_, as_eval ? script_bodies[id] : std::string_view(shas_[id]));
+    wire_ += "$1\r\n1\r\n";
+    append_bulk(wire_, call.key);
+    append_bulk(wire_, call.arg1);
+    append_bulk(wire_, call.arg2);
+  }
+  return redisAsyncFormattedCommand(ac_, reply_trampoline, nullptr, wire_.data(), wire_.size()) == REDIS_OK;
 }
 
-bool Node::send(const ScriptCall& call, ReplySink* sink, std::size_t slot, std::string& why) {
+bool Node::send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
   if (closing_) {
     why = "client closed";
     return false;
@@ -257,7 +325,7 @@ bool Node::send(const ScriptCall& call, ReplySink* sink, std::size_t slot, std::
     why = "too many commands in flight (" + std::to_string(pending_.size()) + ")";
     return false;
   }
-  if (!queue_script(call, false)) {
+  if (!queue_call(call, false)) {
     why = ac_->errstr != nullptr && ac_->err != 0 ? lowercase_first(ac_->errstr) : "connection is closing";
     return false;
   }
@@ -293,7 +361,7 @@ void Node::handle_reply(redisAsyncContext* ac, redisReply* reply) {
 
   const bool noscript = reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
                         std::string_view(reply->str, reply->len).substr(0, 8) == "NOSCRIPT";
-  if (noscript && !p.retried && ac == ac_ && queue_script(*p.call, true)) {
+  if (noscript && !p.retried && is_script(p.call->command) && ac == ac_ && queue_call(*p.call, true)) {
     // The script cache was flushed: run it by its text, which reloads it.
     Pending again = p;
     again.retried = true;

@@ -42,7 +42,7 @@ class Node {
 
   void start();
   // send: see Transport::send.
-  bool send(const ScriptCall& call, ReplySink* sink, std::size_t slot, std::string& why);
+  bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why);
   // close refuses new commands, lets the ones already queued reach the
   // server and waits for their replies (at most connect_timeout +
   // node_timeout), then fails
@@ -68,7 +68,7 @@ class Node {
     bool retried = false;  // already re-sent as EVAL after NOSCRIPT
     ReplySink* sink = nullptr;
     std::size_t slot = 0;
-    const ScriptCall* call = nullptr;
+    const Call* call = nullptr;
     clock::time_point sent{};
     clock::time_point deadline{};
   };
@@ -76,7 +76,7 @@ class Node {
   void connect();
   bool queue_handshake();
   bool queue_raw(Kind kind, int argc, const char** argv, const std::size_t* lens);
-  bool queue_script(const ScriptCall& call, bool as_eval);
+  bool queue_call(const Call& call, bool as_eval);
   void drop_connection(std::string reason);
   void connection_gone();
   void finish_close();
@@ -103,6 +103,7 @@ class Node {
   unsigned failures_ = 0;
   std::string last_error_ = "not connected yet";
 
+  std::string wire_;  // the command being queued, in RESP (reused)
   std::deque<Pending> pending_;
   std::size_t scanned_ = 0;  // pending_[0, scanned_) need no deadline check
   clock::time_point armed_due_{};

@@ -51,7 +51,7 @@ void unexpected(const NodeEvent& event, NodeOutcome& out) {
 
 }  // namespace
 
-void classify(ScriptId script, const NodeEvent& event, NodeOutcome& out) {
+void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
   out.rtt = event.rtt;
   if (event.kind == EventKind::timeout) {
     out.outcome = Outcome::timeout;
@@ -69,10 +69,13 @@ void classify(ScriptId script, const NodeEvent& event, NodeOutcome& out) {
     out.error = std::string(r.str);
     return;
   }
-  if (script == ScriptId::acquire) {
+  if (is_acquire(command)) {
     if (r.type == ReplyView::Type::status && r.str == "OK") {
       out.outcome = Outcome::ok;
-    } else if (r.type == ReplyView::Type::integer) {
+    } else if (command == CommandId::set_nx && r.type == ReplyView::Type::nil) {
+      out.outcome = Outcome::held;  // SET NX says only "not set"
+      out.error = "held by another token";
+    } else if (command == CommandId::acquire && r.type == ReplyView::Type::integer) {
       out.outcome = Outcome::held;
       out.holder_ttl = std::chrono::milliseconds{r.integer};
       out.error = r.integer >= 0 ? "held by another token (expires in " + std::to_string(r.integer) + " ms)"
@@ -86,19 +89,19 @@ void classify(ScriptId script, const NodeEvent& event, NodeOutcome& out) {
   } else {
     unexpected(event, out);
   }
-  if (out.outcome == Outcome::ok && event.quarantined && script != ScriptId::release) {
+  if (out.outcome == Outcome::ok && event.quarantined && command != CommandId::release) {
     out.outcome = Outcome::quarantined;
     out.error = std::string(event.text);
   }
 }
 
-QuorumRound::QuorumRound(Transport& transport, ScriptCall call, RoundMode mode, RoundListener* listener)
+QuorumRound::QuorumRound(Transport& transport, Call call, RoundMode mode, RoundListener* listener)
     : call_(std::move(call)), tally_(transport.size(), mode), listener_(listener) {
   outcomes_.resize(transport.size());
   for (std::size_t i = 0; i < outcomes_.size(); ++i) outcomes_[i].address = transport.address(i);
 }
 
-QuorumRound* QuorumRound::launch(Transport& transport, ScriptCall call, RoundMode mode,
+QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundMode mode,
                                  RoundListener* listener) {
   auto* round = new QuorumRound(transport, std::move(call), mode, listener);
   std::string why;
@@ -126,7 +129,7 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   const bool first = out.outcome == Outcome::pending;
   if (event.kind != EventKind::timeout) ++finals_;
   if (first) {
-    classify(call_.script, event, out);
+    classify(call_.command, event, out);
     record_first(slot);
   }
   maybe_free();

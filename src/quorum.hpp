@@ -70,7 +70,7 @@ class QuorumRound final : public ReplySink {
   // launch (every send refused at once) is not signalled to the listener:
   // the caller checks decided() after launch returns. Ownership: the caller
   // must call detach() exactly once; the round frees itself afterwards.
-  static QuorumRound* launch(Transport& transport, ScriptCall call, RoundMode mode,
+  static QuorumRound* launch(Transport& transport, Call call, RoundMode mode,
                              RoundListener* listener);
 
   QuorumRound(const QuorumRound&) = delete;
@@ -85,17 +85,17 @@ class QuorumRound final : public ReplySink {
   const QuorumTally& tally() const noexcept { return tally_; }
   // outcomes: one per node; `pending` for nodes with no event yet.
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
-  const ScriptCall& call() const noexcept { return call_; }
+  const Call& call() const noexcept { return call_; }
 
   void on_node_event(std::size_t slot, const NodeEvent& event) override;
 
  private:
-  QuorumRound(Transport& transport, ScriptCall call, RoundMode mode, RoundListener* listener);
+  QuorumRound(Transport& transport, Call call, RoundMode mode, RoundListener* listener);
   ~QuorumRound() = default;
   void record_first(std::size_t slot);
   void maybe_free() noexcept;
 
-  ScriptCall call_;
+  Call call_;
   QuorumTally tally_;
   std::vector<NodeOutcome> outcomes_;
   RoundListener* listener_;
@@ -104,8 +104,8 @@ class QuorumRound final : public ReplySink {
   bool detached_ = false;
 };
 
-// classify turns one reply to `script` into an outcome, filling holder_ttl
+// classify turns one reply to `command` into an outcome, filling holder_ttl
 // and error text. Exposed for tests.
-void classify(ScriptId script, const NodeEvent& event, NodeOutcome& out);
+void classify(CommandId command, const NodeEvent& event, NodeOutcome& out);
 
 }  // namespace redlock::detail

@@ -100,6 +100,7 @@ class Operation final : public RoundListener {
   LockCallback lock_done_;
   ReleaseCallback release_done_;
   std::optional<Error> early_;  // an argument error, reported on the first timer tick
+  bool fresh_token_ = false;    // acquire: the token was drawn here, not given
 
  private:
   void arm(milliseconds delay) {
@@ -116,17 +117,23 @@ class Operation final : public RoundListener {
     if (round_->decided()) evaluate();
   }
 
-  ScriptCall make_call() const {
+  Call make_call() const {
     switch (kind_) {
-      case Kind::acquire: return {ScriptId::acquire, key_, token_, std::to_string(ttl_.count())};
-      case Kind::extend: return {ScriptId::extend, key_, token_, std::to_string(ttl_.count())};
+      case Kind::acquire: {
+        // The first attempt with a token we just drew is a plain SET NX PX:
+        // no key can hold that token yet. A retry uses the script, which
+        // also refreshes our own key if an earlier attempt's SET landed.
+        const CommandId id = attempts_ == 1 && fresh_token_ ? CommandId::set_nx : CommandId::acquire;
+        return {id, key_, token_, std::to_string(ttl_.count())};
+      }
+      case Kind::extend: return {CommandId::extend, key_, token_, std::to_string(ttl_.count())};
       case Kind::release: break;
     }
     return release_call();
   }
 
-  ScriptCall release_call() const {
-    return {ScriptId::release, key_, token_, engine_.options_.prefix + resource_ + ":released"};
+  Call release_call() const {
+    return {CommandId::release, key_, token_, engine_.options_.prefix + resource_ + ":released"};
   }
 
   void start_round() {
@@ -142,20 +149,24 @@ class Operation final : public RoundListener {
     const clock::time_point now = clock::now();
     const auto elapsed = measured_elapsed(now);
     const QuorumTally tally = round_->tally();
-    std::vector<NodeOutcome> nodes = round_->outcomes();
-    round_->detach();
-    round_ = nullptr;
+    const Options& o = engine_.options_;
+    // The per-node outcomes are copied only where they are reported.
+    auto take_outcomes = [this] {
+      std::vector<NodeOutcome> nodes = round_->outcomes();
+      round_->detach();
+      round_ = nullptr;
+      return nodes;
+    };
 
     if (kind_ == Kind::release) {
       ReleaseResult r;
       r.released = tally.success();
       r.released_nodes = static_cast<int>(tally.ok());
       r.elapsed = elapsed;
-      r.nodes = std::move(nodes);
+      r.nodes = take_outcomes();
       return finish_release(std::move(r));
     }
 
-    const Options& o = engine_.options_;
     const microseconds validity = validity_left(ttl_, elapsed, o.drift_factor);
     const bool in_time = kind_ != Kind::extend || now < lock_deadline_;
     if (tally.success() && validity > microseconds{o.min_validity} && in_time) {
@@ -167,10 +178,11 @@ class Operation final : public RoundListener {
       lock.validity_deadline = now + validity;  // = T1 + ttl − drift
       lock.elapsed = elapsed;
       lock.attempts = attempts_;
-      lock.nodes = std::move(nodes);
+      if (o.node_outcomes) lock.nodes = round_->outcomes();
       return finish_lock(std::move(lock));
     }
 
+    std::vector<NodeOutcome> nodes = take_outcomes();
     Error e = round_error(tally, nodes, validity, in_time);
     e.nodes = std::move(nodes);
     e.attempts = attempts_;
@@ -328,6 +340,7 @@ void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback don
     Result<std::string> token = random_token();
     if (token) {
       opts.token = std::move(*token);
+      op->fresh_token_ = true;
     } else {
       op->early_ = token.error();
     }

@@ -37,11 +37,11 @@ struct NodeEvent {
   std::string_view text;     // failed: why; reply + quarantined: until when
 };
 
-// ScriptCall — one script invocation, the same for every node of a round:
+// Call — one script invocation, the same for every node of a round:
 // EVALSHA <sha> 1 <key> <arg1> <arg2>. The caller keeps it alive until the
 // node's final event (a NOSCRIPT reply is retried with EVAL from it).
-struct ScriptCall {
-  ScriptId script = ScriptId::acquire;
+struct Call {
+  CommandId command = CommandId::acquire;
   std::string key;
   std::string arg1;
   std::string arg2;
@@ -68,7 +68,7 @@ class Transport {
   // send queues `call` on `node`. It returns false and sets `why` when the
   // command cannot be queued (not connected, backpressure, closing); then
   // the sink gets no event for it.
-  virtual bool send(std::size_t node, const ScriptCall& call, ReplySink* sink, std::size_t slot,
+  virtual bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot,
                     std::string& why) = 0;
 };
 

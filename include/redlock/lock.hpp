@@ -53,7 +53,9 @@ struct Lock {
   std::chrono::steady_clock::time_point validity_deadline{};
   std::chrono::microseconds elapsed{0};  // duration of the deciding round
   int attempts = 0;                      // acquire rounds tried (1 for extend)
-  std::vector<NodeOutcome> nodes;        // outcomes of the deciding round
+  // The outcomes of the deciding round, one per node — only with
+  // Options::node_outcomes on; empty otherwise.
+  std::vector<NodeOutcome> nodes;
 
   // valid says whether the validity deadline is still ahead.
   bool valid() const noexcept { return std::chrono::steady_clock::now() < validity_deadline; }

@@ -75,6 +75,14 @@ struct Options {
   // it has been up that long. Switch off only for masters that run with
   // appendfsync always. Default on.
   bool quarantine = true;
+
+  // Fill Lock::nodes (the per-node outcomes of the round that took or
+  // extended the lock). Off by default: they cost about 100 bytes per node
+  // on every Lock value, a program holding many locks pays that per lock,
+  // and a lock that was taken rarely needs them. Failures always carry them
+  // (Error::nodes), and so do releases (ReleaseResult::nodes). The CLI
+  // switches them on.
+  bool node_outcomes = false;
 };
 
 // AcquireOptions — per-call settings for an acquire.

@@ -17,6 +17,7 @@ namespace redlock::test {
 // config_for builds a Config over the given URLs; `tune` adjusts options.
 // The servers of a test were all started moments ago, so restart quarantine
 // is off unless a test turns it on: it would otherwise (rightly) refuse them.
+// Locks carry their per-node outcomes (Options::node_outcomes): tests read them.
 inline Config config_for(const std::vector<std::string>& urls, const std::function<void(Options&)>& tune = {}) {
   std::string list;
   for (const auto& u : urls) list += (list.empty() ? "" : ",") + u;
@@ -25,6 +26,7 @@ inline Config config_for(const std::vector<std::string>& urls, const std::functi
   Config config;
   config.nodes = *nodes;
   config.options.quarantine = false;
+  config.options.node_outcomes = true;
   if (tune) tune(config.options);
   return config;
 }

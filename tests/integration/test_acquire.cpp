@@ -63,7 +63,18 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   // Decided at the second `held`; the third may still be pending then.
   CHECK(count_outcome(second.error().nodes, Outcome::held) >= 2);
   CHECK(count_outcome(second.error().nodes, Outcome::held) + count_outcome(second.error().nodes, Outcome::pending) == 3);
+  // A first attempt is a plain SET NX PX, whose refusal carries no TTL; a
+  // retry (or a given token) runs the script, which reports the holder's.
   for (const NodeOutcome& n : second.error().nodes) {
+    if (n.outcome == Outcome::held) CHECK(n.holder_ttl == -1ms);
+  }
+  AcquireOptions with_token;
+  with_token.token = "b-token";
+  auto third = b->lock("row-17", with_token);
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == Errc::held);
+  CHECK(count_outcome(third.error().nodes, Outcome::held) >= 2);
+  for (const NodeOutcome& n : third.error().nodes) {
     if (n.outcome == Outcome::held) CHECK(n.holder_ttl > 9000ms);
   }
 

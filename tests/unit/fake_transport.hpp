@@ -16,8 +16,8 @@ namespace redlock::test {
 
 using detail::EventKind;
 using detail::ReplyView;
-using detail::ScriptCall;
-using detail::ScriptId;
+using detail::Call;
+using detail::CommandId;
 
 struct Response {
   EventKind kind = EventKind::reply;
@@ -41,14 +41,14 @@ inline Response failed(std::string why) {
 
 struct Sent {
   std::size_t node;
-  ScriptCall call;
+  Call call;
   detail::ReplySink* sink;
   std::size_t slot;
 };
 
 class FakeTransport final : public detail::Transport {
  public:
-  using Policy = std::function<Response(std::size_t node, const ScriptCall& call)>;
+  using Policy = std::function<Response(std::size_t node, const Call& call)>;
 
   FakeTransport(uv_loop_t* loop, std::size_t n, Policy policy) : loop_(loop), policy_(std::move(policy)) {
     for (std::size_t i = 0; i < n; ++i) addresses_.push_back("10.0.0." + std::to_string(i + 1) + ":6379");
@@ -62,7 +62,7 @@ class FakeTransport final : public detail::Transport {
   std::vector<Sent> sent;  // every accepted send, in order
   std::vector<std::pair<Sent, Response>> held_back;
 
-  bool send(std::size_t node, const ScriptCall& call, detail::ReplySink* sink, std::size_t slot,
+  bool send(std::size_t node, const Call& call, detail::ReplySink* sink, std::size_t slot,
             std::string& why) override {
     if (refuse[node]) {
       why = "connection refused";
@@ -97,9 +97,9 @@ class FakeTransport final : public detail::Transport {
     s.sink->on_node_event(s.slot, ev);
   }
 
-  std::size_t count(ScriptId id) const {
+  std::size_t count(CommandId id) const {
     std::size_t n = 0;
-    for (const Sent& s : sent) n += s.call.script == id ? 1 : 0;
+    for (const Sent& s : sent) n += s.call.command == id ? 1 : 0;
     return n;
   }
 

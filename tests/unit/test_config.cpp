@@ -377,7 +377,7 @@ TEST_CASE("parse_config_json: every documented key is applied") {
     "drift_factor": 0.02, "min_validity_ms": 3, "node_timeout_ms": 40,
     "connect_timeout_ms": 150, "reconnect_min_ms": 10, "reconnect_max_ms": 500,
     "retry_delay_ms": 30, "retry_jitter_ms": 0, "release_settle_ms": 7, "stall_timeout_ms": 800,
-    "max_pending": 1024, "quarantine": false})");
+    "max_pending": 1024, "quarantine": false, "node_outcomes": true})");
   REQUIRE_MESSAGE(config.ok(), config.error().message);
   REQUIRE(config->nodes.size() == 3);
   CHECK(config->nodes[1].host == "::1");
@@ -400,6 +400,7 @@ TEST_CASE("parse_config_json: every documented key is applied") {
   CHECK(o.stall_timeout == 800ms);
   CHECK(o.max_pending == 1024);
   CHECK(o.quarantine == false);
+  CHECK(o.node_outcomes == true);
 }
 
 TEST_CASE("parse_config_json: omitted keys keep the Options defaults") {
@@ -440,7 +441,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine))");
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes))");
 }
 
 TEST_CASE("parse_config_json: nodes is required") {

@@ -27,6 +27,7 @@ struct Bed {
     options.node_timeout = milliseconds{10};
     options.retry_delay = milliseconds{20};
     options.retry_jitter = milliseconds{10};
+    options.node_outcomes = true;
     fake.emplace(&loop, n, std::move(policy));
     engine.emplace(&loop, *fake, options);
   }
@@ -43,9 +44,63 @@ Response by_node(std::size_t node, std::initializer_list<std::size_t> ok_nodes, 
 
 }  // namespace
 
+TEST_CASE("without node_outcomes a Lock carries no per-node outcomes; a failure still does") {
+  Bed bed(5, [](std::size_t node, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(1);
+    if (call.key == "redlock:refused") return redlock::test::failed("connection refused");
+    return by_node(node, {0, 1, 2}, redlock::test::failed("connection refused"));
+  });
+  bed.options.node_outcomes = false;
+  std::optional<Result<Lock>> taken;
+  std::optional<Result<Lock>> refused;
+  bed.engine->acquire("lean", {}, [&](Result<Lock> r) { taken.emplace(std::move(r)); });
+  bed.engine->acquire("refused", {}, [&](Result<Lock> r) { refused.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(taken.has_value());
+  REQUIRE(taken->ok());
+  CHECK(taken->value().nodes.empty());
+  REQUIRE(refused.has_value());
+  REQUIRE_FALSE(refused->ok());
+  CHECK(refused->error().nodes.size() == 5);
+  CHECK(refused->error().nodes[0].error == "connection refused");
+}
+
+TEST_CASE("the first attempt with a drawn token is SET NX PX; a given token uses the script") {
+  Bed bed(3, [](std::size_t, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(1);
+    return redlock::test::ok_reply();
+  });
+  std::optional<Result<Lock>> drawn;
+  std::optional<Result<Lock>> given;
+  bed.engine->acquire("a", {}, [&](Result<Lock> r) { drawn.emplace(std::move(r)); });
+  AcquireOptions opts;
+  opts.token = "my-token";
+  bed.engine->acquire("b", opts, [&](Result<Lock> r) { given.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(drawn.has_value());
+  REQUIRE(given.has_value());
+  CHECK(drawn->ok());
+  CHECK(given->ok());
+  std::size_t set_nx_a = 0, script_b = 0;
+  for (const auto& s : bed.fake->sent) {
+    if (s.call.key == "redlock:a") {
+      CHECK(s.call.command == CommandId::set_nx);
+      CHECK(s.call.arg2 == "10000");
+      ++set_nx_a;
+    }
+    if (s.call.key == "redlock:b") {
+      CHECK(s.call.command == CommandId::acquire);
+      CHECK(s.call.arg1 == "my-token");
+      ++script_b;
+    }
+  }
+  CHECK(set_nx_a == 3);
+  CHECK(script_b == 3);
+}
+
 TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not inside acquire") {
-  Bed bed(5, [](std::size_t node, const ScriptCall& call) {
-    if (call.script != ScriptId::acquire) return redlock::test::int_reply(1);
+  Bed bed(5, [](std::size_t node, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(1);
     return by_node(node, {0, 1, 2}, redlock::test::failed("connection refused"));
   });
   std::optional<Result<Lock>> got;
@@ -65,7 +120,7 @@ TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not 
   CHECK(lock.nodes.size() == 5);
   CHECK(lock.nodes[3].outcome == Outcome::error);
   CHECK(lock.nodes[3].error == "connection refused");
-  CHECK(bed.fake->count(ScriptId::release) == 0);
+  CHECK(bed.fake->count(CommandId::release) == 0);
   for (const auto& s : bed.fake->sent) {
     CHECK(s.call.key == "redlock:job");
     CHECK(s.call.arg2 == "10000");
@@ -73,8 +128,8 @@ TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not 
 }
 
 TEST_CASE("a failed round is released on every node, and retries reuse the token until the wait passes") {
-  Bed bed(5, [](std::size_t node, const ScriptCall& call) {
-    if (call.script != ScriptId::acquire) return redlock::test::int_reply(0);
+  Bed bed(5, [](std::size_t node, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(0);
     return by_node(node, {3, 4}, redlock::test::int_reply(5000));
   });
   std::optional<Result<Lock>> got;
@@ -88,16 +143,17 @@ TEST_CASE("a failed round is released on every node, and retries reuse the token
   CHECK(e.code == Errc::held);
   CHECK(e.attempts >= 2);
   CHECK(e.message.rfind("held elsewhere 2/5: ", 0) == 0);
-  CHECK(bed.fake->count(ScriptId::acquire) == static_cast<std::size_t>(e.attempts) * 5);
-  CHECK(bed.fake->count(ScriptId::release) == static_cast<std::size_t>(e.attempts) * 5);
+  CHECK(bed.fake->count(CommandId::set_nx) == 5);  // the first attempt, with a token just drawn
+  CHECK(bed.fake->count(CommandId::acquire) == static_cast<std::size_t>(e.attempts - 1) * 5);
+  CHECK(bed.fake->count(CommandId::release) == static_cast<std::size_t>(e.attempts) * 5);
   const std::string token = bed.fake->sent.front().call.arg1;
   for (const auto& s : bed.fake->sent) CHECK(s.call.arg1 == token);
 }
 
 TEST_CASE("a majority that comes too late for the ttl is validity_too_short, and is released") {
-  Bed bed(3, [](std::size_t, const ScriptCall& call) {
-    Response r = call.script == ScriptId::acquire ? redlock::test::ok_reply() : redlock::test::int_reply(1);
-    r.delay_ms = call.script == ScriptId::acquire ? 100 : 0;
+  Bed bed(3, [](std::size_t, const Call& call) {
+    Response r = is_acquire(call.command) ? redlock::test::ok_reply() : redlock::test::int_reply(1);
+    r.delay_ms = is_acquire(call.command) ? 100 : 0;
     return r;
   });
   std::optional<Result<Lock>> got;
@@ -108,12 +164,12 @@ TEST_CASE("a majority that comes too late for the ttl is validity_too_short, and
   REQUIRE(got.has_value());
   REQUIRE_FALSE(got->ok());
   CHECK(got->error().code == Errc::validity_too_short);
-  CHECK(bed.fake->count(ScriptId::release) == 3);
+  CHECK(bed.fake->count(CommandId::release) == 3);
 }
 
 TEST_CASE("quarantined yes votes do not make a majority; the error names every node's reason") {
-  Bed bed(5, [](std::size_t node, const ScriptCall& call) {
-    if (call.script != ScriptId::acquire) return redlock::test::int_reply(1);
+  Bed bed(5, [](std::size_t node, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(1);
     Response r = redlock::test::ok_reply();
     if (node >= 2) {
       r.quarantined = true;
@@ -135,7 +191,7 @@ TEST_CASE("quarantined yes votes do not make a majority; the error names every n
 
 TEST_CASE("extend: too late after the validity deadline, not_held when the token is gone") {
   SUBCASE("too late") {
-    Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::int_reply(1); });
+    Bed bed(3, [](std::size_t, const Call&) { return redlock::test::int_reply(1); });
     Lock lock;
     lock.resource = "r";
     lock.token = "abc";
@@ -149,7 +205,7 @@ TEST_CASE("extend: too late after the validity deadline, not_held when the token
     CHECK(got->error().code == Errc::too_late);
   }
   SUBCASE("not held") {
-    Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::int_reply(0); });
+    Bed bed(3, [](std::size_t, const Call&) { return redlock::test::int_reply(0); });
     Lock lock;
     lock.resource = "r";
     lock.token = "abc";
@@ -159,10 +215,10 @@ TEST_CASE("extend: too late after the validity deadline, not_held when the token
     REQUIRE(got.has_value());
     REQUIRE_FALSE(got->ok());
     CHECK(got->error().code == Errc::not_held);
-    CHECK(bed.fake->count(ScriptId::release) == 0);  // a failed extend never releases
+    CHECK(bed.fake->count(CommandId::release) == 0);  // a failed extend never releases
   }
   SUBCASE("extended") {
-    Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::int_reply(1); });
+    Bed bed(3, [](std::size_t, const Call&) { return redlock::test::int_reply(1); });
     Lock lock;
     lock.resource = "r";
     lock.token = "abc";
@@ -179,7 +235,7 @@ TEST_CASE("extend: too late after the validity deadline, not_held when the token
 
 TEST_CASE("release counts the nodes that released; a foreign token releases nothing") {
   for (long long reply : {1LL, 0LL}) {
-    Bed bed(5, [reply](std::size_t, const ScriptCall&) { return redlock::test::int_reply(reply); });
+    Bed bed(5, [reply](std::size_t, const Call&) { return redlock::test::int_reply(reply); });
     std::optional<Result<ReleaseResult>> got;
     bed.engine->release("r", "tok", [&](Result<ReleaseResult> r) { got.emplace(std::move(r)); });
     CHECK(bed.run() == 0);
@@ -193,7 +249,7 @@ TEST_CASE("release counts the nodes that released; a foreign token releases noth
 
 TEST_CASE("release waits up to release_settle for stragglers, and no longer") {
   SUBCASE("stragglers within the settle time are counted") {
-    Bed bed(5, [](std::size_t node, const ScriptCall&) {
+    Bed bed(5, [](std::size_t node, const Call&) {
       Response r = redlock::test::int_reply(1);
       r.delay_ms = node < 3 ? 0 : 2;
       return r;
@@ -207,7 +263,7 @@ TEST_CASE("release waits up to release_settle for stragglers, and no longer") {
     CHECK(got->value().elapsed < milliseconds{200});  // completed when settled, not at the grace's end
   }
   SUBCASE("a hung minority costs the settle time, not its deadline") {
-    Bed bed(5, [](std::size_t node, const ScriptCall&) {
+    Bed bed(5, [](std::size_t node, const Call&) {
       Response r = redlock::test::int_reply(1);
       r.delay_ms = node < 3 ? 0 : 400;
       return r;
@@ -225,7 +281,7 @@ TEST_CASE("release waits up to release_settle for stragglers, and no longer") {
 }
 
 TEST_CASE("bad arguments are reported on the loop with invalid_argument naming the problem") {
-  Bed bed(3, [](std::size_t, const ScriptCall&) { return redlock::test::ok_reply(); });
+  Bed bed(3, [](std::size_t, const Call&) { return redlock::test::ok_reply(); });
   std::vector<std::string> messages;
   auto collect = [&](Result<Lock> r) {
     REQUIRE_FALSE(r.ok());
@@ -253,7 +309,7 @@ TEST_CASE("bad arguments are reported on the loop with invalid_argument naming t
 }
 
 TEST_CASE("shutdown completes in-flight operations with closed, once") {
-  Bed bed(3, [](std::size_t, const ScriptCall&) {
+  Bed bed(3, [](std::size_t, const Call&) {
     Response r;
     r.manual = true;
     return r;

@@ -111,57 +111,76 @@ TEST_CASE("classify maps each script's replies to outcomes") {
   NodeOutcome out;
 
   ev.reply = {ReplyView::Type::status, 0, "OK"};
-  classify(ScriptId::acquire, ev, out);
+  classify(CommandId::acquire, ev, out);
   CHECK(out.outcome == Outcome::ok);
 
   ev.reply = {ReplyView::Type::integer, 4812, {}};
   out = {};
-  classify(ScriptId::acquire, ev, out);
+  classify(CommandId::acquire, ev, out);
   CHECK(out.outcome == Outcome::held);
   CHECK(out.holder_ttl.count() == 4812);
   CHECK(out.error == "held by another token (expires in 4812 ms)");
 
   ev.reply = {ReplyView::Type::integer, 0, {}};
   out = {};
-  classify(ScriptId::release, ev, out);
+  classify(CommandId::release, ev, out);
   CHECK(out.outcome == Outcome::held);
 
   ev.reply = {ReplyView::Type::integer, 1, {}};
   out = {};
-  classify(ScriptId::extend, ev, out);
+  classify(CommandId::extend, ev, out);
   CHECK(out.outcome == Outcome::ok);
 
   ev.reply = {ReplyView::Type::error, 0, "OOM command not allowed"};
   out = {};
-  classify(ScriptId::acquire, ev, out);
+  classify(CommandId::acquire, ev, out);
   CHECK(out.outcome == Outcome::error);
   CHECK(out.error == "OOM command not allowed");
 
   ev.reply = {ReplyView::Type::nil, 0, {}};
   out = {};
-  classify(ScriptId::extend, ev, out);
+  classify(CommandId::extend, ev, out);
   CHECK(out.outcome == Outcome::error);
   CHECK(out.error == "unexpected reply: nil");
+
+  // SET NX PX answers nil when the key exists: held, with no TTL known; the
+  // script never answers nil.
+  out = {};
+  classify(CommandId::set_nx, ev, out);
+  CHECK(out.outcome == Outcome::held);
+  CHECK(out.holder_ttl == std::chrono::milliseconds{-1});
+  out = {};
+  classify(CommandId::acquire, ev, out);
+  CHECK(out.outcome == Outcome::error);
+
+  ev.reply = {ReplyView::Type::status, 0, "OK"};
+  out = {};
+  classify(CommandId::set_nx, ev, out);
+  CHECK(out.outcome == Outcome::ok);
+  ev.reply = {ReplyView::Type::integer, 5, {}};
+  out = {};
+  classify(CommandId::set_nx, ev, out);
+  CHECK(out.outcome == Outcome::error);
 
   ev.reply = {ReplyView::Type::status, 0, "OK"};
   ev.quarantined = true;
   ev.text = "restarted recently";
   out = {};
-  classify(ScriptId::acquire, ev, out);
+  classify(CommandId::acquire, ev, out);
   CHECK(out.outcome == Outcome::quarantined);
   CHECK(out.error == "restarted recently");
 
   // Release is not a vote: a quarantined node that deleted our key released it.
   out = {};
   ev.reply = {ReplyView::Type::integer, 1, {}};
-  classify(ScriptId::release, ev, out);
+  classify(CommandId::release, ev, out);
   CHECK(out.outcome == Outcome::ok);
 
   NodeEvent timeout;
   timeout.kind = EventKind::timeout;
   timeout.rtt = std::chrono::microseconds{50'200};
   out = {};
-  classify(ScriptId::acquire, timeout, out);
+  classify(CommandId::acquire, timeout, out);
   CHECK(out.outcome == Outcome::timeout);
   CHECK(out.error == "timeout after 50 ms");
 }
@@ -169,13 +188,13 @@ TEST_CASE("classify maps each script's replies to outcomes") {
 TEST_CASE("a round is decided by the majority without waiting for stragglers, and tracks them after") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  FakeTransport fake(&loop, 5, [](std::size_t, const ScriptCall&) {
+  FakeTransport fake(&loop, 5, [](std::size_t, const Call&) {
     Response r;
     r.manual = true;
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {ScriptId::acquire, "k", "t", "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000"}, RoundMode::majority,
                                            &listener);
   REQUIRE(fake.held_back.size() == 5);
   CHECK_FALSE(round->decided());
@@ -202,10 +221,10 @@ TEST_CASE("a round is decided by the majority without waiting for stragglers, an
 TEST_CASE("a round whose sends are all refused is decided inside launch without calling the listener") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  FakeTransport fake(&loop, 3, [](std::size_t, const ScriptCall&) { return Response{}; });
+  FakeTransport fake(&loop, 3, [](std::size_t, const Call&) { return Response{}; });
   fake.refuse[0] = fake.refuse[1] = fake.refuse[2] = true;
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {ScriptId::acquire, "k", "t", "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000"}, RoundMode::majority,
                                            &listener);
   CHECK(round->decided());
   CHECK_FALSE(round->tally().success());
@@ -218,13 +237,13 @@ TEST_CASE("a round whose sends are all refused is decided inside launch without 
 TEST_CASE("a detached round outlives its owner until the stragglers are final") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  FakeTransport fake(&loop, 3, [](std::size_t node, const ScriptCall&) {
+  FakeTransport fake(&loop, 3, [](std::size_t node, const Call&) {
     Response r;
     r.delay_ms = node == 2 ? 30 : 0;
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {ScriptId::release, "k", "t", "c"}, RoundMode::release,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::release, "k", "t", "c"}, RoundMode::release,
                                            &listener);
   round->detach();
   // The straggler's reply arrives after detach; the round must still be alive to take it.
