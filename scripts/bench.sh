@@ -91,6 +91,18 @@ done
 
 # ---- prerequisites ---------------------------------------------------------------
 
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  # Debian bookworm's nodejs is 18.x, enough for the peer.
+  log "node or npm is missing: installing Debian's nodejs and npm"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "node/npm are missing and this is not root: install nodejs and npm"
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update </dev/null >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm </dev/null >&2 ||
+    die "could not install nodejs and npm"
+fi
 command -v node >/dev/null 2>&1 || die "node is not installed (Node.js >= 18 is needed for the node-redlock peer)"
 command -v npm >/dev/null 2>&1 || die "npm is not installed (needed to install the node-redlock peer's packages)"
 node_major=$(node -p 'process.versions.node.split(".")[0]')

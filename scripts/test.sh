@@ -3,7 +3,10 @@
 # (scripts/bootstrap.sh), runs `meson test` on the normal build, then again on
 # an ASan+UBSan build (build-asan). Ends with one line "N passed, N failed"
 # summed over both runs; exits non-zero if anything failed. Skipped tests
-# count as failures.
+# count as failures. After the normal build's tests it runs the benchmark
+# suite once as a smoke test (`scripts/bench.sh --quick`: every program and
+# scenario must run; no timing is asserted), counted as one more test; its
+# report goes to build/bench-smoke/, not docs/.
 #   --quick   skip the sanitizer build
 set -euo pipefail
 
@@ -95,6 +98,23 @@ run_suite() {
 }
 
 run_suite build "build" "${MESON_ARGS:-}"
+
+# bench_smoke: scripts/bench.sh --quick on the normal build; pass = exit 0.
+bench_smoke() {
+  local out=build/bench-smoke
+  mkdir -p "$out"
+  log "bench smoke: scripts/bench.sh --quick --no-build (log: $out/bench.log)"
+  if BUILD_DIR=build BENCH_DOCS_DIR=$out bash scripts/bench.sh --quick --no-build </dev/null >"$out/bench.log" 2>&1; then
+    log "bench smoke: 1 passed, 0 failed"
+    total_passed=$((total_passed + 1))
+  else
+    log "bench smoke: failed; the end of $out/bench.log:"
+    tail -n 30 "$out/bench.log" >&2
+    problems+=("bench smoke: scripts/bench.sh --quick failed (see $out/bench.log)")
+    total_failed=$((total_failed + 1))
+  fi
+}
+bench_smoke
 
 if [[ $quick == no ]]; then
   run_suite build-asan "build-asan" \

@@ -299,15 +299,15 @@ bool Node::queue_call(const Call& call, bool as_eval) {
     wire_ += "$2\r\nNX\r\n$2\r\nPX\r\n";
     append_bulk(wire_, call.arg2);
   } else {
-    // EVALSHA sha 1 key arg1 arg2 (EVAL body … after NOSCRIPT)
+    // EVALSHA sha 1 key arg1 [arg2] (EVAL body … after NOSCRIPT)
     const std::size_t id = static_cast<std::size_t>(call.command);
-    wire_ += "*6\r\n";
+    wire_ += call.arg2.empty() ? "*5\r\n" : "*6\r\n";
     append_bulk(wire_, as_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
     append_bulk(wire_, as_eval ? script_bodies[id] : std::string_view(shas_[id]));
     wire_ += "$1\r\n1\r\n";
     append_bulk(wire_, call.key);
     append_bulk(wire_, call.arg1);
-    append_bulk(wire_, call.arg2);
+    if (!call.arg2.empty()) append_bulk(wire_, call.arg2);
   }
   return redisAsyncFormattedCommand(ac_, reply_trampoline, nullptr, wire_.data(), wire_.size()) == REDIS_OK;
 }

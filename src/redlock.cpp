@@ -133,7 +133,7 @@ class Operation final : public RoundListener {
   }
 
   Call release_call() const {
-    return {CommandId::release, key_, token_, engine_.options_.prefix + resource_ + ":released"};
+    return {CommandId::release, key_, token_, {}};  // the script names the channel
   }
 
   void start_round() {

@@ -42,13 +42,13 @@ end
 return 0
 )lua";
 
-// release: KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel.
-// Only our own token is deleted (→ :1, and a wake-up is published);
-// anything else → :0.
+// release: KEYS[1] lock key; ARGV[1] token.
+// Only our own token is deleted (→ :1, and a wake-up is published on
+// KEYS[1]..':released', i.e. {prefix}{resource}:released); anything else → :0.
 inline constexpr std::string_view release_script = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[1])
+  redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
   return 1
 end
 return 0

@@ -37,9 +37,10 @@ struct NodeEvent {
   std::string_view text;     // failed: why; reply + quarantined: until when
 };
 
-// Call — one script invocation, the same for every node of a round:
-// EVALSHA <sha> 1 <key> <arg1> <arg2>. The caller keeps it alive until the
-// node's final event (a NOSCRIPT reply is retried with EVAL from it).
+// Call — one command, the same for every node of a round: EVALSHA <sha> 1
+// <key> <arg1> [<arg2>] (arg2 is left out when empty), or for set_nx
+// SET <key> <arg1> NX PX <arg2>. The caller keeps it alive until the node's
+// final event (a NOSCRIPT reply is retried with EVAL from it).
 struct Call {
   CommandId command = CommandId::acquire;
   std::string key;

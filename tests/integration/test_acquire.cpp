@@ -238,3 +238,38 @@ TEST_CASE("replies that arrived during a stalled loop turn are not timeouts") {
   client->reset();
   CHECK(uv_loop_close(&loop) == 0);
 }
+
+TEST_CASE("a release publishes the token on {prefix}{resource}:released on every master that released") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  // One subscriber per master, on a plain blocking hiredis connection.
+  std::vector<redisContext*> subscribers;
+  for (std::size_t i = 0; i < 3; ++i) {
+    redisContext* c = redisConnect("127.0.0.1", group[i].port());
+    REQUIRE(c != nullptr);
+    REQUIRE(c->err == 0);
+    subscribers.push_back(c);
+    auto* r = static_cast<redisReply*>(redisCommand(c, "SUBSCRIBE redlock:report:released"));
+    REQUIRE(r != nullptr);
+    freeReplyObject(r);
+    const timeval bound{5, 0};
+    redisSetTimeout(c, bound);
+  }
+  auto lock = client->lock("report");
+  REQUIRE(lock.ok());
+  auto released = client->unlock(*lock);
+  REQUIRE(released.ok());
+  CHECK(released->released);
+  for (redisContext* c : subscribers) {
+    void* raw = nullptr;
+    REQUIRE(redisGetReply(c, &raw) == REDIS_OK);  // bounded by the 5 s timeout
+    auto* message = static_cast<redisReply*>(raw);
+    REQUIRE(message->type == REDIS_REPLY_ARRAY);
+    REQUIRE(message->elements == 3);
+    CHECK(std::string(message->element[0]->str) == "message");
+    CHECK(std::string(message->element[1]->str) == "redlock:report:released");
+    CHECK(std::string(message->element[2]->str) == lock->token);
+    freeReplyObject(message);
+    redisFree(c);
+  }
+}
