@@ -15,14 +15,16 @@
 #   --concurrency C workers of the throughput scenario (default 64)
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
-#                   degraded-slow-2ms (default: all)
+#                   degraded-proxy-0ms, degraded-slow-2ms (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
 # (degraded-1-paused) or two (degraded-2-paused) SIGSTOPped for the whole run
 # (stopped before the program starts, SIGCONT right after it ends), or one
 # master reached through faultproxy with every request delayed 2 ms
-# (degraded-slow-2ms: `SET * delay_up=2`).
+# (degraded-slow-2ms: `SET * delay_up=2`). degraded-proxy-0ms is the same
+# topology with no delay: the proxy process itself takes CPU on the shared
+# cores, so the slow master's own cost is slow-2ms against proxy-0ms.
 #
 # Programs (override with the environment variables):
 #   REDLOCK_BENCH   build/bench/redlock_bench   (skipped with a warning if absent)
@@ -51,7 +53,7 @@ NODE_DIR=bench/peers/node
 DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
-ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-slow-2ms)
+ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -259,9 +261,9 @@ fp_command() {  # fp_command LINE: send one control line, require OK
 
 NODES_SLOW=
 want_slow=0
-[[ " ${scenarios[*]} " == *" degraded-slow-2ms "* ]] && want_slow=1
+[[ " ${scenarios[*]} " == *" degraded-slow-2ms "* || " ${scenarios[*]} " == *" degraded-proxy-0ms "* ]] && want_slow=1
 if ((want_slow)) && [[ ! -x $FAULTPROXY_BIN ]]; then
-  log "warning: $FAULTPROXY_BIN is missing: degraded-slow-2ms is skipped"
+  log "warning: $FAULTPROXY_BIN is missing: degraded-proxy-0ms and degraded-slow-2ms are skipped"
   want_slow=0
 fi
 if ((want_slow)); then
@@ -278,10 +280,9 @@ if ((want_slow)); then
   FP_CONTROL=$(sed -n 's/.*"control":"\([^"]*\)".*/\1/p' <<<"$fp_line")
   [[ $FP_LISTEN == 127.0.0.1:* && $FP_CONTROL == 127.0.0.1:* ]] ||
     die "faultproxy did not start: $(cat "$WORK/faultproxy.err" 2>/dev/null) $fp_line"
-  fp_command "SET * delay_up=2"
   NODES_SLOW=$(for p in "${MASTER_PORTS[@]:0:4}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
   NODES_SLOW+="redis://$FP_LISTEN"
-  log "faultproxy (pid $FP_PID) in front of master 5: $FP_LISTEN, every request delayed 2 ms"
+  log "faultproxy (pid $FP_PID) in front of master 5: $FP_LISTEN (0 ms or 2 ms per request, per scenario)"
 fi
 
 # ---- the runs ------------------------------------------------------------------------
@@ -384,10 +385,11 @@ for ((round = 1; round <= rounds; round++)); do
     case $label in
       degraded-1-paused) scen=latency ;;
       degraded-2-paused) scen=latency ;;
-      degraded-slow-2ms)
+      degraded-proxy-0ms | degraded-slow-2ms)
         ((want_slow)) || continue
         scen=latency
         nodes=$NODES_SLOW
+        if [[ $label == degraded-slow-2ms ]]; then fp_command "SET * delay_up=2"; else fp_command "SET * delay_up=0"; fi
         ;;
     esac
     for sys in "${SYSTEMS[@]}"; do

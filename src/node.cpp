@@ -236,6 +236,7 @@ void Node::connect() {
   ac->data = this;
   ac_ = ac;
   state_ = State::connecting;
+  unresponsive_ = false;
   redisAsyncSetConnectCallback(ac, connect_trampoline);
   redisAsyncSetDisconnectCallback(ac, disconnect_trampoline);
   uv_timer_start(
@@ -321,6 +322,11 @@ bool Node::send(const Call& call, ReplySink* sink, std::size_t slot, std::string
     why = last_error_;
     return false;
   }
+  if (unresponsive_ && call.command != CommandId::release) {
+    why = "not answering: a command sent " + std::to_string(to_ms(clock::now() - unresponsive_since_)) +
+          " ms ago is still unanswered; not sent";
+    return false;
+  }
   if (pending_.size() >= options_.max_pending) {
     why = "too many commands in flight (" + std::to_string(pending_.size()) + ")";
     return false;
@@ -342,6 +348,7 @@ bool Node::send(const Call& call, ReplySink* sink, std::size_t slot, std::string
 
 void Node::handle_reply(redisAsyncContext* ac, redisReply* reply) {
   if (pending_.empty()) return;  // cannot happen: one entry per hiredis callback
+  if (reply != nullptr && ac == ac_) unresponsive_ = false;
   const Pending p = pending_.front();
   pending_.pop_front();
   if (scanned_ > 0) --scanned_;
@@ -477,6 +484,10 @@ void Node::on_deadline() {
     if (p.kind == Kind::script && !p.timed_out) {
       if (p.deadline > now) break;
       p.timed_out = true;
+      if (!unresponsive_) {
+        unresponsive_ = true;
+        unresponsive_since_ = p.sent;
+      }
       NodeEvent ev;
       ev.kind = EventKind::timeout;
       ev.rtt = duration_cast<microseconds>(now - p.sent);

@@ -103,6 +103,13 @@ class Node {
   unsigned failures_ = 0;
   std::string last_error_ = "not connected yet";
 
+  // A command passed its deadline unanswered and no reply has come since:
+  // new acquire and extend commands fail at once instead of piling up behind
+  // it (a paused or blackholed master then costs no write and no memory).
+  // Releases are still queued — one may have to delete a SET queued before
+  // it. Any reply, and every new connection, clears it.
+  bool unresponsive_ = false;
+  clock::time_point unresponsive_since_{};  // the sent time of the command that timed out
   std::string wire_;  // the command being queued, in RESP (reused)
   std::deque<Pending> pending_;
   std::size_t scanned_ = 0;  // pending_[0, scanned_) need no deadline check

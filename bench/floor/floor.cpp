@@ -10,8 +10,9 @@
 //   release  EVALSHA <release sha> 1 key token    to all N at once, decided at
 //            the first majority of :1 (same rule).
 //
-// The release script is loaded once per connection at start (SCRIPT LOAD):
-//   if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end
+// The release script is the library's own (GET, compare, DEL, PUBLISH on
+// KEYS[1]..':released'), loaded once per connection at start (SCRIPT LOAD).
+// The poll adapter flushes writes once per loop turn, as the library's does.
 //
 // No per-node deadline, no validity/drift arithmetic, no retry, no rollback of
 // failed attempts, no reconnect: a node that disconnects stays gone (the run
@@ -63,8 +64,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The library's release script, word for word (src/scripts.hpp): the same
+// server work per release, wake-up PUBLISH included.
 constexpr const char* kReleaseScript =
-    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+    "\nif redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
 constexpr const char* kTtlMs = "10000";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -116,10 +124,21 @@ Endpoint parse_url(const std::string& url) {
 // hiredis 0.14's adapters/libuv.h drops poll errors (status < 0), so a refused
 // connect would hang. Here an error is handed to hiredis, which then reads
 // SO_ERROR (connecting) or the failing read (connected) and reports it.
+//
+// The floor gets every I/O economy the library has, so that it stays a floor:
+// the poll handle is touched only when its events change, and on a connected
+// context a command does not ask for writability (an epoll_ctl on and another
+// off per command) but starts a prepare handle, which writes hiredis's buffer
+// right before the loop polls — one write() per connection per loop turn.
+// Only a socket that takes less than the whole buffer waits for writability.
 struct PollAdapter {
   uv_poll_t handle{};
+  uv_prepare_t flush{};
   redisAsyncContext* ac = nullptr;
   int events = 0;
+  int open_handles = 2;
+  bool flush_armed = false;
+  bool flushing = false;
 };
 
 void poll_cb(uv_poll_t* h, int status, int events) {
@@ -137,22 +156,47 @@ void poll_cb(uv_poll_t* h, int status, int events) {
   if (p->ac != nullptr && (events & UV_WRITABLE)) redisAsyncHandleWrite(p->ac);
 }
 
-void poll_update(PollAdapter* p) {
+void poll_set(PollAdapter* p, int events) {
+  if (events == p->events) return;
+  p->events = events;
   if (p->events != 0) {
     uv_poll_start(&p->handle, p->events, poll_cb);
   } else {
     uv_poll_stop(&p->handle);
   }
 }
-void ev_add_read(void* d) { auto* p = static_cast<PollAdapter*>(d); p->events |= UV_READABLE; poll_update(p); }
-void ev_del_read(void* d) { auto* p = static_cast<PollAdapter*>(d); p->events &= ~UV_READABLE; poll_update(p); }
-void ev_add_write(void* d) { auto* p = static_cast<PollAdapter*>(d); p->events |= UV_WRITABLE; poll_update(p); }
-void ev_del_write(void* d) { auto* p = static_cast<PollAdapter*>(d); p->events &= ~UV_WRITABLE; poll_update(p); }
+
+void flush_cb(uv_prepare_t* h) {
+  auto* p = static_cast<PollAdapter*>(h->data);
+  uv_prepare_stop(h);
+  p->flush_armed = false;
+  if (p->ac == nullptr) return;
+  p->flushing = true;
+  redisAsyncHandleWrite(p->ac);  // calls delWrite (all written) or addWrite (the rest)
+  p->flushing = false;
+}
+
+void ev_add_read(void* d) { auto* p = static_cast<PollAdapter*>(d); poll_set(p, p->events | UV_READABLE); }
+void ev_del_read(void* d) { auto* p = static_cast<PollAdapter*>(d); poll_set(p, p->events & ~UV_READABLE); }
+void ev_add_write(void* d) {
+  auto* p = static_cast<PollAdapter*>(d);
+  if (p->flushing || (p->events & UV_WRITABLE) || p->ac == nullptr || !(p->ac->c.flags & REDIS_CONNECTED)) {
+    poll_set(p, p->events | UV_WRITABLE);  // connecting, or a full socket
+  } else if (!p->flush_armed) {
+    p->flush_armed = true;
+    uv_prepare_start(&p->flush, flush_cb);
+  }
+}
+void ev_del_write(void* d) { auto* p = static_cast<PollAdapter*>(d); poll_set(p, p->events & ~UV_WRITABLE); }
 void ev_cleanup(void* d) {
   auto* p = static_cast<PollAdapter*>(d);
   p->ac = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(&p->handle),
-           [](uv_handle_t* h) { delete static_cast<PollAdapter*>(h->data); });
+  auto closed = [](uv_handle_t* h) {
+    auto* adapter = static_cast<PollAdapter*>(h->data);
+    if (--adapter->open_handles == 0) delete adapter;
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&p->handle), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&p->flush), closed);
 }
 
 bool attach(redisAsyncContext* ac, uv_loop_t* loop) {
@@ -161,7 +205,9 @@ bool attach(redisAsyncContext* ac, uv_loop_t* loop) {
     delete p;
     return false;
   }
+  uv_prepare_init(loop, &p->flush);
   p->handle.data = p;
+  p->flush.data = p;
   p->ac = ac;
   ac->ev.data = p;
   ac->ev.addRead = ev_add_read;

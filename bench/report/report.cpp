@@ -51,7 +51,37 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kSystems = {"redlock", "node-redlock", "floor"};
 const std::vector<std::string> kScenarioOrder = {"latency",           "throughput",        "handoff",
                                                  "memory",            "degraded-1-paused", "degraded-2-paused",
-                                                 "degraded-slow-2ms"};
+                                                 "degraded-proxy-0ms", "degraded-slow-2ms"};
+
+// The speed targets of the benchmark issue, each a ratio of two medians of
+// one run (or a bound on one). `bound_*` names what the floor reaches on the
+// same ratio, where the target compares against node-redlock: a target below
+// what the floor itself reaches is not reachable on this machine.
+struct Target {
+  std::string name;
+  std::string scen_a, sys_a, metric_a;  // numerator
+  std::string scen_b, sys_b, metric_b;  // denominator ("" = absolute bound)
+  bool at_most;                         // the ratio must be ≤ limit (else ≥)
+  double limit;
+  bool floor_bound;  // also show the floor's value of the same ratio
+};
+
+const std::vector<Target> kTargets = {
+    {"latency p50 vs node-redlock", "latency", "redlock", "p50_us", "latency", "node-redlock", "p50_us", true, 0.6, true},
+    {"latency p99 vs node-redlock", "latency", "redlock", "p99_us", "latency", "node-redlock", "p99_us", true, 0.3, true},
+    {"latency p50 vs the floor", "latency", "redlock", "p50_us", "latency", "floor", "p50_us", true, 1.10, false},
+    {"2 of 5 paused: p99 vs healthy p99", "degraded-2-paused", "redlock", "p99_us", "latency", "redlock", "p99_us", true,
+     1.2, true},
+    {"one master 2 ms slow: p50 vs the proxy at 0 ms", "degraded-slow-2ms", "redlock", "p50_us", "degraded-proxy-0ms",
+     "redlock", "p50_us", true, 1.10, true},
+    {"throughput vs node-redlock", "throughput", "redlock", "ops_per_s", "throughput", "node-redlock", "ops_per_s",
+     false, 5.0, false},
+    {"throughput vs the floor", "throughput", "redlock", "ops_per_s", "throughput", "floor", "ops_per_s", false, 0.8,
+     false},
+    {"CPU per pair vs node-redlock", "throughput", "redlock", "cpu_us_per_op", "throughput", "node-redlock",
+     "cpu_us_per_op", true, 0.1, false},
+    {"bytes per held lock", "memory", "redlock", "bytes_per_lock", "", "", "", true, 256, false},
+};
 // Metrics shown in the table, in this order (all numeric ones go to latest.json).
 const std::vector<std::string> kTableMetrics = {"p50_us",         "p90_us",          "p99_us",
                                                 "p999_us",        "ops_per_s",       "cpu_us_per_op",
@@ -477,7 +507,38 @@ int main(int argc, char** argv) {
       results[sys][scen] = r;
     }
   }
-  json latest = {{"machine", machine_info()}, {"generated", iso_now()}, {"rounds", rounds}, {"results", results}};
+  // The targets: value, limit, met or not; for the node-relative latency
+  // targets also the floor's value of the same ratio (what bounds them).
+  json targets = json::array();
+  std::ostringstream tt;
+  tt << "| target | redlock | limit | met | floor on the same ratio |\n|---|---:|---:|---|---:|\n";
+  for (const Target& target : kTargets) {
+    const double a = metric_of(target.scen_a, target.sys_a, target.metric_a);
+    const double b = target.scen_b.empty() ? 1.0 : metric_of(target.scen_b, target.sys_b, target.metric_b);
+    const double value = a / b;
+    // The floor's value: the same ratio with the floor in redlock's place
+    // (node-relative and self-relative targets).
+    double bound = NAN;
+    if (target.floor_bound) {
+      const std::string sys_b = target.sys_b == "redlock" ? "floor" : target.sys_b;
+      bound = metric_of(target.scen_a, "floor", target.metric_a) / metric_of(target.scen_b, sys_b, target.metric_b);
+    }
+    const bool known = std::isfinite(value);
+    const bool met = known && (target.at_most ? value <= target.limit : value >= target.limit);
+    json row = {{"target", target.name}, {"limit", target.limit}, {"at_most", target.at_most}};
+    row["value"] = known ? json(value) : json(nullptr);
+    row["met"] = known ? json(met) : json(nullptr);
+    if (std::isfinite(bound)) row["floor_value"] = bound;
+    targets.push_back(row);
+    const bool absolute = target.scen_b.empty();
+    tt << "| " << target.name << " | " << (known ? (absolute ? fmt_number(value) : fmt_ratio(a, b)) : "—") << " | "
+       << (target.at_most ? "≤ " : "≥ ") << (absolute ? fmt_number(target.limit) : fmt_number(target.limit) + "×")
+       << " | " << (known ? (met ? "yes" : "**no**") : "not measured") << " | "
+       << (std::isfinite(bound) ? fmt_number(bound) + "×" : "") << " |\n";
+  }
+
+  json latest = {{"machine", machine_info()}, {"generated", iso_now()}, {"rounds", rounds}, {"results", results},
+                 {"targets", targets}};
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) fail("cannot create " + out_dir.string() + ": " + ec.message());
@@ -533,6 +594,7 @@ int main(int argc, char** argv) {
     std::cout << "\n";
     for (auto& n : notes) std::cout << "- " << n << "\n";
   }
+  std::cout << "\nTargets (ratios of the medians above):\n\n" << tt.str();
 
   // Plots.
   for (auto& [scen, per_sys] : samples) {

@@ -172,3 +172,50 @@ TEST_CASE("a master that was down when the client started is used once it comes 
     return all;
   }));
 }
+
+TEST_CASE("a master that stopped answering is sent no acquires until it answers again; releases still go") {
+  RedisGroup group(5);
+  auto client = client_for(group, [](Options& o) {
+    o.node_timeout = 50ms;
+    o.stall_timeout = 60000ms;  // keep the connection: the refusal, not a reconnect, is under test
+  });
+  REQUIRE(client->try_lock("warm-up").ok());
+  group[4].pause();
+  // Until a command to node 4 has passed its deadline, acquires are still
+  // queued there; after that they fail at once, without being sent.
+  std::vector<Lock> held;
+  int attempt = 0;
+  bool refused = false;
+  REQUIRE(eventually([&] {
+    auto l = client->try_lock("r-" + std::to_string(++attempt));
+    if (!l.ok()) return false;
+    held.push_back(*l);
+    refused = l->nodes[4].outcome == Outcome::error &&
+              l->nodes[4].error.find("not answering") != std::string::npos &&
+              l->nodes[4].error.find("not sent") != std::string::npos;
+    return refused;
+  }));
+  const int sent_before_refusal = attempt - 1;
+  for (int i = 0; i < 20; ++i) {
+    auto l = client->try_lock("more-" + std::to_string(i));
+    REQUIRE(l.ok());
+    CHECK(l->nodes[4].outcome == Outcome::error);
+    held.push_back(*l);
+  }
+  // Releases are queued on node 4 even now: they may have to delete a SET
+  // that went out before the refusals began.
+  for (const Lock& l : held) CHECK(client->unlock(l)->released);
+  group[4].resume();
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:r-*") == 0; }));
+  CHECK(group.keys_everywhere("redlock:more-*") == 0);
+  // Node 4 ran the SETs sent before the refusal and none of the 20 after it.
+  CHECK(eventually([&] { return calls(group[4], "evalsha") >= static_cast<long long>(held.size()); }));
+  CHECK(calls(group[4], "set") == 1 + sent_before_refusal);  // warm-up + those
+  // Its replies came back: it is asked again.
+  CHECK(eventually([&] {
+    auto l = client->try_lock("back");
+    const bool asked = l.ok() && l->nodes[4].outcome != Outcome::error;
+    if (l.ok()) (void)client->unlock(*l);
+    return asked;
+  }));
+}
