@@ -207,7 +207,7 @@ int run_acquire(const Args& a) {
   opts.token = a.token;
   auto client = make_client(a);
   check_ttl(*client, opts.ttl);
-  auto r = client->lock(a.resource, opts);
+  auto r = client->acquire(a.resource, opts);
   // Without --token the library draws one; a failed attempt does not report
   // it, so the output says null rather than inventing one.
   return print_lock_result("acquired", a.resource, a.token.empty() ? json(nullptr) : json(a.token), r);
@@ -252,7 +252,7 @@ int run_release(const Args& a) {
   check_resource(a.resource);
   check_token("TOKEN", a.token);
   auto client = make_client(a);
-  auto r = client->unlock(a.resource, a.token);
+  auto r = client->release(a.resource, a.token);
   json out;
   if (!r) throw_if_usage(r.error());
   out["released"] = r && r->released;

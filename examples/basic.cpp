@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
 
   // Take the lock for 10 s, retrying for up to 2 s while someone else has it.
   // (An empty token means "draw a fresh random one".)
-  auto lock = (*client)->lock("nightly-report", {.ttl = 10s, .wait = 2s, .token = {}});
+  auto lock = (*client)->acquire("nightly-report", {.ttl = 10s, .wait = 2s, .token = {}});
   if (!lock) {
     // e.g. "redlock.held: …" — the message names each node and its outcome.
     std::fprintf(stderr, "not locked: %s\n", lock.error().to_string().c_str());
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   if (lock->valid()) std::printf("writing the nightly report...\n");
 
   // Release: deletes the key on every node where our token still is.
-  auto released = (*client)->unlock(*lock);
+  auto released = (*client)->release(*lock);
   if (!released) std::fprintf(stderr, "unlock: %s\n", released.error().to_string().c_str());
   return released && released->released ? 0 : 1;
 }

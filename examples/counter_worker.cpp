@@ -196,7 +196,7 @@ int run_worker(const WorkerArgs& a) {
   long long done = 0, lock_failures = 0, expired = 0, unlock_failures = 0;
   int in_a_row = 0;
   while (done < a.iterations) {
-    auto lock = client.lock(a.resource, opts);
+    auto lock = client.acquire(a.resource, opts);
     const long long acquired_ns = monotonic_ns();
     if (!lock) {
       const auto code = lock.error().code;
@@ -225,7 +225,7 @@ int run_worker(const WorkerArgs& a) {
           << getpid() << '\n'
           << std::flush;
     }
-    auto released = client.unlock(*lock);
+    auto released = client.release(*lock);
     if (!released || !released->released) ++unlock_failures;
     if (still_valid)
       ++done;

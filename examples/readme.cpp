@@ -13,10 +13,11 @@ int main() {
   config.nodes = *redlock::parse_node_list(
       "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003");
   auto client = redlock::Client::create(config);            // Result<unique_ptr<Client>>
-  auto lock = (*client)->lock("nightly-report", {.ttl = 10s, .wait = 2s});
-  if (!lock) { std::puts(lock.error().to_string().c_str()); return 1; }
-  // … work while lock->valid() …
-  auto released = (*client)->unlock(*lock);  // released->released: the lock is free
+  auto lease = (*client)->lock("nightly-report", {.ttl = 10s, .wait = 2s, .fence = true});
+  if (!lease) { std::puts(lease.error().to_string().c_str()); return 1; }
+  // … work while lease->valid(): a watchdog keeps extending it; if it is lost,
+  // lease->stop_token() is requested first. Send lease->fence() with each write.
+  auto released = lease->release();  // or let the lease go out of scope
   // README:end
   return released && released->released ? 0 : 1;
 }

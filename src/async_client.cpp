@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "lease_state.hpp"
 #include "node.hpp"
 #include "redlock.hpp"
 #include "scripts.hpp"
@@ -41,6 +42,22 @@ class ClientCore final : public detail::Transport {
   }
 
   detail::Engine& engine() noexcept { return engine_; }
+
+  // start_watchdog: a lease taken through this client now keeps itself
+  // extended. After close() it is lost at once.
+  void start_watchdog(std::shared_ptr<detail::LeaseState> state) {
+    auto* dog = new detail::Watchdog(loop_, engine_, config_.options, std::move(state),
+                                     [this](detail::Watchdog* w) { watchdog_gone(w); });
+    dog->next = watchdogs_;
+    if (watchdogs_ != nullptr) watchdogs_->prev = dog;
+    watchdogs_ = dog;
+    ++live_watchdogs_;
+    if (closing_) {
+      dog->shutdown();
+    } else {
+      dog->start();
+    }
+  }
   const Config& config() const noexcept { return config_; }
 
   void close(std::function<void()> on_closed) {
@@ -51,6 +68,11 @@ class ClientCore final : public detail::Transport {
     }
     if (closing_) return;
     closing_ = true;
+    for (detail::Watchdog* w = watchdogs_; w != nullptr;) {
+      detail::Watchdog* next = w->next;  // shutdown may not unlink yet (its timers close first)
+      w->shutdown();
+      w = next;
+    }
     engine_.shutdown([this] {
       engine_idle_ = true;
       maybe_finish();
@@ -68,13 +90,21 @@ class ClientCore final : public detail::Transport {
  private:
   ~ClientCore() override = default;
 
+  void watchdog_gone(detail::Watchdog* w) {
+    if (w->prev != nullptr) w->prev->next = w->next;
+    if (w->next != nullptr) w->next->prev = w->prev;
+    if (watchdogs_ == w) watchdogs_ = w->next;
+    --live_watchdogs_;
+    maybe_finish();
+  }
+
   void node_closed() {
     ++closed_nodes_;
     maybe_finish();
   }
 
   void maybe_finish() {
-    if (!engine_idle_ || closed_nodes_ != nodes_.size() || reaping_) return;
+    if (!engine_idle_ || closed_nodes_ != nodes_.size() || live_watchdogs_ != 0 || reaping_) return;
     reaping_ = true;
     // Finish in a close callback of our own, never inside a node's.
     uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
@@ -99,6 +129,8 @@ class ClientCore final : public detail::Transport {
   uv_timer_t reaper_;
   std::vector<std::function<void()>> closed_callbacks_;
   std::size_t closed_nodes_ = 0;
+  detail::Watchdog* watchdogs_ = nullptr;  // intrusive list of live watchdogs
+  std::size_t live_watchdogs_ = 0;
   bool closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
 };
 
@@ -128,5 +160,13 @@ void AsyncClient::release(std::string resource, std::string token, ReleaseCallba
 void AsyncClient::close(std::function<void()> on_closed) { core_->close(std::move(on_closed)); }
 
 const Config& AsyncClient::config() const noexcept { return core_->config(); }
+
+namespace detail {
+
+void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state) {
+  client.core_->start_watchdog(std::move(state));
+}
+
+}  // namespace detail
 
 }  // namespace redlock

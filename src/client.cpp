@@ -5,7 +5,10 @@
 
 #include <uv.h>
 
+#include "lease_state.hpp"
+
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -20,6 +23,8 @@ struct Client::Impl {
   std::unique_ptr<AsyncClient> async;        // loop thread only (after start)
   Config config;
   std::thread thread;
+  // The leases' link to this client (outlives it; cleared in ~Client).
+  std::shared_ptr<detail::LeaseHost> host = std::make_shared<detail::LeaseHost>();
 
   void post(std::function<void()> task) {
     {
@@ -67,6 +72,17 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
   uv_async_init(&impl->loop, &impl->wake, [](uv_async_t* h) { static_cast<Impl*>(h->data)->drain(); });
   impl->wake.data = impl.get();
   impl->thread = std::thread([p = impl.get()] { uv_run(&p->loop, UV_RUN_DEFAULT); });
+  {
+    std::lock_guard<std::mutex> lock(impl->host->mu);
+    impl->host->loop_thread = impl->thread.get_id();
+    const Options& o = impl->config.options;
+    impl->host->release_bound = o.node_timeout + o.release_settle + milliseconds{250};
+    impl->host->post = [p = impl.get()](detail::LeaseHost::Task task) {
+      p->post([p, task = std::move(task)] {
+        if (p->async) task(*p->async);
+      });
+    };
+  }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -74,6 +90,11 @@ Client::Client(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
 
 Client::~Client() {
   Impl* p = impl_.get();
+  {
+    // Leases that outlive the client can no longer reach the loop.
+    std::lock_guard<std::mutex> lock(p->host->mu);
+    p->host->post = nullptr;
+  }
   p->post([p] {
     p->async->close([p] { uv_close(reinterpret_cast<uv_handle_t*>(&p->wake), nullptr); });
     p->async.reset();
@@ -82,7 +103,7 @@ Client::~Client() {
   uv_loop_close(&p->loop);
 }
 
-std::future<Result<Lock>> Client::lock_async(std::string_view resource, AcquireOptions opts) {
+std::future<Result<Lock>> Client::acquire_async(std::string_view resource, AcquireOptions opts) {
   return impl_->call<Lock>([resource = std::string(resource), opts = std::move(opts)](
                                AsyncClient& c, LockCallback done) mutable {
     c.acquire(std::move(resource), std::move(opts), std::move(done));
@@ -95,29 +116,89 @@ std::future<Result<Lock>> Client::extend_async(const Lock& lock, milliseconds tt
   });
 }
 
-std::future<Result<ReleaseResult>> Client::unlock_async(std::string_view resource, std::string_view token) {
+std::future<Result<ReleaseResult>> Client::release_async(std::string_view resource, std::string_view token) {
   return impl_->call<ReleaseResult>([resource = std::string(resource), token = std::string(token)](
                                         AsyncClient& c, ReleaseCallback done) mutable {
     c.release(std::move(resource), std::move(token), std::move(done));
   });
 }
 
-Result<Lock> Client::lock(std::string_view resource, AcquireOptions opts) {
-  return lock_async(resource, std::move(opts)).get();
+Result<Lock> Client::acquire(std::string_view resource, AcquireOptions opts) {
+  return acquire_async(resource, std::move(opts)).get();
 }
 
-Result<Lock> Client::try_lock(std::string_view resource, milliseconds ttl) {
+Result<Lock> Client::try_acquire(std::string_view resource, milliseconds ttl) {
   AcquireOptions opts;
   opts.ttl = ttl;
-  return lock_async(resource, std::move(opts)).get();
+  return acquire_async(resource, std::move(opts)).get();
 }
 
 Result<Lock> Client::extend(const Lock& lock, milliseconds ttl) { return extend_async(lock, ttl).get(); }
 
-Result<ReleaseResult> Client::unlock(const Lock& lock) { return unlock_async(lock.resource, lock.token).get(); }
+Result<ReleaseResult> Client::release(const Lock& lock) { return release_async(lock.resource, lock.token).get(); }
 
-Result<ReleaseResult> Client::unlock(std::string_view resource, std::string_view token) {
-  return unlock_async(resource, token).get();
+Result<ReleaseResult> Client::release(std::string_view resource, std::string_view token) {
+  return release_async(resource, token).get();
+}
+
+namespace {
+
+std::string this_thread_owner() {
+  std::ostringstream out;
+  out << "thread:" << std::this_thread::get_id();
+  return out.str();
+}
+
+}  // namespace
+
+Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
+  if (!(opts.extend_at > 0.0 && opts.extend_at < 1.0)) {
+    return make_error(Errc::invalid_argument,
+                      "extend_at: " + std::to_string(opts.extend_at) + " (must be between 0 and 1, exclusive)");
+  }
+  if (opts.max_extensions < 0) return make_error(Errc::invalid_argument, "max_extensions: must be >= 0");
+  if (opts.max_hold < milliseconds{0}) return make_error(Errc::invalid_argument, "max_hold: must be >= 0");
+  detail::LeaseHost& host = *impl_->host;
+  std::string owner;
+  if (opts.reentrant) {
+    owner = opts.owner.empty() ? this_thread_owner() : opts.owner;
+    std::lock_guard<std::mutex> lock(host.mu);
+    auto it = host.reentrant.find(std::string(resource));
+    if (it != host.reentrant.end()) {
+      if (std::shared_ptr<detail::LeaseState> held = it->second.lock(); held && held->owner == owner) {
+        std::lock_guard<std::mutex> state_lock(held->mu);
+        if (!held->released && !held->lost && std::chrono::steady_clock::now() < held->deadline) {
+          ++held->holds;  // re-entered: no network round
+          return Lease(held);
+        }
+      }
+    }
+  }
+  AcquireOptions acquire_opts;
+  acquire_opts.ttl = opts.ttl;
+  acquire_opts.wait = opts.wait;
+  acquire_opts.fence = opts.fence;
+  Result<Lock> taken = acquire(resource, std::move(acquire_opts));
+  if (!taken) return std::move(taken).error();
+
+  auto state = std::make_shared<detail::LeaseState>();
+  state->resource = std::move(taken->resource);
+  state->token = std::move(taken->token);
+  state->fence = taken->fence;
+  state->ttl = taken->ttl;
+  state->owner = std::move(owner);
+  state->taken = taken->validity_deadline - taken->validity;  // about when the round began
+  state->deadline = taken->validity_deadline;
+  state->host = impl_->host;
+  state->options = std::move(opts);
+  {
+    std::lock_guard<std::mutex> lock(host.mu);
+    if (!state->owner.empty()) host.reentrant[state->resource] = state;
+    impl_->post([p = impl_.get(), state] {
+      if (p->async) detail::start_watchdog(*p->async, state);
+    });
+  }
+  return Lease(std::move(state));
 }
 
 const Config& Client::config() const noexcept { return impl_->config; }

@@ -16,6 +16,7 @@ std::string_view errc_name(Errc code) noexcept {
     case Errc::config: return "redlock.config";
     case Errc::closed: return "redlock.closed";
     case Errc::internal: return "redlock.internal";
+    case Errc::lost: return "redlock.lost";
   }
   return "redlock.unknown";
 }

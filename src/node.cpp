@@ -161,6 +161,14 @@ ReplyView view_of(const redisReply* r) {
   }
   v.integer = r->integer;
   if (r->str != nullptr) v.str = std::string_view(r->str, r->len);
+  if (r->type == REDIS_REPLY_ARRAY && r->elements <= v.items.size()) {
+    bool integers = true;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      integers = integers && r->element[i] != nullptr && r->element[i]->type == REDIS_REPLY_INTEGER;
+      if (integers) v.items[i] = r->element[i]->integer;
+    }
+    if (integers) v.item_count = static_cast<std::uint8_t>(r->elements);
+  }
   return v;
 }
 

@@ -1,6 +1,7 @@
 // quorum.cpp — the decision rule and the fan-out round.
 #include "quorum.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -49,6 +50,15 @@ void unexpected(const NodeEvent& event, NodeOutcome& out) {
   out.error = "unexpected reply: " + reply_text(event.reply);
 }
 
+// held_by_another: an acquire found another token; `pttl` is its remaining
+// TTL in ms (-1: no expiry).
+void held_by_another(long long pttl, NodeOutcome& out) {
+  out.outcome = Outcome::held;
+  out.holder_ttl = std::chrono::milliseconds{pttl};
+  out.error = pttl >= 0 ? "held by another token (expires in " + std::to_string(pttl) + " ms)"
+                        : "held by another token (no expiry)";
+}
+
 }  // namespace
 
 void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
@@ -69,23 +79,32 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     out.error = std::string(r.str);
     return;
   }
-  if (is_acquire(command)) {
+  if (command == CommandId::fenced_acquire) {
+    if (r.type == ReplyView::Type::array && r.item_count == 2 && r.items[0] == 1) {
+      out.outcome = Outcome::ok;
+    } else if (r.type == ReplyView::Type::array && r.item_count == 3 && r.items[0] == 0) {
+      held_by_another(r.items[2], out);
+    } else {
+      unexpected(event, out);
+    }
+  } else if (is_acquire(command)) {
     if (r.type == ReplyView::Type::status && r.str == "OK") {
       out.outcome = Outcome::ok;
     } else if (command == CommandId::set_nx && r.type == ReplyView::Type::nil) {
       out.outcome = Outcome::held;  // SET NX says only "not set"
       out.error = "held by another token";
     } else if (command == CommandId::acquire && r.type == ReplyView::Type::integer) {
-      out.outcome = Outcome::held;
-      out.holder_ttl = std::chrono::milliseconds{r.integer};
-      out.error = r.integer >= 0 ? "held by another token (expires in " + std::to_string(r.integer) + " ms)"
-                                 : "held by another token (no expiry)";
+      held_by_another(r.integer, out);
     } else {
       unexpected(event, out);
     }
   } else if (r.type == ReplyView::Type::integer && (r.integer == 0 || r.integer == 1)) {
     out.outcome = r.integer == 1 ? Outcome::ok : Outcome::held;
-    if (r.integer == 0) out.error = "token not present (expired, released, or another holder)";
+    if (r.integer == 0) {
+      out.error = command == CommandId::fence_raise
+                      ? "fence not raised (token not present, or the counter already at the fence or above)"
+                      : "token not present (expired, released, or another holder)";
+    }
   } else {
     unexpected(event, out);
   }
@@ -126,6 +145,11 @@ void QuorumRound::record_first(std::size_t slot) {
 
 void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   NodeOutcome& out = outcomes_[slot];
+  // Phase 1 of a fenced acquire: every counter read counts, yes or no.
+  if (call_.command == CommandId::fenced_acquire && event.kind == EventKind::reply &&
+      event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
+    max_counter_ = std::max(max_counter_, event.reply.items[1]);
+  }
   const bool first = out.outcome == Outcome::pending;
   if (event.kind != EventKind::timeout) ++finals_;
   if (first) {

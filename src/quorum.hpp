@@ -86,6 +86,9 @@ class QuorumRound final : public ReplySink {
   // outcomes: one per node; `pending` for nodes with no event yet.
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
   const Call& call() const noexcept { return call_; }
+  // max_counter: the highest fence counter read so far (fenced_acquire
+  // rounds; 0 when none).
+  long long max_counter() const noexcept { return max_counter_; }
 
   void on_node_event(std::size_t slot, const NodeEvent& event) override;
 
@@ -100,6 +103,7 @@ class QuorumRound final : public ReplySink {
   std::vector<NodeOutcome> outcomes_;
   RoundListener* listener_;
   std::size_t finals_ = 0;
+  long long max_counter_ = 0;
   bool launching_ = true;
   bool detached_ = false;
 };

@@ -101,6 +101,8 @@ class Operation final : public RoundListener {
   ReleaseCallback release_done_;
   std::optional<Error> early_;  // an argument error, reported on the first timer tick
   bool fresh_token_ = false;    // acquire: the token was drawn here, not given
+  bool fence_ = false;          // acquire: a fenced acquire (two phases)
+  std::uint64_t fence_value_ = 0;  // acquire: F once phase 1 succeeded; extend: the lock's fence
 
  private:
   void arm(milliseconds delay) {
@@ -123,7 +125,9 @@ class Operation final : public RoundListener {
         // The first attempt with a token we just drew is a plain SET NX PX:
         // no key can hold that token yet. A retry uses the script, which
         // also refreshes our own key if an earlier attempt's SET landed.
-        const CommandId id = attempts_ == 1 && fresh_token_ ? CommandId::set_nx : CommandId::acquire;
+        const CommandId id = fence_                             ? CommandId::fenced_acquire
+                             : attempts_ == 1 && fresh_token_ ? CommandId::set_nx
+                                                              : CommandId::acquire;
         return {id, key_, token_, std::to_string(ttl_.count())};
       }
       case Kind::extend: return {CommandId::extend, key_, token_, std::to_string(ttl_.count())};
@@ -138,6 +142,7 @@ class Operation final : public RoundListener {
 
   void start_round() {
     ++attempts_;
+    phase_ = 1;
     t1_ = clock::now();
     if (sabotage().wall_clock) t1_wall_ = std::chrono::system_clock::now();
     const RoundMode mode = kind_ == Kind::release ? RoundMode::release : RoundMode::majority;
@@ -170,6 +175,7 @@ class Operation final : public RoundListener {
     const microseconds validity = validity_left(ttl_, elapsed, o.drift_factor);
     const bool in_time = kind_ != Kind::extend || now < lock_deadline_;
     if (tally.success() && validity > microseconds{o.min_validity} && in_time) {
+      if (kind_ == Kind::acquire && fence_ && phase_ == 1) return start_fence_phase();
       Lock lock;
       lock.resource = resource_;
       lock.token = token_;
@@ -178,6 +184,7 @@ class Operation final : public RoundListener {
       lock.validity_deadline = now + validity;  // = T1 + ttl − drift
       lock.elapsed = elapsed;
       lock.attempts = attempts_;
+      lock.fence = fence_value_;  // F after phase 2; an extend keeps the lock's
       if (o.node_outcomes) lock.nodes = round_->outcomes();
       return finish_lock(std::move(lock));
     }
@@ -198,6 +205,20 @@ class Operation final : public RoundListener {
         random_below(static_cast<unsigned long long>(o.retry_jitter.count()) + 1))};
     const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - now);
     arm(std::min(o.retry_delay + jitter, left));
+  }
+
+  // start_fence_phase: phase 1 reached a majority; F = the highest counter
+  // any node reported + 1. Phase 2 raises the counter to F on the nodes
+  // where our token still is; the lock (with F) is granted only if a
+  // majority confirms within the validity that began at phase 1's T1.
+  void start_fence_phase() {
+    fence_value_ = static_cast<std::uint64_t>(std::max(round_->max_counter(), 0LL)) + 1;
+    round_->detach();
+    round_ = nullptr;
+    phase_ = 2;
+    round_ = QuorumRound::launch(engine_.transport_, {CommandId::fence_raise, key_, token_, std::to_string(fence_value_)},
+                                 RoundMode::majority, this);
+    if (round_->decided()) arm(milliseconds{0});
   }
 
   // measured_elapsed is now − T1 on steady_clock (the broken variants of
@@ -221,6 +242,10 @@ class Operation final : public RoundListener {
                         "majority " + count_of(tally) + " reached but only " +
                             std::to_string(validity.count() / 1000) + " ms of validity left (minimum " +
                             std::to_string(engine_.options_.min_validity.count()) + " ms)" + tail);
+    }
+    if (phase_ == 2) {
+      return make_error(Errc::no_quorum, "fence " + std::to_string(fence_value_) + " not confirmed by a majority " +
+                                             count_of(tally) + tail);
     }
     if (tally.held() > 0) {
       if (kind_ == Kind::extend) return make_error(Errc::not_held, "lock not held " + count_of(tally) + tail);
@@ -268,6 +293,7 @@ class Operation final : public RoundListener {
   clock::time_point t1_{};
   std::chrono::system_clock::time_point t1_wall_{};  // only for the wall_clock variant
   int attempts_ = 0;
+  int phase_ = 1;                  // a fenced acquire's phase (1: take the lock, 2: raise the fence)
   bool aborted_ = false;
   bool finished_ = false;
 };
@@ -350,6 +376,7 @@ void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback don
   op->resource_ = std::move(resource);
   op->token_ = std::move(opts.token);
   op->wait_deadline_ = clock::now() + opts.wait;
+  op->fence_ = opts.fence;
   op->begin();
 }
 
@@ -364,6 +391,7 @@ void Engine::extend(Lock lock, milliseconds ttl, LockCallback done) {
   op->key_ = options_.prefix + lock.resource;
   op->resource_ = std::move(lock.resource);
   op->token_ = std::move(lock.token);
+  op->fence_value_ = lock.fence;
   // A lock value that never came from acquire (CLI extend) has no deadline
   // of its own: then the extension itself must land within its new ttl.
   op->lock_deadline_ = lock.validity_deadline == clock::time_point{} ? clock::time_point::max()

@@ -3,6 +3,7 @@
 // replies can be driven by a fake in unit tests.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,11 @@ struct ReplyView {
   Type type = Type::other;
   long long integer = 0;
   std::string_view str;  // status, string and error text
+  // array of integers only (the fenced acquire's [1, counter] or
+  // [0, counter, pttl]): its elements, and how many (0 for any other array,
+  // or one longer than items holds).
+  std::array<long long, 3> items{};
+  std::uint8_t item_count = 0;
 };
 
 // EventKind — what happened to one command on one node.

@@ -28,6 +28,11 @@ struct uv_loop_s;
 namespace redlock {
 
 class ClientCore;
+class AsyncClient;
+namespace detail {
+struct LeaseState;
+void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
+}  // namespace detail
 
 using LockCallback = std::function<void(Result<Lock>)>;
 using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
@@ -75,6 +80,7 @@ class AsyncClient {
   const Config& config() const noexcept;
 
  private:
+  friend void detail::start_watchdog(AsyncClient& client, std::shared_ptr<detail::LeaseState> state);
   explicit AsyncClient(ClientCore* core) noexcept;
   ClientCore* core_;  // owned; frees itself after its handles have closed
 };

@@ -2,19 +2,30 @@
 //
 // A Client runs its own loop thread with an AsyncClient on it. Every member
 // may be called from any thread at once; a call blocks until the operation
-// completes (each is bounded: a round by the node timeout, a lock() by its
+// completes (each is bounded: a round by the node timeout, an acquire by its
 // wait deadline) or returns a std::future for it. Destroying the Client
 // closes the connections and joins the thread; operations still in flight
-// complete with Errc::closed first.
+// complete with Errc::closed first, and live leases are lost (their watchdog
+// stops; the locks expire by their TTL unless released before).
+//
+// Two ways to hold a lock:
+//   lock()     a Lease: RAII, kept extended by a watchdog, with a lost
+//              signal, optional fencing token and reentrancy (lease.hpp);
+//   acquire()  a plain Lock value that you extend and release yourself.
 #pragma once
 
 #include <future>
 #include <memory>
+#include <optional>
+#include <stop_token>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include "redlock/async_client.hpp"
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
+#include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
@@ -31,20 +42,36 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // lock acquires `resource`, retrying until opts.wait has passed.
-  Result<Lock> lock(std::string_view resource, AcquireOptions opts = {});
-  // try_lock makes one attempt (wait = 0) with the given ttl (0: default).
-  Result<Lock> try_lock(std::string_view resource, milliseconds ttl = milliseconds{0});
+  // lock takes `resource` as a Lease (see lease.hpp): released when the
+  // Lease is destroyed, extended by a watchdog while it lives. Errors: as
+  // acquire().
+  Result<Lease> lock(std::string_view resource, LeaseOptions opts = {});
+
+  // with_lock runs fn(std::stop_token) under a lease on `resource` and
+  // releases it afterwards (also when fn throws). The token is requested
+  // if the lease is lost while fn runs: fn should stop touching the
+  // resource then. Returns fn's result, or the error that kept the lock
+  // from being taken, or Errc::lost if the lease was lost before fn
+  // returned (fn's work may then have overlapped another holder's).
+  template <class F>
+  auto with_lock(std::string_view resource, LeaseOptions opts, F&& fn)
+      -> Result<std::invoke_result_t<F, std::stop_token>>;
+
+  // acquire takes `resource` as a plain Lock, retrying until opts.wait has
+  // passed.
+  Result<Lock> acquire(std::string_view resource, AcquireOptions opts = {});
+  // try_acquire makes one attempt (wait = 0) with the given ttl (0: default).
+  Result<Lock> try_acquire(std::string_view resource, milliseconds ttl = milliseconds{0});
   // extend: see AsyncClient::extend.
   Result<Lock> extend(const Lock& lock, milliseconds ttl = milliseconds{0});
-  // unlock releases a lock; see AsyncClient::release.
-  Result<ReleaseResult> unlock(const Lock& lock);
-  Result<ReleaseResult> unlock(std::string_view resource, std::string_view token);
+  // release releases a plain lock; see AsyncClient::release.
+  Result<ReleaseResult> release(const Lock& lock);
+  Result<ReleaseResult> release(std::string_view resource, std::string_view token);
 
   // The same, as futures; the future becomes ready on the loop thread.
-  std::future<Result<Lock>> lock_async(std::string_view resource, AcquireOptions opts = {});
+  std::future<Result<Lock>> acquire_async(std::string_view resource, AcquireOptions opts = {});
   std::future<Result<Lock>> extend_async(const Lock& lock, milliseconds ttl = milliseconds{0});
-  std::future<Result<ReleaseResult>> unlock_async(std::string_view resource, std::string_view token);
+  std::future<Result<ReleaseResult>> release_async(std::string_view resource, std::string_view token);
 
   // config returns the validated config in use.
   const Config& config() const noexcept;
@@ -54,5 +81,26 @@ class Client {
   explicit Client(std::unique_ptr<Impl> impl) noexcept;
   std::unique_ptr<Impl> impl_;
 };
+
+template <class F>
+auto Client::with_lock(std::string_view resource, LeaseOptions opts, F&& fn)
+    -> Result<std::invoke_result_t<F, std::stop_token>> {
+  using R = std::invoke_result_t<F, std::stop_token>;
+  Result<Lease> lease = lock(resource, std::move(opts));
+  if (!lease) return std::move(lease).error();
+  if constexpr (std::is_void_v<R>) {
+    std::forward<F>(fn)(lease->stop_token());
+    std::optional<Error> lost = lease->lost();
+    (void)lease->release();
+    if (lost) return std::move(*lost);
+    return Result<void>{};
+  } else {
+    R value = std::forward<F>(fn)(lease->stop_token());
+    std::optional<Error> lost = lease->lost();
+    (void)lease->release();
+    if (lost) return std::move(*lost);
+    return Result<R>(std::move(value));
+  }
+}
 
 }  // namespace redlock

@@ -34,6 +34,7 @@ enum class Errc : std::uint8_t {
   config,              // a configuration value is wrong; the message names the field and the value
   closed,              // the client was closed before the operation could complete
   internal,            // a bug or resource exhaustion inside the library (out of memory, uv error)
+  lost,                // a lease was lost: an extension was refused or came too late, or its deadline passed
 };
 
 // errc_name returns the stable id of a code, e.g. "redlock.no_quorum".

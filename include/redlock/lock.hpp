@@ -53,6 +53,11 @@ struct Lock {
   std::chrono::steady_clock::time_point validity_deadline{};
   std::chrono::microseconds elapsed{0};  // duration of the deciding round
   int attempts = 0;                      // acquire rounds tried (1 for extend)
+  // The fencing token (AcquireOptions::fence), 0 without fencing: strictly
+  // greater than the fence of every earlier fenced holder of this resource.
+  // Pass it along with every write to the protected resource, which rejects
+  // a write whose fence is below the highest it has seen.
+  std::uint64_t fence = 0;
   // The outcomes of the deciding round, one per node — only with
   // Options::node_outcomes on; empty otherwise.
   std::vector<NodeOutcome> nodes;

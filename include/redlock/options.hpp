@@ -96,6 +96,10 @@ struct AcquireOptions {
   // tokens are 1–128 characters of [0-9A-Za-z_-]. Reusing a token you hold
   // refreshes that lock's TTL.
   std::string token;
+  // Fencing: also obtain a fencing token (Lock::fence), strictly greater
+  // than the fence of every earlier holder of this resource that also used
+  // fencing. Costs one more round trip (docs/design.md, "Fencing tokens").
+  bool fence = false;
 };
 
 }  // namespace redlock

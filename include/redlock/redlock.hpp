@@ -5,5 +5,6 @@
 #include "redlock/client.hpp"
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
+#include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"

@@ -20,7 +20,7 @@ TEST_CASE("acquire, extend and release on five masters") {
   auto client = client_for(group);
   AcquireOptions opts;
   opts.ttl = 5000ms;
-  auto lock = client->lock("report", opts);
+  auto lock = client->acquire("report", opts);
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(lock->nodes.size() == 5);
   // Decided by the first three; a straggler may still be pending then.
@@ -41,7 +41,7 @@ TEST_CASE("acquire, extend and release on five masters") {
   CHECK(extended->validity > 19000ms);
   CHECK(group[2].command({"PTTL", "redlock:report"}).integer > 19000);
 
-  auto released = client->unlock(*extended);
+  auto released = client->release(*extended);
   REQUIRE(released.ok());
   CHECK(released->released);
   // Exactly 5 unless a straggler took longer than release_settle (a loaded
@@ -54,10 +54,10 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   RedisGroup group(3);
   auto a = client_for(group);
   auto b = client_for(group);
-  auto lock = a->lock("row-17");
+  auto lock = a->acquire("row-17");
   REQUIRE(lock.ok());
 
-  auto second = b->try_lock("row-17");
+  auto second = b->try_acquire("row-17");
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().code == Errc::held);
   // Decided at the second `held`; the third may still be pending then.
@@ -70,7 +70,7 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   }
   AcquireOptions with_token;
   with_token.token = "b-token";
-  auto third = b->lock("row-17", with_token);
+  auto third = b->acquire("row-17", with_token);
   REQUIRE_FALSE(third.ok());
   CHECK(third.error().code == Errc::held);
   CHECK(count_outcome(third.error().nodes, Outcome::held) >= 2);
@@ -83,7 +83,7 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   auto ext = b->extend(forged, 10000ms);
   REQUIRE_FALSE(ext.ok());
   CHECK(ext.error().code == Errc::not_held);
-  auto rel = b->unlock(forged);
+  auto rel = b->release(forged);
   REQUIRE(rel.ok());
   CHECK_FALSE(rel->released);
   CHECK(rel->released_nodes == 0);
@@ -91,7 +91,7 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
     CHECK(group[i].command({"GET", "redlock:row-17"}).str == lock->token);
   }
   // The failed acquire of b released nothing of a's.
-  CHECK(a->unlock(*lock)->released_nodes >= 2);
+  CHECK(a->release(*lock)->released_nodes >= 2);
 }
 
 TEST_CASE("an expired lock cannot be extended") {
@@ -99,7 +99,7 @@ TEST_CASE("an expired lock cannot be extended") {
   auto client = client_for(group);
   AcquireOptions opts;
   opts.ttl = 150ms;
-  auto lock = client->lock("short", opts);
+  auto lock = client->acquire("short", opts);
   REQUIRE(lock.ok());
   REQUIRE(eventually([&] { return group.keys_everywhere("redlock:short") == 0; }));
   auto ext = client->extend(*lock, 1000ms);
@@ -114,10 +114,10 @@ TEST_CASE("acquiring again with our own token refreshes the lock instead of bloc
   AcquireOptions opts;
   opts.ttl = 2000ms;
   opts.token = "my-own-token";
-  auto first = client->lock("refresh", opts);
+  auto first = client->acquire("refresh", opts);
   REQUIRE(first.ok());
   opts.ttl = 30000ms;
-  auto again = client->lock("refresh", opts);
+  auto again = client->acquire("refresh", opts);
   REQUIRE_MESSAGE(again.ok(), again.error().to_string());
   CHECK(group[1].command({"PTTL", "redlock:refresh"}).integer > 20000);
   CHECK(group[1].command({"GET", "redlock:refresh"}).str == "my-own-token");
@@ -136,7 +136,7 @@ TEST_CASE("threads contending for one lock increment a shared counter exactly") 
       AcquireOptions opts;
       opts.ttl = 5000ms;
       opts.wait = 20000ms;
-      auto lock = client.lock("counter", opts);
+      auto lock = client.acquire("counter", opts);
       if (!lock) {
         ++failures;
         continue;
@@ -148,7 +148,7 @@ TEST_CASE("threads contending for one lock increment a shared counter exactly") 
       freeReplyObject(redisCommand(c, "SET counter %lld", v + 1));
       inside.fetch_sub(1);
       CHECK(lock->valid());
-      auto rel = client.unlock(*lock);
+      auto rel = client.release(*lock);
       CHECK(rel.ok());
     }
     redisFree(c);
@@ -255,9 +255,9 @@ TEST_CASE("a release publishes the token on {prefix}{resource}:released on every
     const timeval bound{5, 0};
     redisSetTimeout(c, bound);
   }
-  auto lock = client->lock("report");
+  auto lock = client->acquire("report");
   REQUIRE(lock.ok());
-  auto released = client->unlock(*lock);
+  auto released = client->release(*lock);
   REQUIRE(released.ok());
   CHECK(released->released);
   for (redisContext* c : subscribers) {

@@ -14,19 +14,19 @@ TEST_CASE("AUTH with a password") {
   RedisServer server(so);
   const std::string base = "127.0.0.1:" + std::to_string(server.port());
   auto good = client_for({"redis://:s3cret@" + base});
-  auto lock = good->try_lock("auth");
+  auto lock = good->try_acquire("auth");
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(server.command({"EXISTS", "redlock:auth"}).integer == 1);
 
   auto bad = client_for({"redis://:wrong@" + base});
-  auto refused = bad->try_lock("auth2");
+  auto refused = bad->try_acquire("auth2");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().nodes[0].outcome == Outcome::error);
   CHECK(refused.error().nodes[0].error.find("AUTH") != std::string::npos);
   CHECK(refused.error().message.find(base) != std::string::npos);
 
   auto none = client_for({"redis://" + base});
-  auto noauth = none->try_lock("auth3");
+  auto noauth = none->try_acquire("auth3");
   REQUIRE_FALSE(noauth.ok());
   CHECK(noauth.error().nodes[0].error.find("NOAUTH") != std::string::npos);
 }
@@ -38,12 +38,12 @@ TEST_CASE("AUTH as an ACL user") {
   RedisServer server(so);
   const std::string base = "127.0.0.1:" + std::to_string(server.port());
   auto client = client_for({"redis://locker:lock-pw@" + base});
-  auto lock = client->try_lock("acl");
+  auto lock = client->try_acquire("acl");
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
-  CHECK(client->unlock(*lock)->released);
+  CHECK(client->release(*lock)->released);
 
   auto wrong = client_for({"redis://locker:nope@" + base});
-  auto refused = wrong->try_lock("acl");
+  auto refused = wrong->try_acquire("acl");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().nodes[0].error.find("WRONGPASS") != std::string::npos);
 }
@@ -51,7 +51,7 @@ TEST_CASE("AUTH as an ACL user") {
 TEST_CASE("SELECT db puts the lock in that database") {
   RedisServer server;
   auto client = client_for({server.url() + "/3"});
-  auto lock = client->try_lock("in-db3");
+  auto lock = client->try_acquire("in-db3");
   REQUIRE(lock.ok());
   CHECK(server.command({"INFO", "keyspace"}).str.find("db3:keys=1") != std::string::npos);
   CHECK(server.command({"EXISTS", "redlock:in-db3"}).integer == 0);  // not in db 0
@@ -62,10 +62,10 @@ TEST_CASE("unix socket") {
   so.unix_socket = true;
   RedisServer server(so);
   auto client = client_for({"unix://" + server.unix_path()});
-  auto lock = client->try_lock("over-unix");
+  auto lock = client->try_acquire("over-unix");
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(lock->nodes[0].address == "unix://" + server.unix_path());
-  CHECK(client->unlock(*lock)->released);
+  CHECK(client->release(*lock)->released);
 }
 
 TEST_CASE("IPv6 loopback") {
@@ -73,23 +73,23 @@ TEST_CASE("IPv6 loopback") {
   so.extra_args = {"--bind", "127.0.0.1", "::1"};
   RedisServer server(so);
   auto client = client_for({"redis://[::1]:" + std::to_string(server.port())});
-  auto lock = client->try_lock("over-v6");
+  auto lock = client->try_acquire("over-v6");
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(lock->nodes[0].address == "[::1]:" + std::to_string(server.port()));
-  CHECK(client->unlock(*lock)->released);
+  CHECK(client->release(*lock)->released);
 }
 
 TEST_CASE("EVALSHA after SCRIPT FLUSH still works: the script is reloaded") {
   RedisGroup group(3);
   auto client = client_for(group);
-  auto first = client->try_lock("flush");
+  auto first = client->try_acquire("flush");
   REQUIRE(first.ok());
-  REQUIRE(client->unlock(*first)->released);
+  REQUIRE(client->release(*first)->released);
   for (std::size_t i = 0; i < group.size(); ++i) group[i].command({"SCRIPT", "FLUSH"});
-  auto again = client->try_lock("flush");
+  auto again = client->try_acquire("flush");
   REQUIRE_MESSAGE(again.ok(), again.error().to_string());
   CHECK(count_outcome(again->nodes, Outcome::ok) + count_outcome(again->nodes, Outcome::pending) == 3);
-  auto rel = client->unlock(*again);
+  auto rel = client->release(*again);
   REQUIRE(rel.ok());
   CHECK(rel->released);
   CHECK(eventually([&] { return group.keys_everywhere("redlock:*") == 0; }));
@@ -101,7 +101,7 @@ TEST_CASE("a server error reply is an `error` outcome with the server's text, no
   // A master that refuses writes answers the script with an error reply.
   server.command({"CONFIG", "SET", "maxmemory", "1"});
   server.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
-  auto lock = client->try_lock("oom");
+  auto lock = client->try_acquire("oom");
   REQUIRE_FALSE(lock.ok());
   CHECK(lock.error().code == Errc::no_quorum);
   CHECK(lock.error().nodes[0].outcome == Outcome::error);

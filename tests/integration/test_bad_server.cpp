@@ -103,7 +103,7 @@ std::string fake_error(FakeMaster::Mode mode) {
   auto client = client_for({good.url(), fake.url()});
   std::string text;
   for (int round = 0; round < 3; ++round) {  // the client reconnects in between
-    auto lock = client->try_lock("bad-" + std::to_string(round));
+    auto lock = client->try_acquire("bad-" + std::to_string(round));
     REQUIRE_FALSE(lock.ok());
     CHECK(lock.error().code == Errc::no_quorum);
     CHECK(lock.error().nodes[1].outcome == Outcome::error);

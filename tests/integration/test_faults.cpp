@@ -27,14 +27,14 @@ TEST_CASE("2 of 5 masters killed: still acquires; 3 killed: fails at once, namin
   auto client = client_for(group, [](Options& o) { o.node_timeout = 100ms; });
   group[0].kill();
   group[3].kill();
-  auto lock = client->try_lock("two-down");
+  auto lock = client->try_acquire("two-down");
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(lock->nodes[0].outcome == Outcome::error);
   CHECK(lock->nodes[3].outcome == Outcome::error);
-  CHECK(client->unlock(*lock)->released);
+  CHECK(client->release(*lock)->released);
 
   group[4].kill();
-  auto failed = client->try_lock("three-down");
+  auto failed = client->try_acquire("three-down");
   REQUIRE_FALSE(failed.ok());
   const Error& e = failed.error();
   CHECK(e.code == Errc::no_quorum);
@@ -58,18 +58,18 @@ TEST_CASE("2 of 5 masters paused: acquisitions succeed and never wait for the pa
     o.node_timeout = 3000ms;
     o.stall_timeout = 60000ms;
   });
-  REQUIRE(client->try_lock("warm-up").ok());
+  REQUIRE(client->try_acquire("warm-up").ok());
   group[1].pause();
   group[2].pause();
   for (int i = 0; i < 20; ++i) {
     AcquireOptions opts;
     opts.ttl = 10000ms;
-    auto lock = client->lock("paused-" + std::to_string(i), opts);
+    auto lock = client->acquire("paused-" + std::to_string(i), opts);
     REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
     CHECK(lock->elapsed < 3000ms);
     CHECK(lock->nodes[1].outcome == Outcome::pending);
     CHECK(lock->nodes[2].outcome == Outcome::pending);
-    auto rel = client->unlock(*lock);
+    auto rel = client->release(*lock);
     REQUIRE(rel.ok());
     CHECK(rel->released);
     CHECK(rel->released_nodes == 3);
@@ -86,11 +86,11 @@ TEST_CASE("a SET that lands after the client decided failure is released: no key
     o.node_timeout = 100ms;
     o.stall_timeout = 60000ms;
   });
-  REQUIRE(client->try_lock("warm-up").ok());
+  REQUIRE(client->try_acquire("warm-up").ok());
   for (std::size_t i : {0u, 1u, 2u}) group[i].pause();
   AcquireOptions opts;
   opts.ttl = 30000ms;  // far longer than the test: expiry cannot explain a clean state
-  auto lock = client->lock("late", opts);
+  auto lock = client->acquire("late", opts);
   REQUIRE_FALSE(lock.ok());
   CHECK(lock.error().code == Errc::no_quorum);
   CHECK(count_outcome(lock.error().nodes, Outcome::timeout) == 3);
@@ -113,7 +113,7 @@ TEST_CASE("a master restarted with its data wiped is quarantined until its uptim
     o.default_ttl = 1000ms;
   });
   // Fresh servers are themselves "just restarted": wait out their quarantine.
-  REQUIRE(eventually([&] { return client->try_lock("ready").ok(); }, 5000ms));
+  REQUIRE(eventually([&] { return client->try_acquire("ready").ok(); }, 5000ms));
 
   group[0].restart(/*wipe=*/true);
   const auto restarted = std::chrono::steady_clock::now();
@@ -122,22 +122,22 @@ TEST_CASE("a master restarted with its data wiped is quarantined until its uptim
   // `error`. The lock is decided by nodes 1 and 2, so node 0's answer may
   // still be `pending`: try again until it has answered in time.
   REQUIRE(eventually([&] {
-    lock = client->try_lock("after-wipe");
+    lock = client->try_acquire("after-wipe");
     if (!lock.ok()) return false;
     const Outcome first = lock->nodes[0].outcome;
     if (first != Outcome::error && first != Outcome::pending) return true;
-    (void)client->unlock(*lock);
+    (void)client->release(*lock);
     return false;
   }));
   CHECK(lock->nodes[0].outcome == Outcome::quarantined);
   CHECK(lock->nodes[0].error.find("quarantined for another") != std::string::npos);
-  CHECK(client->unlock(*lock)->released);
+  CHECK(client->release(*lock)->released);
 
   // Once node 0 has been up for max_ttl + drift it counts again — not before.
   REQUIRE(eventually([&] {
-    auto l = client->try_lock("counts-again");
+    auto l = client->try_acquire("counts-again");
     bool counted = l.ok() && l->nodes[0].outcome == Outcome::ok;
-    if (l.ok()) (void)client->unlock(*l);
+    if (l.ok()) (void)client->release(*l);
     return counted;
   }, 5000ms));
   CHECK(std::chrono::steady_clock::now() - restarted >= max_ttl);
@@ -146,11 +146,11 @@ TEST_CASE("a master restarted with its data wiped is quarantined until its uptim
 TEST_CASE("with quarantine off, a restarted master counts at once") {
   RedisGroup group(3);
   auto client = client_for(group);
-  REQUIRE(client->try_lock("before").ok());
+  REQUIRE(client->try_acquire("before").ok());
   group[2].restart(/*wipe=*/true);
   int attempt = 0;
   REQUIRE(eventually([&] {
-    auto l = client->try_lock("after-" + std::to_string(++attempt));
+    auto l = client->try_acquire("after-" + std::to_string(++attempt));
     return l.ok() && l->nodes[2].outcome == Outcome::ok;
   }));
 }
@@ -159,16 +159,16 @@ TEST_CASE("a master that was down when the client started is used once it comes 
   RedisGroup group(3);
   group[1].kill();
   auto client = client_for(group, [](Options& o) { o.reconnect_max = 100ms; });
-  auto first = client->try_lock("reconnect");
+  auto first = client->try_acquire("reconnect");
   REQUIRE(first.ok());
   CHECK(first->nodes[1].outcome == Outcome::error);
   CHECK(first->nodes[1].error == "connection refused");
-  CHECK(client->unlock(*first)->released);
+  CHECK(client->release(*first)->released);
   group[1].restart();
   CHECK(eventually([&] {
-    auto l = client->try_lock("reconnect");
+    auto l = client->try_acquire("reconnect");
     bool all = l.ok() && l->nodes[1].outcome == Outcome::ok;
-    if (l.ok()) (void)client->unlock(*l);
+    if (l.ok()) (void)client->release(*l);
     return all;
   }));
 }
@@ -179,7 +179,7 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
     o.node_timeout = 50ms;
     o.stall_timeout = 60000ms;  // keep the connection: the refusal, not a reconnect, is under test
   });
-  REQUIRE(client->try_lock("warm-up").ok());
+  REQUIRE(client->try_acquire("warm-up").ok());
   group[4].pause();
   // Until a command to node 4 has passed its deadline, acquires are still
   // queued there; after that they fail at once, without being sent.
@@ -187,7 +187,7 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
   int attempt = 0;
   bool refused = false;
   REQUIRE(eventually([&] {
-    auto l = client->try_lock("r-" + std::to_string(++attempt));
+    auto l = client->try_acquire("r-" + std::to_string(++attempt));
     if (!l.ok()) return false;
     held.push_back(*l);
     refused = l->nodes[4].outcome == Outcome::error &&
@@ -197,14 +197,14 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
   }));
   const int sent_before_refusal = attempt - 1;
   for (int i = 0; i < 20; ++i) {
-    auto l = client->try_lock("more-" + std::to_string(i));
+    auto l = client->try_acquire("more-" + std::to_string(i));
     REQUIRE(l.ok());
     CHECK(l->nodes[4].outcome == Outcome::error);
     held.push_back(*l);
   }
   // Releases are queued on node 4 even now: they may have to delete a SET
   // that went out before the refusals began.
-  for (const Lock& l : held) CHECK(client->unlock(l)->released);
+  for (const Lock& l : held) CHECK(client->release(l)->released);
   group[4].resume();
   CHECK(eventually([&] { return group.keys_everywhere("redlock:r-*") == 0; }));
   CHECK(group.keys_everywhere("redlock:more-*") == 0);
@@ -213,9 +213,9 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
   CHECK(calls(group[4], "set") == 1 + sent_before_refusal);  // warm-up + those
   // Its replies came back: it is asked again.
   CHECK(eventually([&] {
-    auto l = client->try_lock("back");
+    auto l = client->try_acquire("back");
     const bool asked = l.ok() && l->nodes[4].outcome != Outcome::error;
-    if (l.ok()) (void)client->unlock(*l);
+    if (l.ok()) (void)client->release(*l);
     return asked;
   }));
 }

@@ -15,6 +15,7 @@ TEST_CASE("error codes have stable ids") {
   CHECK(errc_name(Errc::config) == "redlock.config");
   CHECK(errc_name(Errc::closed) == "redlock.closed");
   CHECK(errc_name(Errc::internal) == "redlock.internal");
+  CHECK(errc_name(Errc::lost) == "redlock.lost");
 }
 
 TEST_CASE("outcome names are the CLI's words") {

@@ -155,7 +155,7 @@ void run_client(const Args& a, int id, Client& client, History& history) {
     AcquireOptions opts;
     opts.ttl = milliseconds{a.ttl};
     opts.wait = milliseconds{a.wait};
-    auto lock = client.lock(a.resource, opts);
+    auto lock = client.acquire(a.resource, opts);
     const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
     if (!lock) {
       Event fail = base(EventType::fail, a, id);
@@ -187,7 +187,7 @@ void run_client(const Args& a, int id, Client& client, History& history) {
       history.add(w);
     }
     Event rel = base(EventType::release, a, id);
-    auto released = client.unlock(*lock);
+    auto released = client.release(*lock);
     rel.released = released && released->released;
     history.add(rel);
     std::this_thread::sleep_for(milliseconds{rest(rng)});

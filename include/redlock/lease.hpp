@@ -1,0 +1,116 @@
+// redlock/lease.hpp — a lock that keeps itself held and says when it is lost.
+//
+// A Lease comes from Client::lock(). While it lives, a watchdog on the
+// client's loop extends it (a quorum round, token-checked, never recreating
+// a missing key) once `extend_at` of its validity has passed. It is lost when
+// an extension is refused by so many nodes that no majority can say yes any
+// more, when an extension's majority comes after the validity deadline, or
+// when the deadline passes with no successful extension — whichever comes
+// first, and never later than the local validity deadline on the monotonic
+// clock, so the holder learns of the loss before anyone else can hold the
+// lock. Then, once: the stop token is requested and `on_lost` runs (on the
+// client's loop thread), with an Error of code Errc::lost saying why.
+//
+// Destroying a Lease releases the lock (it never throws; it waits at most
+// node_timeout + release_settle + 250 ms for the release to complete, and
+// not at all when called on the client's loop thread). Move-only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "redlock/error.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock {
+
+namespace detail {
+struct LeaseState;
+}
+
+// LostCallback — told once, on the client's loop thread, why a lease was
+// lost. Keep it short; it must not block (the loop serves every lock).
+using LostCallback = std::function<void(const Error&)>;
+
+// LeaseOptions — how to take and keep a lease.
+struct LeaseOptions {
+  // Lock TTL (zero: Options::default_ttl) and how long to keep trying to
+  // take it (zero: one attempt), as for AcquireOptions.
+  milliseconds ttl{0};
+  milliseconds wait{0};
+  // The watchdog: extend once this fraction of the current validity has
+  // passed (default 1/3, leaving 2/3 of it for retries of a failed round).
+  // 0 < extend_at < 1. With auto_extend off the lease only expires.
+  bool auto_extend = true;
+  double extend_at = 1.0 / 3.0;
+  // Caps (zero: none): at most this many extensions; no extension that
+  // would let the lease run past max_hold from when it was taken. When a
+  // cap stops the watchdog the lease runs out at its deadline (and is lost
+  // then, with a message that names the cap).
+  int max_extensions = 0;
+  milliseconds max_hold{0};
+  // Take a fencing token as well (AcquireOptions::fence); Lease::fence().
+  bool fence = false;
+  // Reentrancy: a second lock() of the same resource by the same owner while
+  // the first lease is held succeeds at once, with no network round, and
+  // adds a hold; the lock is released when the last hold is. `owner` names
+  // the owner; empty means the calling thread. Other owners contend as usual.
+  bool reentrant = false;
+  std::string owner;
+  // Told once, on the loop thread, when the lease is lost.
+  LostCallback on_lost;
+};
+
+class Lease {
+ public:
+  Lease() noexcept;  // empty: holds nothing
+  ~Lease();
+  Lease(Lease&& other) noexcept;
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+
+  // valid: held, not lost, not released, and before the local validity
+  // deadline (read from the monotonic clock now: true to the moment, even
+  // with the network gone).
+  bool valid() const noexcept;
+  bool empty() const noexcept { return state_ == nullptr; }
+
+  const std::string& resource() const noexcept;
+  const std::string& token() const noexcept;
+  // fence is the fencing token (LeaseOptions::fence), 0 without fencing.
+  std::uint64_t fence() const noexcept;
+  // deadline is the current validity deadline (steady_clock); each
+  // extension moves it.
+  std::chrono::steady_clock::time_point deadline() const noexcept;
+  milliseconds remaining() const noexcept;
+  int extensions() const noexcept;
+  // holds counts this owner's holds of a reentrant lease (1 otherwise).
+  int holds() const noexcept;
+
+  // stop_token is requested once, when the lease is lost (also when the
+  // client closes under it); not when it is released.
+  std::stop_token stop_token() const noexcept;
+  // lost says why the lease was lost (empty while it is not).
+  std::optional<Error> lost() const;
+
+  // release gives this hold back: the last hold of a lease stops the
+  // watchdog and releases the lock on every node (waiting for the result,
+  // bounded as for the destructor). An earlier hold of a reentrant lease
+  // only drops the count (released = false, no nodes). Afterwards the Lease
+  // is empty. Errors: not_held (an empty Lease), closed (the client is gone).
+  Result<ReleaseResult> release();
+
+ private:
+  friend class Client;
+  explicit Lease(std::shared_ptr<detail::LeaseState> state) noexcept;
+  std::shared_ptr<detail::LeaseState> state_;
+};
+
+}  // namespace redlock

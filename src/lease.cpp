@@ -1,0 +1,333 @@
+// lease.cpp — the Lease handle and its watchdog.
+#include "redlock/lease.hpp"
+
+#include <algorithm>
+#include <future>
+#include <utility>
+
+#include "lease_state.hpp"
+#include "redlock.hpp"
+
+namespace redlock {
+
+namespace detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+
+// Timers fire this much before the validity deadline: uv timers count whole
+// milliseconds from the loop's cached time, so the signal may run a little
+// late; the drift allowance already covers the rest.
+constexpr auto deadline_margin = milliseconds{2};
+
+std::uint64_t ms_until(clock::time_point t) {
+  const auto left = duration_cast<milliseconds>(t - clock::now()).count();
+  return static_cast<std::uint64_t>(std::max<long long>(left, 0));
+}
+
+std::size_t count_held(const std::vector<NodeOutcome>& nodes) {
+  return static_cast<std::size_t>(
+      std::count_if(nodes.begin(), nodes.end(), [](const NodeOutcome& n) { return n.outcome == Outcome::held; }));
+}
+
+}  // namespace
+
+Watchdog::Watchdog(uv_loop_t* loop, Engine& engine, const Options& options, std::shared_ptr<LeaseState> state,
+                   std::function<void(Watchdog*)> gone)
+    : loop_(loop), engine_(engine), options_(options), state_(std::move(state)), gone_(std::move(gone)) {
+  uv_timer_init(loop_, &extend_timer_);
+  uv_timer_init(loop_, &deadline_timer_);
+  extend_timer_.data = this;
+  deadline_timer_.data = this;
+  state_->watchdog = this;
+}
+
+void Watchdog::start() {
+  clock::time_point deadline;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    deadline = state_->deadline;
+  }
+  arm_deadline();
+  if (state_->options.auto_extend) {
+    const auto validity = deadline - clock::now();
+    arm_extend(duration_cast<clock::duration>(validity * state_->options.extend_at));
+  } else {
+    stopped_extending_ = "auto_extend is off";
+  }
+}
+
+void Watchdog::arm_extend(clock::duration in) {
+  const auto ms = std::max<long long>(duration_cast<milliseconds>(in).count(), 0);
+  uv_timer_start(
+      &extend_timer_, [](uv_timer_t* t) { static_cast<Watchdog*>(t->data)->on_extend_timer(); },
+      static_cast<std::uint64_t>(ms), 0);
+}
+
+void Watchdog::arm_deadline() {
+  clock::time_point deadline;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    deadline = state_->deadline;
+  }
+  uv_timer_start(
+      &deadline_timer_, [](uv_timer_t* t) { static_cast<Watchdog*>(t->data)->on_deadline_timer(); },
+      ms_until(deadline - deadline_margin), 0);
+}
+
+std::string Watchdog::cap_reached(clock::time_point now) const {
+  const LeaseOptions& o = state_->options;
+  int extensions = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    extensions = state_->extensions;
+  }
+  if (o.max_extensions > 0 && extensions >= o.max_extensions) {
+    return "max_extensions (" + std::to_string(o.max_extensions) + ") reached";
+  }
+  if (o.max_hold.count() > 0 && now + state_->ttl > state_->taken + o.max_hold) {
+    return "max_hold (" + std::to_string(o.max_hold.count()) + " ms) reached";
+  }
+  return {};
+}
+
+void Watchdog::on_extend_timer() {
+  if (stopped_ || extending_) return;
+  if (std::string cap = cap_reached(clock::now()); !cap.empty()) {
+    stopped_extending_ = std::move(cap);
+    return;  // the deadline timer declares the loss
+  }
+  Lock lock;
+  lock.resource = state_->resource;
+  lock.token = state_->token;
+  lock.ttl = state_->ttl;
+  lock.fence = state_->fence;
+  {
+    std::lock_guard<std::mutex> guard(state_->mu);
+    lock.validity_deadline = state_->deadline;
+  }
+  extending_ = true;
+  engine_.extend(std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); });
+}
+
+void Watchdog::on_extended(Result<Lock> r) {
+  extending_ = false;
+  if (stopped_) return maybe_free();
+  const clock::time_point now = clock::now();
+  if (r) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->deadline = r->validity_deadline;
+      ++state_->extensions;
+    }
+    last_failure_.reset();
+    arm_deadline();
+    arm_extend(duration_cast<clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
+    return;
+  }
+  Error e = std::move(r).error();
+  if (e.code == Errc::closed) return;  // shutdown() reports it
+  const std::size_t nodes = e.nodes.size();
+  const std::size_t quorum = nodes / 2 + 1;
+  if (e.code == Errc::too_late) {
+    return lose("extension answered by a majority only after the validity deadline: " + e.message,
+                std::move(e.nodes));
+  }
+  if (nodes > 0 && count_held(e.nodes) > nodes - quorum) {
+    // Extend never recreates a key: these nodes will never say yes again.
+    return lose("extension refused: our token is gone from " + std::to_string(count_held(e.nodes)) + " of " +
+                    std::to_string(nodes) + " nodes (" + e.message + ")",
+                std::move(e.nodes));
+  }
+  // Not decided yet (timeouts, errors): try again while there is time.
+  last_failure_ = std::move(e);
+  clock::time_point deadline;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    deadline = state_->deadline;
+  }
+  if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(options_.retry_delay);
+}
+
+void Watchdog::on_deadline_timer() {
+  if (stopped_) return;
+  clock::time_point deadline;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    deadline = state_->deadline;
+  }
+  if (clock::now() + deadline_margin < deadline) return arm_deadline();  // woke early
+  std::string why = "validity deadline passed";
+  if (!stopped_extending_.empty()) {
+    why += " (the watchdog stopped extending: " + stopped_extending_ + ")";
+  } else if (last_failure_) {
+    why += "; the last extension failed: " + last_failure_->message;
+  } else if (extending_) {
+    why += " while an extension was still unanswered";
+  }
+  lose(std::move(why), last_failure_ ? last_failure_->nodes : std::vector<NodeOutcome>{});
+}
+
+void Watchdog::lose(std::string why, std::vector<NodeOutcome> nodes) {
+  Error e = make_error(Errc::lost, "lease on " + state_->resource + " lost: " + why);
+  e.nodes = std::move(nodes);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->lost && !state_->released) {
+      state_->lost = e;
+      first = true;
+    }
+  }
+  if (first) {
+    state_->stop.request_stop();
+    if (state_->options.on_lost) state_->options.on_lost(e);
+  }
+  stop();
+}
+
+void Watchdog::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  state_->watchdog = nullptr;
+  auto closed = [](uv_handle_t* h) {
+    auto* self = static_cast<Watchdog*>(h->data);
+    --self->open_handles_;
+    self->maybe_free();
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&extend_timer_), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&deadline_timer_), closed);
+}
+
+// maybe_free: once stopped, both timers closed and no extension in flight
+// (its callback holds `this`), unlink from the client and free.
+void Watchdog::maybe_free() {
+  if (open_handles_ != 0 || extending_) return;
+  if (gone_) gone_(this);
+  delete this;
+}
+
+void Watchdog::shutdown() {
+  if (stopped_) return;
+  lose("the client was closed; the lease is no longer extended");
+}
+
+}  // namespace detail
+
+// ---- Lease -------------------------------------------------------------------------
+
+namespace {
+
+const std::string empty_string;
+
+Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s) {
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->released) return make_error(Errc::not_held, "lease on " + s->resource + " already released");
+    if (--s->holds > 0) return ReleaseResult{};  // a reentrant hold: the count only
+    s->released = true;
+  }
+  detail::LeaseHost& host = *s->host;
+  auto promise = std::make_shared<std::promise<Result<ReleaseResult>>>();
+  auto future = promise->get_future();
+  bool posted = false;
+  {
+    std::lock_guard<std::mutex> lock(host.mu);
+    if (!s->owner.empty()) {
+      auto it = host.reentrant.find(s->resource);
+      if (it != host.reentrant.end() && it->second.lock() == s) host.reentrant.erase(it);
+    }
+    if (host.post) {
+      host.post([s, promise](AsyncClient& client) {
+        if (s->watchdog != nullptr) s->watchdog->stop();
+        client.release(s->resource, s->token,
+                       [promise](Result<ReleaseResult> r) { promise->set_value(std::move(r)); });
+      });
+      posted = true;
+    }
+  }
+  if (!posted) return make_error(Errc::closed, "the client is gone; the lock on " + s->resource + " expires by its TTL");
+  // Never wait on the loop thread itself: the release could not run.
+  if (std::this_thread::get_id() == host.loop_thread) {
+    return make_error(Errc::internal, "release of " + s->resource + " started on the loop thread; not waited for");
+  }
+  if (future.wait_for(host.release_bound) != std::future_status::ready) {
+    return make_error(Errc::no_quorum, "release of " + s->resource + " not confirmed within " +
+                                           std::to_string(host.release_bound.count()) + " ms");
+  }
+  return future.get();
+}
+
+}  // namespace
+
+Lease::Lease() noexcept = default;
+Lease::Lease(std::shared_ptr<detail::LeaseState> state) noexcept : state_(std::move(state)) {}
+Lease::Lease(Lease&& other) noexcept = default;
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) (void)release_state(state_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Lease::~Lease() {
+  if (state_ == nullptr) return;
+  try {
+    (void)release_state(state_);
+  } catch (...) {  // never throw from a destructor (bad_alloc in a message, say)
+  }
+}
+
+bool Lease::valid() const noexcept {
+  if (state_ == nullptr) return false;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return !state_->released && !state_->lost && std::chrono::steady_clock::now() < state_->deadline;
+}
+
+const std::string& Lease::resource() const noexcept { return state_ ? state_->resource : empty_string; }
+const std::string& Lease::token() const noexcept { return state_ ? state_->token : empty_string; }
+std::uint64_t Lease::fence() const noexcept { return state_ ? state_->fence : 0; }
+
+std::chrono::steady_clock::time_point Lease::deadline() const noexcept {
+  if (state_ == nullptr) return {};
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->deadline;
+}
+
+milliseconds Lease::remaining() const noexcept {
+  const auto left = deadline() - std::chrono::steady_clock::now();
+  return left > std::chrono::steady_clock::duration::zero() ? std::chrono::duration_cast<milliseconds>(left)
+                                                            : milliseconds{0};
+}
+
+int Lease::extensions() const noexcept {
+  if (state_ == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->extensions;
+}
+
+int Lease::holds() const noexcept {
+  if (state_ == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->holds;
+}
+
+std::stop_token Lease::stop_token() const noexcept { return state_ ? state_->stop.get_token() : std::stop_token{}; }
+
+std::optional<Error> Lease::lost() const {
+  if (state_ == nullptr) return std::nullopt;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->lost;
+}
+
+Result<ReleaseResult> Lease::release() {
+  if (state_ == nullptr) return make_error(Errc::not_held, "empty lease: nothing to release");
+  auto state = std::move(state_);
+  return release_state(state);
+}
+
+}  // namespace redlock

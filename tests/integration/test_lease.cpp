@@ -1,0 +1,375 @@
+// test_lease.cpp — leases against real redis-servers: the watchdog keeps a
+// lock, the lost signal comes before anyone else can hold it, RAII release,
+// reentrancy, and fencing tokens (monotonic over 10,000 handoffs under
+// faults; a holder paused past its validity is fenced off).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "fenced_store.hpp"
+#include "helpers.hpp"
+
+extern char** environ;
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A lease TTL short enough to see many extensions in a short test:
+// node_timeout 50 ms + drift (2 ms + 1 %) + min_validity must stay below it.
+constexpr auto short_ttl = 300ms;
+
+}  // namespace
+
+TEST_CASE("a lease held for 5 x TTL stays held, nobody else gets it, and it is free at once after release") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto other = client_for(group);
+  auto lease = holder->lock("job", {.ttl = short_ttl});
+  REQUIRE(lease.ok());
+  const std::string token = lease->token();
+  const auto until = Clock::now() + 5 * short_ttl;
+  int refused = 0;
+  while (Clock::now() < until) {  // the other client tries all along
+    auto attempt = other->try_acquire("job", short_ttl);
+    CHECK_FALSE(attempt.ok());
+    if (!attempt.ok()) CHECK(attempt.error().code == Errc::held);
+    ++refused;
+    CHECK(lease->valid());
+  }
+  CHECK(refused > 10);
+  CHECK(lease->extensions() >= 10);  // one every validity/3 (~95 ms)
+  CHECK_FALSE(lease->lost().has_value());
+  CHECK_FALSE(lease->stop_token().stop_requested());
+  // The key still holds our token on every master.
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(group[i].command({"GET", "redlock:job"}).str == token);
+  }
+  auto released = lease->release();
+  REQUIRE(released.ok());
+  CHECK(released->released);
+  CHECK(lease->empty());
+  auto next = other->try_acquire("job", short_ttl);
+  CHECK(next.ok());
+}
+
+TEST_CASE("a holder whose majority is paused is told it lost the lease before anyone else can take it") {
+  RedisGroup group(5);
+  auto holder = client_for(group);
+  auto other = client_for(group);
+  std::atomic<long long> lost_at{0};
+  std::mutex mu;
+  std::optional<Error> lost_error;
+  LeaseOptions opts{.ttl = 500ms};
+  opts.on_lost = [&](const Error& e) {
+    lost_at = Clock::now().time_since_epoch().count();
+    std::lock_guard<std::mutex> lock(mu);
+    lost_error = e;
+  };
+  auto lease = holder->lock("guarded", opts);
+  REQUIRE(lease.ok());
+
+  // The second client tries all along; note when it first succeeds.
+  std::atomic<bool> stop{false};
+  std::atomic<long long> other_at{0};
+  std::thread contender([&] {
+    while (!stop) {
+      auto l = other->try_acquire("guarded", 500ms);
+      if (l.ok()) {
+        other_at = Clock::now().time_since_epoch().count();
+        return;
+      }
+    }
+  });
+  for (std::size_t i : {0u, 1u, 2u}) group[i].pause();
+  const auto paused_at = Clock::now();
+  // The outage lasts one TTL; then the masters come back.
+  std::this_thread::sleep_until(paused_at + 500ms);
+  for (std::size_t i : {0u, 1u, 2u}) group[i].resume();
+  REQUIRE(eventually([&] { return other_at.load() != 0; }, 5000ms));
+  stop = true;
+  contender.join();
+
+  REQUIRE(lost_at.load() != 0);
+  CHECK(lost_at.load() < other_at.load());
+  CHECK(lease->stop_token().stop_requested());
+  CHECK_FALSE(lease->valid());
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(lost_error.has_value());
+  CHECK(lost_error->code == Errc::lost);
+  CHECK(lost_error->message.find("guarded") != std::string::npos);
+  CHECK(lease->lost().has_value());
+}
+
+TEST_CASE("a lease that may not extend any more is lost at its deadline, naming the cap") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  std::atomic<bool> lost{false};
+  LeaseOptions opts{.ttl = short_ttl, .max_extensions = 1};
+  opts.on_lost = [&](const Error&) { lost = true; };
+  auto lease = client->lock("capped", opts);
+  REQUIRE(lease.ok());
+  std::stop_callback on_stop(lease->stop_token(), [] {});
+  REQUIRE(eventually([&] { return lost.load(); }, 3000ms));
+  CHECK(lease->extensions() == 1);
+  REQUIRE(lease->lost().has_value());
+  CHECK(lease->lost()->message.find("max_extensions (1) reached") != std::string::npos);
+  CHECK_FALSE(lease->valid());
+}
+
+TEST_CASE("destroying a lease releases it; with the masters gone the destructor returns within its bound") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto other = client_for(group);
+  {
+    auto lease = client->lock("scoped");
+    REQUIRE(lease.ok());
+    CHECK_FALSE(other->try_acquire("scoped").ok());
+  }
+  CHECK(other->try_acquire("scoped").ok());
+
+  auto lease = client->lock("unreachable", {.ttl = 2000ms});
+  REQUIRE(lease.ok());
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].pause();
+  const auto before = Clock::now();
+  {
+    auto dropped = std::move(*lease);
+  }  // destructor: release with no master answering
+  // Bounded by node_timeout + release_settle + 250 ms; allow for a slow
+  // (sanitized) build, never for a hang.
+  CHECK(Clock::now() - before < 2000ms);
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].resume();
+}
+
+TEST_CASE("with_lock runs the function under a lease, hands it the stop token and releases afterwards") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto other = client_for(group);
+  auto r = client->with_lock("report", {.ttl = short_ttl}, [&](std::stop_token token) {
+    CHECK_FALSE(token.stop_requested());
+    CHECK_FALSE(other->try_acquire("report").ok());
+    return 42;
+  });
+  REQUIRE(r.ok());
+  CHECK(*r == 42);
+  CHECK(other->try_acquire("report").ok());  // released on return
+
+  auto busy = client->with_lock("report", {}, [](std::stop_token) { FAIL("must not run"); });
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().code == Errc::held);
+}
+
+TEST_CASE("reentrant leases: the same owner re-enters with no network round; others contend; the last hold releases") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto other = client_for(group);
+  LeaseOptions opts{.ttl = 2000ms, .reentrant = true};
+  auto first = client->lock("row", opts);
+  REQUIRE(first.ok());
+  // No master answers now: only a local re-entry can succeed.
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].pause();
+  auto second = client->lock("row", opts);
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].resume();
+  REQUIRE(second.ok());
+  CHECK(second->token() == first->token());
+  CHECK(first->holds() == 2);
+
+  LeaseOptions stranger = opts;
+  stranger.owner = "someone-else";
+  auto third = client->lock("row", stranger);
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == Errc::held);
+  // Another thread is another owner, too.
+  std::thread([&] {
+    auto l = client->lock("row", opts);
+    CHECK_FALSE(l.ok());
+  }).join();
+
+  auto dropped = second->release();
+  REQUIRE(dropped.ok());
+  CHECK_FALSE(dropped->released);  // one hold is left
+  CHECK(first->holds() == 1);
+  CHECK_FALSE(other->try_acquire("row").ok());
+  auto last = first->release();
+  REQUIRE(last.ok());
+  CHECK(last->released);
+  CHECK(other->try_acquire("row").ok());
+}
+
+TEST_CASE("a client closed under a live lease: the lease is lost and can still be dropped safely") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto lease = client->lock("orphan");
+  REQUIRE(lease.ok());
+  const std::stop_token token = lease->stop_token();
+  client.reset();
+  CHECK(token.stop_requested());
+  REQUIRE(lease->lost().has_value());
+  CHECK(lease->lost()->message.find("client was closed") != std::string::npos);
+  auto r = lease->release();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::closed);
+}
+
+TEST_CASE("fencing tokens strictly increase over 10000 handoffs, with a master killed, restarted, paused, resumed") {
+  ServerOptions persistent;
+  persistent.appendfsync_always = true;  // fencing's assumption: acknowledged counter writes survive
+  RedisGroup group(5, persistent);
+  constexpr int handoffs = 10000;
+  constexpr int contenders = 4;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < contenders; ++i) {
+    clients.push_back(client_for(group, [](Options& o) {
+      o.retry_delay = 1ms;
+      o.retry_jitter = 1ms;
+    }));
+  }
+  std::mutex mu;
+  std::uint64_t last_fence = 0;
+  int granted = 0, violations = 0, failures = 0;
+  std::atomic<bool> done{false};
+  auto contend = [&](Client& client) {
+    while (!done) {
+      auto lease = client.lock("fenced", {.ttl = 1000ms, .wait = 5000ms, .auto_extend = false, .fence = true});
+      if (!lease.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        ++failures;
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (lease->fence() <= last_fence) ++violations;
+      last_fence = std::max(last_fence, lease->fence());
+      if (++granted >= handoffs) done = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (auto& c : clients) threads.emplace_back(contend, std::ref(*c));
+  // The nemesis: once a quarter of the handoffs are done, kill master 0 and
+  // bring it back with its data; at half, pause master 1; at three
+  // quarters, resume it.
+  auto at = [&](int n) { return eventually([&] { std::lock_guard<std::mutex> lock(mu); return granted >= n || done; }, 120000ms); };
+  CHECK(at(handoffs / 4));
+  group[0].kill();
+  group[0].restart(/*wipe=*/false);
+  CHECK(at(handoffs / 2));
+  group[1].pause();
+  CHECK(at(3 * handoffs / 4));
+  group[1].resume();
+  for (auto& t : threads) t.join();
+  CHECK(granted >= handoffs);
+  CHECK(violations == 0);
+  CHECK(last_fence >= static_cast<std::uint64_t>(handoffs));
+  MESSAGE("granted " << granted << ", failed attempts " << failures << ", last fence " << last_fence);
+}
+
+namespace {
+
+// Writer — examples/fenced_writer as a child process, driven over pipes.
+class Writer {
+ public:
+  Writer(const std::string& nodes, const std::string& store, const std::string& resource) {
+    const char* path = std::getenv("REDLOCK_FENCED_WRITER");
+    REQUIRE_MESSAGE(path != nullptr, "REDLOCK_FENCED_WRITER is not set (meson sets it)");
+    int in[2], out[2];
+    REQUIRE(pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::vector<std::string> args = {path, "--nodes", nodes, "--store", store, "--resource", resource, "--ttl", "400"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, path, &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = fdopen(out[0], "r");
+    REQUIRE(rc == 0);
+  }
+  ~Writer() {
+    if (to_ >= 0) close(to_);
+    if (from_ != nullptr) fclose(from_);
+    if (pid_ > 0) {
+      kill(pid_, SIGCONT);
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  std::string ask(const std::string& line) {
+    const std::string text = line + "\n";
+    REQUIRE(write(to_, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    char buf[1024];
+    REQUIRE(fgets(buf, sizeof buf, from_) != nullptr);
+    return buf;
+  }
+  void stop_process() {
+    kill(pid_, SIGSTOP);
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, WUNTRACED) == pid_);
+    REQUIRE(WIFSTOPPED(status));
+  }
+  void continue_process() { kill(pid_, SIGCONT); }
+  // quit asks the writer to exit and returns its exit status.
+  int quit() {
+    const std::string text = "quit\n";
+    REQUIRE(write(to_, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, 0) == pid_);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("a holder paused (SIGSTOP) past its validity writes with its old fence and is refused") {
+  RedisGroup group(3);
+  RedisServer store_server;
+  Writer writer(group.url_list(), store_server.address(), "doc");
+  const std::string taken = writer.ask("acquire");
+  REQUIRE(taken.find("\"acquired\": true") != std::string::npos);
+  CHECK(taken.find("\"valid\": true") != std::string::npos);
+  writer.stop_process();  // paused right after checking its lock
+
+  // Meanwhile the lock expires and another client takes it, with a higher
+  // fence, and writes.
+  auto client = client_for(group);
+  Result<Lease> next = make_error(Errc::internal, "not tried");
+  REQUIRE(eventually([&] {
+    next = client->lock("doc", {.ttl = 2000ms, .fence = true});
+    return next.ok();
+  }, 5000ms));
+  examples::FencedStore store("127.0.0.1", store_server.port(), "store:doc");
+  REQUIRE(store.error().empty());
+  const auto w = store.write(next->fence(), "from the new holder");
+  REQUIRE(w.error.empty());
+  CHECK(w.accepted);
+
+  writer.continue_process();
+  const std::string late = writer.ask("write from the paused holder");
+  CHECK(late.find("\"accepted\": false") != std::string::npos);
+  CHECK(late.find("\"highest\": " + std::to_string(next->fence())) != std::string::npos);
+  const auto now = store.read();
+  CHECK(now.highest == next->fence());
+  CHECK(writer.quit() == 0);
+}
