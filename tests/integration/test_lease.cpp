@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <stop_token>
@@ -169,6 +170,23 @@ TEST_CASE("with_lock runs the function under a lease, hands it the stop token an
   auto busy = client->with_lock("report", {}, [](std::stop_token) { FAIL("must not run"); });
   REQUIRE_FALSE(busy.ok());
   CHECK(busy.error().code == Errc::held);
+}
+
+TEST_CASE("with_lock: a lease lost while the function runs requests its stop token and turns the result into the loss") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  // No extensions: the lease runs out while fn waits for its stop token.
+  auto r = client->with_lock("short-job", {.ttl = short_ttl, .auto_extend = false}, [](std::stop_token token) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock<std::mutex> lock(mu);
+    const bool stopped = cv.wait_for(lock, token, 5s, [] { return false; });  // returns when stop is requested
+    CHECK(token.stop_requested());
+    return stopped ? 1 : 0;
+  });
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::lost);
+  CHECK(r.error().message.find("auto_extend is off") != std::string::npos);
 }
 
 TEST_CASE("reentrant leases: the same owner re-enters with no network round; others contend; the last hold releases") {

@@ -28,9 +28,18 @@ struct Response {
   int delay_ms = 0;
   bool quarantined = false;
   bool manual = false;  // keep it for the test to deliver
+  std::vector<long long> items;  // array replies of integers
 };
 
 inline Response ok_reply() { return {}; }
+// array_reply: an array of integers (the fenced acquire's [1, c] / [0, c, pttl]).
+inline Response array_reply(std::vector<long long> items) {
+  Response r;
+  r.type = ReplyView::Type::array;
+  r.text.clear();
+  r.items = std::move(items);
+  return r;
+}
 inline Response int_reply(long long v) { Response r; r.type = ReplyView::Type::integer; r.integer = v; r.text.clear(); return r; }
 inline Response failed(std::string why) {
   Response r;
@@ -91,6 +100,10 @@ class FakeTransport final : public detail::Transport {
     ev.reply.type = r.type;
     ev.reply.integer = r.integer;
     ev.reply.str = r.text;
+    if (r.items.size() <= ev.reply.items.size()) {
+      for (std::size_t i = 0; i < r.items.size(); ++i) ev.reply.items[i] = r.items[i];
+      ev.reply.item_count = static_cast<std::uint8_t>(r.items.size());
+    }
     ev.quarantined = r.quarantined;
     ev.text = r.why;
     ev.rtt = std::chrono::milliseconds{r.delay_ms};

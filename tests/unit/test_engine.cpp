@@ -331,3 +331,67 @@ TEST_CASE("shutdown completes in-flight operations with closed, once") {
   CHECK(idle);
   CHECK(bed.engine->live_operations() == 0);
 }
+
+TEST_CASE("a fenced acquire: F is the highest counter read + 1, granted after a majority raised it") {
+  // Counters 7, 9, 3 on the nodes that said yes, and 12 on the one that
+  // said held: every counter read counts.
+  Bed bed(5, [](std::size_t node, const Call& call) {
+    if (call.command == CommandId::fenced_acquire) {
+      const long long counters[5] = {7, 9, 3, 12, 0};
+      if (node == 3) return redlock::test::array_reply({0, counters[node], 4000});
+      if (node == 4) return redlock::test::failed("connection refused");
+      return redlock::test::array_reply({1, counters[node]});
+    }
+    if (call.command == CommandId::fence_raise) return redlock::test::int_reply(node <= 2 ? 1 : 0);
+    return redlock::test::int_reply(1);
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.fence = true;
+  bed.engine->acquire("fenced", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  CHECK(got->value().fence == 13);
+  CHECK(bed.fake->count(CommandId::set_nx) == 0);  // a fenced acquire always runs the script
+  CHECK(bed.fake->count(CommandId::fenced_acquire) == 5);
+  CHECK(bed.fake->count(CommandId::fence_raise) == 5);
+  for (const auto& s : bed.fake->sent) {
+    if (s.call.command == CommandId::fence_raise) CHECK(s.call.arg2 == "13");
+  }
+  CHECK(bed.fake->count(CommandId::release) == 0);
+}
+
+TEST_CASE("a fenced acquire whose phase 2 misses the majority fails like any attempt: released everywhere") {
+  Bed bed(3, [](std::size_t node, const Call& call) {
+    if (call.command == CommandId::fenced_acquire) return redlock::test::array_reply({1, 4});
+    if (call.command == CommandId::fence_raise) return redlock::test::int_reply(node == 0 ? 1 : 0);
+    return redlock::test::int_reply(1);
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.fence = true;
+  bed.engine->acquire("fenced", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::no_quorum);
+  CHECK(got->error().message.find("fence 5 not confirmed by a majority 1/3") != std::string::npos);
+  CHECK(bed.fake->count(CommandId::release) == 3);  // the attempt is rolled back
+}
+
+TEST_CASE("an extend keeps the lock's fence") {
+  Bed bed(3, [](std::size_t, const Call&) { return redlock::test::int_reply(1); });
+  Lock lock;
+  lock.resource = "fenced";
+  lock.token = "tok";
+  lock.ttl = milliseconds{1000};
+  lock.fence = 41;
+  lock.validity_deadline = std::chrono::steady_clock::now() + milliseconds{1000};
+  std::optional<Result<Lock>> got;
+  bed.engine->extend(lock, milliseconds{1000}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  CHECK(got->value().fence == 41);
+}
