@@ -107,7 +107,10 @@ class Node {
   // new acquire and extend commands fail at once instead of piling up behind
   // it (a paused or blackholed master then costs no write and no memory).
   // Releases are still queued — one may have to delete a SET queued before
-  // it. Any reply, and every new connection, clears it.
+  // it. Any reply clears it, and so does a completed handshake; a new
+  // connection to a node that had stopped answering does not (its
+  // handshake may hang just the same), so a paused master costs nothing
+  // across reconnects either.
   bool unresponsive_ = false;
   clock::time_point unresponsive_since_{};  // the sent time of the command that timed out
   std::string wire_;  // the command being queued, in RESP (reused)

@@ -1,6 +1,9 @@
 // test_token.cpp — tokens are 128 random bits in hex; caller tokens are checked.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <set>
 
 #include "sha1.hpp"
@@ -41,4 +44,32 @@ TEST_CASE("sha1 matches the FIPS test vectors (EVALSHA names scripts by it)") {
   CHECK(sha1_hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");
   CHECK(sha1_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
         "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+}
+
+TEST_CASE("after a fork, parent and child never draw the same token") {
+  // The first draw fills this thread's pool; without the fork guard the
+  // child would hand out the very bytes the parent hands out next.
+  REQUIRE(random_token().ok());
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto t = random_token();
+    const std::string text = t ? *t : std::string("error");
+    const ssize_t n = write(fds[1], text.data(), text.size());
+    _exit(n == static_cast<ssize_t>(text.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  auto mine = random_token();
+  REQUIRE(mine.ok());
+  char buf[64] = {};
+  const ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(n == 32);
+  CHECK(std::string(buf, 32) != *mine);
 }

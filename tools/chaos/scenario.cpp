@@ -326,9 +326,13 @@ std::vector<Scenario> build() {
        .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
        .expect = Expect::violation,
        .sabotage = "small_quorum",
-       .workers = 8,
+       // Two rounds must overlap in time and split the masters 2:2 for
+       // an overlap to show: many contenders, no rest, and at least 8 s.
+       .workers = 12,
        .hold_ms = "0:2",
-       .nemesis = no_faults});
+       .rest_ms = "0:0",
+       .nemesis = no_faults,
+       .min_seconds = 8});
   add({.name = "broken-no-rollback",
        .about = "broken client: does not release failed attempts; must leave keys behind",
        .expect = Expect::violation,
