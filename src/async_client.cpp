@@ -13,6 +13,7 @@
 #include "redlock.hpp"
 #include "scripts.hpp"
 #include "sha1.hpp"
+#include "wake.hpp"
 
 namespace redlock {
 
@@ -22,7 +23,11 @@ using detail::Node;
 // is gone; it frees itself in whichever of the two comes last.
 class ClientCore final : public detail::Transport {
  public:
-  ClientCore(uv_loop_t* loop, Config config) : loop_(loop), config_(std::move(config)), engine_(loop, *this, config_.options) {
+  ClientCore(uv_loop_t* loop, Config config)
+      : loop_(loop),
+        config_(std::move(config)),
+        engine_(loop, *this, config_.options),
+        wake_(loop, config_.nodes, config_.options) {
     for (std::size_t i = 0; i < detail::script_count; ++i) shas_[i] = detail::sha1_hex(detail::script_bodies[i]);
     uv_timer_init(loop_, &reaper_);
     reaper_.data = this;
@@ -39,6 +44,13 @@ class ClientCore final : public detail::Transport {
   bool send(std::size_t i, const detail::Call& call, detail::ReplySink* sink, std::size_t slot,
             std::string& why) override {
     return nodes_[i]->send(call, sink, slot, why);
+  }
+
+  detail::WatchState watch(const std::string& channel, detail::WakeListener* listener) override {
+    return wake_.watch(channel, listener);
+  }
+  void unwatch(const std::string& channel, detail::WakeListener* listener) override {
+    wake_.unwatch(channel, listener);
   }
 
   detail::Engine& engine() noexcept { return engine_; }
@@ -75,7 +87,11 @@ class ClientCore final : public detail::Transport {
     }
     engine_.shutdown([this] {
       engine_idle_ = true;
-      maybe_finish();
+      // Waiters are gone: the subscribers can go too.
+      wake_.close([this] {
+        wake_closed_ = true;
+        maybe_finish();
+      });
     });
     for (auto& node : nodes_) node->close();
   }
@@ -104,7 +120,9 @@ class ClientCore final : public detail::Transport {
   }
 
   void maybe_finish() {
-    if (!engine_idle_ || closed_nodes_ != nodes_.size() || live_watchdogs_ != 0 || reaping_) return;
+    if (!engine_idle_ || !wake_closed_ || closed_nodes_ != nodes_.size() || live_watchdogs_ != 0 || reaping_) {
+      return;
+    }
     reaping_ = true;
     // Finish in a close callback of our own, never inside a node's.
     uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
@@ -126,6 +144,8 @@ class ClientCore final : public detail::Transport {
   std::array<std::string, detail::script_count> shas_;
   std::vector<std::unique_ptr<Node>> nodes_;
   detail::Engine engine_;
+  detail::WakeHub wake_;
+  bool wake_closed_ = false;
   uv_timer_t reaper_;
   std::vector<std::function<void()>> closed_callbacks_;
   std::size_t closed_nodes_ = 0;

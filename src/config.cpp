@@ -320,6 +320,9 @@ constexpr Key keys[] = {
     {"max_pending", set_max_pending},
     {"quarantine", set_flag<&Options::quarantine>},
     {"node_outcomes", set_flag<&Options::node_outcomes>},
+    {"wake_ups", set_flag<&Options::wake_ups>},
+    {"wake_jitter_ms", set_duration<&Options::wake_jitter>},
+    {"wake_safety_net_ms", set_duration<&Options::wake_safety_net>},
 };
 
 Error unknown_key(std::string_view name) {
@@ -439,6 +442,8 @@ Result<void> validate_options(const Options& o) {
           {o.retry_delay >= 0ms, "retry_delay_ms", ms(o.retry_delay), "must be >= 0"},
           {o.retry_jitter >= 0ms, "retry_jitter_ms", ms(o.retry_jitter), "must be >= 0"},
           {o.release_settle >= 0ms, "release_settle_ms", ms(o.release_settle), "must be >= 0"},
+          {o.wake_jitter >= 0ms, "wake_jitter_ms", ms(o.wake_jitter), "must be >= 0"},
+          {o.wake_safety_net > 0ms, "wake_safety_net_ms", ms(o.wake_safety_net), "must be > 0"},
           {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
       });
       !fields)

@@ -144,6 +144,12 @@ void QuorumRound::record_first(std::size_t slot) {
 }
 
 void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
+  if (detached_) {
+    // Nobody reads the outcomes any more: only wait for the finals. (A
+    // paused master's late timeouts and failures cost no text then.)
+    if (event.kind != EventKind::timeout) ++finals_;
+    return maybe_free();
+  }
   NodeOutcome& out = outcomes_[slot];
   // Phase 1 of a fenced acquire: every counter read counts, yes or no.
   if (call_.command == CommandId::fenced_acquire && event.kind == EventKind::reply &&

@@ -49,7 +49,7 @@ std::string count_of(const QuorumTally& t) {
 
 }  // namespace
 
-class Operation final : public RoundListener {
+class Operation final : public RoundListener, public WakeListener {
  public:
   enum class Kind : std::uint8_t { acquire, extend, release };
 
@@ -78,6 +78,24 @@ class Operation final : public RoundListener {
   }
   void on_round_settled() override {
     if (kind_ == Kind::release) arm(milliseconds{0});
+  }
+
+  // A release was published (or the subscription came up, or came back):
+  // retry soon. During an attempt, remember it for when the attempt ends.
+  void on_wake(WakeListener::Why why) override {
+    if (finished_) return;
+    if (round_ != nullptr) {
+      if (why != WakeListener::Why::subscribed) woken_ = true;
+      return;
+    }
+    if (why == WakeListener::Why::subscribed) {
+      if (!awaiting_subscription_) return;
+      awaiting_subscription_ = false;
+      arm(milliseconds{0});
+      return;
+    }
+    const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - clock::now());
+    arm(std::clamp(wake_jitter(), milliseconds{0}, std::max(left, milliseconds{0})));
   }
 
   void abort() {
@@ -141,6 +159,7 @@ class Operation final : public RoundListener {
   }
 
   void start_round() {
+    awaiting_subscription_ = false;
     ++attempts_;
     phase_ = 1;
     t1_ = clock::now();
@@ -201,11 +220,71 @@ class Operation final : public RoundListener {
       QuorumRound::launch(engine_.transport_, release_call(), RoundMode::release, nullptr)->detach();
     }
     if (now >= wait_deadline_ || aborted_) return fail(std::move(e));
+    const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - now);
+    if (e.code == Errc::held && wait_for_release(e.nodes, left)) return;
     const auto jitter = milliseconds{static_cast<long long>(
         random_below(static_cast<unsigned long long>(o.retry_jitter.count()) + 1))};
-    const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - now);
     arm(std::min(o.retry_delay + jitter, left));
   }
+
+  // wait_for_release: the lock is held elsewhere; wait for it without
+  // polling (docs/design.md, "Waiting"). False when wake-ups are off or
+  // unavailable: then the caller polls.
+  bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left) {
+    const Options& o = engine_.options_;
+    if (!o.wake_ups) return false;
+    if (!watching_) {
+      const WatchState state = engine_.transport_.watch(channel(), this);
+      if (state == WatchState::unavailable) return false;
+      watching_ = true;
+      woken_ = false;
+      if (state == WatchState::pending) {
+        // Retry once the subscription is confirmed (a release from then on
+        // is heard), or after one node timeout at the latest.
+        awaiting_subscription_ = true;
+        arm(std::min(o.node_timeout, left));
+        return true;
+      }
+      // Already subscribed: retry once at once — a release between our
+      // attempt and now was published before we listened.
+      arm(milliseconds{0});
+      return true;
+    }
+    if (woken_) {  // a release was published while our attempt was on its way
+      woken_ = false;
+      arm(std::min(wake_jitter(), left));
+      return true;
+    }
+    // Wait for a notification, the holder's TTL, or the safety net.
+    milliseconds wait = o.wake_safety_net;
+    if (const std::optional<milliseconds> free_in = majority_free_in(nodes)) {
+      wait = std::min(wait, *free_in + milliseconds{1} + wake_jitter());
+    }
+    arm(std::min(wait, left));
+    return true;
+  }
+
+  // majority_free_in: when the key will be gone from a majority, from the
+  // TTLs the nodes reported (a node that said yes is free now); none when
+  // fewer than a majority reported one.
+  std::optional<milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes) const {
+    std::vector<long long> free_in;
+    for (const NodeOutcome& n : nodes) {
+      if (n.outcome == Outcome::ok) free_in.push_back(0);
+      if (n.outcome == Outcome::held && n.holder_ttl.count() >= 0) free_in.push_back(n.holder_ttl.count());
+    }
+    const std::size_t quorum = nodes.size() / 2 + 1;
+    if (free_in.size() < quorum) return std::nullopt;
+    std::nth_element(free_in.begin(), free_in.begin() + static_cast<std::ptrdiff_t>(quorum - 1), free_in.end());
+    return milliseconds{free_in[quorum - 1]};
+  }
+
+  milliseconds wake_jitter() const {
+    return milliseconds{static_cast<long long>(
+        random_below(static_cast<unsigned long long>(engine_.options_.wake_jitter.count()) + 1))};
+  }
+
+  std::string channel() const { return key_ + ":released"; }
 
   // start_fence_phase: phase 1 reached a majority; F = the highest counter
   // any node reported + 1. Phase 2 raises the counter to F on the nodes
@@ -277,6 +356,10 @@ class Operation final : public RoundListener {
   // close_soon detaches from the round and closes the timer; the operation
   // frees itself in the close callback.
   void close_soon() {
+    if (watching_) {
+      engine_.transport_.unwatch(channel(), this);
+      watching_ = false;
+    }
     if (round_ != nullptr) {
       round_->detach();
       round_ = nullptr;
@@ -294,6 +377,9 @@ class Operation final : public RoundListener {
   std::chrono::system_clock::time_point t1_wall_{};  // only for the wall_clock variant
   int attempts_ = 0;
   int phase_ = 1;                  // a fenced acquire's phase (1: take the lock, 2: raise the fence)
+  bool watching_ = false;          // subscribed to the resource's releases
+  bool awaiting_subscription_ = false;
+  bool woken_ = false;             // a release was heard during an attempt
   bool aborted_ = false;
   bool finished_ = false;
 };

@@ -65,6 +65,26 @@ class ReplySink {
   ~ReplySink() = default;
 };
 
+// WakeListener — a waiter told that the resource it waits for may be free.
+//   subscribed    every node reachable when the wait began confirmed the
+//                 subscription: a release from now on will be heard
+//   released      some node published a release on the channel
+//   resubscribed  a subscriber connection came back: notifications may
+//                 have been missed while it was down
+class WakeListener {
+ public:
+  enum class Why : std::uint8_t { subscribed, released, resubscribed };
+  virtual void on_wake(Why why) = 0;
+
+ protected:
+  ~WakeListener() = default;
+};
+
+// WatchState — what watch() could promise: no wake-ups at all (poll
+// instead), a subscription still being confirmed (a `subscribed` wake-up
+// follows), or one already confirmed.
+enum class WatchState : std::uint8_t { unavailable, pending, ready };
+
 // Transport — N nodes addressed by index.
 class Transport {
  public:
@@ -77,6 +97,18 @@ class Transport {
   // the sink gets no event for it.
   virtual bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot,
                     std::string& why) = 0;
+  // watch subscribes `listener` to release notifications on `channel` from
+  // every node until unwatch; wake-ups come on the loop, never inside
+  // watch(). The default offers none.
+  virtual WatchState watch(const std::string& channel, WakeListener* listener) {
+    (void)channel;
+    (void)listener;
+    return WatchState::unavailable;
+  }
+  virtual void unwatch(const std::string& channel, WakeListener* listener) {
+    (void)channel;
+    (void)listener;
+  }
 };
 
 }  // namespace redlock::detail

@@ -76,6 +76,19 @@ struct Options {
   // appendfsync always. Default on.
   bool quarantine = true;
 
+  // Waiting without polling. An acquire that has to wait subscribes (one
+  // pub/sub connection per master, shared by every resource the client
+  // waits on) to the releases of its resource and retries when one is
+  // published, after a random 0–wake_jitter delay so that a crowd of
+  // waiters does not stampede; when the holder's TTL (reported by the
+  // masters) runs out; and, as a safety net for a lost notification, every
+  // wake_safety_net. retry_delay and retry_jitter then only space retries
+  // of attempts that failed for other reasons (no quorum). Off: waiters poll
+  // every retry_delay + jitter.
+  bool wake_ups = true;
+  milliseconds wake_jitter{2};
+  milliseconds wake_safety_net{1000};
+
   // Fill Lock::nodes (the per-node outcomes of the round that took or
   // extended the lock). Off by default: they cost about 100 bytes per node
   // on every Lock value, a program holding many locks pays that per lock,

@@ -377,7 +377,8 @@ TEST_CASE("parse_config_json: every documented key is applied") {
     "drift_factor": 0.02, "min_validity_ms": 3, "node_timeout_ms": 40,
     "connect_timeout_ms": 150, "reconnect_min_ms": 10, "reconnect_max_ms": 500,
     "retry_delay_ms": 30, "retry_jitter_ms": 0, "release_settle_ms": 7, "stall_timeout_ms": 800,
-    "max_pending": 1024, "quarantine": false, "node_outcomes": true})");
+    "max_pending": 1024, "quarantine": false, "node_outcomes": true,
+    "wake_ups": false, "wake_jitter_ms": 5, "wake_safety_net_ms": 250})");
   REQUIRE_MESSAGE(config.ok(), config.error().message);
   REQUIRE(config->nodes.size() == 3);
   CHECK(config->nodes[1].host == "::1");
@@ -401,6 +402,9 @@ TEST_CASE("parse_config_json: every documented key is applied") {
   CHECK(o.max_pending == 1024);
   CHECK(o.quarantine == false);
   CHECK(o.node_outcomes == true);
+  CHECK(o.wake_ups == false);
+  CHECK(o.wake_jitter == std::chrono::milliseconds{5});
+  CHECK(o.wake_safety_net == std::chrono::milliseconds{250});
 }
 
 TEST_CASE("parse_config_json: omitted keys keep the Options defaults") {
@@ -441,7 +445,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes))");
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms))");
 }
 
 TEST_CASE("parse_config_json: nodes is required") {
@@ -748,6 +752,12 @@ TEST_CASE("validate_config: retry_delay, retry_jitter and min_validity must not 
   o = Options{};
   o.min_validity = -1ms;
   CHECK(validation_failure(o) == "min_validity_ms: -1: must be >= 0");
+  o = Options{};
+  o.wake_jitter = -1ms;
+  CHECK(validation_failure(o) == "wake_jitter_ms: -1: must be >= 0");
+  o = Options{};
+  o.wake_safety_net = 0ms;
+  CHECK(validation_failure(o) == "wake_safety_net_ms: 0: must be > 0");
 }
 
 TEST_CASE("validate_config: zero retry_delay, retry_jitter and min_validity are allowed") {

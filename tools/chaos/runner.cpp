@@ -201,6 +201,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     if (sc.greedy) args.push_back("--greedy");
     if (sc.threads > 1) args.insert(args.end(), {"--threads", std::to_string(sc.threads)});
     if (sc.quarantine) args.push_back("--quarantine");
+    if (sc.polling) args.push_back("--polling");
     std::vector<std::pair<std::string, std::string>> env;
     if (!sc.sabotage.empty()) env.emplace_back("REDLOCK_SABOTAGE", sc.sabotage);
     if (sc.worker_clock_rate != 1.0) {

@@ -55,6 +55,11 @@ struct Scenario {
   // workers reach the masters through the proxies' second listener.
   bool proxied = false;
   int group_b = 0;
+  // polling: the workers retry every retry_delay instead of waiting for
+  // release notifications. For the scenarios whose violation shows only if
+  // a contender tries while keys vanish early or late (no release is
+  // published then, and a waiter sleeps until the TTL it was told).
+  bool polling = false;
   // worker_clock_rate: the workers' own wall clocks run at this rate (the
   // clock-skew shim in the worker processes); 1: untouched.
   double worker_clock_rate = 1.0;

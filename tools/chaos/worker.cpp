@@ -7,7 +7,7 @@
 //   chaos_worker --nodes URLS --counter-port P --client N --history FILE
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
-//                [--greedy] [--quarantine] [--threads T] [--rest-ms A:B]
+//                [--greedy] [--quarantine] [--polling] [--threads T] [--rest-ms A:B]
 // With --threads T the process runs T clients (ids N*100 + 0..T-1) on one
 // shared, thread-safe redlock::Client, each with its own counter connection.
 // Exit 0 after the run; 2 on bad arguments or an unusable config.
@@ -39,7 +39,7 @@ struct Args {
   std::int64_t until_ns = 0;
   long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
   long rest_min = 0, rest_max = 5;  // pause after a release, so others get their turn
-  bool greedy = false, quarantine = false;
+  bool greedy = false, quarantine = false, polling = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -66,6 +66,7 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--greedy") { a.greedy = true; continue; }
     if (k == "--quarantine") { a.quarantine = true; continue; }
+    if (k == "--polling") { a.polling = true; continue; }
     if (i + 1 >= argc) usage(k + ": needs a value");
     const char* v = argv[++i];
     if (k == "--nodes") a.nodes = v;
@@ -203,6 +204,7 @@ int main(int argc, char** argv) {
   Config config;
   config.nodes = *nodes;
   config.options.quarantine = a.quarantine;
+  config.options.wake_ups = !a.polling;  // --polling: retry every retry_delay, no release notifications
   config.options.max_ttl = milliseconds{a.max_ttl};
   config.options.default_ttl = milliseconds{a.ttl};
   config.options.node_timeout = milliseconds{a.node_timeout};

@@ -1,0 +1,21 @@
+// poll_adapter.hpp — hiredis async contexts on a libuv loop.
+//
+// Our own adapter rather than hiredis's adapters/libuv.h: its 0.14 version
+// drops poll errors (a refused connect would only be noticed by a timeout),
+// and it asks the poll for writability around every command. Ours hands
+// poll errors to hiredis and flushes each connection's output once per loop
+// turn (poll_adapter.cpp has the details). Used by the command connections
+// (Node) and the pub/sub connections (Subscriber).
+#pragma once
+
+#include <uv.h>
+
+struct redisAsyncContext;
+
+namespace redlock::detail {
+
+// attach_to_loop hooks `ac` to `loop`; false if its socket cannot be
+// watched. The adapter frees itself when hiredis frees the context.
+bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop);
+
+}  // namespace redlock::detail
