@@ -4,6 +4,7 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <vector>
@@ -175,6 +176,63 @@ void AsyncClient::extend(Lock lock, milliseconds ttl, LockCallback done) {
 
 void AsyncClient::release(std::string resource, std::string token, ReleaseCallback done) {
   core_->engine().release(std::move(resource), std::move(token), std::move(done));
+}
+
+namespace {
+
+// deliver_multi turns the engine's Lock of a multi-resource round into the
+// MultiLock the caller sees.
+void deliver_multi(const MultiLockCallback& done, std::vector<std::string> resources,
+                                             Result<Lock> r) {
+  if (!r) return done(std::move(r).error());
+  Lock& l = *r;
+  MultiLock m;
+  m.resources = std::move(resources);
+  m.token = std::move(l.token);
+  m.ttl = l.ttl;
+  m.validity = l.validity;
+  m.validity_deadline = l.validity_deadline;
+  m.elapsed = l.elapsed;
+  m.attempts = l.attempts;
+  m.nodes = std::move(l.nodes);
+  done(std::move(m));
+}
+
+std::vector<std::string> sorted_unique(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+void AsyncClient::acquire_many(std::vector<std::string> resources, AcquireOptions opts, MultiLockCallback done) {
+  std::vector<std::string> sorted = sorted_unique(resources);
+  core_->engine().acquire_many(std::move(resources), std::move(opts),
+                               [done = std::move(done), sorted = std::move(sorted)](Result<Lock> r) mutable {
+                                 deliver_multi(done, std::move(sorted), std::move(r));
+                               });
+}
+
+void AsyncClient::extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done) {
+  std::vector<std::string> sorted = sorted_unique(std::move(lock.resources));
+  Lock first;
+  first.resource = sorted.empty() ? std::string() : sorted.front();
+  first.token = std::move(lock.token);
+  first.ttl = lock.ttl;
+  first.validity_deadline = lock.validity_deadline;
+  const std::vector<std::string> more(sorted.size() > 1 ? sorted.begin() + 1 : sorted.end(), sorted.end());
+  core_->engine().extend(
+      std::move(first), ttl,
+      [done = std::move(done), sorted](Result<Lock> r) mutable { deliver_multi(done, std::move(sorted), std::move(r)); },
+      more);
+}
+
+void AsyncClient::release_many(std::vector<std::string> resources, std::string token, ReleaseCallback done) {
+  std::vector<std::string> sorted = sorted_unique(std::move(resources));
+  std::string first = sorted.empty() ? std::string() : sorted.front();
+  const std::vector<std::string> more(sorted.size() > 1 ? sorted.begin() + 1 : sorted.end(), sorted.end());
+  core_->engine().release(std::move(first), std::move(token), std::move(done), more);
 }
 
 void AsyncClient::close(std::function<void()> on_closed) { core_->close(std::move(on_closed)); }

@@ -145,6 +145,29 @@ Result<ReleaseResult> Client::release(std::string_view resource, std::string_vie
   return release_async(resource, token).get();
 }
 
+Result<MultiLock> Client::acquire_many(std::vector<std::string> resources, AcquireOptions opts) {
+  return impl_->call<MultiLock>([resources = std::move(resources), opts = std::move(opts)](
+                                    AsyncClient& c, MultiLockCallback done) mutable {
+           c.acquire_many(std::move(resources), std::move(opts), std::move(done));
+         })
+      .get();
+}
+
+Result<MultiLock> Client::extend_many(const MultiLock& lock, milliseconds ttl) {
+  return impl_->call<MultiLock>([lock, ttl](AsyncClient& c, MultiLockCallback done) mutable {
+           c.extend_many(std::move(lock), ttl, std::move(done));
+         })
+      .get();
+}
+
+Result<ReleaseResult> Client::release_many(const MultiLock& lock) {
+  return impl_->call<ReleaseResult>([resources = lock.resources, token = lock.token](
+                                        AsyncClient& c, ReleaseCallback done) mutable {
+           c.release_many(std::move(resources), std::move(token), std::move(done));
+         })
+      .get();
+}
+
 namespace {
 
 std::string this_thread_owner() {

@@ -195,13 +195,19 @@ bool Node::queue_call(const Call& call, bool as_eval) {
     wire_ += "$2\r\nNX\r\n$2\r\nPX\r\n";
     append_bulk(wire_, call.arg2);
   } else {
-    // EVALSHA sha 1 key arg1 [arg2] (EVAL body … after NOSCRIPT)
+    // EVALSHA sha K key… arg1 [arg2] (EVAL body … after NOSCRIPT)
     const std::size_t id = static_cast<std::size_t>(call.command);
-    wire_ += call.arg2.empty() ? "*5\r\n" : "*6\r\n";
+    const std::size_t keys = 1 + call.more_keys.size();
+    const std::size_t argc = 3 + keys + (call.arg2.empty() ? 1 : 2);
+    char digits[24];
+    wire_ += '*';
+    wire_.append(digits, std::to_chars(digits, digits + sizeof digits, argc).ptr);
+    wire_ += "\r\n";
     append_bulk(wire_, as_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
     append_bulk(wire_, as_eval ? script_bodies[id] : std::string_view(shas_[id]));
-    wire_ += "$1\r\n1\r\n";
+    append_bulk(wire_, std::string_view(digits, std::to_chars(digits, digits + sizeof digits, keys).ptr));
     append_bulk(wire_, call.key);
+    for (const std::string& key : call.more_keys) append_bulk(wire_, key);
     append_bulk(wire_, call.arg1);
     if (!call.arg2.empty()) append_bulk(wire_, call.arg2);
   }
@@ -217,7 +223,7 @@ bool Node::send(const Call& call, ReplySink* sink, std::size_t slot, std::string
     why = last_error_;
     return false;
   }
-  if (unresponsive_ && call.command != CommandId::release) {
+  if (unresponsive_ && !is_release(call.command)) {
     why = "not answering: a command sent " + std::to_string(to_ms(clock::now() - unresponsive_since_)) +
           " ms ago is still unanswered; not sent";
     return false;

@@ -93,7 +93,8 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     } else if (command == CommandId::set_nx && r.type == ReplyView::Type::nil) {
       out.outcome = Outcome::held;  // SET NX says only "not set"
       out.error = "held by another token";
-    } else if (command == CommandId::acquire && r.type == ReplyView::Type::integer) {
+    } else if ((command == CommandId::acquire || command == CommandId::multi_acquire) &&
+               r.type == ReplyView::Type::integer) {
       held_by_another(r.integer, out);
     } else {
       unexpected(event, out);
@@ -108,7 +109,7 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
   } else {
     unexpected(event, out);
   }
-  if (out.outcome == Outcome::ok && event.quarantined && command != CommandId::release) {
+  if (out.outcome == Outcome::ok && event.quarantined && !is_release(command)) {
     out.outcome = Outcome::quarantined;
     out.error = std::string(event.text);
   }

@@ -120,6 +120,7 @@ class Operation final : public RoundListener, public WakeListener {
   std::optional<Error> early_;  // an argument error, reported on the first timer tick
   bool fresh_token_ = false;    // acquire: the token was drawn here, not given
   bool fence_ = false;          // acquire: a fenced acquire (two phases)
+  std::vector<std::string> more_keys_;  // a multi-resource lock: the keys after key_ (sorted)
   std::uint64_t fence_value_ = 0;  // acquire: F once phase 1 succeeded; extend: the lock's fence
 
  private:
@@ -138,6 +139,15 @@ class Operation final : public RoundListener, public WakeListener {
   }
 
   Call make_call() const {
+    if (!more_keys_.empty()) {  // a multi-resource lock: every key at once
+      const std::string ttl = std::to_string(ttl_.count());
+      switch (kind_) {
+        case Kind::acquire: return {CommandId::multi_acquire, key_, token_, ttl, more_keys_};
+        case Kind::extend: return {CommandId::multi_extend, key_, token_, ttl, more_keys_};
+        case Kind::release: break;
+      }
+      return release_call();
+    }
     switch (kind_) {
       case Kind::acquire: {
         // The first attempt with a token we just drew is a plain SET NX PX:
@@ -146,16 +156,17 @@ class Operation final : public RoundListener, public WakeListener {
         const CommandId id = fence_                             ? CommandId::fenced_acquire
                              : attempts_ == 1 && fresh_token_ ? CommandId::set_nx
                                                               : CommandId::acquire;
-        return {id, key_, token_, std::to_string(ttl_.count())};
+        return {id, key_, token_, std::to_string(ttl_.count()), {}};
       }
-      case Kind::extend: return {CommandId::extend, key_, token_, std::to_string(ttl_.count())};
+      case Kind::extend: return {CommandId::extend, key_, token_, std::to_string(ttl_.count()), {}};
       case Kind::release: break;
     }
     return release_call();
   }
 
   Call release_call() const {
-    return {CommandId::release, key_, token_, {}};  // the script names the channel
+    if (!more_keys_.empty()) return {CommandId::multi_release, key_, token_, {}, more_keys_};
+    return {CommandId::release, key_, token_, {}, {}};  // the script names the channel
   }
 
   void start_round() {
@@ -232,7 +243,7 @@ class Operation final : public RoundListener, public WakeListener {
   // unavailable: then the caller polls.
   bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left) {
     const Options& o = engine_.options_;
-    if (!o.wake_ups) return false;
+    if (!o.wake_ups || !more_keys_.empty()) return false;  // multi-resource waiters poll
     if (!watching_) {
       const WatchState state = engine_.transport_.watch(channel(), this);
       if (state == WatchState::unavailable) return false;
@@ -295,7 +306,7 @@ class Operation final : public RoundListener, public WakeListener {
     round_->detach();
     round_ = nullptr;
     phase_ = 2;
-    round_ = QuorumRound::launch(engine_.transport_, {CommandId::fence_raise, key_, token_, std::to_string(fence_value_)},
+    round_ = QuorumRound::launch(engine_.transport_, {CommandId::fence_raise, key_, token_, std::to_string(fence_value_), {}},
                                  RoundMode::majority, this);
     if (round_->decided()) arm(milliseconds{0});
   }
@@ -441,8 +452,32 @@ std::string check_resource(const std::string& resource) {
 void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback done) {
   auto* op = new Operation(*this, Operation::Kind::acquire);
   op->lock_done_ = std::move(done);
-  op->ttl_ = opts.ttl.count() == 0 ? options_.default_ttl : opts.ttl;
   std::string problem = check_resource(resource);
+  setup_acquire(op, std::move(resource), std::move(opts), std::move(problem));
+}
+
+void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done) {
+  auto* op = new Operation(*this, Operation::Kind::acquire);
+  op->lock_done_ = std::move(done);
+  // Sorted and without duplicates: the same set is the same keys in the
+  // same order on every master, whoever asks.
+  std::sort(resources.begin(), resources.end());
+  resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
+  std::string problem = resources.empty() ? "resources: empty" : "";
+  for (std::size_t i = 0; i < resources.size() && problem.empty(); ++i) {
+    if (std::string p = check_resource(resources[i]); !p.empty()) {
+      problem = "resources[" + std::to_string(i) + "]" + p.substr(8);  // "resource: …" → "resources[i]: …"
+    }
+  }
+  if (problem.empty() && opts.fence) problem = "fence: not available for multi-resource locks";
+  std::string first = resources.empty() ? std::string() : resources.front();
+  for (std::size_t i = 1; i < resources.size(); ++i) op->more_keys_.push_back(options_.prefix + resources[i]);
+  opts.fence = false;
+  setup_acquire(op, std::move(first), std::move(opts), std::move(problem));
+}
+
+void Engine::setup_acquire(Operation* op, std::string resource, AcquireOptions opts, std::string problem) {
+  op->ttl_ = opts.ttl.count() == 0 ? options_.default_ttl : opts.ttl;
   if (problem.empty()) problem = check_ttl(op->ttl_, options_);
   if (problem.empty() && opts.wait < milliseconds{0}) problem = "wait: must be >= 0";
   if (problem.empty() && !opts.token.empty() && !valid_token(opts.token)) {
@@ -466,8 +501,9 @@ void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback don
   op->begin();
 }
 
-void Engine::extend(Lock lock, milliseconds ttl, LockCallback done) {
+void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more) {
   auto* op = new Operation(*this, Operation::Kind::extend);
+  for (const std::string& r : more) op->more_keys_.push_back(options_.prefix + r);
   op->lock_done_ = std::move(done);
   op->ttl_ = ttl.count() == 0 ? (lock.ttl.count() == 0 ? options_.default_ttl : lock.ttl) : ttl;
   std::string problem = check_resource(lock.resource);
@@ -485,8 +521,10 @@ void Engine::extend(Lock lock, milliseconds ttl, LockCallback done) {
   op->begin();
 }
 
-void Engine::release(std::string resource, std::string token, ReleaseCallback done) {
+void Engine::release(std::string resource, std::string token, ReleaseCallback done,
+                     const std::vector<std::string>& more) {
   auto* op = new Operation(*this, Operation::Kind::release);
+  for (const std::string& r : more) op->more_keys_.push_back(options_.prefix + r);
   op->release_done_ = std::move(done);
   std::string problem = check_resource(resource);
   if (problem.empty() && !valid_token(token)) problem = "token: must be 1-128 characters of [0-9A-Za-z_-]";

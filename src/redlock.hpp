@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "redlock/async_client.hpp"
 #include "redlock/options.hpp"
@@ -29,8 +30,14 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   void acquire(std::string resource, AcquireOptions opts, LockCallback done);
-  void extend(Lock lock, milliseconds ttl, LockCallback done);
-  void release(std::string resource, std::string token, ReleaseCallback done);
+  // acquire_many takes every resource or none (one script per master, keys
+  // sorted); the Lock's resource is the first of them in sorted order.
+  void acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done);
+  // `more`: the other resources of a multi-resource lock (sorted, after
+  // lock.resource / resource).
+  void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {});
+  void release(std::string resource, std::string token, ReleaseCallback done,
+               const std::vector<std::string>& more = {});
 
   // shutdown makes every live operation (and any started later) complete
   // with Errc::closed on the next loop iteration; on_idle runs once no
@@ -41,6 +48,7 @@ class Engine {
 
  private:
   friend class Operation;
+  void setup_acquire(Operation* op, std::string resource, AcquireOptions opts, std::string problem);
   void enlist(Operation* op) noexcept;
   void delist(Operation* op) noexcept;
 

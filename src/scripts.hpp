@@ -17,8 +17,20 @@ namespace redlock::detail {
 // holder's TTL; retries and caller-given tokens use the script.
 // fenced_acquire and fence_raise are the two phases of a fenced acquire
 // (docs/design.md, "Fencing tokens").
-enum class CommandId : std::uint8_t { acquire, extend, release, fenced_acquire, fence_raise, set_nx };
-inline constexpr std::size_t script_count = 5;  // every id before set_nx
+// multi_acquire, multi_extend and multi_release take several keys at once
+// (multi-resource locks).
+enum class CommandId : std::uint8_t {
+  acquire,
+  extend,
+  release,
+  fenced_acquire,
+  fence_raise,
+  multi_acquire,
+  multi_extend,
+  multi_release,
+  set_nx
+};
+inline constexpr std::size_t script_count = 8;  // every id before set_nx
 
 // acquire: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
 // Set if free → +OK. Our own token already there → refresh the TTL → +OK
@@ -90,14 +102,60 @@ redis.call('SET', key, ARGV[2])
 return 1
 )lua";
 
+// multi_acquire: KEYS the lock keys (sorted); ARGV[1] token, ARGV[2] ttl.
+// All or none, atomically on this master: if any key holds another token
+// → :PTTL of that key and nothing is set; else every key is set (or
+// refreshed) to our token → +OK.
+inline constexpr std::string_view multi_acquire_script = R"lua(
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v and v ~= ARGV[1] then return redis.call('PTTL', KEYS[i]) end
+end
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return redis.status_reply('OK')
+)lua";
+
+// multi_extend: KEYS the lock keys; ARGV[1] token, ARGV[2] ttl. Only if
+// every key still holds our token → all extended → :1; else nothing → :0.
+inline constexpr std::string_view multi_extend_script = R"lua(
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+for i = 1, #KEYS do
+  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+end
+return 1
+)lua";
+
+// multi_release: KEYS the lock keys; ARGV[1] token. Deletes every key that
+// holds our token, publishing each release → :1 if any was ours, else :0.
+inline constexpr std::string_view multi_release_script = R"lua(
+local released = 0
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    redis.call('PUBLISH', KEYS[i] .. ':released', ARGV[1])
+    released = 1
+  end
+end
+return released
+)lua";
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
-    acquire_script, extend_script, release_script, fenced_acquire_script, fence_raise_script};
+    acquire_script,        extend_script,       release_script,       fenced_acquire_script,
+    fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script};
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx; }
+// is_release: a release, of one key or several.
+inline constexpr bool is_release(CommandId id) { return id == CommandId::release || id == CommandId::multi_release; }
+
 // is_acquire: an acquire attempt, by script (fenced or not) or by plain SET.
 
 inline constexpr bool is_acquire(CommandId id) {
-  return id == CommandId::acquire || id == CommandId::set_nx || id == CommandId::fenced_acquire;
+  return id == CommandId::acquire || id == CommandId::set_nx || id == CommandId::fenced_acquire ||
+         id == CommandId::multi_acquire;
 }
 
 }  // namespace redlock::detail

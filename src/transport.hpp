@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "scripts.hpp"
 
@@ -43,8 +44,8 @@ struct NodeEvent {
   std::string_view text;     // failed: why; reply + quarantined: until when
 };
 
-// Call — one command, the same for every node of a round: EVALSHA <sha> 1
-// <key> <arg1> [<arg2>] (arg2 is left out when empty), or for set_nx
+// Call — one command, the same for every node of a round: EVALSHA <sha> K
+// <key> <more_keys…> <arg1> [<arg2>] (arg2 is left out when empty), or for set_nx
 // SET <key> <arg1> NX PX <arg2>. The caller keeps it alive until the node's
 // final event (a NOSCRIPT reply is retried with EVAL from it).
 struct Call {
@@ -52,6 +53,7 @@ struct Call {
   std::string key;
   std::string arg1;
   std::string arg2;
+  std::vector<std::string> more_keys;  // multi_*: the keys after `key`
 };
 
 // ReplySink — receives a command's events. For every accepted send the sink

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
@@ -36,6 +37,7 @@ void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
 
 using LockCallback = std::function<void(Result<Lock>)>;
 using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
+using MultiLockCallback = std::function<void(Result<MultiLock>)>;
 
 // AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
 // thread-safe: every member must be called on the loop's thread. Move and
@@ -70,6 +72,17 @@ class AsyncClient {
   // releases nothing (released = false, not an error). Errors:
   // invalid_argument, closed.
   void release(std::string resource, std::string token, ReleaseCallback done);
+
+  // acquire_many takes several resources together — for a transfer
+  // between two accounts, say: on each master one script takes all of them
+  // or none, and the majority is counted over masters. Resources are sorted
+  // (two clients locking overlapping sets ask for the keys in the same
+  // order) and duplicates dropped. Waiters poll (retry_delay + jitter);
+  // fencing is not available. Errors as for acquire.
+  void acquire_many(std::vector<std::string> resources, AcquireOptions opts, MultiLockCallback done);
+  // extend_many / release_many act on every resource of the lock.
+  void extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done);
+  void release_many(std::vector<std::string> resources, std::string token, ReleaseCallback done);
 
   // close stops accepting operations, completes the pending ones with
   // Errc::closed, and closes every handle; on_closed runs (on the loop) once

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "redlock/async_client.hpp"
 #include "redlock/config.hpp"
@@ -67,6 +68,11 @@ class Client {
   // release releases a plain lock; see AsyncClient::release.
   Result<ReleaseResult> release(const Lock& lock);
   Result<ReleaseResult> release(std::string_view resource, std::string_view token);
+
+  // Multi-resource locks: see AsyncClient::acquire_many.
+  Result<MultiLock> acquire_many(std::vector<std::string> resources, AcquireOptions opts = {});
+  Result<MultiLock> extend_many(const MultiLock& lock, milliseconds ttl = milliseconds{0});
+  Result<ReleaseResult> release_many(const MultiLock& lock);
 
   // The same, as futures; the future becomes ready on the loop thread.
   std::future<Result<Lock>> acquire_async(std::string_view resource, AcquireOptions opts = {});

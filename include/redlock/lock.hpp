@@ -68,6 +68,23 @@ struct Lock {
   std::chrono::milliseconds remaining() const noexcept;
 };
 
+// MultiLock — several resources held together (AsyncClient::acquire_many):
+// on each master one script took all of them or none, and a majority of
+// masters said yes. `resources` are sorted and without duplicates; the rest
+// is as for Lock.
+struct MultiLock {
+  std::vector<std::string> resources;
+  std::string token;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds validity{0};
+  std::chrono::steady_clock::time_point validity_deadline{};
+  std::chrono::microseconds elapsed{0};
+  int attempts = 0;
+  std::vector<NodeOutcome> nodes;  // with Options::node_outcomes
+
+  bool valid() const noexcept { return std::chrono::steady_clock::now() < validity_deadline; }
+};
+
 // ReleaseResult — what a release did. `released_nodes` counts the nodes that
 // deleted our token by the time the release was decided. `released` is true
 // when at least one node deleted it and fewer than a majority may still hold
