@@ -15,7 +15,8 @@
 // sit out max_ttl + drift (60.6 s) and no lock could be taken. Defaults in
 // force: node_timeout 50 ms, release_settle 0, node_outcomes off, drift_factor 0.01, and
 // acquire retries every retry_delay 50 ms + uniform 0–50 ms retry_jitter
-// (waiters poll; pub/sub wake-ups come in a later issue). Lock TTL 10000 ms;
+// (only after failures other than "held": a waiter is woken by release
+// notifications, wake_ups on). Lock TTL 10000 ms;
 // memory: 60000 ms (= the default Options::max_ttl, which must be ≥ it).
 //
 // Before measuring, each client takes and releases a warm-up lock until a majority of
