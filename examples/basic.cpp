@@ -34,8 +34,7 @@ int main(int argc, char** argv) {
   }
 
   // Take the lock for 10 s, retrying for up to 2 s while someone else has it.
-  // (An empty token means "draw a fresh random one".)
-  auto lock = (*client)->acquire("nightly-report", {.ttl = 10s, .wait = 2s, .token = {}});
+  auto lock = (*client)->acquire("nightly-report", {.ttl = 10s, .wait = 2s});
   if (!lock) {
     // e.g. "redlock.held: …" — the message names each node and its outcome.
     std::fprintf(stderr, "not locked: %s\n", lock.error().to_string().c_str());

@@ -17,6 +17,7 @@ std::string_view errc_name(Errc code) noexcept {
     case Errc::closed: return "redlock.closed";
     case Errc::internal: return "redlock.internal";
     case Errc::lost: return "redlock.lost";
+    case Errc::cancelled: return "redlock.cancelled";
   }
   return "redlock.unknown";
 }

@@ -12,7 +12,10 @@
 #include "redlock.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <utility>
 
 #include "quorum.hpp"
@@ -98,6 +101,19 @@ class Operation final : public RoundListener, public WakeListener {
     arm(std::clamp(wake_jitter(), milliseconds{0}, std::max(left, milliseconds{0})));
   }
 
+  // cancel: the caller's stop token was requested (delivered on the loop).
+  void cancel() {
+    if (finished_ || kind_ != Kind::acquire) return;
+    cancelled_ = true;
+    if (round_ == nullptr) arm(milliseconds{0});  // else: when the attempt ends
+  }
+
+  Error cancelled_error() const {
+    Error e = make_error(Errc::cancelled, "acquire of " + resource_ + " cancelled by the caller");
+    e.attempts = attempts_;
+    return e;
+  }
+
   void abort() {
     if (finished_) return;
     aborted_ = true;
@@ -120,6 +136,8 @@ class Operation final : public RoundListener, public WakeListener {
   std::optional<Error> early_;  // an argument error, reported on the first timer tick
   bool fresh_token_ = false;    // acquire: the token was drawn here, not given
   bool fence_ = false;          // acquire: a fenced acquire (two phases)
+  std::uint64_t id_ = 0;        // for cancellation from other threads
+  std::optional<std::stop_callback<std::function<void()>>> on_cancel_;
   std::vector<std::string> more_keys_;  // a multi-resource lock: the keys after key_ (sorted)
   std::uint64_t fence_value_ = 0;  // acquire: F once phase 1 succeeded; extend: the lock's fence
 
@@ -134,6 +152,7 @@ class Operation final : public RoundListener, public WakeListener {
     if (finished_) return;
     if (early_.has_value()) return fail(std::move(*early_));
     if (aborted_) return fail(make_error(Errc::closed, "the client was closed"));
+    if (cancelled_ && round_ == nullptr) return fail(cancelled_error());
     if (round_ == nullptr) return start_round();  // a retry delay has passed
     if (round_->decided()) evaluate();
   }
@@ -205,6 +224,11 @@ class Operation final : public RoundListener, public WakeListener {
     const microseconds validity = validity_left(ttl_, elapsed, o.drift_factor);
     const bool in_time = kind_ != Kind::extend || now < lock_deadline_;
     if (tally.success() && validity > microseconds{o.min_validity} && in_time) {
+      if (kind_ == Kind::acquire && cancelled_) {
+        // Taken after all, but the caller has gone: give it back.
+        QuorumRound::launch(engine_.transport_, release_call(), RoundMode::release, nullptr)->detach();
+        return fail(cancelled_error());
+      }
       if (kind_ == Kind::acquire && fence_ && phase_ == 1) return start_fence_phase();
       Lock lock;
       lock.resource = resource_;
@@ -230,6 +254,7 @@ class Operation final : public RoundListener, public WakeListener {
     if (!sabotage().no_rollback) {
       QuorumRound::launch(engine_.transport_, release_call(), RoundMode::release, nullptr)->detach();
     }
+    if (cancelled_) return fail(cancelled_error());
     if (now >= wait_deadline_ || aborted_) return fail(std::move(e));
     const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - now);
     if (e.code == Errc::held && wait_for_release(e.nodes, left)) return;
@@ -391,6 +416,7 @@ class Operation final : public RoundListener, public WakeListener {
   bool watching_ = false;          // subscribed to the resource's releases
   bool awaiting_subscription_ = false;
   bool woken_ = false;             // a release was heard during an attempt
+  bool cancelled_ = false;
   bool aborted_ = false;
   bool finished_ = false;
 };
@@ -410,7 +436,59 @@ void Engine::delist(Operation* op) noexcept {
   if (op->next_ != nullptr) op->next_->prev_ = op->prev_;
   if (head_ == op) head_ = op->next_;
   --live_;
-  if (live_ == 0 && closing_ && on_idle_) std::exchange(on_idle_, nullptr)();
+  maybe_idle();
+}
+
+// maybe_idle: closing, and no operation left — close the cancellation
+// handle (if one was made) and then report idle.
+void Engine::maybe_idle() {
+  if (!closing_ || live_ != 0) return;
+  if (cancel_async_ != nullptr) {
+    if (!cancel_closing_) {
+      cancel_closing_ = true;
+      uv_close(reinterpret_cast<uv_handle_t*>(cancel_async_), [](uv_handle_t* h) {
+        auto* engine = static_cast<Engine*>(h->data);
+        delete reinterpret_cast<uv_async_t*>(h);
+        engine->cancel_async_ = nullptr;
+        engine->maybe_idle();
+      });
+    }
+    return;
+  }
+  if (on_idle_) std::exchange(on_idle_, nullptr)();
+}
+
+// watch_cancel: the acquire ends with Errc::cancelled once `token` is
+// requested. The request may come from any thread: it queues the
+// operation's id and wakes the loop through one uv_async handle (made on
+// first use, unreferenced so it never keeps the loop alive).
+void Engine::watch_cancel(Operation* op, const std::stop_token& token) {
+  if (!token.stop_possible()) return;
+  if (cancel_async_ == nullptr) {
+    cancel_async_ = new uv_async_t;
+    uv_async_init(loop_, cancel_async_, [](uv_async_t* h) { static_cast<Engine*>(h->data)->drain_cancels(); });
+    cancel_async_->data = this;
+    uv_unref(reinterpret_cast<uv_handle_t*>(cancel_async_));
+  }
+  op->id_ = ++next_id_;
+  op->on_cancel_.emplace(token, std::function<void()>([queue = cancels_, async = cancel_async_, id = op->id_] {
+    std::lock_guard<std::mutex> lock(queue->mu);
+    queue->ids.push_back(id);
+    uv_async_send(async);
+  }));
+}
+
+void Engine::drain_cancels() {
+  std::vector<std::uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(cancels_->mu);
+    ids.swap(cancels_->ids);
+  }
+  for (std::uint64_t id : ids) {
+    for (Operation* op = head_; op != nullptr; op = op->next_) {
+      if (op->id_ == id) op->cancel();
+    }
+  }
 }
 
 void Engine::shutdown(std::function<void()> on_idle) {
@@ -418,7 +496,7 @@ void Engine::shutdown(std::function<void()> on_idle) {
   closing_ = true;
   on_idle_ = std::move(on_idle);
   for (Operation* op = head_; op != nullptr; op = op->next_) op->abort();
-  if (live_ == 0 && on_idle_) std::exchange(on_idle_, nullptr)();
+  maybe_idle();
 }
 
 namespace {
@@ -498,6 +576,7 @@ void Engine::setup_acquire(Operation* op, std::string resource, AcquireOptions o
   op->token_ = std::move(opts.token);
   op->wait_deadline_ = clock::now() + opts.wait;
   op->fence_ = opts.fence;
+  watch_cancel(op, opts.cancel);
   op->begin();
 }
 

@@ -10,7 +10,11 @@
 #include <uv.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -49,6 +53,9 @@ class Engine {
  private:
   friend class Operation;
   void setup_acquire(Operation* op, std::string resource, AcquireOptions opts, std::string problem);
+  void watch_cancel(Operation* op, const std::stop_token& token);
+  void drain_cancels();
+  void maybe_idle();
   void enlist(Operation* op) noexcept;
   void delist(Operation* op) noexcept;
 
@@ -59,6 +66,16 @@ class Engine {
   std::size_t live_ = 0;
   bool closing_ = false;
   std::function<void()> on_idle_;
+  // Cancellation requests from other threads: operation ids, drained on the
+  // loop (src/redlock.cpp, watch_cancel).
+  struct CancelQueue {
+    std::mutex mu;
+    std::vector<std::uint64_t> ids;
+  };
+  std::shared_ptr<CancelQueue> cancels_ = std::make_shared<CancelQueue>();
+  uv_async_t* cancel_async_ = nullptr;
+  bool cancel_closing_ = false;
+  std::uint64_t next_id_ = 0;
 };
 
 }  // namespace redlock::detail

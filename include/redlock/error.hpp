@@ -35,6 +35,7 @@ enum class Errc : std::uint8_t {
   closed,              // the client was closed before the operation could complete
   internal,            // a bug or resource exhaustion inside the library (out of memory, uv error)
   lost,                // a lease was lost: an extension was refused or came too late, or its deadline passed
+  cancelled,           // the caller cancelled a waiting acquire (AcquireOptions::cancel)
 };
 
 // errc_name returns the stable id of a code, e.g. "redlock.no_quorum".

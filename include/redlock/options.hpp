@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <stop_token>
 #include <string>
 
 namespace redlock {
@@ -113,6 +114,10 @@ struct AcquireOptions {
   // than the fence of every earlier holder of this resource that also used
   // fencing. Costs one more round trip (docs/design.md, "Fencing tokens").
   bool fence = false;
+  // Cancellation: once stop is requested (from any thread), a waiting
+  // acquire ends with Errc::cancelled; an attempt on its way is finished
+  // first and rolled back (a lock it took is released).
+  std::stop_token cancel;
 };
 
 }  // namespace redlock

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <optional>
+#include <stop_token>
 #include <thread>
 
 #include "helpers.hpp"
@@ -131,4 +132,33 @@ TEST_CASE("wake_ups off: a waiter polls; released early, the lock is taken only 
   CHECK(Clock::now() - started >= 1000ms);
   CHECK((*got)->attempts == 2);
   CHECK(subscribers(group[0], "redlock:off:released") == 0);
+}
+
+TEST_CASE("a waiting acquire cancelled from another thread ends at once with cancelled and stops listening") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto waiter = client_for(group, no_polling);
+  auto lock = holder->acquire("cancel-me", {.ttl = 30000ms});
+  REQUIRE(lock.ok());
+  std::stop_source stop;
+  std::optional<Result<Lock>> got;
+  std::thread t([&] {
+    got.emplace(waiter->acquire("cancel-me", {.ttl = 30000ms, .wait = 20000ms, .cancel = stop.get_token()}));
+  });
+  REQUIRE(eventually([&] { return listening(group, "redlock:cancel-me:released"); }));
+  const auto cancelled_at = Clock::now();
+  stop.request_stop();
+  t.join();
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::cancelled);
+  CHECK(Clock::now() - cancelled_at < 2000ms);  // not its 20 s wait
+  CHECK(eventually([&] { return subscribers(group[0], "redlock:cancel-me:released") == 0; }));
+  // The holder was never disturbed.
+  CHECK(holder->release(*lock)->released);
+  // A token already requested cancels before the first attempt ends.
+  auto again = waiter->acquire("cancel-me", {.wait = 5000ms, .cancel = stop.get_token()});
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == Errc::cancelled);
+  CHECK(group.keys_everywhere("redlock:cancel-me") == 0);  // an attempt it made was given back
 }

@@ -16,6 +16,7 @@ TEST_CASE("error codes have stable ids") {
   CHECK(errc_name(Errc::closed) == "redlock.closed");
   CHECK(errc_name(Errc::internal) == "redlock.internal");
   CHECK(errc_name(Errc::lost) == "redlock.lost");
+  CHECK(errc_name(Errc::cancelled) == "redlock.cancelled");
 }
 
 TEST_CASE("outcome names are the CLI's words") {
