@@ -207,9 +207,9 @@ std::vector<std::string> sorted_unique(std::vector<std::string> v) {
 }  // namespace
 
 void AsyncClient::acquire_many(std::vector<std::string> resources, AcquireOptions opts, MultiLockCallback done) {
-  std::vector<std::string> sorted = sorted_unique(resources);
-  core_->engine().acquire_many(std::move(resources), std::move(opts),
-                               [done = std::move(done), sorted = std::move(sorted)](Result<Lock> r) mutable {
+  std::vector<std::string> sorted = sorted_unique(std::move(resources));
+  core_->engine().acquire_many(sorted, std::move(opts),
+                               [done = std::move(done), sorted](Result<Lock> r) mutable {
                                  deliver_multi(done, std::move(sorted), std::move(r));
                                });
 }

@@ -44,12 +44,13 @@ Watchdog::Watchdog(uv_loop_t* loop, Engine& engine, const Options& options, std:
   state_->watchdog = this;
 }
 
+clock::time_point Watchdog::current_deadline() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->deadline;
+}
+
 void Watchdog::start() {
-  clock::time_point deadline;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    deadline = state_->deadline;
-  }
+  const clock::time_point deadline = current_deadline();
   arm_deadline();
   if (state_->options.auto_extend) {
     const auto validity = deadline - clock::now();
@@ -67,11 +68,7 @@ void Watchdog::arm_extend(clock::duration in) {
 }
 
 void Watchdog::arm_deadline() {
-  clock::time_point deadline;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    deadline = state_->deadline;
-  }
+  const clock::time_point deadline = current_deadline();
   uv_timer_start(
       &deadline_timer_, [](uv_timer_t* t) { static_cast<Watchdog*>(t->data)->on_deadline_timer(); },
       ms_until(deadline - deadline_margin), 0);
@@ -104,10 +101,7 @@ void Watchdog::on_extend_timer() {
   lock.token = state_->token;
   lock.ttl = state_->ttl;
   lock.fence = state_->fence;
-  {
-    std::lock_guard<std::mutex> guard(state_->mu);
-    lock.validity_deadline = state_->deadline;
-  }
+  lock.validity_deadline = current_deadline();
   extending_ = true;
   engine_.extend(std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); });
 }
@@ -143,21 +137,13 @@ void Watchdog::on_extended(Result<Lock> r) {
   }
   // Not decided yet (timeouts, errors): try again while there is time.
   last_failure_ = std::move(e);
-  clock::time_point deadline;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    deadline = state_->deadline;
-  }
+  const clock::time_point deadline = current_deadline();
   if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(options_.retry_delay);
 }
 
 void Watchdog::on_deadline_timer() {
   if (stopped_) return;
-  clock::time_point deadline;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    deadline = state_->deadline;
-  }
+  const clock::time_point deadline = current_deadline();
   if (clock::now() + deadline_margin < deadline) return arm_deadline();  // woke early
   std::string why = "validity deadline passed";
   if (!stopped_extending_.empty()) {

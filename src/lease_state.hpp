@@ -90,6 +90,7 @@ class Watchdog {
   void on_deadline_timer();
   void lose(std::string why, std::vector<NodeOutcome> nodes = {});
   void maybe_free();
+  std::chrono::steady_clock::time_point current_deadline() const;
   std::string cap_reached(std::chrono::steady_clock::time_point now) const;
 
   uv_loop_t* loop_;

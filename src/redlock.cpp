@@ -537,10 +537,6 @@ void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback don
 void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done) {
   auto* op = new Operation(*this, Operation::Kind::acquire);
   op->lock_done_ = std::move(done);
-  // Sorted and without duplicates: the same set is the same keys in the
-  // same order on every master, whoever asks.
-  std::sort(resources.begin(), resources.end());
-  resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
   std::string problem = resources.empty() ? "resources: empty" : "";
   for (std::size_t i = 0; i < resources.size() && problem.empty(); ++i) {
     if (std::string p = check_resource(resources[i]); !p.empty()) {

@@ -34,8 +34,10 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   void acquire(std::string resource, AcquireOptions opts, LockCallback done);
-  // acquire_many takes every resource or none (one script per master, keys
-  // sorted); the Lock's resource is the first of them in sorted order.
+  // acquire_many takes every resource or none (one script per master).
+  // `resources` must be sorted and without duplicates (AsyncClient does it):
+  // the same set is then the same keys in the same order on every master.
+  // The Lock's resource is the first of them.
   void acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done);
   // `more`: the other resources of a multi-resource lock (sorted, after
   // lock.resource / resource).
