@@ -8,6 +8,9 @@
 // lease's validity (a GC pause, SIGSTOP) and then writes with its old fence
 // is rejected as soon as a later holder has written with a higher one.
 //
+// The hash also counts the writes it refused ({rejected}), so a demo can
+// show how many stale writes fencing stopped.
+//
 // Header-only, on hiredis's blocking API; used by the tests and examples.
 #pragma once
 
@@ -28,6 +31,7 @@ class FencedStore {
     bool accepted = false;
     std::uint64_t highest = 0;
     std::string value;  // the value now (after an accepted write: ours)
+    std::uint64_t rejected = 0;  // read() only: stale writes refused so far
     std::string error;
   };
 
@@ -53,14 +57,16 @@ class FencedStore {
   // increment adds 1 to the (integer) value under the same rule.
   Write increment(std::uint64_t fence) { return run(fence, "incr", ""); }
 
-  // read returns {highest fence, value} (empty when never written).
+  // read returns {highest fence, value, rejected} (empty value and zeros
+  // when never written).
   Write read() {
     Write w;
-    redisReply* r = command("HMGET %s fence value", key_.c_str());
+    redisReply* r = command("HMGET %s fence value rejected", key_.c_str());
     if (r == nullptr) return failed(w);
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
       if (r->element[0]->type == REDIS_REPLY_STRING) w.highest = std::stoull(r->element[0]->str);
       if (r->element[1]->type == REDIS_REPLY_STRING) w.value.assign(r->element[1]->str, r->element[1]->len);
+      if (r->element[2]->type == REDIS_REPLY_STRING) w.rejected = std::stoull(r->element[2]->str);
       w.accepted = true;
     } else {
       w.error = "unexpected reply to HMGET";
@@ -75,12 +81,14 @@ class FencedStore {
   };
 
   // KEYS[1] the hash; ARGV[1] fence, ARGV[2] "set" | "incr", ARGV[3] value.
-  // A fence below the highest accepted one → {0, highest, value}; else the
-  // write happens → {1, fence, new value}. Values travel as strings.
+  // A fence below the highest accepted one → {0, highest, value} (and the
+  // refusal is counted in 'rejected'); else the write happens →
+  // {1, fence, new value}. Values travel as strings.
   static constexpr const char* script = R"lua(
 local highest = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 local fence = tonumber(ARGV[1])
 if fence < highest then
+  redis.call('HINCRBY', KEYS[1], 'rejected', 1)
   return {0, highest, redis.call('HGET', KEYS[1], 'value') or ''}
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1])
