@@ -24,6 +24,8 @@
 //    or null, "resource": $REDLOCK_RESOURCE or null, "fence": F, "read": R,
 //    "wrote": R+1, "accepted": bool, "highest": H, "pid": …, "stalled": bool}
 // and a stalled write also "stall_start_us" and "stall_end_us".
+// SIGTERM, SIGINT and SIGHUP are held back from the write until its line is
+// logged, so an accepted write is always in the log.
 // Exit 0 accepted, 3 rejected, 1 store error, 2 usage error (including a
 // missing or invalid REDLOCK_FENCE / REDLOCK_TOKEN).
 #include <fcntl.h>
@@ -181,6 +183,13 @@ int main(int argc, char** argv) {
     sleep_ms(a.work_ms);
   }
 
+  // A write that the store accepted must reach the log, or the demo's
+  // worker would repeat an increment that happened: a SIGTERM from
+  // `redlock run` (lease lost) waits until the line is written.
+  sigset_t deferred, previous;
+  sigemptyset(&deferred);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&deferred, sig);
+  sigprocmask(SIG_BLOCK, &deferred, &previous);
   const std::int64_t t = unix_us();
   const auto w = store.write(*fence, std::to_string(value + 1));
   const std::int64_t stall_end = unix_us();
@@ -207,5 +216,6 @@ int main(int argc, char** argv) {
     }
   }
   if (stalled && parent > 1) ::kill(parent, SIGCONT);
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
   return rc;
 }

@@ -1,44 +1,74 @@
 #!/usr/bin/env bash
 # demo.sh — the main job, end to end: build, start five local Redis masters,
-# let K counter_worker processes fight over one Redlock lock while each does a
-# non-atomic GET + SET increment of a counter kept in a separate Redis, then
-# prove mutual exclusion two ways:
-#   1. the counter equals K × N (no increment was lost), and
-#   2. `counter_worker check` finds no two holders whose lock windows
-#      [acquired, min(released, validity deadline)] overlap.
+# and let K workers increment one counter under `redlock run --fence` while
+# masters are killed, paused and restarted and one lock holder is frozen past
+# its lease. Each increment is a NON-atomic read-modify-write
+# (examples/fenced_increment) on a separate "store" Redis whose writes are
+# fenced: the store refuses a write whose fence is below the highest it has
+# seen. At the end it proves:
+#   1. the counter equals K × N (no increment lost, none repeated),
+#   2. no two holders' windows [acquired, min(released, validity deadline)]
+#      overlap, and
+#   3. the frozen holder's late write was rejected by the fence,
+# and draws an SVG timeline of who held the lock when, faults shaded
+# (tools/demo/demo_report, on the chaos suite's checker and renderer).
 #
-#   scripts/demo.sh [--nodes URL,URL,...] [--workers K] [--iterations N] [--no-quarantine]
+#   scripts/demo.sh [--nodes URL,URL,...] [--workers K] [--iterations N]
+#                   [--no-quarantine] [--out DIR] [--no-build]
 #
-#   --nodes URLS      use these masters instead of the local bed
-#                     (scripts/testbed.sh, 127.0.0.1:7001-7005), which is then
-#                     neither started nor stopped
-#   --workers K       contending processes (default 6)
-#   --iterations N    increments per worker (default 50)
-#   --no-quarantine   with --nodes: let freshly started masters count at once
-#                     (always on for the local bed, whose masters start empty)
+#   --nodes URLS      use these masters instead of the local bed; the demo
+#                     then neither starts, kills, pauses nor restarts them
+#                     (only the holder stall is injected)
+#   --workers K       concurrent workers (default 8)
+#   --iterations N    increments per worker (default 30)
+#   --no-quarantine   let freshly (re)started masters count at once
+#   --out DIR         where the report is kept (default $BUILD_DIR/demo)
+#   --no-build        skip scripts/bootstrap.sh (the binaries must exist)
 #
-# Exit status 0 when both checks pass, 1 when one fails, 2 on a usage error.
-# Everything the demo starts is stopped on exit (by pid; the bed by
-# `testbed.sh down`, only if the demo started it), and its temp dir removed.
+# Fault schedule on the local bed (seconds after the workers start; stopped
+# early, with everything stopped put back, if the workers finish first):
+#   t+2 kill master 1, t+4 pause master 2, t+6 stall the next lock holder
+#   (it SIGSTOPs its `redlock run` for 3 s, > 2 × the 1 s TTL), t+8 restart
+#   master 1 (persistence always: keys and fence counters survive; it sits
+#   out its quarantine of max_ttl = 3 s), t+10 resume master 2.
+#
+# Output: the report of demo_report (counter vs expected, writes accepted
+# and rejected, acquisitions with acquire latency p50/p99, lost leases,
+# overlaps, faults) and a final OK/FAILED line. Kept in DIR: timeline.svg,
+# report.json and records/ (the raw JSON lines: rerun demo_report on them).
+# Exit status 0 when every check passes, 1 when one fails, 2 on a usage
+# error. Everything the demo starts is stopped on exit by pid (workers by
+# their process group, whose id is the pid we started; the bed by
+# `testbed.sh down`, only if the demo started it); its temp dir is removed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
-workers=6
-iterations=50
+workers=8
+iterations=30
 nodes=
 no_quarantine=no
+build=yes
+out=
+
+# The lock's timing: a 1 s lease, a 3 s cap (= the restart quarantine), and
+# a stall well past the lease.
+readonly RESOURCE=demo-counter TTL_MS=1000 MAX_TTL_MS=3000 WAIT_MS=30000
+readonly WORK_MS=40 STALL_MS=3000 MAX_ATTEMPTS=20
 
 me=demo
 say() { printf '%s: %s\n' "$me" "$*"; }
 usage() {
   cat >&2 <<'EOF'
-usage: scripts/demo.sh [--nodes URL,URL,...] [--workers K] [--iterations N] [--no-quarantine]
-  --nodes URLS      use these masters instead of the local bed (scripts/testbed.sh)
-  --workers K       contending processes (default 6)
-  --iterations N    increments per worker (default 50)
-  --no-quarantine   with --nodes: let freshly started masters count at once
+usage: scripts/demo.sh [--nodes URL,URL,...] [--workers K] [--iterations N]
+                       [--no-quarantine] [--out DIR] [--no-build]
+  --nodes URLS      use these masters instead of the local bed (no kill/pause/restart then)
+  --workers K       concurrent workers (default 8)
+  --iterations N    increments per worker (default 30)
+  --no-quarantine   let freshly (re)started masters count at once
+  --out DIR         where the report is kept (default $BUILD_DIR/demo)
+  --no-build        skip scripts/bootstrap.sh (the binaries must exist)
 EOF
 }
 bad() {
@@ -46,8 +76,8 @@ bad() {
   usage
   exit 2
 }
-positive() {  # positive NAME VALUE
-  [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || bad "$1: '$2' is not a whole number from 1 to 999999"
+positive() {  # positive NAME VALUE MAX
+  if ! [[ $2 =~ ^[1-9][0-9]*$ ]] || (($2 > $3)); then bad "$1: '$2' is not a whole number from 1 to $3"; fi
 }
 
 while (($#)); do
@@ -58,37 +88,55 @@ while (($#)); do
       nodes=$2; shift 2 ;;
     --workers)
       (($# >= 2)) || bad "--workers needs a value"
-      positive --workers "$2"; workers=$2; shift 2 ;;
+      positive --workers "$2" 64; workers=$2; shift 2 ;;
     --iterations)
       (($# >= 2)) || bad "--iterations needs a value"
-      positive --iterations "$2"; iterations=$2; shift 2 ;;
+      positive --iterations "$2" 100000; iterations=$2; shift 2 ;;
+    --out)
+      (($# >= 2)) || bad "--out needs a directory"
+      [[ -n $2 ]] || bad "--out: empty path"
+      out=$2; shift 2 ;;
     --no-quarantine) no_quarantine=yes; shift ;;
+    --no-build) build=no; shift ;;
     -h | --help) usage; exit 0 ;;
     *) bad "unexpected argument '$1'" ;;
   esac
 done
+out=${out:-$BUILD_DIR/demo}
 
 # ---- state and cleanup ---------------------------------------------------------
 
 tmp=
-counter_pid=
+store_pid=
 started_bed=no
 running_workers=()
+# Faults the schedule has started and not yet undone (cleanup undoes them).
+killed_master=no
+paused_master=no
 
 cleanup() {
-  local rc=$?
+  local rc=$? pid
   set +e
-  # Our own children only, each by its pid (unreaped, so the pid is still ours).
+  # Each worker runs in its own process group, whose id is the worker's pid:
+  # signal the group so its `redlock run` and child go too (CONT first, a
+  # stalled holder's parent is stopped).
   for pid in "${running_workers[@]}"; do
-    kill -KILL "$pid" 2>/dev/null
+    kill -TERM -- "-$pid" 2>/dev/null
+    kill -CONT -- "-$pid" 2>/dev/null
+  done
+  for pid in "${running_workers[@]}"; do
     wait "$pid" 2>/dev/null
   done
-  if [[ -n $counter_pid ]]; then
-    kill -TERM "$counter_pid" 2>/dev/null
-    wait "$counter_pid" 2>/dev/null
+  if [[ -n $store_pid ]]; then
+    kill -TERM "$store_pid" 2>/dev/null
+    wait "$store_pid" 2>/dev/null
+  fi
+  if [[ $paused_master == yes ]]; then scripts/testbed.sh resume 2 >/dev/null 2>&1; fi
+  if [[ $killed_master == yes && $started_bed == no ]]; then
+    scripts/testbed.sh restart 1 >/dev/null 2>&1
   fi
   if [[ $started_bed == yes ]]; then
-    scripts/testbed.sh down
+    scripts/testbed.sh down >/dev/null 2>&1
   fi
   if [[ -n $tmp ]]; then
     rm -rf "$tmp"
@@ -99,50 +147,103 @@ trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
+# now_us is the wall clock in unix µs (what `redlock run --json` reports).
+now_us() {
+  local t=$EPOCHREALTIME
+  printf '%s' "${t/[.,]/}"
+}
+
 # ---- build -------------------------------------------------------------------------
 
-scripts/bootstrap.sh
-worker_bin=$BUILD_DIR/examples/counter_worker
-[[ -x $worker_bin ]] || { say "FAILED — $worker_bin was not built"; exit 1; }
+if [[ $build == yes ]]; then
+  BUILD_DIR=$BUILD_DIR scripts/bootstrap.sh
+fi
+redlock=$BUILD_DIR/cli/redlock
+fenced=$BUILD_DIR/examples/fenced_increment
+report=$BUILD_DIR/tools/demo/demo_report
+for bin in "$redlock" "$fenced" "$report"; do
+  [[ -x $bin ]] || { say "FAILED — $bin was not built"; exit 1; }
+done
 command -v redis-server >/dev/null || { say "FAILED — redis-server not found"; exit 1; }
 command -v redis-cli >/dev/null || { say "FAILED — redis-cli not found"; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
+mkdir -p "$out"
+rec=$out/records
+rm -rf "$rec" "$out/timeline.svg" "$out/report.json"
+mkdir -p "$rec"
+faults=$rec/faults.jsonl
+: >"$faults"
 
 # ---- the lock's masters ------------------------------------------------------------
 
-worker_flags=()
+local_bed=no
 if [[ -z $nodes ]]; then
+  local_bed=yes
   # Start the bed unless some of it is already running (then it is not ours
   # to stop; `up` only starts the missing nodes).
   if scripts/testbed.sh status | awk '$6 != "down" { found = 1 } END { exit !found }'; then
-    say "testbed already running: using it and leaving it up"
+    say "testbed already running: using it and leaving it up (its persistence is whatever it was started with)"
   else
     started_bed=yes
   fi
-  scripts/testbed.sh up
+  scripts/testbed.sh up --persistence always 2>"$rec/testbed.log" ||
+    { say "FAILED — the testbed did not start:"; cat "$rec/testbed.log" >&2; exit 1; }
   nodes=$(scripts/testbed.sh urls)
-  # The bed's masters start empty, so they have no lost locks to sit out.
-  worker_flags+=(--no-quarantine)
-elif [[ $no_quarantine == yes ]]; then
-  worker_flags+=(--no-quarantine)
 fi
 say "lock masters: $nodes"
 
-# ---- the counter Redis (separate from the lock's masters) ------------------------
+# The config: the masters plus a short lease cap, so a restarted master sits
+# out only max_ttl (3 s) before it counts again.
+json_string() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  printf '"%s"' "$s"
+}
+conf=$tmp/redlock.json
+{
+  printf '{"nodes": ['
+  sep=
+  IFS=, read -r -a node_list <<<"$nodes"
+  for url in "${node_list[@]}"; do
+    printf '%s%s' "$sep" "$(json_string "$url")"
+    sep=', '
+  done
+  printf '], "default_ttl_ms": %d, "max_ttl_ms": %d' "$TTL_MS" "$MAX_TTL_MS"
+  [[ $no_quarantine == yes ]] && printf ', "quarantine": false'
+  printf '}\n'
+} >"$conf"
 
-# start_counter PORT: starts redis-server on 127.0.0.1:PORT as our child and
+# Bounded wait until a quorum of masters is reachable and out of quarantine.
+ready=no
+for ((i = 0; i < 100; i++)); do
+  if "$redlock" --config "$conf" nodes >"$tmp/nodes.out" 2>&1; then
+    ready=yes
+    break
+  fi
+  sleep 0.1
+done
+if [[ $ready != yes ]]; then
+  say "FAILED — no quorum of masters ready after 10 s; redlock nodes says:"
+  cat "$tmp/nodes.out" >&2
+  exit 1
+fi
+
+# ---- the store Redis (separate from the lock's masters) ------------------------
+
+# start_store PORT: starts redis-server on 127.0.0.1:PORT as our child and
 # waits (bounded) until it answers PING; false if it exited (port taken).
-start_counter() {
+start_store() {
   local port=$1 i
-  mkdir -p "$tmp/counter"
+  mkdir -p "$tmp/store"
   redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$tmp/counter" --logfile "$tmp/counter/redis.log" </dev/null &
-  counter_pid=$!
+    --dir "$tmp/store" --logfile "$tmp/store/redis.log" </dev/null &
+  store_pid=$!
   for ((i = 0; i < 200; i++)); do
-    if ! kill -0 "$counter_pid" 2>/dev/null; then
-      wait "$counter_pid" 2>/dev/null || true
-      counter_pid=
+    if ! kill -0 "$store_pid" 2>/dev/null; then
+      wait "$store_pid" 2>/dev/null || true
+      store_pid=
       return 1
     fi
     [[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] && return 0
@@ -151,59 +252,214 @@ start_counter() {
   return 1
 }
 
-counter_port=
+store_port=
 for _ in 1 2 3 4 5 6 7 8; do
   port=$((20000 + RANDOM % 40000))
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue  # something listens there
-  if start_counter "$port"; then
-    counter_port=$port
+  if start_store "$port"; then
+    store_port=$port
     break
   fi
 done
-if [[ -z $counter_port ]]; then
-  say "FAILED — could not start the counter redis-server; log tail:"
-  tail -n 20 "$tmp/counter/redis.log" >&2 2>/dev/null || true
+if [[ -z $store_port ]]; then
+  say "FAILED — could not start the store redis-server; log tail:"
+  tail -n 20 "$tmp/store/redis.log" >&2 2>/dev/null || true
   exit 1
 fi
-say "counter redis: 127.0.0.1:$counter_port (pid $counter_pid)"
+say "fenced store: 127.0.0.1:$store_port (pid $store_pid), hash $RESOURCE"
 
-# ---- the contenders ------------------------------------------------------------------
+# ---- the workers ------------------------------------------------------------------
 
-say "running $workers workers x $iterations iterations on resource demo-counter"
-start=$SECONDS
-logs=()
+stall_file=$tmp/stall
+
+# worker W: ITERATIONS increments, each under its own `redlock run --fence`.
+# An increment is repeated until the child logs an accepted write (a lost
+# lease, a rejected stale write or a failed acquire just means "again"), so
+# the counter must end at exactly workers × iterations. The last line of
+# run's stderr is its JSON result (runs.jsonl); anything before it goes to
+# stderr.log. Exit 1 when an increment fails MAX_ATTEMPTS times or
+# `redlock run` cannot run at all.
+worker() {
+  local w=$1 i attempt rc before after last
+  local runs=$rec/worker$w.runs.jsonl writes=$rec/worker$w.writes.jsonl
+  local errs=$rec/worker$w.stderr.log err=$tmp/worker$w.err
+  : >"$runs"
+  : >"$writes"
+  : >"$errs"
+  for ((i = 1; i <= iterations; i++)); do
+    for ((attempt = 1; ; attempt++)); do
+      before=$(wc -l <"$writes")
+      rc=0
+      DEMO_WORKER=$w "$redlock" --config "$conf" run --json --fence --ttl "$TTL_MS" --wait "$WAIT_MS" \
+        "$RESOURCE" -- "$fenced" --store "127.0.0.1:$store_port" --key "$RESOURCE" --log "$writes" \
+        --work-ms "$WORK_MS" --stall-file "$stall_file" --stall-ms "$STALL_MS" \
+        </dev/null >/dev/null 2>"$err" || rc=$?
+      last=$(tail -n 1 "$err")
+      if [[ $last == '{'*'"command"'* ]]; then
+        printf '%s\n' "$last" >>"$runs"
+        head -n -1 "$err" >>"$errs"
+      else
+        cat "$err" >>"$errs"
+        printf 'worker %d: redlock run exited %d without a JSON result\n' "$w" "$rc" >>"$errs"
+        return 1
+      fi
+      case $rc in 2 | 126 | 127) printf 'worker %d: redlock run exited %d\n' "$w" "$rc" >>"$errs"; return 1 ;; esac
+      after=$(wc -l <"$writes")
+      if ((after > before)) && [[ $(tail -n 1 "$writes") == *'"accepted":true'* ]]; then
+        break
+      fi
+      if ((attempt >= MAX_ATTEMPTS)); then
+        printf 'worker %d: increment %d failed %d times\n' "$w" "$i" "$attempt" >>"$errs"
+        return 1
+      fi
+    done
+  done
+}
+
+workers_alive() {
+  local pid
+  for pid in "${running_workers[@]}"; do
+    kill -0 "$pid" 2>/dev/null && return 0
+  done
+  return 1
+}
+
+say "running $workers workers x $iterations increments of $RESOURCE (lease ${TTL_MS} ms, work ${WORK_MS} ms each)"
+t0=$(now_us)
+set -m  # each worker in its own process group (pgid = its pid), for cleanup
 for ((w = 1; w <= workers; w++)); do
-  logs+=("$tmp/worker$w.log")
-  "$worker_bin" --nodes "$nodes" --counter-url "redis://127.0.0.1:$counter_port" \
-    --resource demo-counter --iterations "$iterations" --log "$tmp/worker$w.log" \
-    "${worker_flags[@]}" </dev/null &
+  worker "$w" &
   running_workers+=("$!")
 done
+set +m
+
+# ---- the fault schedule ------------------------------------------------------------
+
+# at SECONDS: sleeps until that long after the workers started; false at once
+# when every worker has finished (the rest of the schedule is then skipped).
+at() {
+  local target=$((t0 + $1 * 1000000))
+  while (($(now_us) < target)); do
+    workers_alive || return 1
+    sleep 0.05
+  done
+  workers_alive
+}
+since() {  # since US: seconds since the workers started, one decimal
+  local d=$(($1 - t0))
+  printf 't+%d.%ds' $((d / 1000000)) $((d % 1000000 / 100000))
+}
+fault() {  # fault WHAT START_US END_US
+  printf '{"what":"%s","start_us":%s,"end_us":%s}\n' "$1" "$2" "$3" >>"$faults"
+}
+bed() {  # bed ARGS...: testbed.sh, its notes to the record
+  scripts/testbed.sh "$@" >>"$rec/testbed.log" 2>&1
+}
+
+kill_start=
+pause_start=
+stall_armed=no
+restart_master() {
+  if bed restart 1; then
+    local t
+    t=$(now_us)
+    killed_master=no
+    fault "master 1 down" "$kill_start" "$t"
+    say "$(since "$t") master 1 restarted (keeps its keys; quarantined for ${MAX_TTL_MS} ms)"
+  else
+    say "could not restart master 1 (see $rec/testbed.log)"
+  fi
+}
+resume_master() {
+  if bed resume 2; then
+    local t
+    t=$(now_us)
+    paused_master=no
+    fault "master 2 paused" "$pause_start" "$t"
+    say "$(since "$t") master 2 resumed"
+  else
+    say "could not resume master 2 (see $rec/testbed.log)"
+  fi
+}
+
+schedule() {
+  if [[ $local_bed == yes ]]; then
+    at 2 || return 0
+    kill_start=$(now_us)
+    if bed kill 1; then killed_master=yes; say "$(since "$kill_start") master 1 killed (SIGKILL)"; fi
+    at 4 || return 0
+    pause_start=$(now_us)
+    if bed pause 2; then paused_master=yes; say "$(since "$pause_start") master 2 paused (SIGSTOP)"; fi
+  else
+    say "remote masters: no kill/pause/restart (only the holder stall)"
+  fi
+  at 6 || return 0
+  : >"$stall_file"
+  stall_armed=yes
+  say "$(since "$(now_us)") the next lock holder will stall for ${STALL_MS} ms (its redlock run is SIGSTOPped)"
+  [[ $local_bed == yes ]] || return 0
+  at 8 || return 0
+  [[ $killed_master == yes ]] && restart_master
+  at 10 || return 0
+  [[ $paused_master == yes ]] && resume_master
+  return 0
+}
+schedule
+# Put back whatever the schedule left stopped (workers finished early).
+if [[ $paused_master == yes ]]; then resume_master; fi
+if [[ $killed_master == yes ]]; then restart_master; fi
 
 failed_workers=0
 pids=("${running_workers[@]}")
 for pid in "${pids[@]}"; do
-  if ! wait "$pid"; then
-    failed_workers=$((failed_workers + 1))
-  fi
+  wait "$pid" || failed_workers=$((failed_workers + 1))
   running_workers=("${running_workers[@]:1}")
 done
-say "workers finished in $((SECONDS - start)) s ($failed_workers failed)"
+elapsed=$(since "$(now_us)")
+say "workers finished at ${elapsed#t+} ($failed_workers failed)"
+if [[ $stall_armed == no ]]; then
+  say "note: the workers finished before the holder stall was due (try more --iterations)"
+elif [[ -e $stall_file ]]; then
+  rm -f "$stall_file"
+  say "note: the holder stall was armed but no holder ran after it (try more --iterations)"
+fi
 
 # ---- the proof -------------------------------------------------------------------------
 
 expected=$((workers * iterations))
-counter=$(redis-cli -h 127.0.0.1 -p "$counter_port" GET counter)
-check_rc=0
-check=$("$worker_bin" check "${logs[@]}") || check_rc=$?
-say "counter:  $counter"
-say "expected: $expected"
-say "check:    $check"
+value=$(redis-cli -h 127.0.0.1 -p "$store_port" HGET "$RESOURCE" value)
+rejected=$(redis-cli -h 127.0.0.1 -p "$store_port" HGET "$RESOURCE" rejected)
+[[ $value =~ ^[0-9]+$ ]] || value=0
+[[ $rejected =~ ^[0-9]+$ ]] || rejected=0
 
-overlaps=${check##*overlaps=}
-if ((failed_workers == 0)) && [[ $counter == "$expected" ]] && ((check_rc == 0)) && [[ $overlaps == 0 ]]; then
-  say "OK — counter $counter == expected $expected, 0 overlapping holders"
+inputs=()
+for ((w = 1; w <= workers; w++)); do
+  inputs+=(--worker "$w" "$rec/worker$w.runs.jsonl" "$rec/worker$w.writes.jsonl")
+done
+title="redlock demo: $workers workers x $iterations fenced increments"
+[[ $local_bed == yes ]] && title+=", master 1 killed + restarted, master 2 paused, a holder stalled"
+[[ $local_bed == no ]] && title+=", a holder stalled"
+echo
+report_rc=0
+"$report" --final-value "$value" --expected "$expected" --store-rejected "$rejected" \
+  --svg "$out/timeline.svg" --json "$out/report.json" --title "$title" \
+  "${inputs[@]}" "$faults" || report_rc=$?
+echo
+
+problems=()
+((report_rc == 0)) || problems+=("demo_report found a problem (exit $report_rc)")
+((failed_workers == 0)) || problems+=("$failed_workers worker(s) failed (see $rec/worker*.stderr.log)")
+# A stalled write that went through is no safety failure by itself (had
+# another holder written meanwhile, the counter check would catch it), but
+# the demo then did not get to show the fence at work.
+if cat "$rec"/worker*.writes.jsonl | grep -q '"accepted":true,.*"stalled":true'; then
+  say "note: the stalled holder's write was accepted: no other holder wrote during its stall"
+fi
+if ((${#problems[@]} == 0)); then
+  say "OK — counter $value == $workers x $iterations, no overlapping holders, $rejected stale write(s) fenced off (${elapsed#t+})"
+  say "kept: $out (timeline.svg, report.json, records/)"
 else
-  say "FAILED — counter ${counter:-<none>} (expected $expected), ${overlaps:-?} overlapping holders, $failed_workers failed workers"
+  say "FAILED — $(IFS=';'; printf '%s' "${problems[*]}")"
+  say "kept: $out (timeline.svg, report.json, records/)"
   exit 1
 fi
