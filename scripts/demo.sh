@@ -359,27 +359,27 @@ bed() {  # bed ARGS...: testbed.sh, its notes to the record
 kill_start=
 pause_start=
 stall_armed=no
+# put_back FAULT START_US DONE TESTBED_ARGS...: undoes a fault with
+# testbed.sh and records its interval; false when testbed.sh failed.
+put_back() {
+  local what=$1 start=$2 done_text=$3 t
+  shift 3
+  if ! bed "$@"; then
+    say "could not $* (see $rec/testbed.log)"
+    return 1
+  fi
+  t=$(now_us)
+  fault "$what" "$start" "$t"
+  say "$(since "$t") $done_text"
+}
 restart_master() {
-  if bed restart 1; then
-    local t
-    t=$(now_us)
+  if put_back "master 1 down" "$kill_start" \
+    "master 1 restarted (keeps its keys; quarantined for ${MAX_TTL_MS} ms)" restart 1; then
     killed_master=no
-    fault "master 1 down" "$kill_start" "$t"
-    say "$(since "$t") master 1 restarted (keeps its keys; quarantined for ${MAX_TTL_MS} ms)"
-  else
-    say "could not restart master 1 (see $rec/testbed.log)"
   fi
 }
 resume_master() {
-  if bed resume 2; then
-    local t
-    t=$(now_us)
-    paused_master=no
-    fault "master 2 paused" "$pause_start" "$t"
-    say "$(since "$t") master 2 resumed"
-  else
-    say "could not resume master 2 (see $rec/testbed.log)"
-  fi
+  if put_back "master 2 paused" "$pause_start" "master 2 resumed" resume 2; then paused_master=no; fi
 }
 
 schedule() {

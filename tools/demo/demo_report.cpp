@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
     out << " (the store counted " << *a.store_rejected << ")";
   out << "\n";
   out << "acquisitions:  " << r.acquisitions << " of " << r.attempts << " attempts (" << r.failures
-      << " not acquired); acquire latency p50 " << ms1(r.p50_us) << ", p99 " << ms1(r.p99_us) << "\n";
-  out << "lost leases:   " << in.lost_leases << (in.stalls > 0 ? " (" + std::to_string(in.stalls) + " holder(s) stalled on purpose)" : std::string()) << "\n";
+      << " not acquired); time to acquire (waiting included) p50 " << ms1(r.p50_us) << ", p99 " << ms1(r.p99_us) << "\n";
+  out << "lost leases:   " << in.lost_leases << "; holders stalled on purpose: " << in.stalls << "\n";
   out << "overlaps:      " << r.overlaps << " overlapping hold windows\n";
   out << "lost updates:  " << r.lost_updates << "\n";
   if (r.stale_writes > 0) out << "late writes:   " << r.stale_writes << " accepted after their lease's deadline\n";
