@@ -229,6 +229,7 @@ if [[ $ready != yes ]]; then
   cat "$tmp/nodes.out" >&2
   exit 1
 fi
+say "a quorum of masters is ready (out of quarantine) after $((i / 10)).$((i % 10)) s"
 
 # ---- the store Redis (separate from the lock's masters) ------------------------
 
@@ -359,6 +360,8 @@ bed() {  # bed ARGS...: testbed.sh, its notes to the record
 kill_start=
 pause_start=
 stall_armed=no
+quarantine_note="; quarantined for ${MAX_TTL_MS} ms"
+[[ $no_quarantine == no ]] || quarantine_note="; counts at once: --no-quarantine"
 # put_back FAULT START_US DONE TESTBED_ARGS...: undoes a fault with
 # testbed.sh and records its interval; false when testbed.sh failed.
 put_back() {
@@ -374,7 +377,7 @@ put_back() {
 }
 restart_master() {
   if put_back "master 1 down" "$kill_start" \
-    "master 1 restarted (keeps its keys; quarantined for ${MAX_TTL_MS} ms)" restart 1; then
+    "master 1 restarted (keeps its keys$quarantine_note)" restart 1; then
     killed_master=no
   fi
 }
@@ -391,7 +394,7 @@ schedule() {
     pause_start=$(now_us)
     if bed pause 2; then paused_master=yes; say "$(since "$pause_start") master 2 paused (SIGSTOP)"; fi
   else
-    say "remote masters: no kill/pause/restart (only the holder stall)"
+    say "--nodes given: these masters are not killed, paused or restarted (only the holder stall is injected)"
   fi
   at 6 || return 0
   : >"$stall_file"

@@ -124,11 +124,15 @@ void DemoInput::add_line(const std::string& line, int worker) {
       ok.deadline = time_ns(j, "deadline_at_us");
       ok.latency_us = integer(j, "acquire_us");
       ok.token = text(j, "token");
+      const std::int64_t deadline = ok.deadline;
       push(std::move(ok));
       if (present(j, "released_at_us")) {
         Event rel = event(EventType::release, worker, time_ns(j, "released_at_us"), resource);
         rel.released = true;
+        if (rel.t > deadline) ++overdue_holds;
         push(std::move(rel));
+      } else {
+        ++overdue_holds;
       }
       if (present(j, "lost")) ++lost_leases;
     } else {

@@ -50,6 +50,7 @@ struct DemoInput {
   std::vector<chaos::Event> events;
   std::size_t runs = 0;              // run lines
   std::size_t lost_leases = 0;       // acquired runs whose "lost" is set
+  std::size_t overdue_holds = 0;     // acquired runs released after their deadline (or never)
   std::size_t accepted_writes = 0;
   std::size_t rejected_writes = 0;   // stale writes the fence refused
   std::size_t stalls = 0;            // stalled writes

@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
                                        {"store_rejected", a.store_rejected ? nlohmann::json(*a.store_rejected) : nullptr},
                                        {"stalls", in.stalls},
                                        {"lost_leases", in.lost_leases},
+                                       {"overdue_holds", in.overdue_holds},
                                        {"timeline", a.svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.svg)}});
     j["passed"] = passed;
     if (!write_file(a.json_out, j.dump(2) + "\n")) {
@@ -166,7 +167,8 @@ int main(int argc, char** argv) {
   out << "\n";
   out << "acquisitions:  " << r.acquisitions << " of " << r.attempts << " attempts (" << r.failures
       << " not acquired); time to acquire (waiting included) p50 " << ms1(r.p50_us) << ", p99 " << ms1(r.p99_us) << "\n";
-  out << "lost leases:   " << in.lost_leases << "; holders stalled on purpose: " << in.stalls << "\n";
+  out << "lost leases:   " << in.lost_leases << " reported by redlock run, " << in.overdue_holds
+      << " held past their deadline; holders stalled on purpose: " << in.stalls << "\n";
   out << "overlaps:      " << r.overlaps << " overlapping hold windows\n";
   out << "lost updates:  " << r.lost_updates << "\n";
   if (r.stale_writes > 0) out << "late writes:   " << r.stale_writes << " accepted after their lease's deadline\n";

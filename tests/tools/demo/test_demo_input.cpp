@@ -42,6 +42,7 @@ TEST_CASE("an acquired run is invoke, ok (deadline, latency) and release, in ns"
   for (const auto& e : in.events) CHECK(e.client == 4);
   CHECK(in.runs == 1);
   CHECK(in.lost_leases == 0);
+  CHECK(in.overdue_holds == 0);
 }
 
 TEST_CASE("a run that was not acquired is a fail after its wait; a lost lease is counted") {
@@ -57,6 +58,11 @@ TEST_CASE("a run that was not acquired is a fail after its wait; a lost lease is
   CHECK(in.events[1].code == "redlock.held");
   CHECK(count(in, EventType::release) == 0);  // no release: the window lasts to its deadline
   CHECK(in.lost_leases == 1);
+  CHECK(in.overdue_holds == 1);  // never released
+  in.add(R"({"command":"run","resource":"c","acquired":true,"started_at_us":1,"acquired_at_us":2,)"
+         R"("acquire_us":1,"deadline_at_us":5,"released_at_us":6,"lost":null})",
+         "runs", 1);
+  CHECK(in.overdue_holds == 2);  // released after its deadline, though "lost" was not set
 }
 
 TEST_CASE("accepted writes become write events; rejected ones are only counted; a stall is a fault") {
