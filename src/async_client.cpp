@@ -14,6 +14,7 @@
 #include "redlock.hpp"
 #include "scripts.hpp"
 #include "sha1.hpp"
+#include "survey.hpp"
 #include "wake.hpp"
 
 namespace redlock {
@@ -73,6 +74,66 @@ class ClientCore final : public detail::Transport {
   }
   const Config& config() const noexcept { return config_; }
 
+  // status: every node's view of `resource` (inspect script), on the loop.
+  void status(std::string resource, std::function<void(ResourceStatus)> done) {
+    detail::Call call{detail::CommandId::inspect, config_.options.prefix + resource, {}, {}, {}};
+    start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
+                                      std::vector<detail::SurveyAnswer> answers) mutable {
+      ResourceStatus st;
+      st.resource = std::move(resource);
+      st.nodes.resize(answers.size());
+      for (std::size_t i = 0; i < answers.size(); ++i) {
+        NodeHolding& h = st.nodes[i];
+        detail::SurveyAnswer& a = answers[i];
+        h.address = nodes_[i]->address();
+        h.rtt = a.rtt;
+        h.quarantined = a.quarantined;
+        if (!a.answered) {
+          h.error = std::move(a.text);
+        } else if (a.reply_type == detail::ReplyView::Type::error) {
+          h.error = "error reply: " + a.text;
+        } else if (a.reply_type != detail::ReplyView::Type::string) {
+          h.error = "unexpected reply to the inspect script";
+        } else {
+          detail::parse_inspect(a.text, h);
+        }
+      }
+      detail::summarize(st);
+      done(std::move(st));
+    });
+  }
+
+  // probe: PING every node; report it with what the last handshake read.
+  void probe(std::function<void(NodesReport)> done) {
+    detail::Call call{detail::CommandId::ping, {}, {}, {}, {}};
+    start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
+      NodesReport report;
+      report.quorum = nodes_.size() / 2 + 1;
+      report.nodes.resize(answers.size());
+      const auto now = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < answers.size(); ++i) {
+        NodeHealth& h = report.nodes[i];
+        const Node& node = *nodes_[i];
+        detail::SurveyAnswer& a = answers[i];
+        h.address = node.address();
+        h.version = node.server_version();
+        h.run_id = node.run_id();
+        h.uptime = node.uptime(now);
+        h.quarantine_left = node.quarantine_left(now);
+        h.quarantined = h.quarantine_left.count() > 0;
+        if (a.answered && a.reply_type == detail::ReplyView::Type::status) {
+          h.reachable = true;
+          h.rtt = a.rtt;
+        } else if (a.answered) {
+          h.error = "error reply to PING: " + a.text;
+        } else {
+          h.error = std::move(a.text);
+        }
+      }
+      done(std::move(report));
+    });
+  }
+
   void close(std::function<void()> on_closed) {
     if (on_closed) closed_callbacks_.push_back(std::move(on_closed));
     if (fully_closed_) {
@@ -107,6 +168,14 @@ class ClientCore final : public detail::Transport {
  private:
   ~ClientCore() override = default;
 
+  void start_survey(detail::Call call, detail::Survey::Done done) {
+    ++live_surveys_;
+    detail::Survey::launch(loop_, *this, std::move(call), std::move(done), [this] {
+      --live_surveys_;
+      maybe_finish();
+    });
+  }
+
   void watchdog_gone(detail::Watchdog* w) {
     if (w->prev != nullptr) w->prev->next = w->next;
     if (w->next != nullptr) w->next->prev = w->prev;
@@ -121,7 +190,8 @@ class ClientCore final : public detail::Transport {
   }
 
   void maybe_finish() {
-    if (!engine_idle_ || !wake_closed_ || closed_nodes_ != nodes_.size() || live_watchdogs_ != 0 || reaping_) {
+    if (!engine_idle_ || !wake_closed_ || closed_nodes_ != nodes_.size() || live_watchdogs_ != 0 ||
+        live_surveys_ != 0 || reaping_) {
       return;
     }
     reaping_ = true;
@@ -152,6 +222,7 @@ class ClientCore final : public detail::Transport {
   std::size_t closed_nodes_ = 0;
   detail::Watchdog* watchdogs_ = nullptr;  // intrusive list of live watchdogs
   std::size_t live_watchdogs_ = 0;
+  std::size_t live_surveys_ = 0;
   bool closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
 };
 
@@ -233,6 +304,17 @@ void AsyncClient::release_many(std::vector<std::string> resources, std::string t
   std::string first = sorted.empty() ? std::string() : sorted.front();
   const std::vector<std::string> more(sorted.size() > 1 ? sorted.begin() + 1 : sorted.end(), sorted.end());
   core_->engine().release(std::move(first), std::move(token), std::move(done), more);
+}
+
+void AsyncClient::status(std::string resource, StatusCallback done) {
+  if (std::string problem = detail::check_resource(resource); !problem.empty()) {
+    return done(make_error(Errc::invalid_argument, std::move(problem)));
+  }
+  core_->status(std::move(resource), [done = std::move(done)](ResourceStatus st) { done(std::move(st)); });
+}
+
+void AsyncClient::nodes(NodesCallback done) {
+  core_->probe([done = std::move(done)](NodesReport r) { done(std::move(r)); });
 }
 
 void AsyncClient::close(std::function<void()> on_closed) { core_->close(std::move(on_closed)); }

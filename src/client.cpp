@@ -168,6 +168,17 @@ Result<ReleaseResult> Client::release_many(const MultiLock& lock) {
       .get();
 }
 
+Result<ResourceStatus> Client::status(std::string_view resource) {
+  return impl_->call<ResourceStatus>([resource = std::string(resource)](AsyncClient& c, StatusCallback done) mutable {
+           c.status(std::move(resource), std::move(done));
+         })
+      .get();
+}
+
+Result<NodesReport> Client::nodes() {
+  return impl_->call<NodesReport>([](AsyncClient& c, NodesCallback done) { c.nodes(std::move(done)); }).get();
+}
+
 namespace {
 
 std::string this_thread_owner() {
@@ -205,6 +216,7 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
   acquire_opts.ttl = opts.ttl;
   acquire_opts.wait = opts.wait;
   acquire_opts.fence = opts.fence;
+  acquire_opts.cancel = opts.cancel;
   Result<Lock> taken = acquire(resource, std::move(acquire_opts));
   if (!taken) return std::move(taken).error();
 

@@ -187,7 +187,9 @@ bool Node::queue_raw(Kind kind, int argc, const char** argv, const std::size_t* 
 // allocation per command on our side.
 bool Node::queue_call(const Call& call, bool as_eval) {
   wire_.clear();
-  if (call.command == CommandId::set_nx) {
+  if (call.command == CommandId::ping) {
+    wire_ += "*1\r\n$4\r\nPING\r\n";
+  } else if (call.command == CommandId::set_nx) {
     // SET key token NX PX ttl
     wire_ += "*6\r\n$3\r\nSET\r\n";
     append_bulk(wire_, call.key);
@@ -311,11 +313,23 @@ void Node::handle_info(redisReply* reply, clock::time_point now) {
   const milliseconds period = quarantine_period(options_.max_ttl, options_.drift_factor);
   // Without a readable uptime assume the node just restarted.
   const long long up_ms = uptime.empty() ? 0 : std::strtoll(uptime.c_str(), nullptr, 10) * 1000;
+  info_uptime_s_ = uptime.empty() ? -1 : up_ms / 1000;
+  info_at_ = now;
   quarantine_until_ = up_ms < period.count() ? now + milliseconds{period.count() - up_ms} : clock::time_point{};
   state_ = State::ready;
   failures_ = 0;
   unresponsive_ = false;  // it answered the whole handshake
   uv_timer_stop(&conn_timer_);
+}
+
+std::chrono::seconds Node::uptime(clock::time_point now) const noexcept {
+  if (info_uptime_s_ < 0) return std::chrono::seconds{-1};
+  return std::chrono::seconds{info_uptime_s_} + std::chrono::duration_cast<std::chrono::seconds>(now - info_at_);
+}
+
+std::chrono::milliseconds Node::quarantine_left(clock::time_point now) const noexcept {
+  if (!options_.quarantine || sabotage().no_quarantine || now >= quarantine_until_) return milliseconds{0};
+  return std::chrono::ceil<milliseconds>(quarantine_until_ - now);
 }
 
 bool Node::quarantined(clock::time_point now) {

@@ -55,6 +55,12 @@ class Node {
   clock::time_point quarantined_until() const noexcept { return quarantine_until_; }
   const std::string& server_version() const noexcept { return version_; }
   const std::string& run_id() const noexcept { return run_id_; }
+  // uptime: the server's uptime now, from INFO server at the last
+  // handshake plus the time since; -1 s when INFO was never read.
+  std::chrono::seconds uptime(clock::time_point now) const noexcept;
+  // quarantine_left: how long the node still sits out of majorities (zero
+  // when it counts, or when quarantine is off).
+  std::chrono::milliseconds quarantine_left(clock::time_point now) const noexcept;
 
   // Called by the hiredis callbacks (C linkage trampolines in node.cpp).
   void handle_reply(redisAsyncContext* ac, redisReply* reply);
@@ -122,6 +128,8 @@ class Node {
   clock::time_point quarantine_until_{};
   std::string quarantine_text_;
   std::string version_, run_id_;
+  long long info_uptime_s_ = -1;  // uptime_in_seconds of the last INFO server
+  clock::time_point info_at_{};   // when that reply came
 
   uv_timer_t deadline_timer_;  // per-command deadlines and stall detection
   uv_timer_t conn_timer_;      // reconnect backoff, and connect timeout while connecting

@@ -1,6 +1,7 @@
 // poll_adapter.cpp — hiredis on a libuv loop. See poll_adapter.hpp.
 #include "poll_adapter.hpp"
 
+#include <fcntl.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
@@ -98,6 +99,11 @@ void ev_cleanup(void* p) {
 }  // namespace
 
 bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop) {
+  // hiredis opens its sockets without SOCK_CLOEXEC: a child the host
+  // program starts (`redlock run`'s command) must not inherit connections
+  // to the masters.
+  const int flags = fcntl(ac->c.fd, F_GETFD);
+  if (flags >= 0) fcntl(ac->c.fd, F_SETFD, flags | FD_CLOEXEC);
   auto* w = new PollWatcher;
   w->ac = ac;
   if (uv_poll_init(loop, &w->poll, ac->c.fd) != 0) {

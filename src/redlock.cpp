@@ -516,6 +516,8 @@ std::string check_ttl(milliseconds ttl, const Options& o) {
   return {};
 }
 
+}  // namespace
+
 std::string check_resource(const std::string& resource) {
   if (resource.empty()) return "resource: empty";
   if (resource.size() > max_resource_bytes) {
@@ -524,8 +526,6 @@ std::string check_resource(const std::string& resource) {
   }
   return {};
 }
-
-}  // namespace
 
 void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback done) {
   auto* op = new Operation(*this, Operation::Kind::acquire);

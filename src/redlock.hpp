@@ -26,6 +26,10 @@ namespace redlock::detail {
 
 class Operation;
 
+// check_resource: "" when `resource` is a usable name, else why not
+// (empty, or longer than 1024 bytes).
+std::string check_resource(const std::string& resource);
+
 class Engine {
  public:
   // Engine keeps references to all three; they must outlive it.

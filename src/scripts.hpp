@@ -28,9 +28,11 @@ enum class CommandId : std::uint8_t {
   multi_acquire,
   multi_extend,
   multi_release,
-  set_nx
+  inspect,
+  set_nx,
+  ping
 };
-inline constexpr std::size_t script_count = 8;  // every id before set_nx
+inline constexpr std::size_t script_count = 9;  // every id before set_nx
 
 // acquire: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
 // Set if free → +OK. Our own token already there → refresh the TTL → +OK
@@ -143,11 +145,24 @@ end
 return released
 )lua";
 
+// inspect: KEYS[1] lock key. Reads, changes nothing: the holder's token,
+// its PTTL and the fence counter, as one string (so the reply needs no
+// array of mixed types): "PTTL FENCE TOKEN" when held (PTTL -1: no
+// expiry), "-2 FENCE" when free. The token comes last: it may hold spaces
+// when some other client wrote the key.
+inline constexpr std::string_view inspect_script = R"lua(
+local fence = redis.call('GET', KEYS[1] .. ':fence') or '0'
+local token = redis.call('GET', KEYS[1])
+if not token then return '-2 ' .. fence end
+return redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. token
+)lua";
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
-    fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script};
+    fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
+    inspect_script};
 
-inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx; }
+inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
 // is_release: a release, of one key or several.
 inline constexpr bool is_release(CommandId id) { return id == CommandId::release || id == CommandId::multi_release; }
 

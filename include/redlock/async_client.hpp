@@ -23,6 +23,7 @@
 #include "redlock/error.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
+#include "redlock/status.hpp"
 
 struct uv_loop_s;
 
@@ -38,6 +39,8 @@ void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
 using LockCallback = std::function<void(Result<Lock>)>;
 using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
 using MultiLockCallback = std::function<void(Result<MultiLock>)>;
+using StatusCallback = std::function<void(Result<ResourceStatus>)>;
+using NodesCallback = std::function<void(Result<NodesReport>)>;
 
 // AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
 // thread-safe: every member must be called on the loop's thread. Move and
@@ -83,6 +86,16 @@ class AsyncClient {
   // extend_many / release_many act on every resource of the lock.
   void extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done);
   void release_many(std::vector<std::string> resources, std::string token, ReleaseCallback done);
+
+  // status reads what every master holds for `resource` (token, TTL,
+  // fence counter), changing nothing, and whether a majority agrees on one
+  // holder. nodes PINGs every master and reports its health and
+  // quarantine. Both wait for every master's answer or node_timeout; an
+  // unreachable master is part of the result, not an error. An invalid
+  // resource name fails with invalid_argument (then `done` runs inside the
+  // call).
+  void status(std::string resource, StatusCallback done);
+  void nodes(NodesCallback done);
 
   // close stops accepting operations, completes the pending ones with
   // Errc::closed, and closes every handle; on_closed runs (on the loop) once

@@ -74,6 +74,10 @@ class Client {
   Result<MultiLock> extend_many(const MultiLock& lock, milliseconds ttl = milliseconds{0});
   Result<ReleaseResult> release_many(const MultiLock& lock);
 
+  // Looking without locking: see AsyncClient::status and nodes.
+  Result<ResourceStatus> status(std::string_view resource);
+  Result<NodesReport> nodes();
+
   // The same, as futures; the future becomes ready on the loop thread.
   std::future<Result<Lock>> acquire_async(std::string_view resource, AcquireOptions opts = {});
   std::future<Result<Lock>> extend_async(const Lock& lock, milliseconds ttl = milliseconds{0});

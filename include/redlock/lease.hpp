@@ -65,6 +65,9 @@ struct LeaseOptions {
   std::string owner;
   // Told once, on the loop thread, when the lease is lost.
   LostCallback on_lost;
+  // cancel ends a waiting acquire (from any thread) with redlock.cancelled;
+  // see AcquireOptions::cancel. It has no effect once the lease is held.
+  std::stop_token cancel;
 };
 
 class Lease {

@@ -8,3 +8,4 @@
 #include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
+#include "redlock/status.hpp"

@@ -194,7 +194,7 @@ TEST_CASE("a round is decided by the majority without waiting for stragglers, an
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}}, RoundMode::majority,
                                            &listener);
   REQUIRE(fake.held_back.size() == 5);
   CHECK_FALSE(round->decided());
@@ -224,7 +224,7 @@ TEST_CASE("a round whose sends are all refused is decided inside launch without 
   FakeTransport fake(&loop, 3, [](std::size_t, const Call&) { return Response{}; });
   fake.refuse[0] = fake.refuse[1] = fake.refuse[2] = true;
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}}, RoundMode::majority,
                                            &listener);
   CHECK(round->decided());
   CHECK_FALSE(round->tally().success());
@@ -243,7 +243,7 @@ TEST_CASE("a detached round outlives its owner until the stragglers are final") 
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::release, "k", "t", "c"}, RoundMode::release,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::release, "k", "t", "c", {}}, RoundMode::release,
                                            &listener);
   round->detach();
   // The straggler's reply arrives after detach; the round must still be alive to take it.

@@ -1,0 +1,239 @@
+// common.cpp — see common.hpp.
+#include "common.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+
+namespace redlock::cli {
+
+std::string quote(std::string_view s) { return json(std::string(s)).dump(); }
+
+namespace {
+
+long long parse_whole(std::string_view name, const std::string& text, long long min, long long max,
+                      const char* what) {
+  long long v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec == std::errc::invalid_argument || p != end)
+    throw UsageError(std::string(name) + ": " + quote(text) + " is not " + what);
+  if (ec == std::errc::result_out_of_range || v > max)
+    throw UsageError(std::string(name) + ": " + quote(text) + " is out of range (at most " + std::to_string(max) +
+                     ")");
+  if (v < min)
+    throw UsageError(std::string(name) + ": " + quote(text) +
+                     (min == 1 ? " must be greater than 0" : min == 0 ? " must not be negative"
+                                                                      : " must be at least " + std::to_string(min)));
+  return v;
+}
+
+}  // namespace
+
+milliseconds parse_ms(std::string_view name, const std::string& text, long long min) {
+  return milliseconds{parse_whole(name, text, min, std::numeric_limits<int>::max(), "a number of milliseconds")};
+}
+
+int parse_int(std::string_view name, const std::string& text, int min, int max) {
+  return static_cast<int>(parse_whole(name, text, min, max, "a whole number"));
+}
+
+void check_token(std::string_view name, const std::string& token) {
+  auto ok_char = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
+  };
+  bool ok = !token.empty() && token.size() <= 128;
+  for (char c : token) ok = ok && ok_char(c);
+  if (!ok)
+    throw UsageError(std::string(name) + ": " + quote(token) + " must be 1-128 characters of [0-9A-Za-z_-]");
+}
+
+void check_resource(const std::string& resource) {
+  if (resource.empty()) throw UsageError("RESOURCE: must not be empty");
+  if (resource.size() > 1024)
+    throw UsageError("RESOURCE: " + std::to_string(resource.size()) + " bytes (at most 1024)");
+}
+
+Config load_config(const Globals& g) {
+  Config config;
+  std::string source;
+  if (!g.config_file.empty()) {
+    source = "--config";
+    auto loaded = load_config_file(g.config_file);
+    if (!loaded) throw UsageError("--config: " + loaded.error().message);
+    config = std::move(*loaded);
+  }
+  if (!g.nodes.empty()) {
+    source = "--nodes";
+    auto nodes = parse_node_list(g.nodes);
+    if (!nodes) throw UsageError("--nodes: " + nodes.error().message);
+    config.nodes = std::move(*nodes);
+  } else if (g.config_file.empty()) {
+    const char* env = std::getenv("REDLOCK_NODES");
+    if (env == nullptr || *env == '\0')
+      throw UsageError("no nodes: give --nodes URL,URL,..., --config FILE, or set REDLOCK_NODES");
+    source = "REDLOCK_NODES";
+    auto from_env = config_from_env();  // its messages name REDLOCK_NODES
+    if (!from_env) throw UsageError(from_env.error().message);
+    config = std::move(*from_env);
+  }
+  if (g.no_quarantine) config.options.quarantine = false;
+  config.options.node_outcomes = true;  // the output lists every node
+  // A one-shot command can afford to wait for every master's answer: let
+  // release report every node (a config file may still set its own value).
+  if (config.options.release_settle.count() == 0) config.options.release_settle = config.options.node_timeout;
+  if (auto valid = validate_config(config); !valid) throw UsageError(source + ": " + valid.error().message);
+  return config;
+}
+
+std::unique_ptr<Client> make_client(const Globals& g) {
+  auto client = Client::create(load_config(g));
+  if (!client) throw UsageError(client.error().message);
+  return std::move(*client);
+}
+
+void check_ttl(const Client& client, milliseconds ttl) {
+  const milliseconds max = client.config().options.max_ttl;
+  if (ttl > max)
+    throw UsageError("--ttl: " + std::to_string(ttl.count()) + " exceeds max_ttl (" + std::to_string(max.count()) +
+                     " ms; max_ttl_ms in a --config file raises it)");
+}
+
+void throw_if_usage(const Error& e) {
+  if (e.code == Errc::invalid_argument || e.code == Errc::config) throw UsageError(e.message);
+}
+
+// --- output -------------------------------------------------------------------
+
+bool use_json(const Globals& g, bool default_json) {
+  if (g.json) return true;
+  if (g.human) return false;
+  return default_json;
+}
+
+json nodes_json(const std::vector<NodeOutcome>& nodes) {
+  json out = json::array();
+  for (const auto& n : nodes) {
+    json j = {{"address", n.address},
+              {"outcome", std::string(outcome_name(n.outcome))},
+              {"rtt_us", n.rtt.count()},
+              {"error", n.error.empty() ? json(nullptr) : json(n.error)}};
+    if (n.holder_ttl.count() >= 0) j["holder_ttl_ms"] = n.holder_ttl.count();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+void add_error(json& out, Errc code, const std::string& text) {
+  out["error"] = text;
+  out["code"] = std::string(errc_name(code));
+}
+
+namespace {
+
+// display_width counts UTF-8 code points (the tables hold "…" and "µ").
+std::size_t display_width(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+std::string Table::render() const {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows_) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], display_width(row[i]));
+  }
+  std::string out;
+  for (const auto& row : rows_) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - display_width(row[i]) + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + '\n';
+  }
+  return out;
+}
+
+namespace {
+
+std::string group_thousands(std::int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+}  // namespace
+
+std::string fmt_us(std::int64_t us) {
+  char buf[32];
+  if (us < 10000) {
+    std::snprintf(buf, sizeof buf, "%.2f ms", static_cast<double>(us) / 1000.0);
+    return buf;
+  }
+  return fmt_ms(us / 1000);
+}
+
+std::string fmt_ms(std::int64_t ms) { return group_thousands(ms) + " ms"; }
+
+std::string fmt_duration_s(std::int64_t s) {
+  if (s < 0) return "-";
+  char buf[48];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm %02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lldh %02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s % 3600 / 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd %02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>(s % 86400 / 3600));
+  }
+  return buf;
+}
+
+std::string short_token(const std::string& token) {
+  return token.size() <= 12 ? token : token.substr(0, 8) + "\u2026";
+}
+
+std::string human_node_outcomes(const std::vector<NodeOutcome>& nodes) {
+  Table t({"NODE", "OUTCOME", "RTT", "DETAIL"});
+  for (const auto& n : nodes) {
+    t.add({n.address, std::string(outcome_name(n.outcome)), n.rtt.count() > 0 ? fmt_us(n.rtt.count()) : "-",
+           n.error});
+  }
+  return t.render();
+}
+
+std::int64_t unix_us_now() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t unix_us(std::chrono::steady_clock::time_point t) {
+  const auto now = std::chrono::steady_clock::now();
+  return unix_us_now() + std::chrono::duration_cast<std::chrono::microseconds>(t - now).count();
+}
+
+std::string iso_utc(std::int64_t us) {
+  const std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03lldZ", static_cast<long long>(us % 1000000 / 1000));
+  return buf;
+}
+
+}  // namespace redlock::cli

@@ -1,0 +1,381 @@
+// run.cpp — `redlock run RESOURCE -- CMD [ARGS...]`.
+//
+// Two phases, one thread watching signals in both (signalfd: the signals
+// are blocked before the client's loop thread starts, so only we see them):
+//   acquire  the lease is taken on a helper thread; SIGINT/SIGTERM/SIGHUP
+//            cancel the wait (no command is run, exit 128+N).
+//   hold     the command runs in its own process group with REDLOCK_*
+//            in its environment while the lease's watchdog extends the
+//            lock. INT/TERM/HUP are passed on to the group. When the lease
+//            is lost the group gets SIGTERM, then SIGKILL after
+//            --kill-after. When the command exits the lease is released
+//            (a lost lease: whatever is left of it is deleted).
+#include "run.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <thread>
+
+extern char** environ;
+
+namespace redlock::cli {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Fd — closes on scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void notify(int efd) {
+  const std::uint64_t one = 1;
+  // A full counter cannot happen (at most a few writes); EAGAIN is harmless.
+  [[maybe_unused]] const ssize_t n = ::write(efd, &one, sizeof one);
+}
+
+void drain(int efd) {
+  std::uint64_t v = 0;
+  [[maybe_unused]] const ssize_t n = ::read(efd, &v, sizeof v);
+}
+
+// Shared between the lease's loop thread (on_lost) and main; outlives both
+// the lease and the client.
+struct LostSignal {
+  std::mutex mu;
+  std::optional<std::string> reason;  // set once, when the lease was lost
+  std::int64_t at_us = 0;
+  int efd = -1;
+};
+
+// SignalWatch — INT, TERM, HUP and CHLD, blocked in every thread and read
+// through a signalfd. The destructor restores the original mask (the
+// client's thread is gone by then).
+class SignalWatch {
+ public:
+  SignalWatch() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, &original_);
+    fd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+  }
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+  ~SignalWatch() {
+    ::close(fd_);
+    pthread_sigmask(SIG_SETMASK, &original_, nullptr);
+  }
+  int fd() const noexcept { return fd_; }
+  const sigset_t& original() const noexcept { return original_; }
+  // next returns the next pending signal, or 0.
+  int next() {
+    signalfd_siginfo info{};
+    return ::read(fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info) ? static_cast<int>(info.ssi_signo) : 0;
+  }
+
+ private:
+  sigset_t set_{}, original_{};
+  int fd_ = -1;
+};
+
+bool is_forwarded(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+
+// child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN and (with
+// --fence) REDLOCK_FENCE set for the command.
+std::vector<std::string> child_environment(const Lease& lease, bool fence) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE="))
+      continue;
+    env.emplace_back(v);
+  }
+  env.push_back("REDLOCK_RESOURCE=" + lease.resource());
+  env.push_back("REDLOCK_TOKEN=" + lease.token());
+  if (fence) env.push_back("REDLOCK_FENCE=" + std::to_string(lease.fence()));
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Spawn — the command, in a process group of its own (pgid = pid).
+struct Spawn {
+  pid_t pid = -1;
+  int error = 0;  // errno when it could not be started
+};
+
+Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& mask) {
+  std::vector<std::string> args = command;
+  std::vector<char*> argv = pointers(args);
+  std::vector<char*> envp = pointers(env);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &mask);
+  Spawn s;
+  s.error = posix_spawnp(&s.pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (s.error != 0) s.pid = -1;
+  return s;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGKILL: return "SIGKILL";
+    default: return "a signal";
+  }
+}
+
+// Report — what the run did, printed once at the end (--json: one line on
+// stderr; stdout belongs to the command).
+struct Report {
+  json j;
+  bool as_json = false;
+  void print() const {
+    if (as_json) std::cerr << j.dump() << '\n' << std::flush;
+  }
+};
+
+}  // namespace
+
+int run_command(const Globals& g, const RunArgs& a) {
+  check_resource(a.resource);
+  if (a.command.empty())
+    throw UsageError("run: no command given after \"--\" (redlock run RESOURCE -- CMD [ARGS...])");
+  if (a.command.front().empty()) throw UsageError("run: CMD: must not be empty");
+  LeaseOptions lo;
+  if (!a.ttl.empty()) lo.ttl = parse_ms("--ttl", a.ttl, 1);
+  if (a.no_wait && !a.wait.empty()) throw UsageError("--wait and --no-wait: give only one of them");
+  const bool wait_forever = !a.no_wait && a.wait.empty();
+  lo.wait = a.no_wait ? milliseconds{0}
+            : wait_forever ? milliseconds{std::numeric_limits<int>::max()}
+                           : parse_ms("--wait", a.wait, 0);
+  const milliseconds kill_after = a.kill_after.empty() ? milliseconds{1000} : parse_ms("--kill-after", a.kill_after, 0);
+  if (!a.max_hold.empty()) lo.max_hold = parse_ms("--max-hold", a.max_hold, 1);
+  const int conflict_code =
+      a.conflict_exit_code.empty() ? kExitNotDone : parse_int("--conflict-exit-code", a.conflict_exit_code, 0, 255);
+  const int lost_code =
+      a.lost_exit_code.empty() ? kRunLostDefault : parse_int("--lost-exit-code", a.lost_exit_code, 0, 255);
+  lo.fence = a.fence;
+  lo.auto_extend = true;
+
+  Report report;
+  report.as_json = use_json(g, false);
+  report.j = {{"command", "run"}, {"resource", a.resource}};
+  const std::int64_t started_us = unix_us_now();
+  const auto started = clock::now();
+  report.j["started_at_us"] = started_us;
+
+  // Signals first: the client's loop thread inherits the blocked mask.
+  SignalWatch signals;
+  Fd acquired_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  auto lost = std::make_shared<LostSignal>();
+  Fd lost_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (acquired_efd.fd < 0 || lost_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  lost->efd = lost_efd.fd;
+  lo.on_lost = [lost](const Error& e) {
+    std::lock_guard<std::mutex> guard(lost->mu);
+    if (lost->reason) return;
+    lost->reason = e.to_string();
+    lost->at_us = unix_us_now();
+    notify(lost->efd);
+  };
+
+  std::unique_ptr<Client> client = make_client(g);
+  check_ttl(*client, lo.ttl.count() > 0 ? lo.ttl : client->config().options.default_ttl);
+
+  // ---- acquire (cancellable by INT/TERM/HUP) ------------------------------
+  std::stop_source cancel;
+  lo.cancel = cancel.get_token();
+  std::optional<Result<Lease>> taken;
+  std::thread acquirer([&] {
+    taken.emplace(client->lock(a.resource, std::move(lo)));
+    notify(acquired_efd.fd);
+  });
+  int interrupted = 0;
+  for (bool done = false; !done;) {
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {acquired_efd.fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    for (int sig = signals.next(); sig != 0; sig = signals.next()) {
+      if (is_forwarded(sig) && interrupted == 0) {
+        interrupted = sig;
+        cancel.request_stop();
+      }
+    }
+    if ((fds[1].revents & POLLIN) != 0) done = true;
+  }
+  acquirer.join();
+  Result<Lease>& result = *taken;
+  const auto acquired = clock::now();
+
+  if (!result) {
+    const Error& e = result.error();
+    throw_if_usage(e);
+    report.j["acquired"] = false;
+    report.j["token"] = nullptr;
+    report.j["fence"] = nullptr;
+    report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
+    add_error(report.j, e.code, e.to_string());
+    const int status = interrupted != 0 ? 128 + interrupted : conflict_code;
+    report.j["exit_status"] = status;
+    report.print();
+    if (!report.as_json) {
+      if (interrupted != 0) {
+        std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << " while waiting for "
+                  << quote(a.resource) << "; the command was not run\n";
+      } else {
+        std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
+                  << (a.no_wait ? "" : wait_forever ? "" : " within " + a.wait + " ms") << ": " << e.to_string()
+                  << '\n';
+      }
+    }
+    return status;
+  }
+  Lease lease = std::move(*result);
+  report.j["acquired"] = true;
+  report.j["token"] = lease.token();
+  report.j["fence"] = a.fence ? json(lease.fence()) : json(nullptr);
+  report.j["acquired_at_us"] = unix_us(acquired);
+  report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
+
+  auto finish_with_release = [&](int status) {
+    report.j["deadline_at_us"] = unix_us(lease.deadline());
+    report.j["extensions"] = lease.extensions();
+    report.j["released_at_us"] = unix_us_now();
+    const bool was_lost = lease.lost().has_value();
+    Result<ReleaseResult> rel = lease.release();
+    report.j["released"] = rel && rel->released;
+    if (!rel && !was_lost) {
+      report.j["release_error"] = rel.error().to_string();
+      if (!report.as_json) std::cerr << "redlock: run: release: " << rel.error().to_string() << '\n';
+    }
+    report.j["exit_status"] = status;
+    report.print();
+    return status;
+  };
+
+  if (interrupted != 0) {  // a signal came just as the lock was taken
+    report.j["lost"] = nullptr;
+    report.j["child_pid"] = nullptr;
+    report.j["child_status"] = nullptr;
+    report.j["child_signal"] = nullptr;
+    if (!report.as_json)
+      std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << "; the command was not run\n";
+    return finish_with_release(128 + interrupted);
+  }
+
+  // ---- hold: run the command ------------------------------------------------
+  Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original());
+  if (child.pid < 0) {
+    const int status = child.error == ENOENT ? kRunNotFound : kRunCannotExec;
+    report.j["lost"] = nullptr;
+    report.j["child_pid"] = nullptr;
+    report.j["child_status"] = nullptr;
+    report.j["child_signal"] = nullptr;
+    report.j["error"] = "cannot run " + quote(a.command.front()) + ": " + std::strerror(child.error);
+    if (!report.as_json) std::cerr << "redlock: run: " << report.j["error"].get<std::string>() << '\n';
+    return finish_with_release(status);
+  }
+  report.j["child_pid"] = child.pid;
+
+  int wstatus = 0;
+  bool exited = false, term_sent = false, kill_sent = false;
+  std::optional<clock::time_point> kill_at;
+  std::optional<std::string> lost_reason;
+  while (!exited) {
+    int timeout = -1;
+    if (kill_at && !kill_sent) {
+      const auto left = std::chrono::ceil<milliseconds>(*kill_at - clock::now()).count();
+      timeout = static_cast<int>(std::max<long long>(0, left));
+    }
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {lost_efd.fd, POLLIN, 0}};
+    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) break;
+    if ((fds[1].revents & POLLIN) != 0) {
+      drain(lost_efd.fd);
+      {
+        std::lock_guard<std::mutex> guard(lost->mu);
+        lost_reason = lost->reason;
+      }
+      if (lost_reason && !term_sent) {
+        term_sent = true;
+        ::kill(-child.pid, SIGTERM);
+        kill_at = clock::now() + kill_after;
+        if (!report.as_json)
+          std::cerr << "redlock: run: lost the lock on " << quote(a.resource) << " (" << *lost_reason
+                    << "); sent SIGTERM to the command (pid " << child.pid << ")\n";
+      }
+    }
+    for (int sig = signals.next(); sig != 0; sig = signals.next()) {
+      if (is_forwarded(sig)) ::kill(-child.pid, sig);
+    }
+    // Reap (SIGCHLD may be coalesced, so always ask).
+    const pid_t w = ::waitpid(child.pid, &wstatus, WNOHANG);
+    if (w == child.pid || (w < 0 && errno == ECHILD)) exited = true;
+    if (!exited && kill_at && !kill_sent && clock::now() >= *kill_at) {
+      kill_sent = true;
+      ::kill(-child.pid, SIGKILL);
+      if (!report.as_json)
+        std::cerr << "redlock: run: the command did not exit within " << kill_after.count()
+                  << " ms of SIGTERM; sent SIGKILL\n";
+    }
+  }
+  if (!lost_reason) {
+    // The lease may have ended while we could not see it: redlock itself
+    // stopped (SIGSTOP, a VM pause) past its deadline, with CMD exiting
+    // the moment both resumed. Then CMD did not finish under the lock.
+    if (std::optional<Error> gone = lease.lost()) {
+      lost_reason = gone->to_string();
+    } else if (clock::now() >= lease.deadline()) {
+      lost_reason = "redlock.lost: the lease's validity deadline passed before the command's exit was seen";
+    }
+    if (lost_reason && !report.as_json)
+      std::cerr << "redlock: run: lost the lock on " << quote(a.resource) << " (" << *lost_reason << ")\n";
+  }
+  if (lost_reason) ::kill(-child.pid, SIGKILL);  // nothing of the group may outlive a lost lock
+
+  const bool by_signal = WIFSIGNALED(wstatus);
+  const int child_status = by_signal ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+  report.j["child_status"] = by_signal ? json(nullptr) : json(WEXITSTATUS(wstatus));
+  report.j["child_signal"] = by_signal ? json(WTERMSIG(wstatus)) : json(nullptr);
+  report.j["lost"] = lost_reason ? json(*lost_reason) : json(nullptr);
+  if (lost_reason) {
+    report.j["killed"] = kill_sent ? json("SIGKILL") : term_sent ? json("SIGTERM") : json(nullptr);
+    return finish_with_release(lost_code);
+  }
+  return finish_with_release(child_status);
+}
+
+}  // namespace redlock::cli

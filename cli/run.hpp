@@ -1,0 +1,30 @@
+// run.hpp — `redlock run`: a distributed flock(1). Take the lock, run a
+// command while a lease keeps it extended, release it when the command
+// exits; kill the command if the lease is lost.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+namespace redlock::cli {
+
+// The options of `run`, as given (validated by run_command).
+struct RunArgs {
+  std::string resource;
+  std::string ttl, wait, kill_after, max_hold, conflict_exit_code, lost_exit_code;
+  bool no_wait = false;
+  bool fence = false;
+  std::vector<std::string> command;  // after "--"
+};
+
+// Exit statuses of `run` besides the command's own.
+constexpr int kRunLostDefault = 3;     // the lease was lost while the command ran
+constexpr int kRunCannotExec = 126;    // the command exists but could not be run
+constexpr int kRunNotFound = 127;      // the command was not found
+constexpr int kRunFailedDefault = 125; // redlock itself failed after taking the lock
+
+int run_command(const Globals& g, const RunArgs& a);
+
+}  // namespace redlock::cli

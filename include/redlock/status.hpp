@@ -1,0 +1,92 @@
+// redlock/status.hpp — looking without locking: what each master says about
+// one resource (`redlock status`), and how each master is doing (`redlock
+// nodes`). Both ask every master once, in parallel, within node_timeout, and
+// change nothing on any of them.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "redlock/options.hpp"
+
+namespace redlock {
+
+// NodeHealth — one master, as of one PING.
+//   reachable        it answered the PING within node_timeout
+//   rtt              the PING's round trip (reachable only)
+//   error            why it is not reachable (refused, timed out, error reply)
+//   version, run_id  redis_version and run_id from INFO server, read when the
+//                    connection was set up ("" when it never was)
+//   uptime           the server's uptime now (-1 s: unknown)
+//   quarantined      restarted recently: it does not count toward a majority
+//   quarantine_left  for how much longer (zero when it counts)
+struct NodeHealth {
+  std::string address;
+  bool reachable = false;
+  std::chrono::microseconds rtt{0};
+  std::string error;
+  std::string version;
+  std::string run_id;
+  std::chrono::seconds uptime{-1};
+  bool quarantined = false;
+  milliseconds quarantine_left{0};
+};
+
+// NodesReport — every master's health, and whether a lock can be taken now.
+struct NodesReport {
+  std::vector<NodeHealth> nodes;
+  std::size_t quorum = 0;  // N/2 + 1
+  // usable: reachable and not quarantined.
+  std::size_t usable() const noexcept {
+    std::size_t n = 0;
+    for (const NodeHealth& h : nodes) n += h.reachable && !h.quarantined ? 1 : 0;
+    return n;
+  }
+  bool can_lock() const noexcept { return usable() >= quorum; }
+};
+
+// NodeHolding — what one master holds for a resource.
+//   state        free, held (token set), or unreachable (error set: no
+//                answer within node_timeout, refused, error reply)
+//   token        the holder's token on this master (held only)
+//   ttl          its remaining time to live (-1 ms: the key has no expiry)
+//   fence        this master's fence counter for the resource (0: none)
+//   quarantined  the master restarted recently: its answer does not count
+struct NodeHolding {
+  enum class State : std::uint8_t { free, held, unreachable };
+  std::string address;
+  State state = State::unreachable;
+  std::string token;
+  milliseconds ttl{0};
+  std::uint64_t fence = 0;
+  bool quarantined = false;
+  std::chrono::microseconds rtt{0};
+  std::string error;
+};
+
+// ResourceStatus — every master's view of one resource, and the verdict.
+//   token        the token held on the most counted masters (quarantined
+//                ones do not count); empty when no counted master holds one
+//   agreeing     how many counted masters hold `token`
+//   held         agreeing ≥ quorum: a majority agrees on one holder
+//   ttl          held only: how long that majority still lasts (the
+//                quorum-th longest TTL among the agreeing masters)
+//   free_nodes   counted masters where the key is absent
+struct ResourceStatus {
+  std::string resource;
+  std::vector<NodeHolding> nodes;
+  std::size_t quorum = 0;
+  std::string token;
+  std::size_t agreeing = 0;
+  bool held = false;
+  milliseconds ttl{0};
+  std::size_t free_nodes = 0;
+};
+
+// state_name returns "free", "held" or "unreachable".
+const char* state_name(NodeHolding::State s) noexcept;
+
+}  // namespace redlock

@@ -1,0 +1,167 @@
+// survey.cpp — see survey.hpp.
+#include "survey.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+namespace redlock::detail {
+
+void Survey::launch(uv_loop_t* loop, Transport& transport, Call call, Done done, std::function<void()> on_freed) {
+  auto* s = new Survey(loop, std::move(call), std::move(done), std::move(on_freed), transport.size());
+  for (std::size_t i = 0; i < transport.size(); ++i) {
+    std::string why;
+    if (transport.send(i, s->call_, s, i, why)) {
+      ++s->expected_finals_;
+    } else {
+      s->answers_[i].text = std::move(why);
+      s->have_first_[i] = true;
+      ++s->firsts_;
+    }
+  }
+  s->launching_ = false;
+  if (s->firsts_ == s->answers_.size()) {
+    // Every send was refused: finish on the loop, not on the caller's stack.
+    uv_timer_start(&s->defer_, [](uv_timer_t* t) { static_cast<Survey*>(t->data)->finish(); }, 0, 0);
+  }
+}
+
+Survey::Survey(uv_loop_t* loop, Call call, Done done, std::function<void()> on_freed, std::size_t nodes)
+    : call_(std::move(call)),
+      done_(std::move(done)),
+      on_freed_(std::move(on_freed)),
+      answers_(nodes),
+      have_first_(nodes, false) {
+  uv_timer_init(loop, &defer_);
+  defer_.data = this;
+}
+
+void Survey::on_node_event(std::size_t slot, const NodeEvent& event) {
+  if (event.kind != EventKind::timeout) ++finals_;
+  if (!have_first_[slot]) {
+    have_first_[slot] = true;
+    SurveyAnswer& a = answers_[slot];
+    a.rtt = event.rtt;
+    switch (event.kind) {
+      case EventKind::reply:
+        a.answered = true;
+        a.reply_type = event.reply.type;
+        a.integer = event.reply.integer;
+        a.text.assign(event.reply.str);
+        a.quarantined = event.quarantined;
+        break;
+      case EventKind::timeout:
+        a.text = "no answer within " + std::to_string((event.rtt.count() + 500) / 1000) + " ms";
+        break;
+      case EventKind::failed: a.text.assign(event.text); break;
+    }
+    first_in();
+  }
+  maybe_free();
+}
+
+void Survey::first_in() {
+  if (++firsts_ == answers_.size() && !launching_) finish();
+}
+
+void Survey::finish() {
+  if (done_called_) return;
+  done_called_ = true;
+  Done done = std::move(done_);
+  done(std::move(answers_));
+  maybe_free();
+}
+
+void Survey::maybe_free() {
+  if (!done_called_ || finals_ != expected_finals_ || closing_) return;
+  closing_ = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&defer_), [](uv_handle_t* h) {
+    auto* s = static_cast<Survey*>(h->data);
+    std::function<void()> freed = std::move(s->on_freed_);
+    delete s;
+    if (freed) freed();
+  });
+}
+
+namespace {
+
+bool parse_int(std::string_view text, long long& v) {
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  return ec == std::errc() && p == end;
+}
+
+}  // namespace
+
+bool parse_inspect(std::string_view text, NodeHolding& out) {
+  const std::size_t sp1 = text.find(' ');
+  long long pttl = 0, fence = 0;
+  bool ok = sp1 != std::string_view::npos && parse_int(text.substr(0, sp1), pttl);
+  std::string_view rest = ok ? text.substr(sp1 + 1) : std::string_view();
+  const std::size_t sp2 = rest.find(' ');
+  ok = ok && parse_int(rest.substr(0, sp2), fence) && fence >= 0;
+  if (ok && pttl == -2 && sp2 == std::string_view::npos) {
+    out.state = NodeHolding::State::free;
+    out.fence = static_cast<std::uint64_t>(fence);
+    return true;
+  }
+  if (ok && pttl >= -1 && sp2 != std::string_view::npos) {
+    out.state = NodeHolding::State::held;
+    out.ttl = milliseconds{pttl};
+    out.fence = static_cast<std::uint64_t>(fence);
+    out.token.assign(rest.substr(sp2 + 1));
+    return true;
+  }
+  out.state = NodeHolding::State::unreachable;
+  out.error = "unexpected reply to the inspect script: " + std::string(text.substr(0, 80));
+  return false;
+}
+
+void summarize(ResourceStatus& status) {
+  status.quorum = status.nodes.size() / 2 + 1;
+  status.token.clear();
+  status.agreeing = 0;
+  status.free_nodes = 0;
+  std::map<std::string_view, std::size_t> counts;
+  for (const NodeHolding& n : status.nodes) {
+    if (n.quarantined) continue;
+    if (n.state == NodeHolding::State::free) ++status.free_nodes;
+    if (n.state == NodeHolding::State::held) ++counts[n.token];
+  }
+  for (const auto& [token, count] : counts) {
+    if (count > status.agreeing) {
+      status.agreeing = count;
+      status.token = std::string(token);
+    }
+  }
+  status.held = status.agreeing >= status.quorum;
+  status.ttl = milliseconds{0};
+  if (status.held) {
+    // How long a majority still holds it: the quorum-th longest TTL (no
+    // expiry counts as longest).
+    std::vector<long long> ttls;
+    for (const NodeHolding& n : status.nodes) {
+      if (!n.quarantined && n.state == NodeHolding::State::held && n.token == status.token) {
+        ttls.push_back(n.ttl.count() < 0 ? std::numeric_limits<long long>::max() : n.ttl.count());
+      }
+    }
+    std::sort(ttls.begin(), ttls.end(), std::greater<>());
+    const long long t = ttls[status.quorum - 1];
+    status.ttl = milliseconds{t == std::numeric_limits<long long>::max() ? -1 : t};
+  }
+}
+
+}  // namespace redlock::detail
+
+namespace redlock {
+
+const char* state_name(NodeHolding::State s) noexcept {
+  switch (s) {
+    case NodeHolding::State::free: return "free";
+    case NodeHolding::State::held: return "held";
+    case NodeHolding::State::unreachable: return "unreachable";
+  }
+  return "unreachable";
+}
+
+}  // namespace redlock

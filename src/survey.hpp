@@ -1,0 +1,75 @@
+// survey.hpp — one command to every node, every answer kept: the looking
+// (not locking) side of the client, for `redlock status` and `redlock
+// nodes`. Unlike a QuorumRound nothing is decided early: the survey is done
+// when every node has answered, failed, or passed its deadline.
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redlock/status.hpp"
+#include "transport.hpp"
+
+namespace redlock::detail {
+
+// SurveyAnswer — the first event of one node, copied out of the event.
+//   answered     a reply came (reply_type / text / integer hold it)
+//   text         the reply's string, or why there was none
+struct SurveyAnswer {
+  bool answered = false;
+  ReplyView::Type reply_type = ReplyView::Type::other;
+  long long integer = 0;
+  std::string text;
+  bool quarantined = false;
+  std::chrono::microseconds rtt{0};
+};
+
+class Survey final : public ReplySink {
+ public:
+  using Done = std::function<void(std::vector<SurveyAnswer>)>;
+
+  // launch sends `call` to every node; `done` runs once, on the loop, never
+  // inside launch, when every node has given its first event. The survey
+  // frees itself once every node has also given its final event; `on_freed`
+  // runs then (the client counts live surveys before it closes its loop).
+  static void launch(uv_loop_t* loop, Transport& transport, Call call, Done done,
+                     std::function<void()> on_freed);
+
+  Survey(const Survey&) = delete;
+  Survey& operator=(const Survey&) = delete;
+
+  void on_node_event(std::size_t slot, const NodeEvent& event) override;
+
+ private:
+  Survey(uv_loop_t* loop, Call call, Done done, std::function<void()> on_freed, std::size_t nodes);
+  ~Survey() = default;
+  void first_in();
+  void finish();
+  void maybe_free();
+
+  Call call_;
+  Done done_;
+  std::function<void()> on_freed_;
+  std::vector<SurveyAnswer> answers_;
+  std::vector<bool> have_first_;
+  std::size_t firsts_ = 0, finals_ = 0, expected_finals_ = 0;
+  bool launching_ = true, done_called_ = false, closing_ = false;
+  uv_timer_t defer_;  // runs `done` on the loop when launch itself completed it
+};
+
+// parse_inspect fills `out` (state, token, ttl, fence) from an inspect
+// script's reply text ("PTTL FENCE TOKEN" or "-2 FENCE"); false when the
+// text has neither form (then `out.error` says so).
+bool parse_inspect(std::string_view text, NodeHolding& out);
+
+// summarize fills the verdict of `status` (quorum, token, agreeing, held,
+// ttl, free_nodes) from its nodes.
+void summarize(ResourceStatus& status);
+
+}  // namespace redlock::detail

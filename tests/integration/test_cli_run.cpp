@@ -1,0 +1,460 @@
+// test_cli_run.cpp — `redlock run`, `redlock status` and `redlock nodes`,
+// driving the real binary (REDLOCK_CLI) against real redis-servers on
+// loopback. The masters are freshly started, so every invocation that should
+// take a lock passes --no-quarantine (the tests of `nodes` show the
+// quarantine itself).
+#include <doctest/doctest.h>
+
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_harness.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace redlock::test::cli_harness;
+using redlock::test::RedisGroup;
+using redlock::test::RedisServer;
+using std::chrono::milliseconds;
+
+std::string cli_path() { return program("REDLOCK_CLI"); }
+
+// run_args builds `redlock --no-quarantine --nodes URLS run OPTS... RESOURCE -- sh -c SCRIPT`.
+std::vector<std::string> run_args(const RedisGroup& g, std::vector<std::string> opts, const std::string& resource,
+                                  const std::string& script) {
+  std::vector<std::string> args{"--no-quarantine", "--nodes", g.url_list(), "run"};
+  args.insert(args.end(), opts.begin(), opts.end());
+  args.push_back(resource);
+  args.push_back("--");
+  args.push_back("sh");
+  args.push_back("-c");
+  args.push_back(script);
+  return args;
+}
+
+// report_of parses run's --json line: the last line of stderr that is a JSON object.
+json report_of(const ProcResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  std::istringstream lines(r.err);
+  json found;
+  for (std::string line; std::getline(lines, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("command", "") == "run") found = j;
+  }
+  REQUIRE_MESSAGE(found.is_object(), "no run report on stderr");
+  return found;
+}
+
+std::string key_of(const std::string& resource) { return "redlock:" + resource; }
+
+std::size_t holding(RedisGroup& g, const std::string& resource, const std::string& token) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    auto reply = g[i].command({"GET", key_of(resource)});
+    n += reply.type == REDIS_REPLY_STRING && reply.str == token ? 1 : 0;
+  }
+  return n;
+}
+
+// line_after returns the rest of the stdout line that starts with `marker`.
+std::string line_after(const std::string& out, const std::string& marker) {
+  const auto at = out.find(marker);
+  if (at == std::string::npos) return {};
+  const auto end = out.find('\n', at);
+  return out.substr(at + marker.size(), end == std::string::npos ? std::string::npos : end - at - marker.size());
+}
+
+bool dead(pid_t pid) {
+  // Gone, or a zombie nobody reaped yet (it runs no more code either way).
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  if (!std::getline(stat, content)) return true;
+  const auto paren = content.rfind(')');
+  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z';
+}
+
+// process_gone waits (up to 5 s) for a SIGKILLed process to be dead.
+bool process_gone(pid_t pid) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!dead(pid)) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("run: a command that outlives several TTLs keeps the lock; it is released when the command exits") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  // The command holds until the test creates `go`: the test decides how
+  // long the lease must last, and never sleeps.
+  Child run(cli_path(), run_args(g, {"--ttl", "300", "--json"}, "long-job",
+                                 "echo \"token=$REDLOCK_TOKEN\"; echo \"resource=$REDLOCK_RESOURCE\"; "
+                                 "while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done; echo done; exit 5"));
+  REQUIRE(run.wait_for("resource=long-job"));
+  const std::string token = line_after(run.out_so_far(), "token=");
+  REQUIRE(token.size() == 32);
+  // Other owners are refused for more than 4 TTLs (1.2 s), checked throughout.
+  const auto start = std::chrono::steady_clock::now();
+  int refusals = 0;
+  while (std::chrono::steady_clock::now() - start < milliseconds(1300)) {
+    auto other = cli(op({"acquire", "long-job"}, g));
+    REQUIRE(other.exit_code == 1);
+    REQUIRE(json_of(other)["code"] == "redlock.held");
+    ++refusals;
+    auto st = cli(op({"status", "long-job", "--json"}, g));
+    REQUIRE(st.exit_code == 0);
+    const json s = json_of(st);
+    REQUIRE(s["held"] == true);
+    REQUIRE(s["token"] == token);
+  }
+  CHECK(refusals >= 3);
+  std::ofstream(go.string()) << "go";
+  ProcResult r = run.wait();
+  CHECK(r.exit_code == 5);  // the command's status
+  const json rep = report_of(r);
+  CHECK(rep["acquired"] == true);
+  CHECK(rep["token"] == token);
+  CHECK(rep["child_status"] == 5);
+  CHECK(rep["exit_status"] == 5);
+  CHECK(rep["lost"].is_null());
+  CHECK(rep["extensions"].get<int>() >= 3);  // extended at 1/3 of 300 ms over > 1.3 s
+  CHECK(rep["released"] == true);
+  CHECK(rep["acquired_at_us"].get<long long>() >= rep["started_at_us"].get<long long>());
+  CHECK(rep["released_at_us"].get<long long>() > rep["acquired_at_us"].get<long long>());
+  CHECK(r.out.find("done") != std::string::npos);
+  // Released on the masters: the lock is free at once, not after its TTL.
+  CHECK(holding(g, "long-job", token) == 0);
+  auto after = cli(op({"acquire", "long-job"}, g));
+  CHECK(after.exit_code == 0);
+}
+
+TEST_CASE("run: a second run fails at once with the conflict code, or waits for the first") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  const auto marker = tmp.path / "second-ran";
+  Child first(cli_path(), run_args(g, {"--json"}, "shared",
+                                   "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  REQUIRE(first.wait_for("started"));
+
+  SUBCASE("--no-wait: the conflict code, and the command is not run") {
+    auto r = cli(run_args(g, {"--no-wait", "--conflict-exit-code", "9", "--json"}, "shared",
+                          "touch '" + marker.string() + "'"));
+    CHECK(r.exit_code == 9);
+    CHECK_FALSE(fs::exists(marker));
+    const json rep = report_of(r);
+    CHECK(rep["acquired"] == false);
+    CHECK(rep["code"] == "redlock.held");
+    CHECK(rep["exit_status"] == 9);
+    // Without --json: a message naming the resource, and the default code 1.
+    auto plain = cli(run_args(g, {"--no-wait"}, "shared", "touch '" + marker.string() + "'"));
+    CHECK(plain.exit_code == 1);
+    CHECK(plain.err.find("\"shared\" not acquired") != std::string::npos);
+    CHECK_FALSE(fs::exists(marker));
+  }
+  SUBCASE("--wait shorter than the hold: the conflict code after the wait") {
+    auto r = cli(run_args(g, {"--wait", "300", "--json"}, "shared", "touch '" + marker.string() + "'"));
+    CHECK(r.exit_code == 1);
+    CHECK_FALSE(fs::exists(marker));
+    const json rep = report_of(r);
+    CHECK(rep["acquire_us"].get<long long>() >= 300000);
+  }
+  SUBCASE("waiting: the second runs once the first has released") {
+    Child second(cli_path(), run_args(g, {"--wait", "20000", "--json"}, "shared", "echo second-running"));
+    std::ofstream(go.string()) << "go";
+    ProcResult r1 = first.wait();
+    ProcResult r2 = second.wait();
+    CHECK(r1.exit_code == 0);
+    CHECK(r2.exit_code == 0);
+    CHECK(r2.out.find("second-running") != std::string::npos);
+    const json a = report_of(r1), b = report_of(r2);
+    // Mutual exclusion in time: the second acquired after the first released.
+    CHECK(b["acquired_at_us"].get<long long>() >= a["released_at_us"].get<long long>());
+    CHECK(b["token"] != a["token"]);
+    return;
+  }
+  std::ofstream(go.string()) << "go";
+  CHECK(first.wait().exit_code == 0);
+}
+
+TEST_CASE("run: a lost lease stops the command with SIGTERM, then SIGKILL, and exits with the lost code") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const std::string resource = "lost-job";
+
+  SUBCASE("the command obeys SIGTERM") {
+    Child run(cli_path(), run_args(g, {"--ttl", "600", "--json"}, resource,
+                                   "trap 'echo got-term; exit 0' TERM; echo \"token=$REDLOCK_TOKEN\"; "
+                                   "while :; do sleep 0.02; done"));
+    REQUIRE(run.wait_for("token="));
+    // Another owner takes the key on every master (as after an expiry):
+    // the next extension is refused by a majority, so the lease is lost.
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(resource), "intruder", "PX", "60000"});
+    ProcResult r = run.wait();
+    CHECK(r.exit_code == 3);
+    CHECK(r.out.find("got-term") != std::string::npos);
+    const json rep = report_of(r);
+    CHECK(rep["lost"].is_string());
+    CHECK(rep["lost"].get<std::string>().find("redlock.lost") != std::string::npos);
+    CHECK(rep["killed"] == "SIGTERM");
+    CHECK(rep["exit_status"] == 3);
+    // The intruder's keys are untouched: a lost lease deletes only its own token.
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i].command({"GET", key_of(resource)}).str == "intruder");
+  }
+  SUBCASE("the command ignores SIGTERM: SIGKILL after --kill-after, for the whole process group") {
+    Child run(cli_path(),
+              run_args(g, {"--ttl", "600", "--kill-after", "200", "--lost-exit-code", "77"}, resource,
+                       "trap '' TERM; sleep 60 & echo \"grandchild=$!\"; echo \"token=$REDLOCK_TOKEN\"; wait"));
+    REQUIRE(run.wait_for("token="));
+    const pid_t grandchild = std::stoi(line_after(run.out_so_far(), "grandchild="));
+    // Three of five masters stop answering: no extension can reach a
+    // majority, and the lease ends at its validity deadline.
+    g[0].pause();
+    g[1].pause();
+    g[2].pause();
+    ProcResult r = run.wait();
+    g[0].resume();
+    g[1].resume();
+    g[2].resume();
+    CHECK(r.exit_code == 77);
+    CHECK(r.err.find("lost the lock on \"lost-job\"") != std::string::npos);
+    CHECK(r.err.find("sent SIGKILL") != std::string::npos);
+    CHECK(process_gone(grandchild));
+  }
+}
+
+TEST_CASE("run: SIGINT, SIGTERM and SIGHUP are passed to the command; the lock is released after it exits") {
+  RedisGroup g(5);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    CAPTURE(sig);
+    Child run(cli_path(), run_args(g, {"--json"}, "signalled",
+                                   "trap 'echo got-signal; exit 42' INT TERM HUP; echo \"token=$REDLOCK_TOKEN\"; "
+                                   "while :; do sleep 0.02; done"));
+    REQUIRE(run.wait_for("token="));
+    const std::string token = line_after(run.out_so_far(), "token=");
+    REQUIRE(holding(g, "signalled", token) >= 3);
+    run.signal(sig);
+    ProcResult r = run.wait();
+    CHECK(r.exit_code == 42);
+    CHECK(r.out.find("got-signal") != std::string::npos);
+    const json rep = report_of(r);
+    CHECK(rep["child_status"] == 42);
+    CHECK(rep["released"] == true);
+    CHECK(holding(g, "signalled", token) == 0);
+  }
+  SUBCASE("a command killed by the forwarded signal: 128+N") {
+    Child run(cli_path(), run_args(g, {}, "signalled", "echo ready; exec sleep 60"));
+    REQUIRE(run.wait_for("ready"));
+    run.signal(SIGTERM);
+    CHECK(run.wait().exit_code == 128 + SIGTERM);
+    CHECK(g.keys_everywhere("redlock:signalled") == 0);
+  }
+}
+
+TEST_CASE("run: a signal while waiting cancels the wait; the command is not run") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto marker = tmp.path / "ran";
+  auto held = cli(op({"acquire", "busy", "--ttl", "30000"}, g));
+  REQUIRE(held.exit_code == 0);
+  Child waiter(cli_path(), run_args(g, {"--json"}, "busy", "touch '" + marker.string() + "'"));
+  // The waiter is waiting once it has subscribed to the release channel
+  // (its signals are blocked long before that).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  long long subscribers = 0;
+  while (subscribers == 0 && std::chrono::steady_clock::now() < until) {
+    auto reply = g[0].command({"PUBSUB", "NUMSUB", key_of("busy") + ":released"});
+    REQUIRE(reply.elements.size() == 2);
+    subscribers = reply.elements[1].integer;
+  }
+  REQUIRE(subscribers == 1);
+  waiter.signal(SIGTERM);
+  ProcResult r = waiter.wait();
+  CHECK(r.exit_code == 128 + SIGTERM);
+  CHECK_FALSE(fs::exists(marker));
+  CHECK(report_of(r)["acquired"] == false);
+}
+
+TEST_CASE("run: a command that cannot be run exits 127 / 126 and leaves no lock behind") {
+  RedisGroup g(3);
+  TempDir tmp;
+  std::vector<std::string> args{"--no-quarantine", "--nodes", g.url_list(), "run", "nocmd", "--",
+                                "/nonexistent/command-xyz"};
+  auto r = cli(args);
+  CHECK(r.exit_code == 127);
+  CHECK(r.err.find("command-xyz") != std::string::npos);
+  const auto script = tmp.write("not-executable.sh", "#!/bin/sh\necho hi\n");
+  args.back() = script.string();
+  auto r2 = cli(args);
+  CHECK(r2.exit_code == 126);
+  CHECK(g.keys_everywhere("redlock:nocmd") == 0);
+}
+
+TEST_CASE("run: --fence exports an increasing REDLOCK_FENCE") {
+  RedisGroup g(3);
+  long long last = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = cli(run_args(g, {"--fence"}, "fenced", "echo \"fence=$REDLOCK_FENCE\""));
+    REQUIRE(r.exit_code == 0);
+    const long long fence = std::stoll(line_after(r.out, "fence="));
+    CHECK(fence > last);
+    last = fence;
+  }
+  auto r = cli(run_args(g, {}, "fenced", "echo \"fence=${REDLOCK_FENCE-unset}\""));
+  CHECK(line_after(r.out, "fence=") == "unset");
+}
+
+TEST_CASE("status: free, held by a majority, and unknown when too few masters answer") {
+  RedisGroup g(5);
+  auto free_r = cli(op({"status", "report", "--json"}, g));
+  CHECK(free_r.exit_code == 0);
+  json f = json_of(free_r);
+  CHECK(f["held"] == false);
+  CHECK(f["free_nodes"] == 5);
+  CHECK(f["quorum"] == 3);
+  CHECK(f["token"].is_null());
+
+  const json lock = json_of(cli(op({"acquire", "report", "--ttl", "30000"}, g)));
+  const std::string token = lock["token"];
+  // A stray key with another token on one master: the majority still agrees.
+  g[4].command({"SET", key_of("report"), "stray-token", "PX", "30000"});
+  auto held_r = cli(op({"status", "report", "--json"}, g));
+  CHECK(held_r.exit_code == 0);
+  json h = json_of(held_r);
+  CHECK(h["held"] == true);
+  CHECK(h["token"] == token);
+  CHECK(h["agreeing"].get<int>() >= 3);
+  CHECK(h["ttl_ms"].get<long long>() > 20000);
+  REQUIRE(h["nodes"].size() == 5);
+  for (const auto& n : h["nodes"]) {
+    CAPTURE(n.dump());
+    CHECK((n["state"] == "held" || n["state"] == "free"));
+  }
+  CHECK(h["nodes"][4]["token"] == "stray-token");
+
+  // The human table names the shortened token and every master.
+  auto human = cli(op({"status", "report"}, g));
+  CHECK(human.exit_code == 0);
+  CHECK(human.out.find("is held by " + token.substr(0, 8)) != std::string::npos);
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(human.out.find(g[i].address()) != std::string::npos);
+
+  // Two masters down: still known (3 answered).
+  g[0].kill();
+  g[1].kill();
+  auto two_down = cli(op({"status", "report", "--json"}, g));
+  CHECK(two_down.exit_code == 0);
+  json d = json_of(two_down);
+  CHECK(d["nodes"][0]["state"] == "unreachable");
+  CHECK(d["nodes"][0]["error"].is_string());
+  // A third down: too few answers to tell.
+  g[2].kill();
+  auto three_down = cli(op({"status", "report"}, g));
+  CHECK(three_down.exit_code == 1);
+  CHECK(three_down.out.find("unknown") != std::string::npos);
+}
+
+TEST_CASE("nodes: reachability, version, run id, uptime and quarantine of each master") {
+  RedisGroup g(3);
+  auto ok = cli(op({"nodes", "--json"}, g));
+  CHECK(ok.exit_code == 0);
+  json j = json_of(ok);
+  CHECK(j["can_lock"] == true);
+  CHECK(j["usable"] == 3);
+  REQUIRE(j["nodes"].size() == 3);
+  for (const auto& n : j["nodes"]) {
+    CAPTURE(n.dump());
+    CHECK(n["reachable"] == true);
+    CHECK(n["rtt_us"].get<long long>() > 0);
+    CHECK(n["version"].get<std::string>().find('.') != std::string::npos);
+    CHECK(n["run_id"].get<std::string>().size() == 40);
+    CHECK(n["uptime_s"].get<long long>() >= 0);
+    CHECK(n["quarantined"] == false);
+  }
+
+  // Without --no-quarantine, freshly started masters sit out.
+  auto fresh = cli({"nodes", "--json", "--nodes", g.url_list()});
+  CHECK(fresh.exit_code == 1);
+  json q = json_of(fresh);
+  CHECK(q["can_lock"] == false);
+  for (const auto& n : q["nodes"]) {
+    CHECK(n["quarantined"] == true);
+    CHECK(n["quarantine_left_ms"].get<long long>() > 0);
+    CHECK(n["quarantine_until"].is_string());
+  }
+  auto fresh_human = cli({"nodes", "--nodes", g.url_list()});
+  CHECK(fresh_human.out.find("NO lock can be taken") != std::string::npos);
+
+  // One master down: reported, with why; a majority is still usable.
+  g[1].kill();
+  auto one_down = cli(op({"nodes"}, g));
+  CHECK(one_down.exit_code == 0);
+  CHECK(one_down.out.find("down") != std::string::npos);
+  CHECK(one_down.out.find("2 of 3 masters usable") != std::string::npos);
+  json d = json_of(cli(op({"nodes", "--json"}, g)));
+  CHECK(d["nodes"][1]["reachable"] == false);
+  CHECK(d["nodes"][1]["error"].is_string());
+  g[2].kill();
+  CHECK(cli(op({"nodes"}, g)).exit_code == 1);
+}
+
+TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
+  RedisGroup g(3);
+  const std::string nodes = g.url_list();
+  struct Case {
+    const char* what;
+    std::vector<std::string> args;
+    std::vector<std::string> names;
+  };
+  const std::vector<Case> cases = {
+      {"run without --", {"run", "job", "true", "--nodes", nodes}, {"--"}},
+      {"run with nothing after --", {"--nodes", nodes, "run", "job", "--"}, {"command"}},
+      {"run without RESOURCE", {"--nodes", nodes, "run", "--", "true"}, {"RESOURCE"}},
+      {"--wait and --no-wait", {"--nodes", nodes, "run", "--wait", "5", "--no-wait", "job", "--", "true"},
+       {"--no-wait"}},
+      {"--conflict-exit-code 300", {"--nodes", nodes, "run", "--conflict-exit-code", "300", "job", "--", "true"},
+       {"--conflict-exit-code", "300"}},
+      {"--lost-exit-code x", {"--nodes", nodes, "run", "--lost-exit-code", "x", "job", "--", "true"},
+       {"--lost-exit-code", "\"x\""}},
+      {"--kill-after -1", {"--nodes", nodes, "run", "--kill-after", "-1", "job", "--", "true"}, {"--kill-after"}},
+      {"--ttl abc", {"--nodes", nodes, "run", "--ttl", "abc", "job", "--", "true"}, {"--ttl", "\"abc\""}},
+      {"--max-hold 0", {"--nodes", nodes, "run", "--max-hold", "0", "job", "--", "true"}, {"--max-hold"}},
+      {"run unknown option", {"--nodes", nodes, "run", "--frob", "job", "--", "true"}, {"--frob"}},
+      {"status without RESOURCE", {"status", "--nodes", nodes}, {"RESOURCE"}},
+      {"status with two resources", {"status", "a", "b", "--nodes", nodes}, {"\"b\""}},
+      {"nodes with an argument", {"nodes", "extra", "--nodes", nodes}, {"\"extra\""}},
+      {"--json and --human", {"nodes", "--json", "--human", "--nodes", nodes}, {"--human"}},
+      {"status without nodes", {"status", "job"}, {"REDLOCK_NODES"}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    check_usage_error(c.args, c.names);
+  }
+  CHECK(g.keys_everywhere() == 0);
+}
+
+TEST_CASE("run, status, nodes: --help shows the options and examples") {
+  for (const std::string cmd : {"run", "status", "nodes"}) {
+    CAPTURE(cmd);
+    auto r = cli({cmd, "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("Examples") != std::string::npos);
+    CHECK(r.out.find("redlock " + cmd) != std::string::npos);
+  }
+  auto run_help = cli({"run", "--help"});
+  for (const char* opt : {"--ttl", "--wait", "--no-wait", "--fence", "--conflict-exit-code", "--lost-exit-code",
+                          "--kill-after", "REDLOCK_FENCE", "Exit status"})
+    CHECK(run_help.out.find(opt) != std::string::npos);
+}
