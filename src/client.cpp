@@ -3,6 +3,8 @@
 // answered through promises.
 #include "redlock/client.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <uv.h>
 
 #include "lease_state.hpp"
@@ -72,7 +74,15 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
   impl->config = std::move(config);
   uv_async_init(&impl->loop, &impl->wake, [](uv_async_t* h) { static_cast<Impl*>(h->data)->drain(); });
   impl->wake.data = impl.get();
-  impl->thread = std::thread([p = impl.get()] { uv_run(&p->loop, UV_RUN_DEFAULT); });
+  impl->thread = std::thread([p = impl.get()] {
+    // A master that vanishes mid-write must cost an EPIPE, not the program
+    // (src/poll_adapter.cpp): SIGPIPE stays blocked on the loop thread.
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+    uv_run(&p->loop, UV_RUN_DEFAULT);
+  });
   {
     std::lock_guard<std::mutex> lock(impl->host->mu);
     impl->host->loop_thread = impl->thread.get_id();

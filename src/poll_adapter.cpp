@@ -4,10 +4,50 @@
 #include <fcntl.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <ctime>
 
 namespace redlock::detail {
 
 namespace {
+
+// hiredis writes with write(2): a master that vanished while we write
+// raises SIGPIPE, whose default action ends the whole program. Nothing of
+// ours may do that to a host. A thread where SIGPIPE is already blocked
+// (the blocking Client's loop thread blocks it for good) or a process that
+// ignores it needs nothing: write() just fails with EPIPE. Otherwise each
+// write is bracketed, as libpq does: SIGPIPE blocked, and one that our
+// write raised is taken back before the old mask returns.
+bool sigpipe_harmless() {
+  thread_local int cached = -1;  // decided once per thread
+  if (cached < 0) {
+    sigset_t mask;
+    struct sigaction sa {};
+    const bool blocked = pthread_sigmask(SIG_BLOCK, nullptr, &mask) == 0 && sigismember(&mask, SIGPIPE) == 1;
+    const bool ignored = sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN;
+    cached = blocked || ignored ? 1 : 0;
+  }
+  return cached == 1;
+}
+
+void handle_write(redisAsyncContext* ac) {
+  if (sigpipe_harmless()) return redisAsyncHandleWrite(ac);
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  const bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  redisAsyncHandleWrite(ac);
+  if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+    const timespec now{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 // PollWatcher — our libuv adapter for one hiredis context (hiredis's own
 // 0.14 adapter ignores poll errors, so a refused connect would never be
@@ -39,7 +79,7 @@ void on_poll(uv_poll_t* handle, int status, int events) {
   // the next add* starts it again.
   if (status < 0) w->events = 0;
   if (w->ac != nullptr && (ev & UV_READABLE)) redisAsyncHandleRead(w->ac);
-  if (w->ac != nullptr && (ev & UV_WRITABLE)) redisAsyncHandleWrite(w->ac);
+  if (w->ac != nullptr && (ev & UV_WRITABLE)) handle_write(w->ac);
 }
 
 // update_poll touches the handle only when the set of events changes:
@@ -64,7 +104,7 @@ void on_flush(uv_prepare_t* handle) {
   // hiredis writes what the socket takes, then calls delWrite (all written)
   // or addWrite (the rest waits for writability), then addRead.
   w->flushing = true;
-  redisAsyncHandleWrite(w->ac);
+  handle_write(w->ac);
   w->flushing = false;
 }
 

@@ -458,3 +458,27 @@ TEST_CASE("run, status, nodes: --help shows the options and examples") {
                           "--kill-after", "REDLOCK_FENCE", "Exit status"})
     CHECK(run_help.out.find(opt) != std::string::npos);
 }
+
+TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the command exits meanwhile") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  Child run(cli_path(), run_args(g, {"--ttl", "300", "--json"}, "frozen",
+                                 "echo \"token=$REDLOCK_TOKEN\"; while [ ! -e '" + go.string() +
+                                     "' ]; do sleep 0.01; done"));
+  REQUIRE(run.wait_for("token="));
+  run.signal(SIGSTOP);  // the whole holder stops extending (a VM pause, say)
+  std::ofstream(go.string()) << "go";  // the command finishes while redlock is frozen
+  // Wait until the lease has run out on every master.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (g.keys_everywhere("redlock:frozen") != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  REQUIRE(g.keys_everywhere("redlock:frozen") == 0);
+  run.signal(SIGCONT);
+  ProcResult r = run.wait();
+  CHECK(r.exit_code == 3);
+  const json rep = report_of(r);
+  CHECK(rep["lost"].is_string());
+  CHECK(rep["child_status"] == 0);
+}
