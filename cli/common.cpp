@@ -49,10 +49,11 @@ void check_token(std::string_view name, const std::string& token) {
     throw UsageError(std::string(name) + ": " + quote(token) + " must be 1-128 characters of [0-9A-Za-z_-]");
 }
 
+// Only the empty name is caught here (before connecting); the library's own
+// rules (length) come back as invalid_argument, which throw_if_usage turns
+// into a usage error.
 void check_resource(const std::string& resource) {
   if (resource.empty()) throw UsageError("RESOURCE: must not be empty");
-  if (resource.size() > 1024)
-    throw UsageError("RESOURCE: " + std::to_string(resource.size()) + " bytes (at most 1024)");
 }
 
 Config load_config(const Globals& g) {

@@ -270,6 +270,8 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["fence"] = a.fence ? json(lease.fence()) : json(nullptr);
   report.j["acquired_at_us"] = unix_us(acquired);
   report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
+  // Until CMD has run (it may never: a signal, a failed spawn).
+  for (const char* field : {"lost", "child_pid", "child_status", "child_signal"}) report.j[field] = nullptr;
 
   auto finish_with_release = [&](int status) {
     report.j["deadline_at_us"] = unix_us(lease.deadline());
@@ -288,10 +290,6 @@ int run_command(const Globals& g, const RunArgs& a) {
   };
 
   if (interrupted != 0) {  // a signal came just as the lock was taken
-    report.j["lost"] = nullptr;
-    report.j["child_pid"] = nullptr;
-    report.j["child_status"] = nullptr;
-    report.j["child_signal"] = nullptr;
     if (!report.as_json)
       std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << "; the command was not run\n";
     return finish_with_release(128 + interrupted);
@@ -301,10 +299,6 @@ int run_command(const Globals& g, const RunArgs& a) {
   Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original());
   if (child.pid < 0) {
     const int status = child.error == ENOENT ? kRunNotFound : kRunCannotExec;
-    report.j["lost"] = nullptr;
-    report.j["child_pid"] = nullptr;
-    report.j["child_status"] = nullptr;
-    report.j["child_signal"] = nullptr;
     report.j["error"] = "cannot run " + quote(a.command.front()) + ": " + std::strerror(child.error);
     if (!report.as_json) std::cerr << "redlock: run: " << report.j["error"].get<std::string>() << '\n';
     return finish_with_release(status);

@@ -108,7 +108,7 @@ class ClientCore final : public detail::Transport {
     detail::Call call{detail::CommandId::ping, {}, {}, {}, {}};
     start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
       NodesReport report;
-      report.quorum = nodes_.size() / 2 + 1;
+      report.quorum = detail::majority_of(nodes_.size());
       report.nodes.resize(answers.size());
       const auto now = std::chrono::steady_clock::now();
       for (std::size_t i = 0; i < answers.size(); ++i) {

@@ -333,7 +333,7 @@ std::chrono::milliseconds Node::quarantine_left(clock::time_point now) const noe
 }
 
 bool Node::quarantined(clock::time_point now) {
-  if (!options_.quarantine || sabotage().no_quarantine || now >= quarantine_until_) return false;
+  if (quarantine_left(now).count() == 0) return false;
   quarantine_text_ = "restarted recently; quarantined for another " +
                      std::to_string(to_ms(quarantine_until_ - now)) + " ms";
   return true;

@@ -118,7 +118,7 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
 }
 
 void summarize(ResourceStatus& status) {
-  status.quorum = status.nodes.size() / 2 + 1;
+  status.quorum = majority_of(status.nodes.size());
   status.token.clear();
   status.agreeing = 0;
   status.free_nodes = 0;

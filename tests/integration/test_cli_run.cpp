@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "helpers.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -24,6 +25,7 @@ namespace {
 using namespace redlock::test::cli_harness;
 using redlock::test::RedisGroup;
 using redlock::test::RedisServer;
+using redlock::test::eventually;
 using std::chrono::milliseconds;
 
 std::string cli_path() { return program("REDLOCK_CLI"); }
@@ -84,12 +86,7 @@ bool dead(pid_t pid) {
 
 // process_gone waits (up to 5 s) for a SIGKILLed process to be dead.
 bool process_gone(pid_t pid) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!dead(pid)) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::yield();
-  }
-  return true;
+  return eventually([pid] { return dead(pid); }, std::chrono::seconds(5));
 }
 
 }  // namespace
@@ -273,14 +270,12 @@ TEST_CASE("run: a signal while waiting cancels the wait; the command is not run"
   Child waiter(cli_path(), run_args(g, {"--json"}, "busy", "touch '" + marker.string() + "'"));
   // The waiter is waiting once it has subscribed to the release channel
   // (its signals are blocked long before that).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  long long subscribers = 0;
-  while (subscribers == 0 && std::chrono::steady_clock::now() < until) {
-    auto reply = g[0].command({"PUBSUB", "NUMSUB", key_of("busy") + ":released"});
-    REQUIRE(reply.elements.size() == 2);
-    subscribers = reply.elements[1].integer;
-  }
-  REQUIRE(subscribers == 1);
+  CHECK(eventually(
+      [&] {
+        auto reply = g[0].command({"PUBSUB", "NUMSUB", key_of("busy") + ":released"});
+        return reply.elements.size() == 2 && reply.elements[1].integer == 1;
+      },
+      std::chrono::seconds(20)));
   waiter.signal(SIGTERM);
   ProcResult r = waiter.wait();
   CHECK(r.exit_code == 128 + SIGTERM);
@@ -470,11 +465,7 @@ TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the c
   run.signal(SIGSTOP);  // the whole holder stops extending (a VM pause, say)
   std::ofstream(go.string()) << "go";  // the command finishes while redlock is frozen
   // Wait until the lease has run out on every master.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (g.keys_everywhere("redlock:frozen") != 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();
-  }
-  REQUIRE(g.keys_everywhere("redlock:frozen") == 0);
+  REQUIRE(eventually([&] { return g.keys_everywhere("redlock:frozen") == 0; }, std::chrono::seconds(20)));
   run.signal(SIGCONT);
   ProcResult r = run.wait();
   CHECK(r.exit_code == 3);
