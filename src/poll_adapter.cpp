@@ -22,26 +22,25 @@ namespace {
 // write is bracketed, as libpq does: SIGPIPE blocked, and one that our
 // write raised is taken back before the old mask returns.
 bool sigpipe_harmless() {
-  thread_local int cached = -1;  // decided once per thread
-  if (cached < 0) {
-    sigset_t mask;
-    struct sigaction sa {};
-    const bool blocked = pthread_sigmask(SIG_BLOCK, nullptr, &mask) == 0 && sigismember(&mask, SIGPIPE) == 1;
-    const bool ignored = sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN;
-    cached = blocked || ignored ? 1 : 0;
-  }
-  return cached == 1;
+  sigset_t mask;
+  struct sigaction sa {};
+  const bool blocked = pthread_sigmask(SIG_BLOCK, nullptr, &mask) == 0 && sigismember(&mask, SIGPIPE) == 1;
+  const bool ignored = sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN;
+  return blocked || ignored;
 }
 
-void handle_write(redisAsyncContext* ac) {
-  if (sigpipe_harmless()) return redisAsyncHandleWrite(ac);
+// PollWatcher (below) decides sigpipe_harmless() once, on its first write
+// (always on the loop thread), and passes it here.
+void handle_write(redisAsyncContext* ac, bool harmless) {
+  if (harmless) return redisAsyncHandleWrite(ac);
   sigset_t pipe_only, old, pending;
   sigemptyset(&pipe_only);
   sigaddset(&pipe_only, SIGPIPE);
+  // SIGPIPE is neither blocked nor ignored here, so none can be pending
+  // from before: one that is pending after the write is ours.
   pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-  const bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
   redisAsyncHandleWrite(ac);
-  if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+  if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
     const timespec now{0, 0};
     while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
     }
@@ -69,7 +68,13 @@ struct PollWatcher {
   int open_handles = 2;
   bool flush_armed = false;
   bool flushing = false;
+  signed char sigpipe_harmless = -1;  // decided on the first write
 };
+
+void write_out(PollWatcher* w) {
+  if (w->sigpipe_harmless < 0) w->sigpipe_harmless = sigpipe_harmless() ? 1 : 0;
+  handle_write(w->ac, w->sigpipe_harmless == 1);
+}
 
 void on_poll(uv_poll_t* handle, int status, int events) {
   auto* w = static_cast<PollWatcher*>(handle->data);
@@ -79,7 +84,7 @@ void on_poll(uv_poll_t* handle, int status, int events) {
   // the next add* starts it again.
   if (status < 0) w->events = 0;
   if (w->ac != nullptr && (ev & UV_READABLE)) redisAsyncHandleRead(w->ac);
-  if (w->ac != nullptr && (ev & UV_WRITABLE)) handle_write(w->ac);
+  if (w->ac != nullptr && (ev & UV_WRITABLE)) write_out(w);
 }
 
 // update_poll touches the handle only when the set of events changes:
@@ -104,7 +109,7 @@ void on_flush(uv_prepare_t* handle) {
   // hiredis writes what the socket takes, then calls delWrite (all written)
   // or addWrite (the rest waits for writability), then addRead.
   w->flushing = true;
-  handle_write(w->ac);
+  write_out(w);
   w->flushing = false;
 }
 
