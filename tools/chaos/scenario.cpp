@@ -256,11 +256,15 @@ std::vector<Scenario> build() {
        .greedy = true,
        .nemesis = [](int d, std::mt19937&) {
          std::vector<Action> plan;
-         for (double f : {0.3, 0.6}) {
+         // Each forward jump is one chance: it breaks only the holder of that
+         // moment, and only if a contender polls before that holder's
+         // validity ends (about 2 in 3 per jump). Five jumps make a run
+         // that misses every one unlikely (about 1 in 250).
+         for (double f : {0.15, 0.3, 0.45, 0.6, 0.75}) {
            plan.push_back({at(d, f), [](Stage& s) {
                              for (std::size_t i = 0; i < 3; ++i) s.bed.skew(i, 1500, 1.0);
                            }});
-           plan.push_back({at(d, f + 0.15), [](Stage& s) {
+           plan.push_back({at(d, f + 0.07), [](Stage& s) {
                              for (std::size_t i = 0; i < 3; ++i) s.bed.unskew(i);
                            }});
          }
