@@ -236,14 +236,17 @@ int run_nodes(const Args& a) {
                      {"uptime_s", h.uptime.count() >= 0 ? json(h.uptime.count()) : json(nullptr)},
                      {"quarantined", h.quarantined},
                      {"quarantine_left_ms", h.quarantine_left.count()},
-                     {"quarantine_until", h.quarantined ? json(iso_utc(until_us)) : json(nullptr)},
+                     {"quarantine_until", h.quarantine_left.count() > 0 ? json(iso_utc(until_us)) : json(nullptr)},
+                     {"excluded", h.excluded.empty() ? json(nullptr) : json(h.excluded)},
                      {"error", h.error.empty() ? json(nullptr) : json(h.error)}});
     const std::string quarantine =
-        h.quarantined ? fmt_ms(h.quarantine_left.count()) + " left (until " + iso_utc(until_us).substr(11, 8) + "Z)"
-                      : "no";
+        !h.excluded.empty()            ? "excluded"
+        : h.quarantine_left.count() > 0 ? fmt_ms(h.quarantine_left.count()) + " left (until " +
+                                              iso_utc(until_us).substr(11, 8) + "Z)"
+                                        : "no";
     table.add({h.address, h.reachable ? "up" : "down", h.reachable ? fmt_us(h.rtt.count()) : "-",
                h.version.empty() ? "-" : h.version, h.run_id.empty() ? "-" : h.run_id.substr(0, 8),
-               fmt_duration_s(h.uptime.count()), quarantine, h.error});
+               fmt_duration_s(h.uptime.count()), quarantine, h.error.empty() ? h.excluded : h.error});
   }
   json out = {{"nodes", nodes}, {"usable", rep.usable()}, {"quorum", rep.quorum}, {"can_lock", rep.can_lock()}};
   std::string human = table.render() + std::to_string(rep.usable()) + " of " + std::to_string(rep.nodes.size()) +
@@ -336,15 +339,17 @@ Commands build(CLI::App& app, Args& a) {
       ->type_name("N");
   c.run->add_option("--lost-exit-code", r.lost_exit_code, "Exit status when the lease was lost while CMD ran (default 3)")
       ->type_name("N");
-  c.run->add_option("--kill-after", r.kill_after, "After a lost lease: SIGKILL this long after SIGTERM (default 1000)")
+  c.run->add_option("--kill-after", r.kill_after, "SIGTERM to SIGKILL when the lease ends: at most TTL/3 - margin (default 1000, or that maximum)")
       ->type_name("MS");
   c.run->add_option("--max-hold", r.max_hold, "Stop extending after this long: the lease is then lost")->type_name("MS");
   c.run->footer(
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
       "(--fence) REDLOCK_FENCE set. SIGINT, SIGTERM and SIGHUP are passed on to it;\n"
-      "the lock is released once it exits. If the lease is lost, the group gets\n"
-      "SIGTERM, then SIGKILL after --kill-after.\n"
+      "the lock is released once it exits. If the lease is lost, or is about to\n"
+      "run out unextended, the group gets SIGTERM, then SIGKILL after --kill-after,\n"
+      "and never later than just before the lease's deadline. A guard process does\n"
+      "the same if redlock is stopped (SIGSTOP) or killed; Ctrl-Z stops CMD with it.\n"
       "\nExit status: CMD's (128+N if it died of signal N); the conflict code (1)\n"
       "when the lock was not acquired; the lost code (3) when the lease was lost;\n"
       "2 usage error; 126 CMD could not be run, 127 CMD not found; 128+N when\n"

@@ -6,11 +6,16 @@
 //            cancel the wait (no command is run, exit 128+N).
 //   hold     the command runs in its own process group with REDLOCK_*
 //            in its environment while the lease's watchdog extends the
-//            lock. INT/TERM/HUP are passed on to the group. When the lease
-//            is lost the group gets SIGTERM, then SIGKILL after
-//            --kill-after. When the command exits the lease is released
-//            (a lost lease: whatever is left of it is deleted).
+//            lock. INT/TERM/HUP/CONT are passed on to the group; TSTP/TTIN/
+//            TTOU stop the group, then us (as a shell would). The group is
+//            terminated by KillSchedule (run_guard.hpp): SIGTERM at once
+//            when the lease is lost, or kill_after + margin before its
+//            validity deadline; SIGKILL margin before it. The guard
+//            process, forked before any thread, keeps the same schedule
+//            when we cannot (stopped, killed). When the command exits the
+//            lease is released (a lost lease: whatever is left is deleted).
 #include "run.hpp"
+#include "run_guard.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -70,14 +76,15 @@ struct LostSignal {
   int efd = -1;
 };
 
-// SignalWatch — INT, TERM, HUP and CHLD, blocked in every thread and read
-// through a signalfd. The destructor restores the original mask (the
-// client's thread is gone by then).
+// SignalWatch — INT, TERM, HUP, CHLD and the job-control signals TSTP,
+// TTIN, TTOU and CONT, blocked in every thread and read through a signalfd
+// (a blocked SIGCONT still continues the process). The destructor
+// restores the original mask (the client's thread is gone by then).
 class SignalWatch {
  public:
   SignalWatch() {
     sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set_, s);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT}) sigaddset(&set_, s);
     pthread_sigmask(SIG_BLOCK, &set_, &original_);
     fd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
@@ -102,6 +109,7 @@ class SignalWatch {
 };
 
 bool is_forwarded(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+bool is_job_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
 
 // child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN and (with
 // --fence) REDLOCK_FENCE set for the command.
@@ -183,7 +191,8 @@ int run_command(const Globals& g, const RunArgs& a) {
   lo.wait = a.no_wait ? milliseconds{0}
             : wait_forever ? milliseconds{std::numeric_limits<int>::max()}
                            : parse_ms("--wait", a.wait, 0);
-  const milliseconds kill_after = a.kill_after.empty() ? milliseconds{1000} : parse_ms("--kill-after", a.kill_after, 0);
+  const milliseconds kill_after_asked =
+      a.kill_after.empty() ? milliseconds{1000} : parse_ms("--kill-after", a.kill_after, 0);
   if (!a.max_hold.empty()) lo.max_hold = parse_ms("--max-hold", a.max_hold, 1);
   const int conflict_code =
       a.conflict_exit_code.empty() ? kExitNotDone : parse_int("--conflict-exit-code", a.conflict_exit_code, 0, 255);
@@ -214,8 +223,21 @@ int run_command(const Globals& g, const RunArgs& a) {
     notify(lost->efd);
   };
 
-  std::unique_ptr<Client> client = make_client(g);
-  check_ttl(*client, lo.ttl.count() > 0 ? lo.ttl : client->config().options.default_ttl);
+  Config config = load_config(g);
+  const milliseconds ttl = lo.ttl.count() > 0 ? lo.ttl : config.options.default_ttl;
+  const milliseconds margin = kill_margin(ttl);
+  const milliseconds kill_after = std::min(kill_after_asked, max_kill_after(ttl));  // the default fits any TTL
+  if (!a.kill_after.empty() && kill_after_asked > kill_after)
+    throw UsageError("--kill-after: " + a.kill_after + " ms does not fit a lease of " + std::to_string(ttl.count()) +
+                     " ms: SIGTERM is sent --kill-after + " + std::to_string(margin.count()) +
+                     " ms before the lease's validity deadline, so at most TTL/3 - " +
+                     std::to_string(margin.count()) + " = " + std::to_string(kill_after.count()) + " ms");
+
+  Guard guard;  // forked now: no thread exists yet
+  Result<std::unique_ptr<Client>> created = Client::create(std::move(config));
+  if (!created) throw UsageError(created.error().message);
+  std::unique_ptr<Client> client = std::move(*created);
+  check_ttl(*client, ttl);
 
   // ---- acquire (cancellable by INT/TERM/HUP) ------------------------------
   std::stop_source cancel;
@@ -234,6 +256,7 @@ int run_command(const Globals& g, const RunArgs& a) {
         interrupted = sig;
         cancel.request_stop();
       }
+      if (is_job_stop(sig)) ::raise(SIGSTOP);  // no command yet: only we stop
     }
     if ((fds[1].revents & POLLIN) != 0) done = true;
   }
@@ -275,6 +298,11 @@ int run_command(const Globals& g, const RunArgs& a) {
 
   auto finish_with_release = [&](int status) {
     report.j["deadline_at_us"] = unix_us(lease.deadline());
+    // The same deadline on CLOCK_MONOTONIC (libstdc++'s steady_clock), one
+    // clock for every process of the machine: a command can tell exactly
+    // whether it did something after its lease's deadline.
+    report.j["deadline_mono_us"] =
+        std::chrono::duration_cast<std::chrono::microseconds>(lease.deadline().time_since_epoch()).count();
     report.j["extensions"] = lease.extensions();
     report.j["released_at_us"] = unix_us_now();
     const bool was_lost = lease.lost().has_value();
@@ -304,47 +332,82 @@ int run_command(const Globals& g, const RunArgs& a) {
     return finish_with_release(status);
   }
   report.j["child_pid"] = child.pid;
+  const pid_t group = child.pid;  // its process group's id
 
-  int wstatus = 0;
-  bool exited = false, term_sent = false, kill_sent = false;
-  std::optional<clock::time_point> kill_at;
+  KillSchedule plan(kill_after, margin, lease.deadline());
+  guard.watch(group, kill_after, margin, plan.deadline());
+  // How often a moved deadline reaches the guard: far inside the third of
+  // the validity that an extension has before SIGTERM's point.
+  const milliseconds sync_every = std::clamp(ttl / 20, milliseconds{5}, milliseconds{200});
+  auto tell = [&](const std::string& text) {
+    if (!report.as_json) std::cerr << "redlock: run: " << text << '\n';
+  };
+
   std::optional<std::string> lost_reason;
+  bool exited = false;
   while (!exited) {
-    int timeout = -1;
-    if (kill_at && !kill_sent) {
-      const auto left = std::chrono::ceil<milliseconds>(*kill_at - clock::now()).count();
-      timeout = static_cast<int>(std::max<long long>(0, left));
-    }
+    const auto now = clock::now();
+    const auto wake = std::min(plan.next(), now + sync_every);
+    const int timeout = static_cast<int>(std::max<long long>(0, std::chrono::ceil<milliseconds>(wake - now).count()));
     pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {lost_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) break;
+    if (::poll(fds, 2, timeout) < 0 && errno != EINTR)
+      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));  // the guard ends the command
     if ((fds[1].revents & POLLIN) != 0) {
       drain(lost_efd.fd);
+      std::optional<std::string> reason;
       {
-        std::lock_guard<std::mutex> guard(lost->mu);
-        lost_reason = lost->reason;
+        std::lock_guard<std::mutex> guard_lost(lost->mu);
+        reason = lost->reason;
       }
-      if (lost_reason && !term_sent) {
-        term_sent = true;
-        ::kill(-child.pid, SIGTERM);
-        kill_at = clock::now() + kill_after;
-        if (!report.as_json)
-          std::cerr << "redlock: run: lost the lock on " << quote(a.resource) << " (" << *lost_reason
-                    << "); sent SIGTERM to the command (pid " << child.pid << ")\n";
+      if (reason && !lost_reason) {
+        lost_reason = reason;
+        if (plan.terminating()) tell("lost the lock on " + quote(a.resource) + " (" + *reason + ")");
+        plan.request_termination();
       }
     }
+    bool resume_group = false;
     for (int sig = signals.next(); sig != 0; sig = signals.next()) {
-      if (is_forwarded(sig)) ::kill(-child.pid, sig);
+      if (is_forwarded(sig)) {
+        ::kill(-group, sig);
+      } else if (is_job_stop(sig)) {
+        // As a shell does for a job: stop the command's group, then
+        // ourselves; continue the group when we are continued. The guard
+        // keeps the lease's deadline meanwhile.
+        guard.deadline(lease.deadline());
+        ::kill(-group, SIGSTOP);
+        ::raise(SIGSTOP);
+        resume_group = true;
+      } else if (sig == SIGCONT) {
+        resume_group = true;
+      }
     }
-    // Reap (SIGCHLD may be coalesced, so always ask).
-    const pid_t w = ::waitpid(child.pid, &wstatus, WNOHANG);
-    if (w == child.pid || (w < 0 && errno == ECHILD)) exited = true;
-    if (!exited && kill_at && !kill_sent && clock::now() >= *kill_at) {
-      kill_sent = true;
-      ::kill(-child.pid, SIGKILL);
-      if (!report.as_json)
-        std::cerr << "redlock: run: the command did not exit within " << kill_after.count()
-                  << " ms of SIGTERM; sent SIGKILL\n";
+    plan.set_deadline(lease.deadline());
+    guard.deadline(plan.deadline());
+    for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
+      signal_group(group, step);
+      if (step == KillSchedule::Step::term) {
+        guard.terminated(plan.term_sent_at());
+        if (!lost_reason) {
+          const auto left = std::chrono::ceil<milliseconds>(plan.deadline() - clock::now()).count();
+          lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
+                        std::to_string(left) + " ms)";
+        }
+        tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + "); sent SIGTERM to the command (pid " +
+             std::to_string(child.pid) + ")");
+      } else {
+        const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
+        tell(plan.terminating() ? "the command had not exited " + std::to_string(after) +
+                                      " ms after SIGTERM; sent SIGKILL to its process group"
+                                : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
+      }
     }
+    // Continued only if the lease still allows it (checked just above).
+    if (resume_group && !plan.killed()) ::kill(-group, SIGCONT);
+    // Exited? Not reaped yet (WNOWAIT): until then its group id is ours.
+    siginfo_t info{};
+    if (::waitid(P_PID, child.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 ? info.si_pid == child.pid
+                                                                            : errno == ECHILD)
+      exited = true;
   }
   if (!lost_reason) {
     // The lease may have ended while we could not see it: redlock itself
@@ -355,10 +418,13 @@ int run_command(const Globals& g, const RunArgs& a) {
     } else if (clock::now() >= lease.deadline()) {
       lost_reason = "redlock.lost: the lease's validity deadline passed before the command's exit was seen";
     }
-    if (lost_reason && !report.as_json)
-      std::cerr << "redlock: run: lost the lock on " << quote(a.resource) << " (" << *lost_reason << ")\n";
+    if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + ")");
   }
-  if (lost_reason) ::kill(-child.pid, SIGKILL);  // nothing of the group may outlive a lost lock
+  if (lost_reason) ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
+  guard.done();  // the guard is gone before the group id can be reused
+  int wstatus = 0;
+  while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
 
   const bool by_signal = WIFSIGNALED(wstatus);
   const int child_status = by_signal ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
@@ -366,7 +432,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["child_signal"] = by_signal ? json(WTERMSIG(wstatus)) : json(nullptr);
   report.j["lost"] = lost_reason ? json(*lost_reason) : json(nullptr);
   if (lost_reason) {
-    report.j["killed"] = kill_sent ? json("SIGKILL") : term_sent ? json("SIGTERM") : json(nullptr);
+    report.j["killed"] = plan.killed() ? json("SIGKILL") : plan.terminating() ? json("SIGTERM") : json(nullptr);
     return finish_with_release(lost_code);
   }
   return finish_with_release(child_status);

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # demo.sh — the main job, end to end: build, start five local Redis masters,
 # and let K workers increment one counter under `redlock run --fence` while
-# masters are killed, paused and restarted and one lock holder is frozen past
-# its lease. Each increment is a NON-atomic read-modify-write
-# (examples/fenced_increment) on a separate "store" Redis whose writes are
-# fenced: the store refuses a write whose fence is below the highest it has
-# seen. At the end it proves:
-#   1. the counter equals K × N (no increment lost, none repeated),
-#   2. no two holders' windows [acquired, min(released, validity deadline)]
-#      overlap, and
-#   3. the frozen holder's late write was rejected by the fence,
+# masters are killed, paused and restarted, one lock holder is frozen past
+# its lease and one write is delayed on its way to the store. Each increment
+# is a NON-atomic read-modify-write (examples/fenced_increment) on a separate
+# "store" Redis whose writes are fenced: the store refuses a write whose
+# fence is below the highest it has seen. At the end it proves:
+#   1. the counter equals K × N (no increment lost, none repeated; plus the
+#      delayed write, should the store have accepted it),
+#   2. no command issued a write after its own lease's validity deadline
+#      (CLOCK_MONOTONIC issue times against `redlock run --json`'s
+#      deadline_mono_us: 0, without relying on the fence),
+#   3. the frozen holder's command was killed (by `redlock run`'s guard)
+#      before its lease's deadline,
+#   4. the delayed write — issued in time, delivered after the deadline and
+#      after the next holder's write — was rejected by the fence, and
+#   5. no two holders' windows [acquired, min(released, validity deadline)]
+#      overlap,
 # and draws an SVG timeline of who held the lock when, faults shaded
 # (tools/demo/demo_report, on the chaos suite's checker and renderer).
 #
@@ -18,7 +25,7 @@
 #
 #   --nodes URLS      use these masters instead of the local bed; the demo
 #                     then neither starts, kills, pauses nor restarts them
-#                     (only the holder stall is injected)
+#                     (only the holder stall and the delayed write are injected)
 #   --workers K       concurrent workers (default 8)
 #   --iterations N    increments per worker (default 30)
 #   --no-quarantine   let freshly (re)started masters count at once
@@ -27,19 +34,26 @@
 #
 # Fault schedule on the local bed (seconds after the workers start; stopped
 # early, with everything stopped put back, if the workers finish first):
-#   t+2 kill master 1, t+4 pause master 2, t+6 stall the next lock holder
-#   (it SIGSTOPs its `redlock run` for 3 s, > 2 × the 1 s TTL), t+8 restart
-#   master 1 (persistence always: keys and fence counters survive; it sits
-#   out its quarantine of max_ttl = 3 s), t+10 resume master 2.
+#   t+1 delay the next holder's write by 1.5 s on its way to the store (a
+#   helper process outside the command's process group delivers it: no
+#   supervisor can stop a write that has left the process), t+2 kill master
+#   1, t+4 pause master 2, t+6 stall the next lock holder (its `redlock run`
+#   is SIGSTOPped for 3 s, > 2 × the 1 s TTL; the guard must kill its command
+#   before the lease's deadline), t+8 restart master 1 (persistence always:
+#   keys and fence counters survive; it sits out its quarantine of max_ttl =
+#   3 s), t+10 resume master 2.
 #
 # Output: the report of demo_report (counter vs expected, writes accepted
-# and rejected, acquisitions with acquire latency p50/p99, lost leases,
-# overlaps, faults) and a final OK/FAILED line. Kept in DIR: timeline.svg,
-# report.json and records/ (the raw JSON lines: rerun demo_report on them).
-# Exit status 0 when every check passes, 1 when one fails, 2 on a usage
-# error. Everything the demo starts is stopped on exit by pid (workers by
-# their process group, whose id is the pid we started; the bed by
-# `testbed.sh down`, only if the demo started it); its temp dir is removed.
+# and rejected, writes issued after their lease's deadline, the delayed
+# write, acquisitions with acquire latency p50/p99, lost leases, commands
+# killed, overlaps, faults) and a final OK/FAILED line. Kept in DIR:
+# timeline.svg, report.json and records/ (the raw JSON lines: rerun
+# demo_report on them). Exit status 0 when every check passes, 1 when one
+# fails, 2 on a usage error. Everything the demo starts is stopped on exit by
+# pid (workers by their process group, whose id is the pid we started; the
+# stall's and the delayed write's helpers by the pid they leave in their
+# claimed file, while they hold its lock; the bed by `testbed.sh down`, only
+# if the demo started it); its temp dir is removed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -52,10 +66,14 @@ no_quarantine=no
 build=yes
 out=
 
-# The lock's timing: a 1 s lease, a 3 s cap (= the restart quarantine), and
-# a stall well past the lease.
+# The lock's timing: a 1 s lease, a 3 s cap (= the restart quarantine), a
+# stall well past the lease, and a network delay longer than a lease (so the
+# delayed write arrives after its lease's deadline, whenever it was issued).
 readonly RESOURCE=demo-counter TTL_MS=1000 MAX_TTL_MS=3000 WAIT_MS=30000
-readonly WORK_MS=40 STALL_MS=3000 MAX_ATTEMPTS=20
+readonly WORK_MS=40 STALL_MS=3000 DELAY_MS=1500 MAX_ATTEMPTS=20
+# How long the demo waits for the helpers to finish after the workers did
+# (the delayed write is at most DELAY_MS + the store's 2 s timeouts away).
+readonly HELPER_WAIT_S=10
 
 me=demo
 say() { printf '%s: %s\n' "$me" "$*"; }
@@ -109,14 +127,30 @@ out=${out:-$BUILD_DIR/demo}
 tmp=
 store_pid=
 started_bed=no
+claimed_files=()
 running_workers=()
 # Faults the schedule has started and not yet undone (cleanup undoes them).
 killed_master=no
 paused_master=no
 
+# helper_alive CLAIMED: true while the helper that claimed a fault holds
+# the lock on its claimed file (it keeps it for as long as it lives).
+helper_alive() {
+  [[ -e $1 ]] && ! flock -n "$1" true 2>/dev/null
+}
+
 cleanup() {
-  local rc=$? pid
+  local rc=$? pid claimed
   set +e
+  # The stall's and the delayed write's helpers live in sessions of their
+  # own: stopped by the pid each wrote into its claimed file, if it still
+  # holds that file's lock (so the pid is still the helper's).
+  for claimed in "${claimed_files[@]}"; do
+    if helper_alive "$claimed"; then
+      pid=$(<"$claimed")
+      [[ $pid =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null
+    fi
+  done
   # Each worker runs in its own process group, whose id is the worker's pid:
   # signal the group so its `redlock run` and child go too (CONT first, a
   # stalled holder's parent is stopped).
@@ -166,6 +200,7 @@ for bin in "$redlock" "$fenced" "$report"; do
 done
 command -v redis-server >/dev/null || { say "FAILED — redis-server not found"; exit 1; }
 command -v redis-cli >/dev/null || { say "FAILED — redis-cli not found"; exit 1; }
+command -v flock >/dev/null || { say "FAILED — flock (util-linux) not found"; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
 mkdir -p "$out"
@@ -272,11 +307,16 @@ say "fenced store: 127.0.0.1:$store_port (pid $store_pid), hash $RESOURCE"
 # ---- the workers ------------------------------------------------------------------
 
 stall_file=$tmp/stall
+delay_file=$tmp/delay
+claimed_files=("$stall_file.claimed" "$delay_file.claimed")
+helpers_log=$rec/helpers.jsonl
+: >"$helpers_log"
 
 # worker W: ITERATIONS increments, each under its own `redlock run --fence`.
 # An increment is repeated until the child logs an accepted write (a lost
-# lease, a rejected stale write or a failed acquire just means "again"), so
-# the counter must end at exactly workers × iterations. The last line of
+# lease, a rejected stale write, a write handed to the network whose outcome
+# is unknown, or a failed acquire just means "again"), so the counter must
+# end at exactly workers × iterations (+ the delayed write, had it landed). The last line of
 # run's stderr is its JSON result (runs.jsonl); anything before it goes to
 # stderr.log. Exit 1 when an increment fails MAX_ATTEMPTS times or
 # `redlock run` cannot run at all.
@@ -293,7 +333,8 @@ worker() {
       rc=0
       DEMO_WORKER=$w "$redlock" --config "$conf" run --json --fence --ttl "$TTL_MS" --wait "$WAIT_MS" \
         "$RESOURCE" -- "$fenced" --store "127.0.0.1:$store_port" --key "$RESOURCE" --log "$writes" \
-        --work-ms "$WORK_MS" --stall-file "$stall_file" --stall-ms "$STALL_MS" \
+        --work-ms "$WORK_MS" --fault-log "$helpers_log" --stall-file "$stall_file" --stall-ms "$STALL_MS" \
+        --delay-file "$delay_file" --delay-ms "$DELAY_MS" \
         </dev/null >/dev/null 2>"$err" || rc=$?
       last=$(tail -n 1 "$err")
       if [[ $last == '{'*'"command"'* ]]; then
@@ -360,6 +401,7 @@ bed() {  # bed ARGS...: testbed.sh, its notes to the record
 kill_start=
 pause_start=
 stall_armed=no
+delay_armed=no
 quarantine_note="; quarantined for ${MAX_TTL_MS} ms"
 [[ $no_quarantine == no ]] || quarantine_note="; counts at once: --no-quarantine"
 # put_back FAULT START_US DONE TESTBED_ARGS...: undoes a fault with
@@ -386,6 +428,10 @@ resume_master() {
 }
 
 schedule() {
+  at 1 || return 0
+  : >"$delay_file"
+  delay_armed=yes
+  say "$(since "$(now_us)") the next lock holder's write will take ${DELAY_MS} ms to reach the store (handed to a helper outside its process group)"
   if [[ $local_bed == yes ]]; then
     at 2 || return 0
     kill_start=$(now_us)
@@ -399,7 +445,7 @@ schedule() {
   at 6 || return 0
   : >"$stall_file"
   stall_armed=yes
-  say "$(since "$(now_us)") the next lock holder will stall for ${STALL_MS} ms (its redlock run is SIGSTOPped)"
+  say "$(since "$(now_us)") the next lock holder will stall for ${STALL_MS} ms (its redlock run is SIGSTOPped; its guard must end the command)"
   [[ $local_bed == yes ]] || return 0
   at 8 || return 0
   [[ $killed_master == yes ]] && restart_master
@@ -420,12 +466,28 @@ for pid in "${pids[@]}"; do
 done
 elapsed=$(since "$(now_us)")
 say "workers finished at ${elapsed#t+} ($failed_workers failed)"
-if [[ $stall_armed == no ]]; then
-  say "note: the workers finished before the holder stall was due (try more --iterations)"
-elif [[ -e $stall_file ]]; then
-  rm -f "$stall_file"
-  say "note: the holder stall was armed but no holder ran after it (try more --iterations)"
-fi
+# injected NAME ARMED FILE: 1 when the fault was claimed by a holder, else 0
+# (with a note); disarms an unclaimed one.
+injected() {
+  if [[ $2 == no ]]; then
+    say "note: the workers finished before the $1 was due (try more --iterations)" >&2
+  elif [[ -e $3 ]]; then
+    rm -f "$3"
+    say "note: the $1 was armed but no holder ran after it (try more --iterations)" >&2
+  fi
+  if [[ -e $3.claimed ]]; then echo 1; else echo 0; fi
+}
+stalls=$(injected "holder stall" "$stall_armed" "$stall_file")
+delays=$(injected "delayed write" "$delay_armed" "$delay_file")
+# The delayed write may still be on its way: await its helper (it holds the
+# lock on its claimed file until it has logged the store's verdict).
+helpers_done=yes
+for claimed in "${claimed_files[@]}"; do
+  if [[ -e $claimed ]] && ! flock -w "$HELPER_WAIT_S" "$claimed" true; then
+    helpers_done=no
+    say "the helper of $claimed (pid $(<"$claimed")) did not finish within ${HELPER_WAIT_S} s"
+  fi
+done
 
 # ---- the proof -------------------------------------------------------------------------
 
@@ -440,26 +502,30 @@ for ((w = 1; w <= workers; w++)); do
   inputs+=(--worker "$w" "$rec/worker$w.runs.jsonl" "$rec/worker$w.writes.jsonl")
 done
 title="redlock demo: $workers workers x $iterations fenced increments"
-[[ $local_bed == yes ]] && title+=", master 1 killed + restarted, master 2 paused, a holder stalled"
-[[ $local_bed == no ]] && title+=", a holder stalled"
+[[ $local_bed == yes ]] && title+=", master 1 killed + restarted, master 2 paused"
+title+=", a holder stalled, a write delayed"
 echo
 report_rc=0
 "$report" --final-value "$value" --expected "$expected" --store-rejected "$rejected" \
+  --injected-stalls "$stalls" --injected-delays "$delays" \
   --svg "$out/timeline.svg" --json "$out/report.json" --title "$title" \
-  "${inputs[@]}" "$faults" || report_rc=$?
+  "${inputs[@]}" "$helpers_log" "$faults" || report_rc=$?
 echo
 
 problems=()
 ((report_rc == 0)) || problems+=("demo_report found a problem (exit $report_rc)")
 ((failed_workers == 0)) || problems+=("$failed_workers worker(s) failed (see $rec/worker*.stderr.log)")
-# A stalled write that went through is no safety failure by itself (had
-# another holder written meanwhile, the counter check would catch it), but
-# the demo then did not get to show the fence at work.
-if cat "$rec"/worker*.writes.jsonl | grep -q '"accepted":true,.*"stalled":true'; then
-  say "note: the stalled holder's write was accepted: no other holder wrote during its stall"
-fi
+[[ $helpers_done == yes ]] || problems+=("a fault's helper did not finish")
+# report_field NAME: a whole-number top-level field of report.json.
+report_field() {
+  sed -n "s/^  \"$1\": \([0-9]*\),\{0,1\}\$/\1/p" "$out/report.json" 2>/dev/null
+}
+late=$(report_field late_issued_writes)
+delayed_rejected=$(report_field delayed_rejected)
 if ((${#problems[@]} == 0)); then
-  say "OK — counter $value == $workers x $iterations, no overlapping holders, $rejected stale write(s) fenced off (${elapsed#t+})"
+  say "OK — counter $value as expected, ${late:-?} write(s) issued after their lease's deadline," \
+    "$stalls stalled holder(s) killed before the deadline, ${delayed_rejected:-?} of $delays delayed write(s)" \
+    "rejected by the fence ($rejected stale write(s) fenced off in all), no overlapping holders (${elapsed#t+})"
   say "kept: $out (timeline.svg, report.json, records/)"
 else
   say "FAILED — $(IFS=';'; printf '%s' "${problems[*]}")"

@@ -11,10 +11,12 @@
 
 #include "lease_state.hpp"
 #include "node.hpp"
-#include "redlock.hpp"
+#include "engine.hpp"
 #include "scripts.hpp"
+#include "keys.hpp"
 #include "sha1.hpp"
 #include "survey.hpp"
+#include "uv_runtime.hpp"
 #include "wake.hpp"
 
 namespace redlock {
@@ -28,7 +30,8 @@ class ClientCore final : public detail::Transport {
   ClientCore(uv_loop_t* loop, Config config)
       : loop_(loop),
         config_(std::move(config)),
-        engine_(loop, *this, config_.options),
+        runtime_(loop),
+        engine_(runtime_, *this, config_.options),
         wake_(loop, config_.nodes, config_.options) {
     for (std::size_t i = 0; i < detail::script_count; ++i) shas_[i] = detail::sha1_hex(detail::script_bodies[i]);
     uv_timer_init(loop_, &reaper_);
@@ -36,7 +39,7 @@ class ClientCore final : public detail::Transport {
     nodes_.reserve(config_.nodes.size());
     for (const NodeAddress& address : config_.nodes) {
       nodes_.push_back(std::make_unique<Node>(loop_, address, config_.options, shas_.data(),
-                                              [this] { node_closed(); }));
+                                              [this] { node_closed(); }, [this] { mark_duplicates(); }));
     }
     for (auto& node : nodes_) node->start();
   }
@@ -57,11 +60,28 @@ class ClientCore final : public detail::Transport {
 
   detail::Engine& engine() noexcept { return engine_; }
 
+  // mark_duplicates: one server, one vote. Two configured masters that
+  // reported the same run id (two spellings of one address, two db numbers,
+  // unix and TCP) are one server: every one after the first is excluded,
+  // with a text naming both. Run after each handshake (a node may have been
+  // moved, or restarted as another server).
+  void mark_duplicates() {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      std::string text;
+      for (std::size_t j = 0; j < i && text.empty() && !nodes_[i]->run_id().empty(); ++j) {
+        if (nodes_[j]->run_id() == nodes_[i]->run_id()) {
+          text = "the same server as " + nodes_[j]->address() + " (run_id " + nodes_[i]->run_id() +
+                 "): one server, one vote; configure it once";
+        }
+      }
+      nodes_[i]->set_duplicate_of(std::move(text));
+    }
+  }
+
   // start_watchdog: a lease taken through this client now keeps itself
   // extended. After close() it is lost at once.
   void start_watchdog(std::shared_ptr<detail::LeaseState> state) {
-    auto* dog = new detail::Watchdog(loop_, engine_, config_.options, std::move(state),
-                                     [this](detail::Watchdog* w) { watchdog_gone(w); });
+    auto* dog = new detail::Watchdog(engine_, std::move(state), [this](detail::Watchdog* w) { watchdog_gone(w); });
     dog->next = watchdogs_;
     if (watchdogs_ != nullptr) watchdogs_->prev = dog;
     watchdogs_ = dog;
@@ -76,7 +96,8 @@ class ClientCore final : public detail::Transport {
 
   // status: every node's view of `resource` (inspect script), on the loop.
   void status(std::string resource, std::function<void(ResourceStatus)> done) {
-    detail::Call call{detail::CommandId::inspect, config_.options.prefix + resource, {}, {}, {}};
+    detail::Call call{detail::CommandId::inspect, detail::lock_key(config_.options.prefix, resource), {}, {},
+                      {detail::fence_key(config_.options.prefix, resource)}, {}};
     start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                                       std::vector<detail::SurveyAnswer> answers) mutable {
       ResourceStatus st;
@@ -105,7 +126,7 @@ class ClientCore final : public detail::Transport {
 
   // probe: PING every node; report it with what the last handshake read.
   void probe(std::function<void(NodesReport)> done) {
-    detail::Call call{detail::CommandId::ping, {}, {}, {}, {}};
+    detail::Call call{detail::CommandId::ping, {}, {}, {}, {}, {}};
     start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
       NodesReport report;
       report.quorum = detail::majority_of(nodes_.size());
@@ -120,7 +141,8 @@ class ClientCore final : public detail::Transport {
         h.run_id = node.run_id();
         h.uptime = node.uptime(now);
         h.quarantine_left = node.quarantine_left(now);
-        h.quarantined = h.quarantine_left.count() > 0;
+        h.excluded = node.excluded();
+        h.quarantined = h.quarantine_left.count() > 0 || !h.excluded.empty();
         if (a.answered && a.reply_type == detail::ReplyView::Type::status) {
           h.reachable = true;
           h.rtt = a.rtt;
@@ -212,6 +234,7 @@ class ClientCore final : public detail::Transport {
 
   uv_loop_t* loop_;
   Config config_;
+  detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
   std::array<std::string, detail::script_count> shas_;
   std::vector<std::unique_ptr<Node>> nodes_;
   detail::Engine engine_;

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -323,6 +324,8 @@ constexpr Key keys[] = {
     {"wake_ups", set_flag<&Options::wake_ups>},
     {"wake_jitter_ms", set_duration<&Options::wake_jitter>},
     {"wake_safety_net_ms", set_duration<&Options::wake_safety_net>},
+    {"data_check_interval_ms", set_duration<&Options::data_check_interval>},
+    {"accept_eviction", set_flag<&Options::accept_eviction>},
 };
 
 Error unknown_key(std::string_view name) {
@@ -388,8 +391,11 @@ Problem node_problem(const NodeAddress& node) {
   return std::nullopt;
 }
 
+// same_node: one server, whatever the db number (two dbs of one server are
+// one vote, not two). Other spellings of one server are caught by run id at
+// the handshake.
 bool same_node(const NodeAddress& a, const NodeAddress& b) {
-  if (a.kind != b.kind || a.db != b.db) return false;
+  if (a.kind != b.kind) return false;
   if (a.kind == NodeAddress::Kind::unix_socket) return a.path == b.path;
   return a.port == b.port && iequals(a.host, b.host);
 }
@@ -401,8 +407,8 @@ Result<void> validate_nodes(const std::vector<NodeAddress>& nodes) {
       return config_error(cat(node_name(i), ": ", quote(nodes[i].display()), ": ", *problem));
     for (std::size_t j = 0; j < i; ++j)
       if (same_node(nodes[i], nodes[j]))
-        return config_error(cat(node_name(i), ": duplicate of ", node_name(j), " (", nodes[j].display(),
-                                " db ", std::to_string(nodes[j].db), ")"));
+        return config_error(cat(node_name(i), ": the same server as ", node_name(j), " (", nodes[j].display(),
+                                "; the db number does not make another master: one server, one vote)"));
   }
   return {};
 }
@@ -445,9 +451,29 @@ Result<void> validate_options(const Options& o) {
           {o.wake_jitter >= 0ms, "wake_jitter_ms", ms(o.wake_jitter), "must be >= 0"},
           {o.wake_safety_net > 0ms, "wake_safety_net_ms", ms(o.wake_safety_net), "must be > 0"},
           {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
+          {o.data_check_interval > 0ms, "data_check_interval_ms", ms(o.data_check_interval), "must be > 0"},
+          {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(o.prefix),
+           "may not contain '{' or '}' (they mark the resource in every key)"},
       });
       !fields)
     return fields;
+  // Upper bounds, so that no sum of durations on the nanosecond steady
+  // clock can overflow (a max_ttl of 2^63 ns switched the quarantine off).
+  constexpr milliseconds most{std::numeric_limits<std::int32_t>::max()};
+  const std::pair<std::string_view, milliseconds> durations[] = {
+      {"default_ttl_ms", o.default_ttl},       {"max_ttl_ms", o.max_ttl},
+      {"min_validity_ms", o.min_validity},     {"node_timeout_ms", o.node_timeout},
+      {"connect_timeout_ms", o.connect_timeout}, {"reconnect_max_ms", o.reconnect_max},
+      {"retry_delay_ms", o.retry_delay},       {"retry_jitter_ms", o.retry_jitter},
+      {"release_settle_ms", o.release_settle}, {"stall_timeout_ms", o.stall_timeout},
+      {"wake_jitter_ms", o.wake_jitter},       {"wake_safety_net_ms", o.wake_safety_net},
+      {"data_check_interval_ms", o.data_check_interval}};
+  for (const auto& [field, value] : durations) {
+    if (value > most) return config_error(cat(field, ": ", ms(value), ": must be <= ", ms(most), " (about 24.8 days)"));
+  }
+  if (o.max_pending > static_cast<std::size_t>(most.count())) {
+    return config_error(cat("max_pending: ", std::to_string(o.max_pending), ": must be <= ", ms(most)));
+  }
   // The same drift the lock rounds subtract, so a lock taken with the default
   // TTL can still be valid after a full node timeout. Written as ttl - drift
   // because node_timeout + drift could overflow.

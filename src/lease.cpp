@@ -6,7 +6,8 @@
 #include <utility>
 
 #include "lease_state.hpp"
-#include "redlock.hpp"
+#include "engine.hpp"
+#include "quorum.hpp"
 
 namespace redlock {
 
@@ -14,7 +15,6 @@ namespace detail {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
 using std::chrono::duration_cast;
 
 // Timers fire this much before the validity deadline: uv timers count whole
@@ -22,59 +22,46 @@ using std::chrono::duration_cast;
 // late; the drift allowance already covers the rest.
 constexpr auto deadline_margin = milliseconds{2};
 
-std::uint64_t ms_until(clock::time_point t) {
-  const auto left = duration_cast<milliseconds>(t - clock::now()).count();
-  return static_cast<std::uint64_t>(std::max<long long>(left, 0));
-}
-
-std::size_t count_held(const std::vector<NodeOutcome>& nodes) {
-  return static_cast<std::size_t>(
-      std::count_if(nodes.begin(), nodes.end(), [](const NodeOutcome& n) { return n.outcome == Outcome::held; }));
+milliseconds until(TimePoint t, TimePoint now) {
+  return std::max(duration_cast<milliseconds>(t - now), milliseconds{0});
 }
 
 }  // namespace
 
-Watchdog::Watchdog(uv_loop_t* loop, Engine& engine, const Options& options, std::shared_ptr<LeaseState> state,
-                   std::function<void(Watchdog*)> gone)
-    : loop_(loop), engine_(engine), options_(options), state_(std::move(state)), gone_(std::move(gone)) {
-  uv_timer_init(loop_, &extend_timer_);
-  uv_timer_init(loop_, &deadline_timer_);
-  extend_timer_.data = this;
-  deadline_timer_.data = this;
+Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone)
+    : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(std::move(gone)) {
+  Runtime& runtime = engine_.runtime();
+  extend_timer_ = runtime.timer([this] { on_extend_timer(); });
+  deadline_timer_ = runtime.timer([this] { on_deadline_timer(); });
+  free_timer_ = runtime.timer([this] { maybe_free(); });
   state_->watchdog = this;
 }
 
-clock::time_point Watchdog::current_deadline() const {
+TimePoint Watchdog::current_deadline() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->deadline;
 }
 
 void Watchdog::start() {
-  const clock::time_point deadline = current_deadline();
+  const TimePoint deadline = current_deadline();
   arm_deadline();
   if (state_->options.auto_extend) {
-    const auto validity = deadline - clock::now();
-    arm_extend(duration_cast<clock::duration>(validity * state_->options.extend_at));
+    const auto validity = deadline - engine_.runtime().now();
+    arm_extend(duration_cast<Clock::duration>(validity * state_->options.extend_at));
   } else {
     stopped_extending_ = "auto_extend is off";
   }
 }
 
-void Watchdog::arm_extend(clock::duration in) {
-  const auto ms = std::max<long long>(duration_cast<milliseconds>(in).count(), 0);
-  uv_timer_start(
-      &extend_timer_, [](uv_timer_t* t) { static_cast<Watchdog*>(t->data)->on_extend_timer(); },
-      static_cast<std::uint64_t>(ms), 0);
+void Watchdog::arm_extend(Clock::duration in) {
+  extend_timer_->start(std::max(duration_cast<milliseconds>(in), milliseconds{0}));
 }
 
 void Watchdog::arm_deadline() {
-  const clock::time_point deadline = current_deadline();
-  uv_timer_start(
-      &deadline_timer_, [](uv_timer_t* t) { static_cast<Watchdog*>(t->data)->on_deadline_timer(); },
-      ms_until(deadline - deadline_margin), 0);
+  deadline_timer_->start(until(current_deadline() - deadline_margin, engine_.runtime().now()));
 }
 
-std::string Watchdog::cap_reached(clock::time_point now) const {
+std::string Watchdog::cap_reached(TimePoint now) const {
   const LeaseOptions& o = state_->options;
   int extensions = 0;
   {
@@ -92,7 +79,7 @@ std::string Watchdog::cap_reached(clock::time_point now) const {
 
 void Watchdog::on_extend_timer() {
   if (stopped_ || extending_) return;
-  if (std::string cap = cap_reached(clock::now()); !cap.empty()) {
+  if (std::string cap = cap_reached(engine_.runtime().now()); !cap.empty()) {
     stopped_extending_ = std::move(cap);
     return;  // the deadline timer declares the loss
   }
@@ -109,7 +96,7 @@ void Watchdog::on_extend_timer() {
 void Watchdog::on_extended(Result<Lock> r) {
   extending_ = false;
   if (stopped_) return maybe_free();
-  const clock::time_point now = clock::now();
+  const TimePoint now = engine_.runtime().now();
   if (r) {
     {
       std::lock_guard<std::mutex> lock(state_->mu);
@@ -118,33 +105,30 @@ void Watchdog::on_extended(Result<Lock> r) {
     }
     last_failure_.reset();
     arm_deadline();
-    arm_extend(duration_cast<clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
+    arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
     return;
   }
   Error e = std::move(r).error();
   if (e.code == Errc::closed) return;  // shutdown() reports it
-  const std::size_t nodes = e.nodes.size();
-  const std::size_t quorum = nodes / 2 + 1;
   if (e.code == Errc::too_late) {
     return lose("extension answered by a majority only after the validity deadline: " + e.message,
                 std::move(e.nodes));
   }
-  if (nodes > 0 && count_held(e.nodes) > nodes - quorum) {
+  if (refused_for_good(e.nodes)) {
     // Extend never recreates a key: these nodes will never say yes again.
-    return lose("extension refused: our token is gone from " + std::to_string(count_held(e.nodes)) + " of " +
-                    std::to_string(nodes) + " nodes (" + e.message + ")",
+    return lose("extension refused: our token is gone from too many nodes for a majority (" + e.message + ")",
                 std::move(e.nodes));
   }
   // Not decided yet (timeouts, errors): try again while there is time.
   last_failure_ = std::move(e);
-  const clock::time_point deadline = current_deadline();
+  const TimePoint deadline = current_deadline();
   if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(options_.retry_delay);
 }
 
 void Watchdog::on_deadline_timer() {
   if (stopped_) return;
-  const clock::time_point deadline = current_deadline();
-  if (clock::now() + deadline_margin < deadline) return arm_deadline();  // woke early
+  const TimePoint deadline = current_deadline();
+  if (engine_.runtime().now() + deadline_margin < deadline) return arm_deadline();  // woke early
   std::string why = "validity deadline passed";
   if (!stopped_extending_.empty()) {
     why += " (the watchdog stopped extending: " + stopped_extending_ + ")";
@@ -178,19 +162,15 @@ void Watchdog::stop() {
   if (stopped_) return;
   stopped_ = true;
   state_->watchdog = nullptr;
-  auto closed = [](uv_handle_t* h) {
-    auto* self = static_cast<Watchdog*>(h->data);
-    --self->open_handles_;
-    self->maybe_free();
-  };
-  uv_close(reinterpret_cast<uv_handle_t*>(&extend_timer_), closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&deadline_timer_), closed);
+  extend_timer_->stop();
+  deadline_timer_->stop();
+  free_timer_->start(milliseconds{0});
 }
 
-// maybe_free: once stopped, both timers closed and no extension in flight
-// (its callback holds `this`), unlink from the client and free.
+// maybe_free: once stopped and no extension in flight (its callback holds
+// `this`), unlink from the client and free — never inside stop() itself.
 void Watchdog::maybe_free() {
-  if (open_handles_ != 0 || extending_) return;
+  if (!stopped_ || extending_ || free_timer_->active()) return;
   if (gone_) gone_(this);
   delete this;
 }

@@ -7,8 +7,6 @@
 // it before it closes), and it keeps the reentrancy registry.
 #pragma once
 
-#include <uv.h>
-
 #include <chrono>
 #include <functional>
 #include <map>
@@ -21,6 +19,7 @@
 
 #include "redlock/async_client.hpp"
 #include "redlock/lease.hpp"
+#include "runtime.hpp"
 
 namespace redlock::detail {
 
@@ -62,12 +61,12 @@ struct LeaseState {
 };
 
 // Watchdog — keeps one lease extended and declares it lost. Lives on the
-// loop; owns two uv timers and frees itself once they are closed, telling
-// `gone` (its client) last.
+// loop, on the engine's Runtime (so it runs in the simulator too); owns two
+// timers and frees itself once stopped and no extension is in flight,
+// telling `gone` (its client) last, never inside a call of its own owner.
 class Watchdog {
  public:
-  Watchdog(uv_loop_t* loop, Engine& engine, const Options& options, std::shared_ptr<LeaseState> state,
-           std::function<void(Watchdog*)> gone);
+  Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone);
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
@@ -83,24 +82,23 @@ class Watchdog {
 
  private:
   ~Watchdog() = default;
-  void arm_extend(std::chrono::steady_clock::duration in);
+  void arm_extend(Clock::duration in);
   void arm_deadline();
   void on_extend_timer();
   void on_extended(Result<Lock> r);
   void on_deadline_timer();
   void lose(std::string why, std::vector<NodeOutcome> nodes = {});
   void maybe_free();
-  std::chrono::steady_clock::time_point current_deadline() const;
-  std::string cap_reached(std::chrono::steady_clock::time_point now) const;
+  TimePoint current_deadline() const;
+  std::string cap_reached(TimePoint now) const;
 
-  uv_loop_t* loop_;
   Engine& engine_;
   const Options& options_;
   std::shared_ptr<LeaseState> state_;
   std::function<void(Watchdog*)> gone_;
-  uv_timer_t extend_timer_;
-  uv_timer_t deadline_timer_;
-  int open_handles_ = 2;
+  std::unique_ptr<Timer> extend_timer_;
+  std::unique_ptr<Timer> deadline_timer_;
+  std::unique_ptr<Timer> free_timer_;  // frees the stopped watchdog on a later loop turn
   bool stopped_ = false;
   bool extending_ = false;
   std::string stopped_extending_;  // why the watchdog no longer extends (a cap)

@@ -3,11 +3,12 @@
 // command, reconnect with capped exponential backoff and jitter, and the
 // restart quarantine read from INFO on every (re)connect.
 //
-// Commands are accepted while the connection is being set up: hiredis
-// buffers them behind the handshake (AUTH, SELECT, SCRIPT LOAD, INFO
-// server), so the
-// first acquire of a new client does not wait for a separate connect step,
-// and the INFO reply always arrives before the reply it must judge.
+// Commands are accepted while the connection is being set up, but nothing
+// of theirs is written before the whole handshake succeeded: AUTH, SELECT,
+// SCRIPT LOAD, INFO, then the data-loss marker. They wait in the FIFO,
+// unwritten (with their deadlines running), and are written in order the
+// moment the handshake completes; a failed handshake fails them, and
+// nothing else goes down that connection.
 #pragma once
 
 #include <uv.h>
@@ -17,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "redlock/config.hpp"
 #include "transport.hpp"
@@ -35,7 +37,7 @@ class Node {
   // which outlives it). on_closed runs once, from the last close callback,
   // after close(); the owner may free the Node inside it.
   Node(uv_loop_t* loop, NodeAddress address, const Options& options, const std::string* shas,
-       std::function<void()> on_closed);
+       std::function<void()> on_closed, std::function<void()> on_ready = {});
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   ~Node();
@@ -61,17 +63,29 @@ class Node {
   // quarantine_left: how long the node still sits out of majorities (zero
   // when it counts, or when quarantine is off).
   std::chrono::milliseconds quarantine_left(clock::time_point now) const noexcept;
+  // excluded: why this master's votes never count, whatever its uptime (a
+  // maxmemory-policy that may evict lock keys, or the same server as
+  // another configured master); empty when they do.
+  const std::string& excluded() const noexcept { return excluded_.empty() ? duplicate_ : excluded_; }
+  // set_duplicate_of: this master is the same server (run id) as another
+  // configured one, named in `text`; empty clears it. Set by the client
+  // whenever a handshake completes (one server, one vote).
+  void set_duplicate_of(std::string text) { duplicate_ = std::move(text); }
 
   // Called by the hiredis callbacks (C linkage trampolines in node.cpp).
   void handle_reply(redisAsyncContext* ac, redisReply* reply);
   void connection_lost(const redisAsyncContext* ac, std::string reason);
 
  private:
-  enum class Kind : std::uint8_t { script, handshake, info };
+  // vote_check: the GET of the data-loss marker written behind the
+  // acquires of one loop turn (one per write); their replies are held back
+  // until it answers.
+  enum class Kind : std::uint8_t { script, handshake, info, marker, vote_check };
   struct Pending {
     Kind kind = Kind::script;
     bool timed_out = false;
     bool retried = false;  // already re-sent as EVAL after NOSCRIPT
+    bool written = true;   // false: accepted before the handshake completed
     ReplySink* sink = nullptr;
     std::size_t slot = 0;
     const Call* call = nullptr;
@@ -88,6 +102,15 @@ class Node {
   void finish_close();
   void schedule_reconnect();
   void handle_info(redisReply* reply, clock::time_point now);
+  void handle_marker(const redisReply* reply, clock::time_point now);
+  void handle_vote_check(const Pending& p, const redisAsyncContext* ac, const redisReply* reply,
+                         clock::time_point now);
+  bool queue_vote_check();
+  void before_write(const redisAsyncContext* ac);
+  bool queue_marker();
+  void become_ready();
+  void fail_unwritten();
+  void raise_quarantine(clock::time_point until, std::string reason);
   void deliver(const Pending& p, redisAsyncContext* ac, redisReply* reply, clock::time_point now);
   void on_deadline();
   void on_conn_timer();
@@ -100,6 +123,7 @@ class Node {
   const Options& options_;
   const std::string* shas_;
   std::function<void()> on_closed_;
+  std::function<void()> on_ready_;
 
   redisAsyncContext* ac_ = nullptr;
   State state_ = State::disconnected;
@@ -120,19 +144,37 @@ class Node {
   bool unresponsive_ = false;
   clock::time_point unresponsive_since_{};  // the sent time of the command that timed out
   std::string wire_;  // the command being queued, in RESP (reused)
-  std::deque<Pending> pending_;
+  std::deque<Pending> pending_;  // FIFO: written commands, then the unwritten_ ones
+  std::size_t unwritten_ = 0;
   std::size_t scanned_ = 0;  // pending_[0, scanned_) need no deadline check
   clock::time_point armed_due_{};
   bool armed_ = false;
 
-  clock::time_point quarantine_until_{};
+  clock::time_point quarantine_until_{};  // only ever raised
+  std::string quarantine_reason_;         // what set quarantine_until_
   std::string quarantine_text_;
+  std::string excluded_, duplicate_;      // see excluded()
+  std::string marker_epoch_;              // the data-loss marker's epoch last seen (kept across reconnects)
+  bool marker_in_flight_ = false;
+  bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
+  // Acquire replies waiting for the vote check written behind them.
+  struct HeldReply {
+    ReplyView view;    // view.str is set from text when delivered
+    std::string text;
+    bool quarantined = false;
+    ReplySink* sink = nullptr;
+    std::size_t slot = 0;
+    clock::time_point sent{};
+  };
+  std::vector<HeldReply> held_;
   std::string version_, run_id_;
+  std::uint64_t server_ = 0;  // hash of run_id_ (NodeEvent::server)
   long long info_uptime_s_ = -1;  // uptime_in_seconds of the last INFO server
   clock::time_point info_at_{};   // when that reply came
 
   uv_timer_t deadline_timer_;  // per-command deadlines and stall detection
   uv_timer_t conn_timer_;      // reconnect backoff, and connect timeout while connecting
+  uv_timer_t check_timer_;     // the periodic data-loss check while ready
 };
 
 }  // namespace redlock::detail

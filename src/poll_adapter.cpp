@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <ctime>
+#include <utility>
 
 namespace redlock::detail {
 
@@ -69,9 +70,13 @@ struct PollWatcher {
   bool flush_armed = false;
   bool flushing = false;
   signed char sigpipe_harmless = -1;  // decided on the first write
+  BeforeWrite before_write = nullptr;
+  void* before_write_data = nullptr;
 };
 
 void write_out(PollWatcher* w) {
+  if (w->before_write != nullptr) w->before_write(w->before_write_data, w->ac);
+  if (w->ac == nullptr) return;
   if (w->sigpipe_harmless < 0) w->sigpipe_harmless = sigpipe_harmless() ? 1 : 0;
   handle_write(w->ac, w->sigpipe_harmless == 1);
 }
@@ -104,12 +109,21 @@ void update_poll(PollWatcher* w, int add, int remove) {
 void on_flush(uv_prepare_t* handle) {
   auto* w = static_cast<PollWatcher*>(handle->data);
   uv_prepare_stop(handle);
+  if (w->ac == nullptr) {
+    w->flush_armed = false;
+    return;
+  }
+  // A command queued by before_write finds the flush still armed: it goes
+  // out in this write, without arming another.
+  if (w->before_write != nullptr) w->before_write(w->before_write_data, w->ac);
   w->flush_armed = false;
   if (w->ac == nullptr) return;
   // hiredis writes what the socket takes, then calls delWrite (all written)
   // or addWrite (the rest waits for writability), then addRead.
   w->flushing = true;
+  const BeforeWrite hook = std::exchange(w->before_write, nullptr);  // already ran
   write_out(w);
+  w->before_write = hook;
   w->flushing = false;
 }
 
@@ -143,7 +157,7 @@ void ev_cleanup(void* p) {
 
 }  // namespace
 
-bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop) {
+bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop, BeforeWrite before_write, void* data) {
   // hiredis opens its sockets without SOCK_CLOEXEC: a child the host
   // program starts (`redlock run`'s command) must not inherit connections
   // to the masters.
@@ -151,6 +165,8 @@ bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop) {
   if (flags >= 0) fcntl(ac->c.fd, F_SETFD, flags | FD_CLOEXEC);
   auto* w = new PollWatcher;
   w->ac = ac;
+  w->before_write = before_write;
+  w->before_write_data = data;
   if (uv_poll_init(loop, &w->poll, ac->c.fd) != 0) {
     delete w;
     return false;

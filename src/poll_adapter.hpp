@@ -16,6 +16,11 @@ namespace redlock::detail {
 
 // attach_to_loop hooks `ac` to `loop`; false if its socket cannot be
 // watched. The adapter frees itself when hiredis frees the context.
-bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop);
+// before_write, when given, runs with `data` and the context right before
+// each write of the context's buffered commands: the last moment to queue
+// one more command that goes out in the same write (Node's vote check).
+using BeforeWrite = void (*)(void* data, redisAsyncContext* ac);
+bool attach_to_loop(redisAsyncContext* ac, uv_loop_t* loop, BeforeWrite before_write = nullptr,
+                    void* data = nullptr);
 
 }  // namespace redlock::detail

@@ -34,6 +34,24 @@ bool QuorumTally::success() const noexcept {
   return ok_ >= 1 && unconfirmed < quorum();
 }
 
+bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept {
+  const auto held = static_cast<std::size_t>(
+      std::count_if(nodes.begin(), nodes.end(), [](const NodeOutcome& n) { return n.outcome == Outcome::held; }));
+  return !nodes.empty() && held > nodes.size() - majority_of(nodes.size());
+}
+
+std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes) {
+  std::vector<long long> free_in;
+  for (const NodeOutcome& n : nodes) {
+    if (n.outcome == Outcome::ok) free_in.push_back(0);
+    if (n.outcome == Outcome::held && n.holder_ttl.count() >= 0) free_in.push_back(n.holder_ttl.count());
+  }
+  const std::size_t quorum = majority_of(nodes.size());
+  if (free_in.size() < quorum) return std::nullopt;
+  std::nth_element(free_in.begin(), free_in.begin() + static_cast<std::ptrdiff_t>(quorum - 1), free_in.end());
+  return std::chrono::milliseconds{free_in[quorum - 1]};
+}
+
 namespace {
 
 std::string reply_text(const ReplyView& r) {
@@ -161,6 +179,14 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (event.kind != EventKind::timeout) ++finals_;
   if (first) {
     classify(call_.command, event, out);
+    if (out.outcome == Outcome::ok && event.server != 0) {
+      if (std::find(yes_servers_.begin(), yes_servers_.end(), event.server) != yes_servers_.end()) {
+        out.outcome = Outcome::error;
+        out.error = "the same server as another master that already said yes (run id): one server, one vote";
+      } else {
+        yes_servers_.push_back(event.server);
+      }
+    }
     record_first(slot);
   }
   maybe_free();

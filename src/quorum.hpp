@@ -8,7 +8,9 @@
 // has let go (detach).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,11 @@
 #include "transport.hpp"
 
 namespace redlock::detail {
+
+// majority_of: the quorum of n masters, N/2 + 1. Every majority decision of
+// the library (rounds, a lease's "lost for good", when a held lock frees,
+// reports) counts through it; it is written nowhere else.
+inline std::size_t majority_of(std::size_t n) noexcept { return n / 2 + (sabotage().small_quorum ? 0 : 1); }
 
 // RoundMode — what "decided" means.
 //   majority  (acquire, extend) success when ok ≥ quorum; failure as soon as
@@ -40,7 +47,7 @@ class QuorumTally {
   bool success() const noexcept;
 
   std::size_t nodes() const noexcept { return nodes_; }
-  std::size_t quorum() const noexcept { return nodes_ / 2 + (sabotage().small_quorum ? 0 : 1); }
+  std::size_t quorum() const noexcept { return majority_of(nodes_); }
   std::size_t ok() const noexcept { return ok_; }
   std::size_t held() const noexcept { return held_; }
   std::size_t answered() const noexcept { return answered_; }
@@ -103,10 +110,21 @@ class QuorumRound final : public ReplySink {
   std::vector<NodeOutcome> outcomes_;
   RoundListener* listener_;
   std::size_t finals_ = 0;
+  std::vector<std::uint64_t> yes_servers_;  // the servers whose yes counted (NodeEvent::server)
   long long max_counter_ = 0;
   bool launching_ = true;
   bool detached_ = false;
 };
+
+// refused_for_good: more than N − quorum nodes answered "not ours" (held)
+// to an extend — which never recreates a key — so no majority can ever say
+// yes again to that value.
+bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept;
+
+// majority_free_in: when the key will be gone from a majority, from the
+// TTLs the nodes reported to an acquire (a node that said yes is free now);
+// none when fewer than a majority reported one.
+std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes);
 
 // classify turns one reply to `command` into an outcome, filling holder_ttl
 // and error text. Exposed for tests.

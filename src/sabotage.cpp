@@ -28,6 +28,10 @@ Sabotage parse() {
       s.no_rollback = true;
     } else if (name == "no_quarantine") {
       s.no_quarantine = true;
+    } else if (name == "no_data_check") {
+      s.no_data_check = true;
+    } else if (name == "reused_value") {
+      s.reused_value = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

@@ -13,6 +13,8 @@ struct Sabotage {
   bool wall_clock = false;     // elapsed measured on the wall clock, not steady_clock
   bool no_rollback = false;    // a failed acquire round is not released
   bool no_quarantine = false;  // restarted nodes count at once
+  bool no_data_check = false;  // a master that lost its data is not seen to have lost it
+  bool reused_value = false;   // one value for all attempts of an acquire (the first design), rollback by it
 };
 
 #ifdef REDLOCK_SABOTAGE

@@ -29,14 +29,19 @@ enum class CommandId : std::uint8_t {
   multi_extend,
   multi_release,
   inspect,
+  marker,
   set_nx,
   ping
 };
-inline constexpr std::size_t script_count = 9;  // every id before set_nx
+inline constexpr std::size_t script_count = 10;  // every id before set_nx
 
-// acquire: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
-// Set if free → +OK. Our own token already there → refresh the TTL → +OK
-// (a retry never blocks itself). Held by another → :PTTL of the holder.
+// Every name a script touches comes in KEYS (lock keys, fence counters) or,
+// for release channels, in ARGV; no script builds a name (src/keys.hpp).
+
+// acquire: KEYS[1] lock key; ARGV[1] value, ARGV[2] ttl ms. Used with a
+// caller-given token (docs/design.md: "a caller's token is a refresh").
+// Set if free → +OK. That value already there → refresh the TTL → +OK.
+// Held by another → :PTTL of the holder.
 inline constexpr std::string_view acquire_script = R"lua(
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.status_reply('OK')
@@ -48,8 +53,8 @@ end
 return redis.call('PTTL', KEYS[1])
 )lua";
 
-// extend: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
-// Only while our token is there → :1; never recreates a missing key → :0.
+// extend: KEYS[1] lock key; ARGV[1] value, ARGV[2] ttl ms.
+// Only while our value is there → :1; never recreates a missing key → :0.
 inline constexpr std::string_view extend_script = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -58,28 +63,31 @@ end
 return 0
 )lua";
 
-// release: KEYS[1] lock key; ARGV[1] token.
-// Only our own token is deleted (→ :1, and a wake-up is published on
-// KEYS[1]..':released', i.e. {prefix}{resource}:released); anything else → :0.
+// release: KEYS[1] lock key; ARGV[1] value; ARGV[2] the release channel,
+// absent for a rollback. Only our own value is deleted (→ :1); anything
+// else → :0. A release publishes the value on the channel (waiters wake); a
+// rollback of a failed attempt publishes nothing — it freed nothing that
+// anyone held, and announcing it made every waiter retry on every failed
+// attempt of every other waiter (a wake-up storm).
 inline constexpr std::string_view release_script = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
+  if ARGV[2] then redis.call('PUBLISH', ARGV[2], ARGV[1]) end
   return 1
 end
 return 0
 )lua";
 
-// fenced_acquire: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. Phase 1
-// of a fenced acquire: the acquire script, and in the same atomic step it
-// reads this node's fence counter (KEYS[1]..':fence', never expiring).
+// fenced_acquire: KEYS[1] lock key, KEYS[2] its fence counter (never
+// expiring); ARGV[1] value, ARGV[2] ttl ms. Phase 1 of a fenced acquire:
+// the acquire script, and in the same atomic step it reads the counter.
 // Set or refreshed → [1, counter]; held by another → [0, counter, PTTL].
 inline constexpr std::string_view fenced_acquire_script = R"lua(
-local raw = redis.call('GET', KEYS[1] .. ':fence')
+local raw = redis.call('GET', KEYS[2])
 local counter = 0
 if raw then
   counter = tonumber(raw)
-  if not counter then return redis.error_reply('fence counter ' .. KEYS[1] .. ':fence is not a number') end
+  if not counter then return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not a number') end
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, counter}
@@ -91,23 +99,23 @@ end
 return {0, counter, redis.call('PTTL', KEYS[1])}
 )lua";
 
-// fence_raise: KEYS[1] lock key; ARGV[1] token, ARGV[2] the fence F. Phase
-// 2: only while our token is still there, raise the counter to F → :1.
-// Our token gone, or a counter already at F or above (which the majority
-// argument rules out; refusing keeps F strictly above it) → :0.
+// fence_raise: KEYS[1] lock key, KEYS[2] its fence counter; ARGV[1] value,
+// ARGV[2] the fence F. Phase 2: only while our value is still there, raise
+// the counter to F → :1. Our value gone, or a counter already at F or above
+// (which the majority argument rules out; refusing keeps F strictly above
+// it) → :0.
 inline constexpr std::string_view fence_raise_script = R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local key = KEYS[1] .. ':fence'
-local current = tonumber(redis.call('GET', key) or '0')
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
 if current == nil or current >= tonumber(ARGV[2]) then return 0 end
-redis.call('SET', key, ARGV[2])
+redis.call('SET', KEYS[2], ARGV[2])
 return 1
 )lua";
 
-// multi_acquire: KEYS the lock keys (sorted); ARGV[1] token, ARGV[2] ttl.
-// All or none, atomically on this master: if any key holds another token
+// multi_acquire: KEYS the lock keys (sorted); ARGV[1] value, ARGV[2] ttl.
+// All or none, atomically on this master: if any key holds another value
 // → :PTTL of that key and nothing is set; else every key is set (or
-// refreshed) to our token → +OK.
+// refreshed) to our value → +OK.
 inline constexpr std::string_view multi_acquire_script = R"lua(
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
@@ -119,8 +127,8 @@ end
 return redis.status_reply('OK')
 )lua";
 
-// multi_extend: KEYS the lock keys; ARGV[1] token, ARGV[2] ttl. Only if
-// every key still holds our token → all extended → :1; else nothing → :0.
+// multi_extend: KEYS the lock keys; ARGV[1] value, ARGV[2] ttl. Only if
+// every key still holds our value → all extended → :1; else nothing → :0.
 inline constexpr std::string_view multi_extend_script = R"lua(
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
@@ -131,36 +139,66 @@ end
 return 1
 )lua";
 
-// multi_release: KEYS the lock keys; ARGV[1] token. Deletes every key that
-// holds our token, publishing each release → :1 if any was ours, else :0.
+// multi_release: KEYS the lock keys; ARGV[1] value; ARGV[1 + i] the release
+// channel of KEYS[i] (none for a rollback). Deletes every key that holds
+// our value, publishing each release → :1 if any was ours, else :0.
 inline constexpr std::string_view multi_release_script = R"lua(
 local released = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     redis.call('DEL', KEYS[i])
-    redis.call('PUBLISH', KEYS[i] .. ':released', ARGV[1])
+    if ARGV[1 + i] then redis.call('PUBLISH', ARGV[1 + i], ARGV[1]) end
     released = 1
   end
 end
 return released
 )lua";
 
-// inspect: KEYS[1] lock key. Reads, changes nothing: the holder's token,
-// its PTTL and the fence counter, as one string (so the reply needs no
-// array of mixed types): "PTTL FENCE TOKEN" when held (PTTL -1: no
-// expiry), "-2 FENCE" when free. The token comes last: it may hold spaces
-// when some other client wrote the key.
+// inspect: KEYS[1] lock key, KEYS[2] its fence counter. Reads, changes
+// nothing: the holder's value, its PTTL and the fence counter, as one
+// string (so the reply needs no array of mixed types): "PTTL FENCE VALUE"
+// when held (PTTL -1: no expiry), "-2 FENCE" when free. The value comes
+// last: it may hold spaces when some other client wrote the key.
 inline constexpr std::string_view inspect_script = R"lua(
-local fence = redis.call('GET', KEYS[1] .. ':fence') or '0'
+local fence = redis.call('GET', KEYS[2]) or '0'
 local token = redis.call('GET', KEYS[1])
 if not token then return '-2 ' .. fence end
 return redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. token
 )lua";
 
+// marker: KEYS[1] the master's data-loss marker (src/keys.hpp); ARGV[1] a
+// fresh epoch, ARGV[2] this client's quarantine in ms (max_ttl + drift).
+// The marker, "EPOCH QUARANTINE_MS", is written once and never expires: a
+// master that loses its data (restart without persistence, FLUSHALL,
+// eviction, an emptying resync) loses it too, and whoever comes next writes
+// a new epoch. It keeps the largest quarantine any client declared, so that
+// clients with different max_ttl do not shorten each other's quarantine.
+// It also keeps when it was written (the master's clock, ms): a client that
+// first meets a master shortly after someone else re-wrote its marker
+// learns that data was lost that long ago.
+// → ["created", epoch, ms, "0"] when there was none, else
+//   ["found", epoch, ms, age_ms].
+inline constexpr std::string_view marker_script = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. string.format('%d', now))
+  return {'created', ARGV[1], ARGV[2], '0'}
+end
+local epoch, ms, born = string.match(v, '^(%x+) (%d+) (%d+)$')
+if not epoch then return redis.error_reply('key ' .. KEYS[1] .. ' is not a redlock marker') end
+if tonumber(ARGV[2]) > tonumber(ms) then
+  ms = ARGV[2]
+  redis.call('SET', KEYS[1], epoch .. ' ' .. ms .. ' ' .. born)
+end
+return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0))}
+)lua";
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
-    inspect_script};
+    inspect_script,        marker_script};
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
 // is_release: a release, of one key or several.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "redlock/status.hpp"
+#include "quorum.hpp"
 #include "transport.hpp"
 
 namespace redlock::detail {
@@ -62,10 +63,6 @@ class Survey final : public ReplySink {
   bool launching_ = true, done_called_ = false, closing_ = false;
   uv_timer_t defer_;  // runs `done` on the loop when launch itself completed it
 };
-
-// majority_of is the quorum of n masters, N/2 + 1, for reports (the lock
-// rounds themselves count through QuorumTally).
-inline std::size_t majority_of(std::size_t n) noexcept { return n / 2 + 1; }
 
 // parse_inspect fills `out` (state, token, ttl, fence) from an inspect
 // script's reply text ("PTTL FENCE TOKEN" or "-2 FENCE"); false when the

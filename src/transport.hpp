@@ -42,18 +42,25 @@ struct NodeEvent {
   bool quarantined = false;  // kind == reply: the node is in restart quarantine
   std::chrono::microseconds rtt{0};
   std::string_view text;     // failed: why; reply + quarantined: until when
+  // server: which server answered (a hash of its run id; 0 when unknown).
+  // A round counts one yes per server, so one server reached under two
+  // names never votes twice, even before the client has noticed.
+  std::uint64_t server = 0;
 };
 
 // Call — one command, the same for every node of a round: EVALSHA <sha> K
-// <key> <more_keys…> <arg1> [<arg2>] (arg2 is left out when empty), or for set_nx
-// SET <key> <arg1> NX PX <arg2>. The caller keeps it alive until the node's
-// final event (a NOSCRIPT reply is retried with EVAL from it).
+// <key> <more_keys…> <arg1> [<arg2> <more_args…>] (arg2 and what follows
+// are left out when arg2 is empty), or for set_nx SET <key> <arg1> NX PX
+// <arg2>. Every name comes from src/keys.hpp. The caller keeps it alive
+// until the node's final event (a NOSCRIPT reply is retried with EVAL from
+// it).
 struct Call {
   CommandId command = CommandId::acquire;
   std::string key;
   std::string arg1;
   std::string arg2;
-  std::vector<std::string> more_keys;  // multi_*: the keys after `key`
+  std::vector<std::string> more_keys;  // multi_*: the keys after `key`; fenced: the fence counter
+  std::vector<std::string> more_args;  // multi_release: the channels after arg2
 };
 
 // ReplySink — receives a command's events. For every accepted send the sink

@@ -7,11 +7,11 @@
 //   acquire  SET key token NX PX 10000            to all N at once,
 //            decided at the first majority of +OK (or when a majority can no
 //            longer say yes); later replies are ignored when they come;
-//   release  EVALSHA <release sha> 1 key token    to all N at once, decided at
+//   release  EVALSHA <release sha> 1 key token channel   to all N at once, decided at
 //            the first majority of :1 (same rule).
 //
 // The release script is the library's own (GET, compare, DEL, PUBLISH on
-// KEYS[1]..':released'), loaded once per connection at start (SCRIPT LOAD).
+// the channel in ARGV[2]), loaded once per connection at start (SCRIPT LOAD).
 // The poll adapter flushes writes once per loop turn, as the library's does.
 //
 // No per-node deadline, no validity/drift arithmetic, no retry, no rollback of
@@ -69,7 +69,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kReleaseScript =
     "\nif redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
-    "  redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])\n"
+    "  if ARGV[2] then redis.call('PUBLISH', ARGV[2], ARGV[1]) end\n"
     "  return 1\n"
     "end\n"
     "return 0\n";
@@ -246,6 +246,7 @@ struct Op {
 struct Worker {
   int index = 0;
   std::string key;
+  std::string channel;  // the release's wake-up channel, like the library's
   std::string token;
   Clock::time_point t0;
   bool acquired_ok = false;
@@ -373,9 +374,9 @@ void send_acquire(Worker* w) {
 
 void send_release(Worker* w) {
   auto* op = new Op{Kind::release, w};
-  const char* argv[] = {"EVALSHA", g.sha.c_str(), "1", w->key.c_str(), w->token.c_str()};
-  const size_t len[] = {7, g.sha.size(), 1, w->key.size(), w->token.size()};
-  fan_out(op, 5, argv, len);
+  const char* argv[] = {"EVALSHA", g.sha.c_str(), "1", w->key.c_str(), w->token.c_str(), w->channel.c_str()};
+  const size_t len[] = {7, g.sha.size(), 1, w->key.size(), w->token.size(), w->channel.size()};
+  fan_out(op, 6, argv, len);
 }
 
 void start_pair(Worker* w) {
@@ -570,6 +571,7 @@ int main(int argc, char** argv) {
     auto w = std::make_unique<Worker>();
     w->index = static_cast<int>(i);
     w->key = std::string(prefix) + std::to_string(i);
+    w->channel = w->key + ":released";
     g.workers.push_back(std::move(w));
   }
   g.samples.reserve(1 << 20);

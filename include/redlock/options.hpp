@@ -76,6 +76,20 @@ struct Options {
   // it has been up that long. Switch off only for masters that run with
   // appendfsync always. Default on.
   bool quarantine = true;
+  // Data loss without a restart. Every master carries a marker (one key,
+  // `redlock-marker`, written at first contact, never expiring): a master
+  // that lost its data (FLUSHALL, an emptying resync, eviction) lost it
+  // too. It is checked at every handshake and every data_check_interval;
+  // a master seen to have lost it sits out the quarantine period (max_ttl +
+  // drift, or the largest any client declared on that master) from that
+  // moment. Part of the quarantine: `quarantine = false` switches it off.
+  // Default 250 ms.
+  milliseconds data_check_interval{250};
+  // A master whose maxmemory-policy may evict lock keys (any allkeys-* or
+  // volatile-* policy with maxmemory set) does not count toward a majority:
+  // eviction hands a lock to the next client. Set this to count such
+  // masters anyway (the risk is yours). Default off.
+  bool accept_eviction = false;
 
   // Waiting without polling. An acquire that has to wait subscribes (one
   // pub/sub connection per master, shared by every resource the client
@@ -106,9 +120,14 @@ struct AcquireOptions {
   // How long to keep retrying (rounds spaced by retry_delay + jitter). Zero
   // means one round only (try-lock).
   milliseconds wait{0};
-  // The token to use; empty means a fresh 128-bit random token (hex). Given
-  // tokens are 1–128 characters of [0-9A-Za-z_-]. Reusing a token you hold
-  // refreshes that lock's TTL.
+  // The token to use; empty (the default) means a fresh 128-bit random
+  // value (hex) for every attempt, so that a late rollback of one attempt
+  // can never delete what a later one took; Lock::token is the winning
+  // attempt's. A given token (1–128 characters of [0-9A-Za-z_-]) means "a
+  // lock I may already hold under this value": every attempt writes it,
+  // and where it is already set its TTL is refreshed. A failed attempt
+  // with a given token is not rolled back (that could delete the lock you
+  // hold); what it set expires by its TTL.
   std::string token;
   // Fencing: also obtain a fencing token (Lock::fence), strictly greater
   // than the fence of every earlier holder of this resource that also used

@@ -33,6 +33,10 @@ struct NodeHealth {
   std::chrono::seconds uptime{-1};
   bool quarantined = false;
   milliseconds quarantine_left{0};
+  // excluded: why this master never counts, whatever its uptime (an
+  // eviction policy that may drop lock keys; the same server as another
+  // configured master); empty when it counts. quarantined is then true.
+  std::string excluded;
 };
 
 // NodesReport — every master's health, and whether a lock can be taken now.

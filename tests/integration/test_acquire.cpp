@@ -30,8 +30,8 @@ TEST_CASE("acquire, extend and release on five masters") {
   CHECK(lock->valid());
   for (std::size_t i = 0; i < group.size(); ++i) {
     // A node still pending at the decision gets the key a moment later.
-    CHECK(eventually([&] { return group[i].command({"GET", "redlock:report"}).str == lock->token; }));
-    auto pttl = group[i].command({"PTTL", "redlock:report"}).integer;
+    CHECK(eventually([&] { return group[i].command({"GET", "redlock:{report}:lock"}).str == lock->token; }));
+    auto pttl = group[i].command({"PTTL", "redlock:{report}:lock"}).integer;
     CHECK(pttl > 4000);
     CHECK(pttl <= 5000);
   }
@@ -39,7 +39,7 @@ TEST_CASE("acquire, extend and release on five masters") {
   auto extended = client->extend(*lock, 20000ms);
   REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
   CHECK(extended->validity > 19000ms);
-  CHECK(group[2].command({"PTTL", "redlock:report"}).integer > 19000);
+  CHECK(group[2].command({"PTTL", "redlock:{report}:lock"}).integer > 19000);
 
   auto released = client->release(*extended);
   REQUIRE(released.ok());
@@ -88,7 +88,7 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   CHECK_FALSE(rel->released);
   CHECK(rel->released_nodes == 0);
   for (std::size_t i = 0; i < group.size(); ++i) {
-    CHECK(group[i].command({"GET", "redlock:row-17"}).str == lock->token);
+    CHECK(group[i].command({"GET", "redlock:{row-17}:lock"}).str == lock->token);
   }
   // The failed acquire of b released nothing of a's.
   CHECK(a->release(*lock)->released_nodes >= 2);
@@ -101,7 +101,7 @@ TEST_CASE("an expired lock cannot be extended") {
   opts.ttl = 150ms;
   auto lock = client->acquire("short", opts);
   REQUIRE(lock.ok());
-  REQUIRE(eventually([&] { return group.keys_everywhere("redlock:short") == 0; }));
+  REQUIRE(eventually([&] { return group.keys_everywhere("redlock:{short}:lock") == 0; }));
   auto ext = client->extend(*lock, 1000ms);
   REQUIRE_FALSE(ext.ok());
   CHECK(ext.error().code == Errc::not_held);
@@ -119,8 +119,8 @@ TEST_CASE("acquiring again with our own token refreshes the lock instead of bloc
   opts.ttl = 30000ms;
   auto again = client->acquire("refresh", opts);
   REQUIRE_MESSAGE(again.ok(), again.error().to_string());
-  CHECK(group[1].command({"PTTL", "redlock:refresh"}).integer > 20000);
-  CHECK(group[1].command({"GET", "redlock:refresh"}).str == "my-own-token");
+  CHECK(group[1].command({"PTTL", "redlock:{refresh}:lock"}).integer > 20000);
+  CHECK(group[1].command({"GET", "redlock:{refresh}:lock"}).str == "my-own-token");
 }
 
 TEST_CASE("threads contending for one lock increment a shared counter exactly") {
@@ -223,13 +223,48 @@ TEST_CASE("replies that arrived during a stalled loop turn are not timeouts") {
   REQUIRE(client.ok());
   AsyncClient& c = **client;
   std::optional<Result<Lock>> warm, got;
-  c.acquire("warm-up", {}, [&](Result<Lock> r) { warm.emplace(std::move(r)); });
-  while (!warm) uv_run(&loop, UV_RUN_ONCE);
-  REQUIRE(warm->ok());
+  // Warm up until every master has finished its handshake and said yes: a
+  // majority answers the first acquire, a master still in its handshake
+  // would hold the stalled acquire unwritten, and on a loaded machine a
+  // fresh master may miss the 20 ms deadline a few times first.
+  uv_timer_t pause;
+  uv_timer_init(&loop, &pause);
+  const auto warm_until = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  for (int round = 0; !warm || !warm->ok() || count_outcome(warm->value().nodes, Outcome::ok) != 3; ++round) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < warm_until, "the masters never all said yes");
+    bool paused = false;  // let late replies in before the next try
+    pause.data = &paused;
+    uv_timer_start(&pause, [](uv_timer_t* t) { *static_cast<bool*>(t->data) = true; }, round == 0 ? 0 : 10, 0);
+    while (!paused) uv_run(&loop, UV_RUN_ONCE);
+    warm.reset();
+    c.acquire("warm-up-" + std::to_string(round), {}, [&](Result<Lock> r) { warm.emplace(std::move(r)); });
+    while (!warm) uv_run(&loop, UV_RUN_ONCE);
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&pause), nullptr);
+
+  // Every master has run the vote check (the GET behind the SET) once its
+  // GET count grew: its replies were then written to our sockets, since a
+  // master writes a loop iteration's replies before it answers INFO.
+  auto gets = [&](std::size_t i) {
+    const std::string info = group[i].command({"INFO", "commandstats"}).str;
+    const auto at = info.find("cmdstat_get:calls=");
+    return at == std::string::npos ? 0LL : std::atoll(info.c_str() + at + 18);
+  };
+  std::vector<long long> before;
+  for (std::size_t i = 0; i < group.size(); ++i) before.push_back(gets(i));
 
   c.acquire("stalled", {}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
   uv_run(&loop, UV_RUN_NOWAIT);  // one turn: the commands are written
-  std::this_thread::sleep_for(std::chrono::milliseconds{80});  // the stall
+  // The stall: at least 4 node timeouts, and until every master answered
+  // (however loaded the machine is).
+  const auto stall_end = std::chrono::steady_clock::now() + std::chrono::milliseconds{80};
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    for (int tries = 0; gets(i) == before[i]; ++tries) {
+      REQUIRE_MESSAGE(tries < 2000, "master " << i << " never ran the acquire's vote check");
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+    }
+  }
+  std::this_thread::sleep_until(stall_end);
   while (!got) uv_run(&loop, UV_RUN_ONCE);
   REQUIRE_MESSAGE(got->ok(), got->error().to_string());
   CHECK(count_outcome(got->value().nodes, Outcome::timeout) == 0);
@@ -249,7 +284,7 @@ TEST_CASE("a release publishes the token on {prefix}{resource}:released on every
     REQUIRE(c != nullptr);
     REQUIRE(c->err == 0);
     subscribers.push_back(c);
-    auto* r = static_cast<redisReply*>(redisCommand(c, "SUBSCRIBE redlock:report:released"));
+    auto* r = static_cast<redisReply*>(redisCommand(c, "SUBSCRIBE redlock:{report}:released"));
     REQUIRE(r != nullptr);
     freeReplyObject(r);
     const timeval bound{5, 0};
@@ -267,7 +302,7 @@ TEST_CASE("a release publishes the token on {prefix}{resource}:released on every
     REQUIRE(message->type == REDIS_REPLY_ARRAY);
     REQUIRE(message->elements == 3);
     CHECK(std::string(message->element[0]->str) == "message");
-    CHECK(std::string(message->element[1]->str) == "redlock:report:released");
+    CHECK(std::string(message->element[1]->str) == "redlock:{report}:released");
     CHECK(std::string(message->element[2]->str) == lock->token);
     freeReplyObject(message);
     redisFree(c);

@@ -39,7 +39,7 @@ using namespace redlock::test::cli_harness;
 using redlock::test::RedisGroup;
 using redlock::test::RedisServer;
 
-std::string key_of(const std::string& resource) { return "redlock:" + resource; }
+std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
 
 // value_on returns the lock key's value on server s ("" when the key is absent).
 std::string value_on(RedisServer& s, const std::string& resource) {
@@ -312,7 +312,7 @@ TEST_CASE("cli: usage errors exit 2 and name the argument") {
       {"--ttl abc", {"acquire", "job", "--nodes", nodes, "--ttl", "abc"}, {"--ttl", "\"abc\""}},
       {"--ttl 0", {"acquire", "job", "--nodes", nodes, "--ttl", "0"}, {"--ttl", "greater than 0"}},
       {"--ttl above max_ttl", {"acquire", "job", "--nodes", nodes, "--ttl", "999999"}, {"--ttl", "max_ttl"}},
-      {"duplicate node", {"acquire", "job", "--nodes", nodes + "," + g.urls()[0]}, {"--nodes", "duplicate"}},
+      {"duplicate node", {"acquire", "job", "--nodes", nodes + "," + g.urls()[0]}, {"--nodes", "the same server"}},
       {"--wait -1", {"acquire", "job", "--nodes", nodes, "--wait", "-1"}, {"--wait"}},
       {"missing RESOURCE", {"acquire", "--nodes", nodes}, {"RESOURCE"}},
       {"missing TOKEN", {"release", "job", "--nodes", nodes}, {"TOKEN"}},
@@ -378,13 +378,13 @@ TEST_CASE("cli: --config supplies nodes and options; with --nodes, its options a
     auto r = cli({"acquire", "job", "--config", file});
     CHECK(r.exit_code == 0);
     CHECK(json_of(r)["acquired"] == true);
-    CHECK(g.keys_everywhere("cfg:job") >= 2);  // on a majority, with the file's prefix
+    CHECK(g.keys_everywhere("cfg:{job}:lock") >= 2);  // on a majority, with the file's prefix
   }
   SUBCASE("--config with --nodes") {
     RedisGroup other(3);
     auto r = cli({"acquire", "job", "--config", file, "--nodes", other.url_list()});
     CHECK(r.exit_code == 0);
-    CHECK(other.keys_everywhere("cfg:job") >= 2);  // --nodes' nodes, the file's prefix
+    CHECK(other.keys_everywhere("cfg:{job}:lock") >= 2);  // --nodes' nodes, the file's prefix
     CHECK(g.keys_everywhere() == 0);
   }
 }
@@ -428,7 +428,7 @@ TEST_CASE("cli: a failed acquire leaves no key on the masters that said yes") {
     REQUIRE(r.exit_code == 1);
     CHECK(json_of(r)["code"] == "redlock.held");
   }
-  CHECK(g[2].keys("redlock:rollback-*").size() == 0);
+  CHECK(g[2].keys("redlock:{rollback-*").size() == 0);
 }
 
 TEST_CASE("cli: without --no-quarantine freshly started masters do not count") {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -56,7 +57,9 @@ json report_of(const ProcResult& r) {
   return found;
 }
 
-std::string key_of(const std::string& resource) { return "redlock:" + resource; }
+// The names on the masters (src/keys.hpp): {prefix}{{resource}}:lock and :released.
+std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
+std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }
 
 std::size_t holding(RedisGroup& g, const std::string& resource, const std::string& token) {
   std::size_t n = 0;
@@ -75,19 +78,93 @@ std::string line_after(const std::string& out, const std::string& marker) {
   return out.substr(at + marker.size(), end == std::string::npos ? std::string::npos : end - at - marker.size());
 }
 
-bool dead(pid_t pid) {
-  // Gone, or a zombie nobody reaped yet (it runs no more code either way).
+// state_of is a process's state letter in /proc (R, S, T, Z, ...), or 0 when it is gone.
+char state_of(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string content;
-  if (!std::getline(stat, content)) return true;
+  if (!std::getline(stat, content)) return 0;
   const auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z';
+  return paren != std::string::npos && paren + 2 < content.size() ? content[paren + 2] : 0;
+}
+
+bool dead(pid_t pid) {
+  // Gone, or a zombie nobody reaped yet (it runs no more code either way).
+  const char state = state_of(pid);
+  return state == 0 || state == 'Z';
 }
 
 // process_gone waits (up to 5 s) for a SIGKILLed process to be dead.
 bool process_gone(pid_t pid) {
   return eventually([pid] { return dead(pid); }, std::chrono::seconds(5));
 }
+
+// ---- the command's writes against another owner's acquisition ----------------
+
+// writer is a command that prints its pid, then appends the wall-clock time
+// (ns) to `file` every 20 ms until it is killed; with ignore_term, it and
+// everything it starts ignore SIGTERM.
+std::string writer(const fs::path& file, bool ignore_term = false) {
+  return std::string(ignore_term ? "trap '' TERM; " : "") + "echo \"pid=$$\"; while :; do date +%s%N >> '" +
+         file.string() + "'; sleep 0.02; done";
+}
+
+std::uintmax_t size_of(const fs::path& file) {
+  std::error_code ec;
+  const auto n = fs::file_size(file, ec);
+  return ec ? 0 : n;
+}
+
+std::vector<long long> writes_in(const fs::path& file) {
+  std::vector<long long> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.find_first_not_of("0123456789") == std::string::npos) out.push_back(std::stoll(line));
+  }
+  return out;
+}
+
+long long unix_ns_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Takeover — when another owner got the lock, and how much the command had
+// written by then.
+struct Takeover {
+  long long at_ns = 0;
+  std::uintmax_t size = 0;
+};
+
+// take_over: `other` takes `resource` (waiting up to 20 s), as soon as the
+// masters let it.
+Takeover take_over(redlock::Client& other, const std::string& resource, const fs::path& file) {
+  redlock::AcquireOptions ao;
+  ao.ttl = milliseconds{30000};
+  ao.wait = milliseconds{20000};
+  auto lock = other.acquire(resource, ao);
+  const Takeover t{unix_ns_now(), size_of(file)};
+  REQUIRE_MESSAGE(lock, "the other owner could not take the lock: " << lock.error().to_string());
+  return t;
+}
+
+// check_nothing_after: the command is dead, and wrote nothing once the
+// other owner held the lock (not a byte more, no timestamp at or after it).
+void check_nothing_after(const Takeover& t, const fs::path& file, pid_t cmd) {
+  CHECK(process_gone(cmd));
+  CHECK(size_of(file) == t.size);
+  const auto writes = writes_in(file);
+  REQUIRE_FALSE(writes.empty());
+  CHECK(writes.back() < t.at_ns);
+}
+
+// GroupReaper — SIGKILLs a command's process group when a test ends, unless
+// the command is already gone (the code under test may have failed to end it).
+struct GroupReaper {
+  pid_t pgid = -1;
+  ~GroupReaper() {
+    if (pgid > 0 && !dead(pgid)) ::kill(-pgid, SIGKILL);
+  }
+};
 
 }  // namespace
 
@@ -103,10 +180,12 @@ TEST_CASE("run: a command that outlives several TTLs keeps the lock; it is relea
   REQUIRE(run.wait_for("resource=long-job"));
   const std::string token = line_after(run.out_so_far(), "token=");
   REQUIRE(token.size() == 32);
-  // Other owners are refused for more than 4 TTLs (1.2 s), checked throughout.
+  // Other owners are refused for more than 4 TTLs (1.2 s), checked throughout
+  // and at least three times (each check starts two processes: under ASan on
+  // a busy machine one check can take longer than a TTL).
   const auto start = std::chrono::steady_clock::now();
   int refusals = 0;
-  while (std::chrono::steady_clock::now() - start < milliseconds(1300)) {
+  while (std::chrono::steady_clock::now() - start < milliseconds(1300) || refusals < 3) {
     auto other = cli(op({"acquire", "long-job"}, g));
     REQUIRE(other.exit_code == 1);
     REQUIRE(json_of(other)["code"] == "redlock.held");
@@ -131,6 +210,17 @@ TEST_CASE("run: a command that outlives several TTLs keeps the lock; it is relea
   CHECK(rep["released"] == true);
   CHECK(rep["acquired_at_us"].get<long long>() >= rep["started_at_us"].get<long long>());
   CHECK(rep["released_at_us"].get<long long>() > rep["acquired_at_us"].get<long long>());
+  {  // deadline_mono_us is deadline_at_us on CLOCK_MONOTONIC (the test's steady_clock)
+    const auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+    const long long mono_now = us(std::chrono::steady_clock::now().time_since_epoch());
+    const long long unix_now = us(std::chrono::system_clock::now().time_since_epoch());
+    REQUIRE(rep["deadline_mono_us"].is_number_integer());
+    const long long mono = rep["deadline_mono_us"].get<long long>();
+    CHECK(mono > us(start.time_since_epoch()));  // extended past the refusals loop's start
+    CHECK(mono <= mono_now + 300'000);           // at most one TTL ahead
+    const long long skew = (mono - mono_now) - (rep["deadline_at_us"].get<long long>() - unix_now);
+    CHECK(std::abs(skew) < 50'000);
+  }
   CHECK(r.out.find("done") != std::string::npos);
   // Released on the masters: the lock is free at once, not after its TTL.
   CHECK(holding(g, "long-job", token) == 0);
@@ -213,7 +303,7 @@ TEST_CASE("run: a lost lease stops the command with SIGTERM, then SIGKILL, and e
   }
   SUBCASE("the command ignores SIGTERM: SIGKILL after --kill-after, for the whole process group") {
     Child run(cli_path(),
-              run_args(g, {"--ttl", "600", "--kill-after", "200", "--lost-exit-code", "77"}, resource,
+              run_args(g, {"--ttl", "900", "--kill-after", "200", "--lost-exit-code", "77"}, resource,
                        "trap '' TERM; sleep 60 & echo \"grandchild=$!\"; echo \"token=$REDLOCK_TOKEN\"; wait"));
     REQUIRE(run.wait_for("token="));
     const pid_t grandchild = std::stoi(line_after(run.out_so_far(), "grandchild="));
@@ -257,7 +347,7 @@ TEST_CASE("run: SIGINT, SIGTERM and SIGHUP are passed to the command; the lock i
     REQUIRE(run.wait_for("ready"));
     run.signal(SIGTERM);
     CHECK(run.wait().exit_code == 128 + SIGTERM);
-    CHECK(g.keys_everywhere("redlock:signalled") == 0);
+    CHECK(g.keys_everywhere(key_of("signalled")) == 0);
   }
 }
 
@@ -272,7 +362,7 @@ TEST_CASE("run: a signal while waiting cancels the wait; the command is not run"
   // (its signals are blocked long before that).
   CHECK(eventually(
       [&] {
-        auto reply = g[0].command({"PUBSUB", "NUMSUB", key_of("busy") + ":released"});
+        auto reply = g[0].command({"PUBSUB", "NUMSUB", channel_of("busy")});
         return reply.elements.size() == 2 && reply.elements[1].integer == 1;
       },
       std::chrono::seconds(20)));
@@ -295,7 +385,7 @@ TEST_CASE("run: a command that cannot be run exits 127 / 126 and leaves no lock 
   args.back() = script.string();
   auto r2 = cli(args);
   CHECK(r2.exit_code == 126);
-  CHECK(g.keys_everywhere("redlock:nocmd") == 0);
+  CHECK(g.keys_everywhere(key_of("nocmd")) == 0);
 }
 
 TEST_CASE("run: --fence exports an increasing REDLOCK_FENCE") {
@@ -424,6 +514,9 @@ TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
       {"--lost-exit-code x", {"--nodes", nodes, "run", "--lost-exit-code", "x", "job", "--", "true"},
        {"--lost-exit-code", "\"x\""}},
       {"--kill-after -1", {"--nodes", nodes, "run", "--kill-after", "-1", "job", "--", "true"}, {"--kill-after"}},
+      {"--kill-after beyond TTL/3 - margin",
+       {"--nodes", nodes, "run", "--ttl", "1000", "--kill-after", "284", "job", "--", "true"},
+       {"--kill-after", "284", "at most TTL/3 - 50 = 283 ms"}},
       {"--ttl abc", {"--nodes", nodes, "run", "--ttl", "abc", "job", "--", "true"}, {"--ttl", "\"abc\""}},
       {"--max-hold 0", {"--nodes", nodes, "run", "--max-hold", "0", "job", "--", "true"}, {"--max-hold"}},
       {"run unknown option", {"--nodes", nodes, "run", "--frob", "job", "--", "true"}, {"--frob"}},
@@ -458,18 +551,122 @@ TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the c
   RedisGroup g(3);
   TempDir tmp;
   const auto go = tmp.path / "go";
-  Child run(cli_path(), run_args(g, {"--ttl", "300", "--json"}, "frozen",
+  // TTL 1000: the guard's SIGTERM (kill-after 283 + 50 ms before the
+  // deadline) comes well after the command has seen `go`.
+  Child run(cli_path(), run_args(g, {"--ttl", "1000", "--json"}, "frozen",
                                  "echo \"token=$REDLOCK_TOKEN\"; while [ ! -e '" + go.string() +
                                      "' ]; do sleep 0.01; done"));
   REQUIRE(run.wait_for("token="));
   run.signal(SIGSTOP);  // the whole holder stops extending (a VM pause, say)
   std::ofstream(go.string()) << "go";  // the command finishes while redlock is frozen
   // Wait until the lease has run out on every master.
-  REQUIRE(eventually([&] { return g.keys_everywhere("redlock:frozen") == 0; }, std::chrono::seconds(20)));
+  REQUIRE(eventually([&] { return g.keys_everywhere(key_of("frozen")) == 0; }, std::chrono::seconds(20)));
   run.signal(SIGCONT);
   ProcResult r = run.wait();
   CHECK(r.exit_code == 3);
   const json rep = report_of(r);
   CHECK(rep["lost"].is_string());
   CHECK(rep["child_status"] == 0);
+}
+
+TEST_CASE("run: SIGTSTP stops the command's group with redlock; the guard kills it before another owner can lock") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "writes";
+  Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "100"}, "tstp", writer(file)));
+  REQUIRE(run.wait_for("pid="));
+  const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
+  REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
+  run.signal(SIGTSTP);
+  // As a shell's job: redlock and its command both stop (SIGTERM is due
+  // only kill-after + 50 ms before the deadline, at least 1.8 s away: room
+  // to see the stop on a loaded machine).
+  CHECK(eventually([&] { return state_of(run.pid()) == 'T'; }));
+  CHECK_MESSAGE(eventually([&] { return state_of(cmd.pgid) == 'T'; }),
+                "the command's state: '" << state_of(cmd.pgid) << "', " << writes_in(file).size() << " writes");
+  // The lease runs out; by then the guard has killed the stopped command.
+  auto other = redlock::test::client_for(g);
+  const Takeover t = take_over(*other, "tstp", file);
+  CHECK(dead(cmd.pgid));
+  check_nothing_after(t, file, cmd.pgid);
+  // Continued, redlock finds its lease lost and its command gone.
+  run.signal(SIGCONT);
+  ProcResult r = run.wait();
+  CHECK(r.exit_code == 3);
+}
+
+TEST_CASE("run: a SIGSTOPped redlock cannot extend; its guard kills the command before another owner can lock") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "writes";
+  Child run(cli_path(), run_args(g, {"--ttl", "1500"}, "stopped", writer(file)));
+  REQUIRE(run.wait_for("pid="));
+  const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
+  REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
+  run.signal(SIGSTOP);
+  REQUIRE(eventually([&] { return state_of(run.pid()) == 'T'; }));
+  auto other = redlock::test::client_for(g);
+  const Takeover t = take_over(*other, "stopped", file);
+  CHECK(dead(cmd.pgid));  // already when the other owner got the lock
+  check_nothing_after(t, file, cmd.pgid);
+  run.signal(SIGCONT);
+  CHECK(run.wait().exit_code == 3);
+}
+
+TEST_CASE("run: a SIGKILLed redlock leaves nothing running: its guard ends the command's group at once") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "writes";
+  // The command ignores SIGTERM: SIGKILL follows --kill-after (300 ms) later.
+  Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "300"}, "killed", writer(file, true)));
+  REQUIRE(run.wait_for("pid="));
+  const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
+  REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
+  const auto killed_at = std::chrono::steady_clock::now();
+  run.signal(SIGKILL);
+  // Gone long before the 3 s lease could pass to anyone.
+  CHECK(eventually([&] { return dead(cmd.pgid); }, milliseconds(1500)));
+  CHECK(std::chrono::steady_clock::now() - killed_at < milliseconds(1500));
+  auto other = redlock::test::client_for(g);
+  const Takeover t = take_over(*other, "killed", file);
+  check_nothing_after(t, file, cmd.pgid);
+  CHECK(run.wait().exit_code == 128 + SIGKILL);
+}
+
+TEST_CASE("run: a lost lease SIGKILLs a command that ignores SIGTERM before the validity deadline") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const auto file = tmp.path / "writes";
+  const std::string resource = "unreachable";
+  Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "900"}, resource, writer(file, true)));
+  REQUIRE(run.wait_for("pid="));
+  const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
+  auto other = redlock::test::client_for(g, [](redlock::Options& o) {
+    o.node_timeout = milliseconds{5000};
+    o.connect_timeout = milliseconds{5000};
+    o.stall_timeout = milliseconds{6000};
+  });
+  REQUIRE(other->status(resource));  // connected to every master before the pause
+  // Just after an extension (the key's PTTL jumps up), three of five masters
+  // stop serving anyone for 3.1 s: no extension can succeed, so the lease's
+  // deadline is about 2.97 s away, and their keys expire (at most 3 s after
+  // the pause) before they serve again.
+  long long last = g[0].command({"PTTL", key_of(resource)}).integer;
+  REQUIRE(eventually([&] {
+    const long long now = g[0].command({"PTTL", key_of(resource)}).integer;
+    const bool extended = now > last;
+    last = now;
+    return extended;
+  }));
+  for (std::size_t i = 0; i < 3; ++i) REQUIRE(g[i].command({"CLIENT", "PAUSE", "3100", "ALL"}).str == "OK");
+  // With 5 s node and connect timeouts the other owner's first round waits for the
+  // paused masters and succeeds the moment they serve again.
+  const Takeover t = take_over(*other, resource, file);
+  ProcResult r = run.wait();
+  INFO("redlock stderr: " << r.err);
+  // redlock (and its guard) sent SIGKILL 50 ms before the deadline, not
+  // SIGTERM at it and SIGKILL 900 ms later.
+  check_nothing_after(t, file, cmd.pgid);
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("sent SIGKILL") != std::string::npos);
 }

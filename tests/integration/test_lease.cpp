@@ -54,10 +54,14 @@ TEST_CASE("a lease held for 5 x TTL stays held, nobody else gets it, and it is f
   CHECK(lease->extensions() >= 10);  // one every validity/3 (~95 ms)
   CHECK_FALSE(lease->lost().has_value());
   CHECK_FALSE(lease->stop_token().stop_requested());
-  // The key still holds our token on every master.
+  // The key still holds our token on a majority (what an extension
+  // promises: a master whose extension came late on a loaded machine may
+  // have let its copy expire, and that is allowed).
+  std::size_t holding = 0;
   for (std::size_t i = 0; i < group.size(); ++i) {
-    CHECK(group[i].command({"GET", "redlock:job"}).str == token);
+    holding += group[i].command({"GET", "redlock:{job}:lock"}).str == token ? 1 : 0;
   }
+  CHECK(holding >= 2);
   auto released = lease->release();
   REQUIRE(released.ok());
   CHECK(released->released);

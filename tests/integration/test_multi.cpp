@@ -21,15 +21,15 @@ TEST_CASE("acquire_many takes every resource, sorted and once each; extend_many 
   CHECK(lock->valid());
   for (const char* r : {"from", "to"}) {
     // Decided at the majority: the third master may answer a moment later.
-    CHECK(eventually([&] { return group.keys_everywhere(std::string("redlock:") + r) == 3; }));
+    CHECK(eventually([&] { return group.keys_everywhere("redlock:{" + std::string(r) + "}:lock") == 3; }));
     CHECK_FALSE(other->try_acquire(r).ok());
   }
   auto extended = client->extend_many(*lock, 8000ms);
   REQUIRE(extended.ok());
   CHECK(extended->resources == lock->resources);
   CHECK(eventually([&] {
-    return group[0].command({"PTTL", "redlock:to"}).integer > 5000 &&
-           group[0].command({"PTTL", "redlock:from"}).integer > 5000;
+    return group[0].command({"PTTL", "redlock:{to}:lock"}).integer > 5000 &&
+           group[0].command({"PTTL", "redlock:{from}:lock"}).integer > 5000;
   }));
   auto released = client->release_many(*extended);
   REQUIRE(released.ok());
@@ -49,8 +49,8 @@ TEST_CASE("a multi acquire that meets one held resource sets none of them") {
   CHECK(count_outcome(all.error().nodes, Outcome::held) >= 2);
   // A master that had not yet seen the holder's SET may have taken the set
   // for a moment: the failed attempt's rollback gives it back.
-  CHECK(eventually([&] { return group.keys_everywhere("redlock:A") == 0 && group.keys_everywhere("redlock:C") == 0; }));
-  CHECK(eventually([&] { return group.keys_everywhere("redlock:B") == 3; }));  // still the holder's
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{A}:lock") == 0 && group.keys_everywhere("redlock:{C}:lock") == 0; }));
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{B}:lock") == 3; }));  // still the holder's
 }
 
 TEST_CASE("two clients locking {A,B} and {B,C} never both hold B") {
@@ -96,7 +96,7 @@ TEST_CASE("a multi acquire that times out on a majority leaves no partial set on
   for (std::size_t i : {0u, 1u, 2u}) group[i].resume();
   // Each resumed master runs the late multi_acquire, then the multi_release
   // queued behind it; the TTL (30 s) cannot explain a clean state.
-  for (const char* k : {"redlock:X", "redlock:Y", "redlock:Z"}) {
+  for (const char* k : {"redlock:{X}:lock", "redlock:{Y}:lock", "redlock:{Z}:lock"}) {
     CHECK(eventually([&] { return group.keys_everywhere(k) == 0; }));
   }
 }

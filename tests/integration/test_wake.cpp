@@ -56,7 +56,7 @@ TEST_CASE("a waiter that would not poll again for a minute gets the lock as soon
   std::optional<Result<Lock>> got;
   std::thread t([&] { got.emplace(waiter->acquire("report", {.ttl = 30000ms, .wait = 5000ms})); });
   // Release once the waiter listens on every master.
-  REQUIRE(eventually([&] { return listening(group, "redlock:report:released"); }));
+  REQUIRE(eventually([&] { return listening(group, "redlock:{report}:released"); }));
   const auto released_at = Clock::now();
   REQUIRE(holder->release(*lock)->released);
   t.join();
@@ -65,7 +65,7 @@ TEST_CASE("a waiter that would not poll again for a minute gets the lock as soon
   CHECK(Clock::now() - released_at < 5000ms);  // the waiter's wait, not its 60 s retry delay
   CHECK((*got)->attempts >= 2);
   // The waiter left the channel once it had the lock.
-  CHECK(eventually([&] { return subscribers(group[0], "redlock:report:released") == 0; }));
+  CHECK(eventually([&] { return subscribers(group[0], "redlock:{report}:released") == 0; }));
 }
 
 TEST_CASE("a holder that dies without releasing: the waiter gets the lock once its TTL has passed, not polling") {
@@ -96,12 +96,12 @@ TEST_CASE("a subscriber connection killed while waiting: the waiter resubscribes
   REQUIRE(lock.ok());
   std::optional<Result<Lock>> got;
   std::thread t([&] { got.emplace(waiter->acquire("row", {.ttl = 30000ms, .wait = 8000ms})); });
-  REQUIRE(eventually([&] { return listening(group, "redlock:row:released"); }));
+  REQUIRE(eventually([&] { return listening(group, "redlock:{row}:released"); }));
   for (std::size_t i = 0; i < group.size(); ++i) {
     CHECK(group[i].command({"CLIENT", "KILL", "TYPE", "pubsub"}).integer >= 1);
   }
   // The subscribers come back on their own and subscribe again.
-  REQUIRE(eventually([&] { return listening(group, "redlock:row:released"); }, 5000ms));
+  REQUIRE(eventually([&] { return listening(group, "redlock:{row}:released"); }, 5000ms));
   REQUIRE(holder->release(*lock)->released);
   t.join();
   REQUIRE(got.has_value());
@@ -131,7 +131,7 @@ TEST_CASE("wake_ups off: a waiter polls; released early, the lock is taken only 
   // its wait — nothing woke it at the release.
   CHECK(Clock::now() - started >= 1000ms);
   CHECK((*got)->attempts == 2);
-  CHECK(subscribers(group[0], "redlock:off:released") == 0);
+  CHECK(subscribers(group[0], "redlock:{off}:released") == 0);
 }
 
 TEST_CASE("a waiting acquire cancelled from another thread ends at once with cancelled and stops listening") {
@@ -145,7 +145,7 @@ TEST_CASE("a waiting acquire cancelled from another thread ends at once with can
   std::thread t([&] {
     got.emplace(waiter->acquire("cancel-me", {.ttl = 30000ms, .wait = 20000ms, .cancel = stop.get_token()}));
   });
-  REQUIRE(eventually([&] { return listening(group, "redlock:cancel-me:released"); }));
+  REQUIRE(eventually([&] { return listening(group, "redlock:{cancel-me}:released"); }));
   const auto cancelled_at = Clock::now();
   stop.request_stop();
   t.join();
@@ -153,7 +153,7 @@ TEST_CASE("a waiting acquire cancelled from another thread ends at once with can
   REQUIRE_FALSE(got->ok());
   CHECK(got->error().code == Errc::cancelled);
   CHECK(Clock::now() - cancelled_at < 2000ms);  // not its 20 s wait
-  CHECK(eventually([&] { return subscribers(group[0], "redlock:cancel-me:released") == 0; }));
+  CHECK(eventually([&] { return subscribers(group[0], "redlock:{cancel-me}:released") == 0; }));
   // The holder was never disturbed.
   CHECK(holder->release(*lock)->released);
   // A token already requested cancels before the first attempt ends.
@@ -161,5 +161,5 @@ TEST_CASE("a waiting acquire cancelled from another thread ends at once with can
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().code == Errc::cancelled);
   // Its attempt took the free lock and was given back (asynchronously).
-  CHECK(eventually([&] { return group.keys_everywhere("redlock:cancel-me") == 0; }));
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{cancel-me}:lock") == 0; }));
 }

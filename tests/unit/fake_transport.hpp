@@ -29,6 +29,7 @@ struct Response {
   bool quarantined = false;
   bool manual = false;  // keep it for the test to deliver
   std::vector<long long> items;  // array replies of integers
+  std::uint64_t server = 0;      // NodeEvent::server (0: unknown)
 };
 
 inline Response ok_reply() { return {}; }
@@ -65,6 +66,18 @@ class FakeTransport final : public detail::Transport {
 
   std::size_t size() const override { return addresses_.size(); }
   const std::string& address(std::size_t i) const override { return addresses_[i]; }
+
+  // watch answers with watch_result (unavailable: the waiter polls); the
+  // listeners are kept until unwatch, for a test to wake.
+  detail::WatchState watch_result = detail::WatchState::unavailable;
+  std::vector<detail::WakeListener*> watchers;
+  detail::WatchState watch(const std::string&, detail::WakeListener* listener) override {
+    if (watch_result != detail::WatchState::unavailable) watchers.push_back(listener);
+    return watch_result;
+  }
+  void unwatch(const std::string&, detail::WakeListener* listener) override {
+    std::erase(watchers, listener);
+  }
 
   // refuse[i] makes sends to node i fail at once.
   std::vector<bool> refuse = std::vector<bool>(16, false);
@@ -105,6 +118,7 @@ class FakeTransport final : public detail::Transport {
       ev.reply.item_count = static_cast<std::uint8_t>(r.items.size());
     }
     ev.quarantined = r.quarantined;
+    ev.server = r.server;
     ev.text = r.why;
     ev.rtt = std::chrono::milliseconds{r.delay_ms};
     s.sink->on_node_event(s.slot, ev);

@@ -445,7 +445,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms))");
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction))");
 }
 
 TEST_CASE("parse_config_json: nodes is required") {
@@ -530,7 +530,7 @@ TEST_CASE("parse_config_json: the result is validated") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("node_timeout_ms": -5)"))) ==
         "node_timeout_ms: -5: must be > 0");
   CHECK(config_failure(parse_config_json(R"({"nodes": ["redis://h:1", "redis://H:1"]})")) ==
-        "nodes[1]: duplicate of nodes[0] (h:1 db 0)");
+        "nodes[1]: the same server as nodes[0] (h:1; the db number does not make another master: one server, one vote)");
 }
 
 // ---- load_config_file ---------------------------------------------------------
@@ -593,7 +593,7 @@ TEST_CASE("config_from_env: a bad item is prefixed with the variable") {
 
 TEST_CASE("config_from_env: duplicate nodes are refused") {
   NodesEnv env("redis://a:1,redis://a:1");
-  CHECK(config_failure(config_from_env()) == "REDLOCK_NODES: nodes[1]: duplicate of nodes[0] (a:1 db 0)");
+  CHECK(config_failure(config_from_env()) == "REDLOCK_NODES: nodes[1]: the same server as nodes[0] (a:1; the db number does not make another master: one server, one vote)");
 }
 
 // ---- validate_config: nodes ---------------------------------------------------
@@ -609,33 +609,41 @@ TEST_CASE("validate_config: no nodes") {
 TEST_CASE("validate_config: duplicate names both indexes and the address") {
   Config config;
   config.nodes = {tcp("127.0.0.1", 7000), tcp("127.0.0.1", 7001), tcp("127.0.0.1", 7002), tcp("127.0.0.1", 7001)};
-  CHECK(config_failure(validate_config(config)) == "nodes[3]: duplicate of nodes[1] (127.0.0.1:7001 db 0)");
+  CHECK(config_failure(validate_config(config)) == "nodes[3]: the same server as nodes[1] (127.0.0.1:7001; the db number does not make another master: one server, one vote)");
 }
 
 TEST_CASE("validate_config: host comparison is case-insensitive") {
   Config config;
   config.nodes = {tcp("Redis.Example", 1), tcp("redis.example", 1)};
-  CHECK(config_failure(validate_config(config)) == "nodes[1]: duplicate of nodes[0] (Redis.Example:1 db 0)");
+  CHECK(config_failure(validate_config(config)) == "nodes[1]: the same server as nodes[0] (Redis.Example:1; the db number does not make another master: one server, one vote)");
 }
 
 TEST_CASE("validate_config: credentials do not make a node distinct") {
   Config config;
   config.nodes = {tcp("h", 1), tcp("h", 1)};
   config.nodes[1].password = "pw";
-  CHECK(config_failure(validate_config(config)) == "nodes[1]: duplicate of nodes[0] (h:1 db 0)");
+  CHECK(config_failure(validate_config(config)) == "nodes[1]: the same server as nodes[0] (h:1; the db number does not make another master: one server, one vote)");
 }
 
-TEST_CASE("validate_config: same address with another db or port is not a duplicate") {
+TEST_CASE("validate_config: another port or path is another server") {
   Config config;
-  config.nodes = {tcp("h", 1, 0), tcp("h", 1, 1), tcp("h", 2, 0), unix_node("/tmp/a.sock"),
-                  unix_node("/tmp/a.sock", 1), unix_node("/tmp/b.sock")};
+  config.nodes = {tcp("h", 1, 0), tcp("h", 2, 0), unix_node("/tmp/a.sock"), unix_node("/tmp/b.sock")};
   CHECK(validate_config(config).ok());
 }
 
-TEST_CASE("validate_config: unix duplicates are the same path and db") {
+TEST_CASE("validate_config: two db numbers of one server are one server (one vote)") {
+  Config config;
+  config.nodes = {tcp("h", 1, 0), tcp("h", 2, 0), tcp("h", 1, 1)};
+  CHECK(config_failure(validate_config(config)) ==
+        "nodes[2]: the same server as nodes[0] (h:1; the db number does not make another master: one server, one vote)");
+  config.nodes = {unix_node("/tmp/a.sock", 1), unix_node("/tmp/a.sock", 2)};
+  CHECK(config_failure(validate_config(config)).starts_with("nodes[1]: the same server as nodes[0] (unix:///tmp/a.sock;"));
+}
+
+TEST_CASE("validate_config: unix duplicates are the same path") {
   Config config;
   config.nodes = {unix_node("/tmp/a.sock", 2), unix_node("/tmp/a.sock", 2)};
-  CHECK(config_failure(validate_config(config)) == "nodes[1]: duplicate of nodes[0] (unix:///tmp/a.sock db 2)");
+  CHECK(config_failure(validate_config(config)) == "nodes[1]: the same server as nodes[0] (unix:///tmp/a.sock; the db number does not make another master: one server, one vote)");
 }
 
 TEST_CASE("validate_config: node port out of range") {
@@ -793,5 +801,29 @@ TEST_CASE("validate_config: extreme durations are judged without overflow") {
   o.max_ttl = huge;
   o.node_timeout = huge;
   o.stall_timeout = huge;
-  CHECK(validation_failure(o).starts_with("default_ttl_ms: 9223372036854775807: must be larger than node_timeout_ms"));
+  CHECK(validation_failure(o) == "default_ttl_ms: 9223372036854775807: must be <= 2147483647 (about 24.8 days)");
+}
+
+TEST_CASE("validate_config: every duration has an upper bound, so no deadline arithmetic overflows") {
+  // A max_ttl of 9223372036854775 ms once overflowed the quarantine
+  // arithmetic on the nanosecond clock and switched the quarantine off.
+  Options o;
+  o.max_ttl = milliseconds{9223372036854775};
+  CHECK(validation_failure(o) == "max_ttl_ms: 9223372036854775: must be <= 2147483647 (about 24.8 days)");
+  o = Options{};
+  o.data_check_interval = milliseconds{0};
+  CHECK(validation_failure(o) == "data_check_interval_ms: 0: must be > 0");
+  o = Options{};
+  o.wake_safety_net = milliseconds{std::numeric_limits<std::int32_t>::max() + 1LL};
+  CHECK(validation_failure(o).starts_with("wake_safety_net_ms: 2147483648: must be <= 2147483647"));
+  o = Options{};
+  o.max_ttl = milliseconds{std::numeric_limits<std::int32_t>::max()};
+  o.default_ttl = o.max_ttl;
+  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+}
+
+TEST_CASE("validate_config: a prefix may not hold a brace (keys could then collide)") {
+  Options o;
+  o.prefix = "app{x}:";
+  CHECK(validation_failure(o) == R"(prefix: "app{x}:": may not contain '{' or '}' (they mark the resource in every key))");
 }

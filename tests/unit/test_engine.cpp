@@ -2,10 +2,14 @@
 // release on failure, validity) on a fake transport and a real uv loop.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "fake_transport.hpp"
-#include "redlock.hpp"
+#include "engine.hpp"
+#include "uv_runtime.hpp"
 #include "validity.hpp"
 
 using namespace redlock;
@@ -19,6 +23,7 @@ namespace {
 struct Bed {
   uv_loop_t loop;
   Options options;
+  std::optional<UvRuntime> runtime;
   std::optional<FakeTransport> fake;
   std::optional<Engine> engine;
 
@@ -29,7 +34,8 @@ struct Bed {
     options.retry_jitter = milliseconds{10};
     options.node_outcomes = true;
     fake.emplace(&loop, n, std::move(policy));
-    engine.emplace(&loop, *fake, options);
+    runtime.emplace(&loop);
+    engine.emplace(*runtime, *fake, options);
   }
   // run drives the loop until every operation and timer is done.
   int run() { return redlock::test::run_and_close(&loop); }
@@ -47,7 +53,7 @@ Response by_node(std::size_t node, std::initializer_list<std::size_t> ok_nodes, 
 TEST_CASE("without node_outcomes a Lock carries no per-node outcomes; a failure still does") {
   Bed bed(5, [](std::size_t node, const Call& call) {
     if (!is_acquire(call.command)) return redlock::test::int_reply(1);
-    if (call.key == "redlock:refused") return redlock::test::failed("connection refused");
+    if (call.key == "redlock:{refused}:lock") return redlock::test::failed("connection refused");
     return by_node(node, {0, 1, 2}, redlock::test::failed("connection refused"));
   });
   bed.options.node_outcomes = false;
@@ -83,12 +89,12 @@ TEST_CASE("the first attempt with a drawn token is SET NX PX; a given token uses
   CHECK(given->ok());
   std::size_t set_nx_a = 0, script_b = 0;
   for (const auto& s : bed.fake->sent) {
-    if (s.call.key == "redlock:a") {
+    if (s.call.key == "redlock:{a}:lock") {
       CHECK(s.call.command == CommandId::set_nx);
       CHECK(s.call.arg2 == "10000");
       ++set_nx_a;
     }
-    if (s.call.key == "redlock:b") {
+    if (s.call.key == "redlock:{b}:lock") {
       CHECK(s.call.command == CommandId::acquire);
       CHECK(s.call.arg1 == "my-token");
       ++script_b;
@@ -122,32 +128,88 @@ TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not 
   CHECK(lock.nodes[3].error == "connection refused");
   CHECK(bed.fake->count(CommandId::release) == 0);
   for (const auto& s : bed.fake->sent) {
-    CHECK(s.call.key == "redlock:job");
+    CHECK(s.call.key == "redlock:{job}:lock");
     CHECK(s.call.arg2 == "10000");
   }
 }
 
-TEST_CASE("a failed round is released on every node, and retries reuse the token until the wait passes") {
+TEST_CASE("every attempt writes a value of its own, and a failed attempt is rolled back by that value only") {
+  // Nodes 3 and 4 say yes, the others "held" (SET NX: nil): every attempt
+  // fails until the wait passes.
   Bed bed(5, [](std::size_t node, const Call& call) {
     if (!is_acquire(call.command)) return redlock::test::int_reply(0);
-    return by_node(node, {3, 4}, redlock::test::int_reply(5000));
+    Response nil;
+    nil.type = ReplyView::Type::nil;
+    return by_node(node, {3, 4}, nil);
   });
   std::optional<Result<Lock>> got;
   AcquireOptions opts;
   opts.wait = milliseconds{120};
+  bed.options.wake_ups = false;  // poll, so that several attempts are made
   bed.engine->acquire("job", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
   CHECK(bed.run() == 0);
   REQUIRE(got.has_value());
   REQUIRE_FALSE(got->ok());
   const Error& e = got->error();
   CHECK(e.code == Errc::held);
-  CHECK(e.attempts >= 2);
+  REQUIRE(e.attempts >= 2);
   CHECK(e.message.rfind("held elsewhere 2/5: ", 0) == 0);
-  CHECK(bed.fake->count(CommandId::set_nx) == 5);  // the first attempt, with a token just drawn
-  CHECK(bed.fake->count(CommandId::acquire) == static_cast<std::size_t>(e.attempts - 1) * 5);
+  // A value drawn for an attempt is on no master yet: each is a plain SET NX.
+  CHECK(bed.fake->count(CommandId::set_nx) == static_cast<std::size_t>(e.attempts) * 5);
+  CHECK(bed.fake->count(CommandId::acquire) == 0);
   CHECK(bed.fake->count(CommandId::release) == static_cast<std::size_t>(e.attempts) * 5);
-  const std::string token = bed.fake->sent.front().call.arg1;
-  for (const auto& s : bed.fake->sent) CHECK(s.call.arg1 == token);
+  // Walk the sends in order: each attempt's five SETs carry one new value,
+  // and the five rollbacks after them carry exactly that value and no
+  // channel (a rollback announces nothing).
+  std::vector<std::string> values;
+  std::string current;
+  for (const auto& s : bed.fake->sent) {
+    if (s.call.command == CommandId::set_nx) {
+      if (s.call.arg1 != current) {
+        current = s.call.arg1;
+        CHECK(std::find(values.begin(), values.end(), current) == values.end());
+        values.push_back(current);
+      }
+    } else {
+      CHECK(s.call.command == CommandId::release);
+      CHECK(s.call.arg1 == current);
+      CHECK(s.call.arg2.empty());
+    }
+  }
+  CHECK(values.size() == static_cast<std::size_t>(e.attempts));
+}
+
+TEST_CASE("a caller's token is a refresh: the script every attempt, never rolled back") {
+  Bed bed(5, [](std::size_t node, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(0);
+    return by_node(node, {3, 4}, redlock::test::int_reply(5000));
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.wait = milliseconds{60};
+  opts.token = "held-by-me";
+  bed.options.wake_ups = false;
+  bed.engine->acquire("job", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::held);
+  CHECK(bed.fake->count(CommandId::acquire) == static_cast<std::size_t>(got->error().attempts) * 5);
+  CHECK(bed.fake->count(CommandId::release) == 0);  // it could delete the lock the caller holds
+  for (const auto& s : bed.fake->sent) CHECK(s.call.arg1 == "held-by-me");
+}
+
+TEST_CASE("a resource may not hold '}' (it is the hash tag of its keys)") {
+  Bed bed(3, [](std::size_t, const Call&) { return redlock::test::ok_reply(); });
+  std::optional<Result<Lock>> got;
+  bed.engine->acquire("a}b", {}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::invalid_argument);
+  CHECK(got->error().message ==
+        "resource: '}' at byte 1 (a resource names the hash tag of its keys and may not contain '}')");
+  CHECK(bed.fake->sent.empty());
 }
 
 TEST_CASE("a majority that comes too late for the ttl is validity_too_short, and is released") {
@@ -243,7 +305,9 @@ TEST_CASE("release counts the nodes that released; a foreign token releases noth
     REQUIRE(got->ok());
     CHECK(got->value().released == (reply == 1));
     CHECK(got->value().released_nodes == (reply == 1 ? 5 : 0));
-    CHECK(bed.fake->sent.front().call.arg2.empty());  // the script derives the channel from the key
+    // A release announces itself on the resource's channel, named in ARGV.
+    CHECK(bed.fake->sent.front().call.key == "redlock:{r}:lock");
+    CHECK(bed.fake->sent.front().call.arg2 == "redlock:{r}:released");
   }
 }
 
@@ -394,4 +458,38 @@ TEST_CASE("an extend keeps the lock's fence") {
   REQUIRE(got.has_value());
   REQUIRE(got->ok());
   CHECK(got->value().fence == 41);
+}
+
+TEST_CASE("split votes: a waiter that got some yes votes retries on its own, not only on a release") {
+  // Rollbacks announce nothing, so after a split (everybody a minority,
+  // nobody holding) no release would ever wake the waiters. With a split a
+  // waiter retries within a growing random delay; with a clean "held" it
+  // waits for a notification (the safety net, 1 s, is beyond this wait).
+  for (const bool split : {true, false}) {
+    Bed bed(5, [split](std::size_t node, const Call& call) {
+      if (!is_acquire(call.command)) return redlock::test::int_reply(0);
+      Response nil;
+      nil.type = ReplyView::Type::nil;
+      return split ? by_node(node, {0, 1}, nil) : nil;
+    });
+    bed.fake->watch_result = WatchState::ready;
+    std::optional<Result<Lock>> got;
+    AcquireOptions opts;
+    opts.wait = milliseconds{400};
+    bed.engine->acquire("split", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    REQUIRE_FALSE(got->ok());
+    CHECK(got->error().code == Errc::held);
+    // The first attempt, the one right after subscribing, and a last one
+    // at the wait's deadline; in between a split retries within 30 ms,
+    // 60 ms, 120 ms, ... (so its fifth attempt comes by 210 ms), while a
+    // clean "held" waits for a notification.
+    if (split) {
+      CHECK(got->error().attempts >= 5);
+    } else {
+      CHECK(got->error().attempts == 3);
+    }
+    CHECK(bed.fake->watchers.empty());  // unwatched at the end
+  }
 }

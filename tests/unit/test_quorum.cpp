@@ -194,7 +194,7 @@ TEST_CASE("a round is decided by the majority without waiting for stragglers, an
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}, {}}, RoundMode::majority,
                                            &listener);
   REQUIRE(fake.held_back.size() == 5);
   CHECK_FALSE(round->decided());
@@ -224,7 +224,7 @@ TEST_CASE("a round whose sends are all refused is decided inside launch without 
   FakeTransport fake(&loop, 3, [](std::size_t, const Call&) { return Response{}; });
   fake.refuse[0] = fake.refuse[1] = fake.refuse[2] = true;
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}, {}}, RoundMode::majority,
                                            &listener);
   CHECK(round->decided());
   CHECK_FALSE(round->tally().success());
@@ -243,10 +243,33 @@ TEST_CASE("a detached round outlives its owner until the stragglers are final") 
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::release, "k", "t", "c", {}}, RoundMode::release,
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::release, "k", "t", "c", {}, {}}, RoundMode::release,
                                            &listener);
   round->detach();
   // The straggler's reply arrives after detach; the round must still be alive to take it.
   CHECK(redlock::test::run_and_close(&loop) == 0);
   CHECK(listener.calls == 0);
+}
+
+TEST_CASE("one server, one vote: a round counts one yes per server, whatever the names it was reached by") {
+  // Nodes 0 and 1 are one server (the same run id) that the client has not
+  // told apart yet; node 2 is another, nodes 3 and 4 do not answer.
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  FakeTransport fake(&loop, 5, [](std::size_t node, const Call&) {
+    Response r;
+    r.server = node <= 1 ? 7 : 8;
+    if (node >= 3) r = redlock::test::failed("connection refused");
+    return r;
+  });
+  Listener listener;
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}, {}}, RoundMode::majority,
+                                           &listener);
+  CHECK(redlock::test::run_and_close(&loop) == 0);
+  REQUIRE(round->decided());
+  CHECK_FALSE(round->tally().success());  // 2 servers of a needed 3
+  CHECK(round->tally().ok() == 2);
+  CHECK(round->outcomes()[1].outcome == Outcome::error);
+  CHECK(round->outcomes()[1].error.find("one server, one vote") != std::string::npos);
+  round->detach();
 }

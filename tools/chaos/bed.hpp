@@ -27,7 +27,10 @@ struct BedOptions {
   std::string skew_lib;
   // Path of the faultproxy binary: when set, every master gets a proxy with
   // two listeners, 127.0.0.1 (client group 0) and 127.0.0.2 (group 1), so
-  // the two groups can see different faults (partitions).
+  // the two groups can see different faults (partitions). The proxies run
+  // with --keep-in-flight: bytes a client sent before it dropped its
+  // connection still reach the master, after their delay (a real network
+  // delivers what the client's kernel sent).
   std::string proxy_bin;
 };
 
@@ -51,6 +54,10 @@ class ChaosBed {
   void kill(std::size_t i);
   void pause(std::size_t i);
   void restart(std::size_t i, bool wipe);  // kill (if running) and start again
+  // flushall empties master i while it keeps running (FLUSHALL): data lost
+  // without a restart, the data-loss marker with it. An instant, recorded
+  // as a fault interval of zero length.
+  void flushall(std::size_t i);
   void resume(std::size_t i);              // ends a pause
   // skew sets master i's wall clock: offset (a jump) and rate, applied
   // before it returns; unskew puts it back to real time.
@@ -72,7 +79,14 @@ class ChaosBed {
   // (killed or restarted): keys found there afterwards are not leaks.
   bool touched(std::size_t i) const { return touched_.at(i); }
 
-  // leaked_keys counts lock keys on the masters that were never restarted.
+  // direct_urls: the masters themselves, bypassing any proxy.
+  std::string direct_urls() const;
+
+  // leaked_keys counts lock keys (redlock:*) on the masters that were never
+  // restarted. The data-loss marker (redlock-marker) is not a lock key. A
+  // flushed master still counts: the flush took every key of its past, so
+  // a lock key found there afterwards was written since and should have
+  // been released or rolled back like any other.
   std::size_t leaked_keys();
   std::int64_t counter_value();
 

@@ -26,6 +26,7 @@
 
 #include "bed.hpp"
 #include "checker.hpp"
+#include "redlock/redlock.hpp"
 #include "scenario.hpp"
 #include "timeline_svg.hpp"
 
@@ -135,10 +136,39 @@ WorkerExits wait_all(const std::vector<pid_t>& pids, std::chrono::steady_clock::
   return exits;
 }
 
-// wait_for_uptime lets freshly started masters pass their own quarantine.
-void wait_for_uptime(ChaosBed& bed, long seconds) {
-  for (std::size_t i = 0; i < bed.size(); ++i) {
-    while (bed.master(i).uptime_seconds() < seconds) std::this_thread::sleep_for(std::chrono::milliseconds{50});
+// wait_until_voting lets freshly started masters pass the quarantine the
+// workers would put them in: a restart quarantine (uptime below max_ttl +
+// drift) and the data-loss marker's, which starts when a client first
+// contacts a master (no redlock-marker yet: new, or lost its data). A client
+// with the workers' quarantine settings contacts every master at once —
+// that writes the markers — and asks until all five vote, sleeping each
+// time until the longest quarantine it was told of is over. The markers'
+// age then tells every worker that they are old enough.
+void wait_until_voting(ChaosBed& bed, const Scenario& sc) {
+  redlock::Config config;
+  auto nodes = redlock::parse_node_list(bed.direct_urls());
+  if (!nodes) throw std::runtime_error("bed: " + nodes.error().to_string());
+  config.nodes = *nodes;
+  config.options.quarantine = true;
+  config.options.max_ttl = std::chrono::milliseconds{sc.max_ttl_ms};
+  config.options.default_ttl = std::chrono::milliseconds{sc.ttl_ms};
+  auto client = redlock::Client::create(config);
+  if (!client) throw std::runtime_error("bed: " + client.error().to_string());
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds{3 * sc.max_ttl_ms + 10000};
+  for (;;) {
+    auto report = (*client)->nodes();
+    if (report && report->usable() == report->nodes.size()) return;
+    if (std::chrono::steady_clock::now() > give_up) {
+      throw std::runtime_error("bed: the masters still do not all vote after " +
+                               std::to_string(3 * sc.max_ttl_ms + 10000) + " ms");
+    }
+    // Until the longest quarantine reported is over; a master not yet
+    // reachable (its handshake under way) is asked again shortly.
+    std::chrono::milliseconds left{20};
+    if (report) {
+      for (const auto& n : report->nodes) left = std::max(left, n.quarantine_left);
+    }
+    std::this_thread::sleep_for(left);
   }
 }
 
@@ -182,7 +212,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const std::string skew_lib = here() + "/../skewclock/libskewclock.so";
   ChaosBed bed({5, sc.appendfsync_always, sc.skew ? skew_lib : "",
                 sc.proxied ? here() + "/../faultproxy/faultproxy" : ""});
-  if (sc.quarantine) wait_for_uptime(bed, (sc.max_ttl_ms * 101 / 100 + 2) / 1000 + 1);
+  if (sc.quarantine) wait_until_voting(bed, sc);
 
   const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);
   fs::create_directories(dir);
@@ -202,6 +232,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     if (sc.threads > 1) args.insert(args.end(), {"--threads", std::to_string(sc.threads)});
     if (sc.quarantine) args.push_back("--quarantine");
     if (sc.polling) args.push_back("--polling");
+    if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
     std::vector<std::pair<std::string, std::string>> env;
     if (!sc.sabotage.empty()) env.emplace_back("REDLOCK_SABOTAGE", sc.sabotage);
     if (sc.worker_clock_rate != 1.0) {

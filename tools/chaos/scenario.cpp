@@ -77,6 +77,98 @@ Scenario slow_replies_scenario(std::string name, std::string about, std::string 
   return s;
 }
 
+// stale_bytes: bytes sent on a connection the client has since dropped
+// still reach the master, after everything sent on its replacement (issue
+// 12). Client group 0 never reaches masters 4 and 5 (blackholed), and
+// reaches master 1 through a path that, once a second, delays what it
+// carries by 700 ms for 150 ms. Group 0's attempts then fail (masters 2
+// and 3 are all it has), and each one's rollback on master 1 queues behind
+// its delayed SET; the workers' stall timeout (200 ms) drops that
+// connection; its replacement, made after the delay was lifted, is fast,
+// so a retry wins masters 1, 2 and 3 — and then the old connection's
+// delayed bytes land on master 1: the SET of a failed attempt and the
+// rollback behind it (the proxies keep bytes in flight after the client
+// closed: ChaosBed). A client that wrote one value for every attempt of a
+// call (the first design) deletes its own winning key with that rollback,
+// and group 1, which reaches every master directly and polls, takes
+// masters 1, 4 and 5 while the first lock is valid. The stale bytes land
+// within 850 ms of a cycle's start, before the next one.
+std::vector<Action> stale_bytes(int d, std::mt19937&) {
+  std::vector<Action> plan;
+  proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.02), at(d, 0.95));
+  for (int t = at(d, 0.02) + 100; t + 900 < at(d, 0.95); t += 1000) {
+    proxy_for(plan, {0}, "0", "delay_up=700", t, t + 150);
+  }
+  return plan;
+}
+
+// stale_bytes_scenario: the settings the stale-bytes runs share: greedy
+// holders with TTL 600 ms (a lock taken after the lift is still held when
+// the stale rollback lands, and handoffs are frequent enough that the lock
+// is free in most cycles' window), polling (group 1 tries while it is
+// held: nothing is published then), rests of 100-400 ms (a releaser does
+// not take the lock straight back), node timeout 50 ms, stall timeout
+// 200 ms, five workers in group 0 and one in group 1 (so that group 0 wins
+// most free moments). With `sabotage` the broken client, which must be
+// caught every run: at least 8 s, about seven cycles, of which about three
+// in four show an overlap.
+Scenario stale_bytes_scenario(std::string name, std::string about, std::string sabotage = "") {
+  Scenario s;
+  s.name = std::move(name);
+  s.about = std::move(about);
+  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
+  s.sabotage = std::move(sabotage);
+  s.ttl_ms = 600;
+  s.stall_timeout_ms = 200;
+  s.greedy = true;
+  s.rest_ms = "100:400";
+  s.polling = true;
+  s.nemesis = stale_bytes;
+  s.proxied = true;
+  s.group_b = 1;
+  s.min_seconds = 6;
+  if (!s.sabotage.empty()) s.min_seconds = 8;
+  return s;
+}
+
+// flush_rounds: FLUSHALL on three masters at once, `rounds` times spread
+// over the run, alternating masters 1-3 and 3-5: data lost without a
+// restart, under greedy holders. The holder's key survives on two masters;
+// the three flushed ones would make a new majority for the next contender
+// unless the client sees the loss (the data-loss marker is gone with the
+// rest) and lets them sit out max_ttl + drift.
+std::vector<Action> flush_rounds(int d, int rounds) {
+  std::vector<Action> plan;
+  for (int r = 0; r < rounds; ++r) {
+    const std::vector<std::size_t> nodes = r % 2 == 0 ? std::vector<std::size_t>{0, 1, 2} : std::vector<std::size_t>{2, 3, 4};
+    plan.push_back({at(d, 0.15 + 0.75 * r / rounds), [nodes](Stage& s) {
+                      for (auto i : nodes) s.bed.flushall(i);
+                    }});
+  }
+  return plan;
+}
+
+// flushall_scenario: quarantine on, greedy holders, polling contenders (a
+// contender must try while the holder holds: nothing is published then).
+// The real client sits the flushed masters out; the broken one
+// (`no_data_check`) must be caught every run.
+Scenario flushall_scenario(std::string name, std::string about, std::string sabotage = "") {
+  Scenario s;
+  s.name = std::move(name);
+  s.about = std::move(about);
+  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
+  s.quarantine = true;
+  s.sabotage = std::move(sabotage);
+  s.greedy = true;
+  s.polling = true;
+  s.min_seconds = 6;
+  // Three flushed masters sit out 2 s, and nobody can lock meanwhile: two
+  // rounds leave the real client time to work; the broken one gets five.
+  const int rounds = s.sabotage.empty() ? 2 : 5;
+  s.nemesis = [rounds](int d, std::mt19937&) { return flush_rounds(d, rounds); };
+  return s;
+}
+
 std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
   return {{at(d, 0.3), [nodes](Stage& s) {
              for (auto i : nodes) s.bed.kill(i);
@@ -208,6 +300,8 @@ std::vector<Scenario> build() {
        .quarantine = true,
        .greedy = true,
        .nemesis = one_wipe_round});
+  add(flushall_scenario("flushall",
+                        "FLUSHALL on three masters at once, twice, under greedy holders; the lost marker makes them sit out"));
   add({.name = "wipe-no-quarantine",
        .about = "the same without quarantine: breaks the persistence assumption; must show overlaps",
        .expect = Expect::violation,
@@ -309,6 +403,9 @@ std::vector<Scenario> build() {
        },
        .proxied = true,
        .group_b = 3});
+  add(stale_bytes_scenario("stale-bytes",
+                           "group 0's rollbacks on master 1 arrive 700 ms late on a connection it dropped, after a "
+                           "retry won on the new one; every attempt has a value of its own, so they delete nothing"));
   add(slow_replies_scenario("slow-replies",
                             "replies to group 0 arrive 250 ms late while its SETs land; validity subtracts that time"));
   {
@@ -357,6 +454,14 @@ std::vector<Scenario> build() {
          pause_for(plan, {0, 1, 2}, at(d, 0.3), 200);
          return plan;
        }});
+  add(stale_bytes_scenario("broken-reused-value",
+                           "broken client: one value for every attempt of a call; a stale rollback deletes the "
+                           "retry's key (stale-bytes schedule); must show overlaps",
+                           "reused_value"));
+  add(flushall_scenario("broken-no-data-check",
+                        "broken client: does not see a master lose its data (flushall schedule, five rounds); "
+                        "must show overlaps",
+                        "no_data_check"));
   add({.name = "broken-no-quarantine",
        .about = "broken client: ignores the restart quarantine; must show overlaps",
        .expect = Expect::violation,

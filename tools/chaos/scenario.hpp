@@ -43,6 +43,10 @@ struct Scenario {
   long max_ttl_ms = 2000;
   long wait_ms = 2000;
   long node_timeout_ms = 50;
+  // stall_timeout_ms: the workers' Options::stall_timeout (a connection whose
+  // oldest command went unanswered this long is dropped and replaced); 0:
+  // the worker's default, max(1 s, 4 node timeouts).
+  long stall_timeout_ms = 0;
   std::string hold_ms = "1:10";  // MIN:MAX work inside the lock
   bool greedy = false;           // hold until just before the validity ends
   std::string rest_ms = "0:5";   // MIN:MAX pause after each release

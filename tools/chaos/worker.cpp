@@ -8,6 +8,7 @@
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
 //                [--greedy] [--quarantine] [--polling] [--threads T] [--rest-ms A:B]
+//                [--stall-timeout MS]
 // With --threads T the process runs T clients (ids N*100 + 0..T-1) on one
 // shared, thread-safe redlock::Client, each with its own counter connection.
 // Exit 0 after the run; 2 on bad arguments or an unusable config.
@@ -39,6 +40,7 @@ struct Args {
   std::int64_t until_ns = 0;
   long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
   long rest_min = 0, rest_max = 5;  // pause after a release, so others get their turn
+  long stall_timeout = 0;           // 0: max(the library's default, 4 node timeouts)
   bool greedy = false, quarantine = false, polling = false;
 };
 
@@ -80,6 +82,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--wait") a.wait = number("--wait", v);
     else if (k == "--max-ttl") a.max_ttl = number("--max-ttl", v);
     else if (k == "--node-timeout") a.node_timeout = number("--node-timeout", v);
+    else if (k == "--stall-timeout") a.stall_timeout = number("--stall-timeout", v);
     else if (k == "--hold-ms") range("--hold-ms", v, a.hold_min, a.hold_max);
     else if (k == "--rest-ms") range("--rest-ms", v, a.rest_min, a.rest_max);
     else usage("unknown option " + k);
@@ -208,7 +211,8 @@ int main(int argc, char** argv) {
   config.options.max_ttl = milliseconds{a.max_ttl};
   config.options.default_ttl = milliseconds{a.ttl};
   config.options.node_timeout = milliseconds{a.node_timeout};
-  config.options.stall_timeout = std::max(config.options.stall_timeout, 4 * config.options.node_timeout);
+  config.options.stall_timeout = a.stall_timeout > 0 ? milliseconds{a.stall_timeout}
+                                                    : std::max(config.options.stall_timeout, 4 * config.options.node_timeout);
   auto client = Client::create(config);
   if (!client) usage(client.error().to_string());
   History history(a.history);

@@ -98,13 +98,54 @@ void DemoInput::add(const std::string& text_in, const std::string& source, int w
 
 void DemoInput::finish() {
   std::string only;
+  bool one = true;
   for (const auto& e : events) {
     if (e.type != EventType::invoke) continue;
-    if (!only.empty() && e.resource != only) return;  // several: leave the writes alone
+    if (!only.empty() && e.resource != only) one = false;  // several: leave the writes alone
     only = e.resource;
   }
-  for (auto& e : events)
-    if (e.type == EventType::write && e.resource.empty()) e.resource = only;
+  if (one)
+    for (auto& e : events)
+      if (e.type == EventType::write && e.resource.empty()) e.resource = only;
+
+  // The lease deadline check.
+  auto deadline_of = [&](const std::string& token) -> std::optional<std::int64_t> {
+    auto it = leases.find(token);
+    return it == leases.end() ? std::nullopt : it->second.deadline_mono_us;
+  };
+  late_issued_writes = unmatched_writes = 0;
+  closest_issue_us.reset();
+  for (auto& w : issued) {
+    w.deadline_mono_us = deadline_of(w.token);
+    if (!w.deadline_mono_us || !w.issued_mono_us) {
+      ++unmatched_writes;
+      continue;
+    }
+    const std::int64_t slack = *w.deadline_mono_us - *w.issued_mono_us;
+    if (slack < 0) {
+      ++late_issued_writes;
+      ++leases[w.token].late_writes;
+    } else if (!closest_issue_us || slack < *closest_issue_us) {
+      closest_issue_us = slack;
+    }
+  }
+  delayed_in_time = delayed_arrived_late = 0;
+  for (auto& d : delayed) {
+    d.deadline_mono_us = deadline_of(d.token);
+    if (!d.deadline_mono_us) continue;
+    if (d.issued_mono_us <= *d.deadline_mono_us) {
+      ++delayed_in_time;
+      if (d.delivered_mono_us > *d.deadline_mono_us) ++delayed_arrived_late;
+    }
+  }
+  stall_kills_in_time = stall_kills_late = 0;
+  for (auto& st : stall_records) {
+    st.deadline_mono_us = deadline_of(st.token);
+    if (st.deadline_mono_us && st.cmd_exit_mono_us && *st.cmd_exit_mono_us <= *st.deadline_mono_us)
+      ++stall_kills_in_time;
+    else
+      ++stall_kills_late;
+  }
 }
 
 void DemoInput::add_line(const std::string& line, int worker) {
@@ -126,6 +167,10 @@ void DemoInput::add_line(const std::string& line, int worker) {
       ok.token = text(j, "token");
       const std::int64_t deadline = ok.deadline;
       push(std::move(ok));
+      RunLease& lease = leases[text(j, "token")];
+      lease.worker = worker;
+      if (present(j, "deadline_mono_us")) lease.deadline_mono_us = integer(j, "deadline_mono_us");
+      if (present(j, "lost") && present(j, "child_signal")) ++killed_commands;
       if (present(j, "released_at_us")) {
         Event rel = event(EventType::release, worker, time_ns(j, "released_at_us"), resource);
         rel.released = true;
@@ -148,10 +193,59 @@ void DemoInput::add_line(const std::string& line, int worker) {
     if (what.empty()) throw FieldError("field \"what\" is empty");
     push(fault(time_ns(j, "start_us"), time_ns(j, "end_us"), what));
     ++faults;
+  } else if (j.contains("kind")) {  // a line of one of fenced_increment's helpers
+    const std::string kind = text(j, "kind");
+    const int client = present(j, "worker") ? static_cast<int>(integer(j, "worker")) : worker;
+    if (client < 0) throw FieldError("a \"" + kind + "\" line without a worker, and no --worker was given for this file");
+    if (kind == "stall") {
+      Stall st;
+      st.worker = client;
+      st.token = text(j, "token");
+      if (present(j, "cmd_exit_mono_us")) st.cmd_exit_mono_us = integer(j, "cmd_exit_mono_us");
+      push(fault(time_ns(j, "stall_start_us"), time_ns(j, "stall_end_us"),
+                 "holder stalled (worker " + std::to_string(client) + ")"));
+      stall_records.push_back(std::move(st));
+      ++stalls;
+    } else if (kind == "delayed_write") {
+      DelayedWrite d;
+      d.worker = client;
+      d.token = text(j, "token");
+      d.fence = static_cast<std::uint64_t>(integer(j, "fence"));
+      d.issued_mono_us = integer(j, "t_mono_us");
+      d.delivered_mono_us = integer(j, "delivered_mono_us");
+      if (d.delivered_mono_us < d.issued_mono_us) throw FieldError("delivered before it was issued");
+      const std::int64_t issued_ns = time_ns(j, "t_us"), delivered = time_ns(j, "delivered_us");
+      push(fault(issued_ns, delivered, "write delayed (worker " + std::to_string(client) + ")"));
+      if (present(j, "accepted")) {
+        d.accepted = boolean(j, "accepted");
+        d.highest = static_cast<std::uint64_t>(integer(j, "highest"));
+        if (*d.accepted) {
+          Event w = event(EventType::write, client, delivered, text(j, "resource"));
+          w.read = integer(j, "read");
+          w.wrote = integer(j, "wrote");
+          push(std::move(w));
+          ++accepted_writes;
+          ++delayed_accepted;
+        } else {
+          ++rejected_writes;
+          ++delayed_rejected;
+        }
+      } else {
+        d.error = text(j, "error");
+        ++delayed_failed;
+      }
+      issued.push_back({client, d.token, d.issued_mono_us, true, std::nullopt});
+      delayed.push_back(std::move(d));
+    } else {
+      throw FieldError("unknown \"kind\": \"" + kind + "\"");
+    }
   } else if (j.contains("accepted")) {  // a fenced_increment write
     const int client = present(j, "worker") ? static_cast<int>(integer(j, "worker")) : worker;
     if (client < 0) throw FieldError("a write without a worker, and no --worker was given for this file");
     const std::int64_t t = time_ns(j, "t_us");
+    issued.push_back({client, text(j, "token"),
+                      present(j, "t_mono_us") ? std::optional<std::int64_t>(integer(j, "t_mono_us")) : std::nullopt,
+                      false, std::nullopt});
     if (boolean(j, "accepted")) {
       Event w = event(EventType::write, client, t, text(j, "resource"));
       w.read = integer(j, "read");
@@ -167,7 +261,9 @@ void DemoInput::add_line(const std::string& line, int worker) {
                  "holder stalled (worker " + std::to_string(client) + ")"));
     }
   } else {
-    throw FieldError("neither a run result (\"command\"), a write (\"accepted\") nor a fault (\"what\")");
+    throw FieldError(
+        "neither a run result (\"command\"), a write (\"accepted\"), a helper's line (\"kind\") nor a fault "
+        "(\"what\")");
   }
 }
 

@@ -1,20 +1,35 @@
 // demo_report — the verdict and the picture of one scripts/demo.sh run.
 //
 //   demo_report [--final-value V] [--expected E] [--store-rejected R]
+//               [--injected-stalls S] [--injected-delays D]
 //               [--svg OUT] [--json OUT] [--title T]
 //               [--worker N] FILE... [--worker M FILE...] ...
 //
-// Reads the run results, fenced_increment logs and fault intervals the demo
-// recorded (demo_input.hpp: `--worker N` attributes the run lines of the
-// files after it to worker N), checks them with the chaos checker, draws the
-// timeline with the chaos renderer, and prints a short summary: the counter
-// against the expected value, accepted and rejected (stale, fenced-off)
-// writes, acquisitions and their latency, lost leases, overlapping hold
-// windows and lost updates, and where the SVG and JSON went.
+// Reads the run results, fenced_increment logs, its helpers' lines and the
+// fault intervals the demo recorded (demo_input.hpp: `--worker N`
+// attributes the run lines of the files after it to worker N), checks them
+// with the chaos checker, draws the timeline with the chaos renderer, and
+// prints a short summary: the counter against the expected value, accepted
+// and rejected (stale, fenced-off) writes, writes issued after their own
+// lease's deadline (on CLOCK_MONOTONIC, no fence involved), the delayed
+// writes (issued in time, delivered late, and what the fence did),
+// acquisitions and their latency, lost leases and commands killed on their
+// lease's schedule (the stalled holders': before their deadline?),
+// overlapping hold windows and lost updates, and where the SVG and JSON
+// went.
+//
+// E is the number of increments the workers completed; the counter must
+// hold E plus the delayed writes the store accepted (each of those is an
+// increment the worker did again, not knowing it had landed). S and D are
+// the stalls and delayed writes the demo injected: each must have left its
+// record.
 //
 // Exit 0 when the counter equals the expected value (when both are given),
-// no two hold windows overlap and no update was lost; 1 otherwise; 2 on a
-// usage error or unreadable / malformed input (naming the file and line).
+// no two hold windows overlap, no update was lost, no write was issued
+// after its lease's deadline and every write could be matched to its
+// lease, every stalled holder's command died before its deadline, and each
+// injected delayed write was issued in time and rejected; 1 otherwise; 2 on
+// a usage error or unreadable / malformed input (naming the file and line).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -34,10 +49,11 @@ using namespace redlock;
 
 constexpr const char* kUsage =
     "usage: demo_report [--final-value V] [--expected E] [--store-rejected R]\n"
+    "                   [--injected-stalls S] [--injected-delays D]\n"
     "                   [--svg OUT] [--json OUT] [--title T] [--worker N] FILE... [--worker M FILE...]...\n";
 
 struct Args {
-  std::optional<std::int64_t> final_value, expected, store_rejected;
+  std::optional<std::int64_t> final_value, expected, store_rejected, injected_stalls, injected_delays;
   std::string svg, json_out, title = "redlock demo";
 };
 
@@ -103,12 +119,15 @@ int main(int argc, char** argv) {
     if (opt == "--svg") a.svg = val;
     else if (opt == "--json") a.json_out = val;
     else if (opt == "--title") a.title = val;
-    else if (opt == "--final-value" || opt == "--expected" || opt == "--store-rejected" || opt == "--worker") {
+    else if (opt == "--final-value" || opt == "--expected" || opt == "--store-rejected" || opt == "--worker" ||
+             opt == "--injected-stalls" || opt == "--injected-delays") {
       const auto n = number(val);
       if (!n) return usage(opt + ": expected a whole number, got '" + val + "'");
       if (opt == "--final-value") a.final_value = n;
       else if (opt == "--expected") a.expected = n;
       else if (opt == "--store-rejected") a.store_rejected = n;
+      else if (opt == "--injected-stalls") a.injected_stalls = n;
+      else if (opt == "--injected-delays") a.injected_delays = n;
       else if (*n > 1'000'000) return usage("--worker: " + val + " is too large");
       else worker = static_cast<int>(*n);
     } else {
@@ -129,24 +148,68 @@ int main(int argc, char** argv) {
 
   const chaos::CheckInput check_in{in.events, a.final_value.value_or(-1), 0, in.first_ns, in.last_ns};
   const chaos::CheckResult r = chaos::check(check_in);
-  const std::int64_t expected = a.expected.value_or(r.expected_final);
+  // The workers' increments, plus the delayed writes that landed (their
+  // workers, not knowing, did those increments again).
+  const std::int64_t expected = a.expected ? *a.expected + static_cast<std::int64_t>(in.delayed_accepted)
+                                           : r.expected_final;
   const bool counter_ok = !a.final_value || *a.final_value == expected;
-  const bool passed = counter_ok && r.overlaps == 0 && r.lost_updates == 0;
+  const bool deadline_ok = in.late_issued_writes == 0 && in.unmatched_writes == 0;
+  const bool stalls_ok = in.stall_kills_late == 0 &&
+                         (!a.injected_stalls || *a.injected_stalls == static_cast<std::int64_t>(in.stall_records.size()));
+  const bool delays_ok =
+      !a.injected_delays || (*a.injected_delays == static_cast<std::int64_t>(in.delayed.size()) &&
+                             in.delayed_rejected == in.delayed.size() && in.delayed_in_time == in.delayed.size());
+  const bool passed = counter_ok && r.overlaps == 0 && r.lost_updates == 0 && deadline_ok && stalls_ok && delays_ok;
 
   if (!a.svg.empty() &&
       !write_file(a.svg, chaos::render_timeline_svg(r, chaos::fault_events(in.events), in.first_ns, in.last_ns, a.title))) {
     std::cerr << "demo_report: cannot write " << a.svg << "\n";
     return 2;
   }
+  auto opt = [](const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   if (!a.json_out.empty()) {
+    nlohmann::json late_runs = nlohmann::json::array();
+    for (const auto& [token, lease] : in.leases)
+      if (lease.late_writes > 0)
+        late_runs.push_back({{"token", token}, {"worker", lease.worker}, {"late_writes", lease.late_writes}});
+    nlohmann::json delayed = nlohmann::json::array();
+    for (const auto& d : in.delayed)
+      delayed.push_back({{"worker", d.worker},
+                         {"token", d.token},
+                         {"fence", d.fence},
+                         {"issued_mono_us", d.issued_mono_us},
+                         {"delivered_mono_us", d.delivered_mono_us},
+                         {"deadline_mono_us", opt(d.deadline_mono_us)},
+                         {"accepted", d.accepted ? nlohmann::json(*d.accepted) : nlohmann::json(nullptr)},
+                         {"highest", d.highest},
+                         {"error", d.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.error)}});
+    nlohmann::json stalls = nlohmann::json::array();
+    for (const auto& st : in.stall_records)
+      stalls.push_back({{"worker", st.worker},
+                        {"token", st.token},
+                        {"cmd_exit_mono_us", opt(st.cmd_exit_mono_us)},
+                        {"deadline_mono_us", opt(st.deadline_mono_us)}});
     nlohmann::json j = chaos::to_json(r, "demo", false,
                                       {{"title", a.title},
                                        {"expected", expected},
+                                       {"worker_increments", opt(a.expected)},
                                        {"runs", in.runs},
                                        {"accepted_writes", in.accepted_writes},
                                        {"rejected_writes", in.rejected_writes},
-                                       {"store_rejected", a.store_rejected ? nlohmann::json(*a.store_rejected) : nullptr},
+                                       {"store_rejected", opt(a.store_rejected)},
+                                       {"issued_writes", in.issued.size()},
+                                       {"late_issued_writes", in.late_issued_writes},
+                                       {"late_issued_runs", late_runs},
+                                       {"unmatched_writes", in.unmatched_writes},
+                                       {"closest_issue_us", opt(in.closest_issue_us)},
+                                       {"delayed_writes", delayed},
+                                       {"delayed_rejected", in.delayed_rejected},
+                                       {"delayed_accepted", in.delayed_accepted},
                                        {"stalls", in.stalls},
+                                       {"stall_records", stalls},
+                                       {"stall_kills_in_time", in.stall_kills_in_time},
+                                       {"stall_kills_late", in.stall_kills_late},
+                                       {"killed_commands", in.killed_commands},
                                        {"lost_leases", in.lost_leases},
                                        {"overdue_holds", in.overdue_holds},
                                        {"timeline", a.svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.svg)}});
@@ -159,16 +222,56 @@ int main(int argc, char** argv) {
 
   auto& out = std::cout;
   out << "counter:       " << (a.final_value ? std::to_string(*a.final_value) : "(not read)") << " (expected "
-      << expected << ")" << (counter_ok ? "" : "  <-- MISMATCH") << "\n";
+      << expected;
+  if (a.expected) out << " = " << *a.expected << " increments + " << in.delayed_accepted << " delayed write(s) accepted";
+  out << ")" << (counter_ok ? "" : "  <-- MISMATCH") << "\n";
   out << "writes:        " << in.accepted_writes << " accepted, " << in.rejected_writes
       << " stale write(s) rejected by the fence";
   if (a.store_rejected && *a.store_rejected != static_cast<std::int64_t>(in.rejected_writes))
     out << " (the store counted " << *a.store_rejected << ")";
   out << "\n";
+  std::size_t late_runs = 0;
+  for (const auto& [token, lease] : in.leases) late_runs += lease.late_writes > 0 ? 1 : 0;
+  out << "issued late:   writes issued after the lease deadline: " << in.late_issued_writes << " (of "
+      << in.issued.size() << " issued, in " << late_runs << " of " << in.leases.size() << " leases";
+  if (in.closest_issue_us) out << "; the closest was issued " << ms1(*in.closest_issue_us) << " before its deadline";
+  out << ")" << (in.late_issued_writes == 0 ? "" : "  <-- ISSUED AFTER THE DEADLINE") << "\n";
+  if (in.unmatched_writes > 0)
+    out << "unmatched:     " << in.unmatched_writes
+        << " write(s) without a lease deadline to compare with (no token, t_mono_us or deadline_mono_us)  <-- CANNOT TELL\n";
+  for (const auto& d : in.delayed) {
+    out << "delayed write: worker " << d.worker << ", fence " << d.fence << ": ";
+    if (!d.deadline_mono_us) {
+      out << "its lease is not in the records";
+    } else {
+      const std::int64_t before = *d.deadline_mono_us - d.issued_mono_us;
+      out << "issued " << (before >= 0 ? ms1(before) + " before" : ms1(-before) + " AFTER") << " its deadline, ";
+      const std::int64_t after = d.delivered_mono_us - *d.deadline_mono_us;
+      out << "delivered " << (after >= 0 ? ms1(after) + " after it" : ms1(-after) + " before it");
+    }
+    if (!d.accepted) out << ", not delivered: " << d.error;
+    else if (*d.accepted) out << ", ACCEPTED (no higher fence had been written)";
+    else out << ", rejected by the fence (highest fence " << d.highest << ")";
+    out << "\n";
+  }
+  if (a.injected_delays && *a.injected_delays != static_cast<std::int64_t>(in.delayed.size()))
+    out << "delayed write: " << *a.injected_delays << " injected, " << in.delayed.size() << " recorded  <-- MISSING\n";
   out << "acquisitions:  " << r.acquisitions << " of " << r.attempts << " attempts (" << r.failures
       << " not acquired); time to acquire (waiting included) p50 " << ms1(r.p50_us) << ", p99 " << ms1(r.p99_us) << "\n";
   out << "lost leases:   " << in.lost_leases << " reported by redlock run, " << in.overdue_holds
       << " held past their deadline; holders stalled on purpose: " << in.stalls << "\n";
+  out << "killed:        " << in.killed_commands << " command(s) killed by a signal when their lease ran out";
+  for (const auto& st : in.stall_records) {
+    out << "; stalled holder (worker " << st.worker << "): ";
+    if (!st.cmd_exit_mono_us) out << "its command outlived the stall  <-- NOT KILLED";
+    else if (!st.deadline_mono_us) out << "its lease is not in the records  <-- CANNOT TELL";
+    else if (*st.cmd_exit_mono_us <= *st.deadline_mono_us)
+      out << "its command died " << ms1(*st.deadline_mono_us - *st.cmd_exit_mono_us) << " before its deadline";
+    else out << "its command died " << ms1(*st.cmd_exit_mono_us - *st.deadline_mono_us) << " AFTER its deadline";
+  }
+  out << "\n";
+  if (a.injected_stalls && *a.injected_stalls != static_cast<std::int64_t>(in.stall_records.size()))
+    out << "stalls:        " << *a.injected_stalls << " injected, " << in.stall_records.size() << " recorded  <-- MISSING\n";
   out << "overlaps:      " << r.overlaps << " overlapping hold windows\n";
   out << "lost updates:  " << r.lost_updates << "\n";
   if (r.stale_writes > 0) out << "late writes:   " << r.stale_writes << " accepted after their lease's deadline\n";

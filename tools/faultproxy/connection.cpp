@@ -81,16 +81,44 @@ void Connection::faults_changed() {
 
 void Connection::on_flow_finished() {
   // Both sides have half-closed and every byte was written: a clean end.
-  if (up_.finished() && down_.finished()) close(false, false);
+  // With the client gone, the up direction's end is all that was left.
+  if (up_.finished() && (down_.finished() || client_gone_)) close(false, false);
 }
 
 // A write to d's destination failed (EPIPE, ECONNRESET): that peer is gone.
 // The proxy cannot keep half a TCP connection alive, so it does what the
 // peer's kernel would have done to a sender: reset the other side.
+//
+// With keep_in_flight, a client that is gone (d == Down) does not take the
+// bytes it already sent with it: see client_left.
 void Connection::on_peer_gone(Direction d) {
+  if (d == Direction::Down && listener_.keep_in_flight()) {
+    client_left();
+    return;
+  }
   if (d == Direction::Up) close(true, false);
   else close(false, true);
 }
+
+// client_left (keep_in_flight): writing to the client failed — it closed
+// its socket, and its kernel answered our last write with a RST. In a real
+// network the segments it sent before are still on their way and reach the
+// server anyway, after anything sent on a newer connection if they were
+// slower. So the up direction keeps delivering its queue, delays included,
+// then ends with a FIN (the client's own FIN if it was read, else one in
+// place of its RST: the server must read every byte first). The down
+// direction has nobody to deliver to any more: its bytes are dropped, and
+// the pair closes once the up direction passed its FIN on (or the server
+// ended its side first).
+void Connection::client_left() {
+  if (closing_ || client_gone_) return;
+  client_gone_ = true;
+  down_.discard_queue();
+  up_.on_end(End::Eof);  // a no-op when the client's end was read already
+  if (up_.finished()) close(false, false);
+}
+
+void Connection::on_server_end_after_client_gone() { close(false, false); }
 
 // d's source ended with an error; the reset reached the front of d's queue
 // (after the bytes read before it) and goes on to d's destination.

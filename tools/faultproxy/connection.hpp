@@ -22,6 +22,9 @@ class Connection {
 
   Listener& listener() const { return listener_; }
   bool closing() const { return closing_; }
+  // client_gone: keep-in-flight mode only — the client's side is gone, and
+  // the pair lives on to deliver what the client had sent (docs/faultproxy.md).
+  bool client_gone() const { return client_gone_; }
   bool server_connected() const { return server_state_ == ServerState::Connected; }
   uv_stream_t* client_stream() { return reinterpret_cast<uv_stream_t*>(&client_); }
   uv_stream_t* server_stream() { return reinterpret_cast<uv_stream_t*>(&server_); }
@@ -37,6 +40,7 @@ class Connection {
   void on_flow_finished();             // a direction passed its EOF on
   void on_peer_gone(Direction d);      // writing to d's destination failed
   void on_reset_delivered(Direction d);  // d's source was reset; pass it on
+  void on_server_end_after_client_gone();  // the target ended its side: nothing more to do
 
  private:
   enum class ServerState { Idle, Connecting, Connected };
@@ -46,6 +50,7 @@ class Connection {
   void start();
   void connect_upstream();
   void close_socket(uv_tcp_t* socket, bool reset);
+  void client_left();
   static void on_connect(uv_connect_t* req, int status);
   static void on_close(uv_handle_t* handle);
 
@@ -58,6 +63,7 @@ class Connection {
   ServerState server_state_ = ServerState::Idle;
   int open_handles_ = 0;
   bool closing_ = false;
+  bool client_gone_ = false;
 };
 
 }  // namespace faultproxy

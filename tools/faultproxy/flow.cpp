@@ -62,7 +62,7 @@ void Flow::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 
 void Flow::on_data(const char* data, std::size_t n) {
   if (owner_.closing()) return;
-  if (faults().drops(dir_)) {
+  if (faults().drops(dir_) || (dir_ == Direction::Down && owner_.client_gone())) {
     owner_.listener().stats().dir(dir_).dropped += n;
     return;
   }
@@ -74,6 +74,10 @@ void Flow::on_end(End end) {
   ended_ = true;
   if (reading_) uv_read_stop(src());
   reading_ = false;
+  if (dir_ == Direction::Down && owner_.client_gone()) {
+    owner_.on_server_end_after_client_gone();  // nobody to pass it on to
+    return;
+  }
   // While dropping, the end is kept rather than lost: like a FIN that TCP
   // retransmits until the partition heals. Otherwise a blackholed pair whose
   // client went away could never finish.
@@ -114,6 +118,7 @@ void Flow::faults_changed() {
 
 void Flow::pump() {
   if (owner_.closing() || !dst_ready() || end_delivered_) return;
+  if (dir_ == Direction::Down && owner_.client_gone()) return;  // its queue was discarded
   const Faults& f = faults();
   // A drop applies to bytes leaving the proxy as well as to bytes arriving:
   // nothing crosses a blackhole, even what was queued before it was set.

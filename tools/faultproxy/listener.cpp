@@ -14,12 +14,13 @@ constexpr int kBacklog = 1024;  // hundreds of clients may connect at once
 }  // namespace
 
 Listener::Listener(uv_loop_t* loop, std::size_t index, Endpoint listen, Endpoint target,
-                   std::size_t max_queue, std::uint64_t seed)
+                   std::size_t max_queue, std::uint64_t seed, bool keep_in_flight)
     : index_(index),
       listen_(std::move(listen)),
       target_(std::move(target)),
       name_(listen_.text()),
       max_queue_(max_queue),
+      keep_in_flight_(keep_in_flight),
       // One stream per listener, derived from the seed: a run can be
       // replayed with --seed, and listeners do not share jitter draws.
       rng_(seed ^ (0x9E3779B97F4A7C15ULL * (index + 1))) {

@@ -24,7 +24,7 @@ class Connection;
 class Listener {
  public:
   Listener(uv_loop_t* loop, std::size_t index, Endpoint listen, Endpoint target,
-           std::size_t max_queue, std::uint64_t seed);
+           std::size_t max_queue, std::uint64_t seed, bool keep_in_flight);
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
@@ -39,6 +39,7 @@ class Listener {
   const std::string& name() const { return name_; }
   const Endpoint& target() const { return target_; }
   std::size_t max_queue() const { return max_queue_; }
+  bool keep_in_flight() const { return keep_in_flight_; }  // ProxyConfig::keep_in_flight
   const Faults& faults() const { return faults_; }
   ListenerStats& stats() { return stats_; }
   std::mt19937_64& rng() { return rng_; }
@@ -64,6 +65,7 @@ class Listener {
   Endpoint target_;
   std::string name_;
   const std::size_t max_queue_;
+  const bool keep_in_flight_;
   std::mt19937_64 rng_;
   Faults faults_;
   ListenerStats stats_;

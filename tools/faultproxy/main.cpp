@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-queue", max_queue, "bytes buffered per direction per connection before reading stops")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 32));
+  bool keep_in_flight = false;
+  app.add_flag("--keep-in-flight", keep_in_flight,
+               "when a client's side is gone, still deliver the bytes it sent (after their delay), then close "
+               "upstream (default: drop them and close at once)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -96,6 +100,7 @@ int main(int argc, char** argv) {
   }
   config.seed = seed_opt->count() > 0 ? seed : std::random_device{}();
   config.max_queue = max_queue;
+  config.keep_in_flight = keep_in_flight;
 
   std::signal(SIGPIPE, SIG_IGN);  // a peer that vanished is a write error, not death
   raise_fd_limit();

@@ -17,7 +17,8 @@ Proxy::~Proxy() { shutdown(); }
 
 void Proxy::start() {
   for (std::size_t i = 0; i < config_.listen.size(); ++i) {
-    auto* l = new Listener(loop_, i, config_.listen[i], config_.target, config_.max_queue, config_.seed);
+    auto* l = new Listener(loop_, i, config_.listen[i], config_.target, config_.max_queue, config_.seed,
+                           config_.keep_in_flight);
     listeners_.push_back(l);
     if (int rc = l->listen(); rc != 0)
       throw std::runtime_error("cannot listen on " + config_.listen[i].text() + ": " + uv_strerror(rc));
@@ -53,6 +54,7 @@ nlohmann::json Proxy::status() const {
           {"control", control_ != nullptr ? control_->address() : std::string()},
           {"seed", config_.seed},
           {"max_queue", config_.max_queue},
+          {"keep_in_flight", config_.keep_in_flight},
           {"listeners", ls}};
 }
 

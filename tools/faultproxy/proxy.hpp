@@ -31,6 +31,12 @@ struct ProxyConfig {
   Endpoint control;                // loopback TCP or unix socket
   std::uint64_t seed = 0;          // jitter draws
   std::size_t max_queue = kDefaultMaxQueue;  // backpressure limit per direction
+  // keep_in_flight: bytes a client sent are still delivered to the target
+  // (after their delay) when the client's side is gone, then the upstream
+  // side is closed with a FIN — what a real network does with segments the
+  // client's kernel already sent. Off: a client that is gone tears the pair
+  // down at once and what was still queued is dropped.
+  bool keep_in_flight = false;
 };
 
 class Proxy {

@@ -149,3 +149,60 @@ TEST_CASE("a clean exit (status 0, no leak under ASan) with connections in every
   CHECK(proxy->stop() == 0);
   CHECK(held.read_errno() == 0);  // the proxy closed its side in order on the way out
 }
+
+namespace {
+
+// send_delayed_then_close: four SETs, each a chunk of its own (the proxy has
+// queued one before the next is sent), delayed 300, 600, 900 and 1200 ms;
+// then the client closes its socket while all four are still in the proxy.
+// Once the first reply reaches the closed socket, its kernel answers with
+// a RST, so the next reply fails to be written: the client is gone. The
+// 300 ms steps keep the order of those events whatever the machine's load.
+// Returns the listener's STATUS once the pair has closed.
+nlohmann::json send_delayed_then_close(faultproxy::FaultProxyProcess& proxy) {
+  auto control = proxy.control();
+  {
+    RawSocket r(proxy.host(0), proxy.port(0));
+    std::size_t sent = 0;
+    int delay = 0;
+    for (const char* key : {"a", "b", "c", "d"}) {
+      delay += 300;
+      control.set("0", "delay_up=" + std::to_string(delay));
+      const std::string cmd = std::string("SET ") + key + " 1\r\n";
+      r.send_all(cmd);
+      sent += cmd.size();
+      wait_status(control, "0", [sent](const auto& st) { return st["up"]["queued"] == sent; });
+    }
+  }  // closed (FIN) with every SET still delayed
+  return wait_status(control, "0", [](const auto& st) { return st["connections"]["active"] == 0; });
+}
+
+}  // namespace
+
+TEST_CASE("a client that closes with bytes in flight: dropped by default, delivered with --keep-in-flight") {
+  SUBCASE("default: the pair is torn down when the client is found gone; later bytes are lost") {
+    redlock::test::RedisServer server;
+    auto proxy = start_proxy(server.address());
+    const auto s = send_delayed_then_close(*proxy);
+    CHECK(s["connections"]["active"] == 0);
+    CHECK(server.command({"GET", "a"}).str == "1");  // its reply met the closed socket: the RST came back
+    CHECK(server.command({"GET", "b"}).str == "1");  // its reply found the client gone: the pair was torn down
+    CHECK(server.command({"EXISTS", "c"}).integer == 0);
+    CHECK(server.command({"EXISTS", "d"}).integer == 0);
+    CHECK(s["up"]["dropped"].get<std::uint64_t>() > 0);
+  }
+  SUBCASE("--keep-in-flight: every byte the client sent reaches the server, then the pair closes") {
+    // A real network still delivers what the client's kernel sent before
+    // the close: a late rollback on a dropped connection is exactly that.
+    redlock::test::RedisServer server;
+    auto proxy = start_proxy(server.address(), {"127.0.0.1:0"}, {"--keep-in-flight"});
+    CHECK(proxy->control().status()["keep_in_flight"] == true);
+    const auto s = send_delayed_then_close(*proxy);
+    CHECK(s["connections"]["active"] == 0);
+    for (const char* key : {"a", "b", "c", "d"}) CHECK(server.command({"GET", key}).str == "1");
+    CHECK(s["up"]["forwarded"] == 4 * 9);
+    CHECK(s["up"]["dropped"] == 0);
+    CHECK(s["down"]["dropped"].get<std::uint64_t>() > 0);  // the replies had nobody to go to
+    CHECK(proxy->stop() == 0);
+  }
+}

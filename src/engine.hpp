@@ -1,13 +1,11 @@
-// redlock.hpp — the Redlock algorithm over a Transport on a uv loop.
+// engine.hpp — the Redlock algorithm over a Transport and a Runtime.
 //
-// Engine runs acquire, extend and release operations. Each operation owns
-// one uv timer: it defers every completion to the loop (so no callback runs
-// on the caller's stack), batches the replies that arrive in the same loop
-// iteration as the deciding one, and spaces acquire retries. The engine
-// knows nothing of hiredis; unit tests drive it with a fake Transport.
+// Engine starts acquire, extend and release operations (src/operation.hpp)
+// and keeps the list of live ones, for cancellation and shutdown. It knows
+// nothing of hiredis or uv: production runs it on a UvRuntime, the unit
+// tests on a fake transport, the simulator (tools/sim) on simulated time
+// and simulated masters.
 #pragma once
-
-#include <uv.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +18,7 @@
 
 #include "redlock/async_client.hpp"
 #include "redlock/options.hpp"
+#include "runtime.hpp"
 #include "transport.hpp"
 
 namespace redlock::detail {
@@ -27,15 +26,17 @@ namespace redlock::detail {
 class Operation;
 
 // check_resource: "" when `resource` is a usable name, else why not
-// (empty, or longer than 1024 bytes).
+// (empty, longer than 1024 bytes, or containing '}').
 std::string check_resource(const std::string& resource);
 
 class Engine {
  public:
-  // Engine keeps references to all three; they must outlive it.
-  Engine(uv_loop_t* loop, Transport& transport, const Options& options) noexcept;
+  // Engine keeps references to all three; they must outlive it. Loop thread
+  // only, apart from the cancellation of an acquire's stop token.
+  Engine(Runtime& runtime, Transport& transport, const Options& options) noexcept;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+  ~Engine();
 
   void acquire(std::string resource, AcquireOptions opts, LockCallback done);
   // acquire_many takes every resource or none (one script per master).
@@ -50,22 +51,28 @@ class Engine {
                const std::vector<std::string>& more = {});
 
   // shutdown makes every live operation (and any started later) complete
-  // with Errc::closed on the next loop iteration; on_idle runs once no
-  // operation is left (at once if none is). Idempotent.
+  // with Errc::closed on a later loop turn — an acquire attempt on its way
+  // is rolled back first; on_idle runs once no operation is left (at once
+  // if none is). Idempotent.
   void shutdown(std::function<void()> on_idle);
 
   std::size_t live_operations() const noexcept { return live_; }
+  bool closing() const noexcept { return closing_; }
+  Runtime& runtime() noexcept { return runtime_; }
+  Transport& transport() noexcept { return transport_; }
+  const Options& options() const noexcept { return options_; }
 
- private:
-  friend class Operation;
-  void setup_acquire(Operation* op, std::string resource, AcquireOptions opts, std::string problem);
-  void watch_cancel(Operation* op, const std::stop_token& token);
-  void drain_cancels();
-  void maybe_idle();
+  // For Operation only: the list of live operations.
   void enlist(Operation* op) noexcept;
   void delist(Operation* op) noexcept;
 
-  uv_loop_t* loop_;
+ private:
+  void start(Operation* op);
+  void watch_cancel(Operation* op, const std::stop_token& token);
+  void drain_cancels();
+  void maybe_idle();
+
+  Runtime& runtime_;
   Transport& transport_;
   const Options& options_;
   Operation* head_ = nullptr;  // intrusive list of live operations
@@ -73,14 +80,13 @@ class Engine {
   bool closing_ = false;
   std::function<void()> on_idle_;
   // Cancellation requests from other threads: operation ids, drained on the
-  // loop (src/redlock.cpp, watch_cancel).
+  // loop (watch_cancel).
   struct CancelQueue {
     std::mutex mu;
     std::vector<std::uint64_t> ids;
   };
   std::shared_ptr<CancelQueue> cancels_ = std::make_shared<CancelQueue>();
-  uv_async_t* cancel_async_ = nullptr;
-  bool cancel_closing_ = false;
+  std::unique_ptr<Signal> cancel_signal_;
   std::uint64_t next_id_ = 0;
 };
 

@@ -1,0 +1,231 @@
+// run_guard.cpp — the kill schedule and the guard process (run_guard.hpp).
+#include "run_guard.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace redlock::cli {
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+milliseconds kill_margin(milliseconds ttl) { return std::min(milliseconds{50}, ttl / 10); }
+
+milliseconds max_kill_after(milliseconds ttl) { return std::max(milliseconds{0}, ttl / 3 - kill_margin(ttl)); }
+
+steady::time_point KillSchedule::kill_point() const noexcept {
+  return terminating() ? std::min(term_at_ + kill_after_, deadline_ - margin_) : deadline_ - margin_;
+}
+
+KillSchedule::Step KillSchedule::due(steady::time_point now) noexcept {
+  if (killed_) return Step::none;
+  if (now >= kill_point()) {
+    killed_ = true;
+    return Step::kill;
+  }
+  if (terminating() || now < next()) return Step::none;
+  term_at_ = now;
+  return Step::term;
+}
+
+steady::time_point KillSchedule::next() const noexcept {
+  if (killed_) return steady::time_point::max();
+  if (terminating()) return kill_point();
+  const steady::time_point term = requested_ ? steady::time_point{} : deadline_ - kill_after_ - margin_ + term_delay_;
+  return std::min(term, kill_point());
+}
+
+void signal_group(pid_t pgid, KillSchedule::Step step) noexcept {
+  if (pgid <= 0) return;
+  if (step == KillSchedule::Step::term) {
+    ::kill(-pgid, SIGTERM);
+    ::kill(-pgid, SIGCONT);  // a stopped process sees SIGTERM only once continued
+  } else if (step == KillSchedule::Step::kill) {
+    ::kill(-pgid, SIGKILL);
+  }
+}
+
+namespace {
+
+// Message — one datagram from the supervisor (SOCK_SEQPACKET: whole or none).
+struct Message {
+  std::int32_t kind = 0;
+  std::int32_t pgid = 0;  // kWatch
+  std::int64_t a = 0, b = 0, c = 0;
+};
+enum Kind : std::int32_t { kWatch = 1, kDeadline, kTerminated, kDone };
+
+// The guard's SIGTERM waits this long past its due point for a live
+// supervisor's own (kTerminated), so that the group does not get two.
+constexpr milliseconds kGuardTermDelay{20};
+
+std::int64_t to_ns(steady::time_point t) { return nanoseconds(t.time_since_epoch()).count(); }
+steady::time_point from_ns(std::int64_t ns) {
+  return steady::time_point(std::chrono::duration_cast<steady::duration>(nanoseconds(ns)));
+}
+
+void say(const std::string& text) {
+  const std::string line = "redlock: run (guard): " + text + "\n";
+  [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
+}
+
+// guard_main is the guard process. `sock` is its end of the socket pair.
+[[noreturn]] void guard_main(int sock) {
+  ::setsid();  // its own session and group: no terminal signal reaches it
+  for (int s : {SIGINT, SIGHUP, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) ::signal(s, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Only stderr and the socket stay open: holding CMD's stdout open
+  // would keep a reader of redlock's output from seeing its end.
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+  }
+  if (sock != 3) ::dup2(sock, 3);
+  sock = 3;
+  ::close_range(4, ~0U, 0);
+
+  std::optional<KillSchedule> plan;
+  pid_t pgid = 0;
+  bool orphaned = false;  // the supervisor is gone
+  for (;;) {
+    timespec wait{}, *timeout = nullptr;
+    if (plan) {
+      auto next = plan->next();
+      // An abandoned group is checked for members every 10 ms, to exit
+      // with it rather than signal its id after it may have been reused.
+      if (orphaned) next = std::min(next, steady::now() + milliseconds{10});
+      const auto left = std::max(nanoseconds{0}, next - steady::now());
+      wait.tv_sec = static_cast<time_t>(left.count() / 1000000000);
+      wait.tv_nsec = static_cast<long>(left.count() % 1000000000);
+      timeout = &wait;
+    }
+    pollfd p{orphaned ? -1 : sock, POLLIN, 0};
+    if (::ppoll(&p, 1, timeout, nullptr) < 0 && errno != EINTR) ::_exit(1);
+    if (p.revents != 0) {
+      Message m;
+      const ssize_t n = ::recv(sock, &m, sizeof m, 0);
+      if (n == static_cast<ssize_t>(sizeof m)) {
+        switch (m.kind) {
+          case kWatch:  // a: kill_after, b: margin, c: deadline
+            pgid = m.pgid;
+            plan.emplace(std::chrono::duration_cast<milliseconds>(nanoseconds(m.a)),
+                         std::chrono::duration_cast<milliseconds>(nanoseconds(m.b)), from_ns(m.c),
+                         kGuardTermDelay);
+            break;
+          case kDeadline:
+            if (plan) plan->set_deadline(from_ns(m.a));
+            break;
+          case kTerminated:
+            if (plan) plan->terminated_at(from_ns(m.a));
+            break;
+          case kDone:
+            ::_exit(0);
+        }
+      } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        if (!plan) ::_exit(0);
+        orphaned = true;
+        plan->request_termination();
+        say("redlock exited while its command ran; terminating process group " + std::to_string(pgid));
+      }
+    }
+    if (plan) {
+      for (auto step = plan->due(steady::now()); step != KillSchedule::Step::none; step = plan->due(steady::now())) {
+        signal_group(pgid, step);
+        if (step == KillSchedule::Step::kill) ::_exit(0);
+      }
+    }
+    if (orphaned && ::kill(-pgid, 0) < 0 && errno == ESRCH) ::_exit(0);
+  }
+}
+
+// reap waits up to `bound` for child `pid` to exit, then SIGKILLs it, and
+// collects it.
+void reap(pid_t pid, milliseconds bound) {
+  const int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pfd >= 0) {
+    pollfd p{pfd, POLLIN, 0};
+    while (::poll(&p, 1, static_cast<int>(bound.count())) < 0 && errno == EINTR) {
+    }
+    ::close(pfd);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+}  // namespace
+
+Guard::Guard() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+    throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    const int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(e));
+  }
+  if (pid_ == 0) guard_main(fds[1]);
+  ::close(fds[1]);
+  fd_ = fds[0];
+}
+
+Guard::~Guard() {
+  if (fd_ >= 0) ::close(fd_);  // EOF: a watching guard now terminates the group
+  // Watching an abandoned group, the guard outlives us by design.
+  if (pid_ > 0 && !watching_) reap(pid_, milliseconds{1000});
+}
+
+void Guard::send(std::int32_t kind, pid_t pgid, std::int64_t a, std::int64_t b, std::int64_t c) {
+  Message m;
+  m.kind = kind;
+  m.pgid = pgid;
+  m.a = a;
+  m.b = b;
+  m.c = c;
+  // Never block, never SIGPIPE: a stopped or dead guard must not stop us.
+  [[maybe_unused]] const ssize_t n = ::send(fd_, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void Guard::watch(pid_t pgid, milliseconds kill_after, milliseconds margin, steady::time_point deadline) {
+  send(kWatch, pgid, nanoseconds(kill_after).count(), nanoseconds(margin).count(), to_ns(deadline));
+  watching_ = true;
+  sent_deadline_ = deadline;
+}
+
+void Guard::deadline(steady::time_point d) {
+  if (d == sent_deadline_) return;
+  sent_deadline_ = d;
+  send(kDeadline, 0, to_ns(d));
+}
+
+void Guard::terminated(steady::time_point t) { send(kTerminated, 0, to_ns(t)); }
+
+void Guard::done() {
+  if (!watching_) return;
+  send(kDone, 0);
+  reap(pid_, milliseconds{1000});
+  pid_ = -1;
+  watching_ = false;
+}
+
+}  // namespace redlock::cli

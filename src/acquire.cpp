@@ -1,0 +1,312 @@
+// acquire.cpp — taking a lock, as a state machine over rounds.
+//
+// Safety rests on four rules kept here:
+//  0. every acquire attempt writes a value no other attempt writes (a fresh
+//     128-bit random value per attempt), and a rollback or cleanup names the
+//     value of its own attempt: a late one can never delete what a later
+//     attempt, or anyone else, wrote — whatever order connections deliver in;
+//  1. elapsed is measured on the monotonic clock from T1, taken before the
+//     first send of a round, to the moment the outcome is evaluated, and
+//     validity = ttl − elapsed − drift must stay above min_validity;
+//  2. an attempt that fails is rolled back on every node — a timeout means
+//     "maybe applied" — down the same connection behind the SET, so a SET
+//     that lands late is deleted right after;
+//  3. a fenced lock is handed out only after a majority raised its fence
+//     within the validity that began at phase 1's T1.
+#include <algorithm>
+
+#include "keys.hpp"
+#include "operation.hpp"
+#include "sabotage.hpp"
+#include "validity.hpp"
+
+namespace redlock::detail {
+
+namespace {
+
+using std::chrono::duration_cast;
+
+// The widest a crowded waiter spreads its reaction to a notification
+// (wake_jitter). Only a waiter that keeps losing races widens its spread,
+// so a small crowd stays near Options::wake_jitter; in a crowd of 200 whose
+// handoffs take ~10 ms, about 200 · 10 / 512 ≈ 4 try per handoff, and the
+// first try after a release comes ~512 / 200 ≈ 3 ms after it.
+constexpr milliseconds max_wake_spread{512};
+
+}  // namespace
+
+AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl,
+                                   LockCallback done)
+    : Operation(engine, std::move(keys), std::move(opts.token)),
+      ttl_(ttl),
+      wait_deadline_(engine.runtime().now() + opts.wait),
+      done_(std::move(done)),
+      caller_token_(!token_.empty()),
+      fence_(opts.fence),
+      wake_spread_(engine.options().wake_jitter) {}
+
+// step — the transition function. Inputs that cannot be acted on in the
+// current state (a cancel during an attempt, a wake-up during an attempt)
+// are latched and read when the attempt ends.
+void AcquireOperation::step(Event event) {
+  switch (event) {
+    case Event::cancel: cancelled_ = true; break;
+    case Event::abort: aborted_ = true; break;
+    case Event::released:
+    case Event::resubscribed:
+    case Event::subscribed: return wake(event);
+    default: break;
+  }
+  switch (state_) {
+    case State::starting:
+      if (event == Event::abort || event == Event::cancel) return arm(milliseconds{0});
+      if (event != Event::timer) return;
+      if (std::optional<Error> e = early_error()) return fail(std::move(*e));  // aborted_ implies closing
+      if (cancelled_) return finish(cancelled_error());
+      return start_attempt();
+    case State::attempting:
+    case State::fencing:
+      if (event == Event::abort) return abort_attempt();
+      if (event == Event::decided) return arm(milliseconds{0});  // batch this loop turn's replies
+      if (event == Event::timer && round_->decided()) return evaluate();
+      return;  // cancel: acted on when the attempt ends
+    case State::retry_wait:
+    case State::subscribe_wait:
+      if (event == Event::abort || event == Event::cancel) return arm(milliseconds{0});
+      if (event != Event::timer) return;
+      if (aborted_) return fail(closed_error());
+      if (cancelled_) return finish(cancelled_error());
+      return start_attempt();
+    case State::done: return;
+  }
+}
+
+void AcquireOperation::on_wake(WakeListener::Why why) {
+  switch (why) {
+    case WakeListener::Why::released: return step(Event::released);
+    case WakeListener::Why::subscribed: return step(Event::subscribed);
+    case WakeListener::Why::resubscribed: return step(Event::resubscribed);
+  }
+}
+
+// wake: a release was published (or the subscription came up, or came
+// back): retry soon. During an attempt, remember it for when it ends.
+void AcquireOperation::wake(Event why) {
+  switch (state_) {
+    case State::attempting:
+    case State::fencing:
+      if (why != Event::subscribed) woken_ = true;
+      return;
+    case State::subscribe_wait:
+      state_ = State::retry_wait;
+      if (why == Event::subscribed) return arm(milliseconds{0});  // a release from now on is heard
+      [[fallthrough]];
+    case State::retry_wait: {
+      if (why == Event::subscribed) return;
+      // A retry already due sooner stays: in a crowd every release would
+      // otherwise push back the waiters whose turn was coming.
+      const TimePoint at = now();
+      const auto left = std::max(std::chrono::ceil<milliseconds>(wait_deadline_ - at), milliseconds{0});
+      const milliseconds delay = std::clamp(wake_jitter(), milliseconds{0}, left);
+      if (due_ <= at + delay) return;
+      return arm(delay);
+    }
+    case State::starting:
+    case State::done: return;
+  }
+}
+
+Call AcquireOperation::attempt_call() const {
+  const std::string ttl = std::to_string(ttl_.count());
+  if (keys_.multi()) return {CommandId::multi_acquire, keys_.key, token_, ttl, keys_.more_keys, {}};
+  if (fence_) {
+    return {CommandId::fenced_acquire, keys_.key, token_, ttl, {fence_key(options().prefix, keys_.resource)}, {}};
+  }
+  // A value drawn for this attempt is on no master yet: a plain SET NX PX
+  // says all. A caller's value may be (a refresh), and so may the one value
+  // the broken "reused value" variant keeps for retries.
+  const bool maybe_present = caller_token_ || (sabotage().reused_value && attempts_ > 1);
+  return {maybe_present ? CommandId::acquire : CommandId::set_nx, keys_.key, token_, ttl, {}, {}};
+}
+
+void AcquireOperation::start_attempt() {
+  if (!caller_token_ && !(sabotage().reused_value && attempts_ > 0)) {
+    // Every attempt writes a value of its own (rule 0 above).
+    Result<std::string> value = engine_.runtime().random_token();
+    if (!value) return fail(value.error());
+    token_ = std::move(*value);
+  }
+  ++attempts_;
+  state_ = State::attempting;
+  t1_ = now();
+  if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
+  launch(attempt_call(), RoundMode::majority);
+}
+
+// start_fence_phase: phase 1 reached a majority; F = the highest counter any
+// node reported + 1. Phase 2 raises the counter to F on the nodes where our
+// value still is; the lock (with F) is granted only if a majority confirms
+// within the validity that began at phase 1's T1.
+void AcquireOperation::start_fence_phase() {
+  fence_value_ = static_cast<std::uint64_t>(std::max(round_->max_counter(), 0LL)) + 1;
+  drop_round();
+  state_ = State::fencing;
+  launch({CommandId::fence_raise, keys_.key, token_, std::to_string(fence_value_),
+          {fence_key(options().prefix, keys_.resource)}, {}},
+         RoundMode::majority);
+}
+
+// rollback undoes this attempt: its value, and only its value, is deleted
+// wherever it landed — also where it lands late, since the rollback follows
+// the SET on the same connection. A caller's value is never rolled back: it
+// may be a lock the caller holds (the acquire was a refresh), and a late
+// rollback could delete a later attempt's success under that same value;
+// such keys expire by their TTL.
+void AcquireOperation::rollback() {
+  if (sabotage().no_rollback || caller_token_) return;
+  QuorumRound::launch(engine_.transport(), keys_.release_call(token_, false), RoundMode::release, nullptr)->detach();
+}
+
+// abort_attempt: the client is closing. The attempt on its way (or decided
+// but not yet acted on) may have set its value anywhere: it is rolled back
+// now, before the connections close (they close gracefully, so the
+// rollback still reaches every master that got the SET).
+void AcquireOperation::abort_attempt() {
+  rollback();
+  drop_round();
+  state_ = State::retry_wait;  // whose next step sees aborted_
+  arm(milliseconds{0});
+}
+
+void AcquireOperation::evaluate() {
+  const TimePoint at = now();
+  microseconds elapsed = duration_cast<microseconds>(at - t1_);
+  if (sabotage().no_elapsed) elapsed = microseconds{0};
+  if (sabotage().wall_clock) elapsed = duration_cast<microseconds>(engine_.runtime().wall_now() - t1_wall_);
+  const QuorumTally tally = round_->tally();
+  const microseconds validity = validity_left(ttl_, elapsed, options().drift_factor);
+  if (tally.success() && validity > microseconds{options().min_validity}) {
+    if (cancelled_) {
+      // Taken after all, but the caller has gone: give it back (a real
+      // release: the lock was held, waiters may take it now).
+      if (!caller_token_) {
+        QuorumRound::launch(engine_.transport(), keys_.release_call(token_, true), RoundMode::release, nullptr)
+            ->detach();
+      }
+      return finish(cancelled_error());
+    }
+    if (fence_ && state_ == State::attempting) return start_fence_phase();
+    Lock lock;
+    lock.resource = keys_.resource;
+    lock.token = token_;
+    lock.ttl = ttl_;
+    lock.validity = duration_cast<milliseconds>(validity);
+    lock.validity_deadline = at + validity;  // = T1 + ttl − drift
+    lock.elapsed = elapsed;
+    lock.attempts = attempts_;
+    lock.fence = fence_value_;
+    if (options().node_outcomes) lock.nodes = round_->outcomes();
+    return finish(std::move(lock));
+  }
+
+  std::vector<NodeOutcome> nodes = take_outcomes();
+  Error e = round_error(tally, nodes, validity, true, false);
+  if (state_ == State::fencing && !tally.success()) {
+    e = make_error(Errc::no_quorum, "fence " + std::to_string(fence_value_) + " not confirmed by a majority " +
+                                        round_summary(tally, nodes));
+  }
+  e.nodes = std::move(nodes);
+  e.attempts = attempts_;
+  e.elapsed = elapsed;
+  // A failed attempt may have set its value anywhere: roll back everywhere.
+  rollback();
+  retry_after_failure(std::move(e), tally, at);
+}
+
+// retry_after_failure: the attempt failed; retry while the wait lasts.
+void AcquireOperation::retry_after_failure(Error e, const QuorumTally& tally, TimePoint at) {
+  if (cancelled_) return finish(cancelled_error());
+  if (at >= wait_deadline_ || aborted_) return fail(std::move(e));
+  const Options& o = options();
+  const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - at);
+  state_ = State::retry_wait;
+  // Some masters said yes, yet no majority: contenders split the votes and
+  // perhaps nobody holds the lock. Their rollbacks announce nothing, so a
+  // waiter does not only wait for a release: it retries after a random,
+  // growing delay (reset by a clean "held" or a notification).
+  const bool split = e.code == Errc::held && tally.ok() > 0;
+  if (e.code == Errc::held && watching_) {
+    wake_spread_ = std::clamp(wake_spread_ * 2, o.wake_jitter + milliseconds{1}, std::max(max_wake_spread, o.wake_jitter));
+  }
+  split_backoff_ = split ? std::min(std::max(split_backoff_ * 2, o.retry_delay + o.retry_jitter), o.wake_safety_net)
+                         : milliseconds{0};
+  if (e.code == Errc::held && wait_for_release(e.nodes, left)) return;
+  arm(std::min(o.retry_delay + engine_.runtime().random_delay(o.retry_jitter), left));
+}
+
+// wait_for_release: the lock is held elsewhere; wait for it without polling
+// (docs/design.md, "Waiting"). False when wake-ups are off or unavailable:
+// then the caller polls.
+bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left) {
+  const Options& o = options();
+  if (!o.wake_ups || keys_.multi()) return false;  // multi-resource waiters poll
+  if (!watching_) {
+    const WatchState watch = engine_.transport().watch(channel(), this);
+    if (watch == WatchState::unavailable) return false;
+    watching_ = true;
+    woken_ = false;
+    if (watch == WatchState::pending) {
+      // Retry once the subscription is confirmed (a release from then on is
+      // heard), or after one node timeout at the latest.
+      state_ = State::subscribe_wait;
+      arm(std::min(o.node_timeout, left));
+      return true;
+    }
+    // Already subscribed: retry once at once — a release between our
+    // attempt and now was published before we listened.
+    arm(milliseconds{0});
+    return true;
+  }
+  if (woken_) {  // a release was published while our attempt was on its way
+    woken_ = false;
+    arm(std::min(wake_jitter(), left));
+    return true;
+  }
+  // Wait for a notification, the holder's TTL, or the safety net.
+  milliseconds wait = o.wake_safety_net;
+  if (const std::optional<milliseconds> free_in = majority_free_in(nodes)) {
+    wait = std::min(wait, *free_in + milliseconds{1} + wake_jitter());
+  }
+  if (split_backoff_ > milliseconds{0}) wait = std::min(wait, engine_.runtime().random_delay(split_backoff_));
+  arm(std::min(wait, left));
+  return true;
+}
+
+std::string AcquireOperation::channel() const { return channel_of(keys_.key); }
+
+Error AcquireOperation::cancelled_error() const {
+  Error e = make_error(Errc::cancelled, "acquire of " + keys_.resource + " cancelled by the caller");
+  e.attempts = attempts_;
+  return e;
+}
+
+void AcquireOperation::stop_watching() {
+  if (!watching_) return;
+  engine_.transport().unwatch(channel(), this);
+  watching_ = false;
+}
+
+void AcquireOperation::fail(Error e) {
+  if (e.attempts == 0) e.attempts = attempts_;
+  finish(std::move(e));
+}
+
+void AcquireOperation::finish(Result<Lock> r) {
+  state_ = State::done;
+  stop_watching();
+  LockCallback done = std::move(done_);
+  close();
+  if (done) done(std::move(r));
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,54 @@
+// keys.hpp — the one place where a resource name becomes Redis names.
+//
+//   lock key      {prefix}{{resource}}:lock       e.g. redlock:{report}:lock
+//   fence counter {prefix}{{resource}}:fence
+//   release channel {prefix}{{resource}}:released
+//   marker key    redlock-marker                  one per master (data loss)
+//
+// Why these can never collide (docs/design.md, "Keys"): the prefix holds no
+// brace, so the first '{' of every resource name stands right after the
+// prefix, and two names with different prefixes differ before it; after it
+// comes the resource and then one of three suffixes ("}:lock", "}:fence",
+// "}:released") none of which ends another, so equal names mean equal
+// resource and equal kind. The marker holds no '{' at all. The braces make
+// the resource the Redis Cluster hash tag of all three names (a tag ends at
+// the first '}', so a resource may not hold one: check_resource refuses it).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace redlock::detail {
+
+inline constexpr std::string_view marker_key = "redlock-marker";
+
+// resource_name is {prefix}{{resource}}{suffix}.
+inline std::string resource_name(std::string_view prefix, std::string_view resource, std::string_view suffix) {
+  std::string out;
+  out.reserve(prefix.size() + resource.size() + suffix.size() + 2);
+  out += prefix;
+  out += '{';
+  out += resource;
+  out += '}';
+  out += suffix;
+  return out;
+}
+
+inline std::string lock_key(std::string_view prefix, std::string_view resource) {
+  return resource_name(prefix, resource, ":lock");
+}
+inline std::string fence_key(std::string_view prefix, std::string_view resource) {
+  return resource_name(prefix, resource, ":fence");
+}
+inline std::string release_channel(std::string_view prefix, std::string_view resource) {
+  return resource_name(prefix, resource, ":released");
+}
+
+// channel_of is the release channel of a lock key (…}:lock → …}:released).
+inline std::string channel_of(std::string_view lock_key) {
+  std::string out(lock_key.substr(0, lock_key.size() - std::string_view(":lock").size()));
+  out += ":released";
+  return out;
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,211 @@
+// operation.hpp — the engine's operations as explicit state machines.
+//
+// Each operation (acquire with its fence phase, extend, release; each of one
+// resource or several) is an `enum class State` and one transition
+// function, `step(Event)`. Rounds (src/quorum.hpp) do every majority count;
+// an operation reads their decision. Time, timers and randomness come from
+// the engine's Runtime: the same code runs on a uv loop and in the
+// deterministic simulator (tools/sim).
+//
+// Every operation completes exactly once, never on the caller's stack: its
+// one timer defers each completion to a later loop turn, and batches the
+// replies that arrive in the loop turn of the deciding one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "engine.hpp"
+#include "validity.hpp"
+#include "quorum.hpp"
+#include "runtime.hpp"
+
+namespace redlock::detail {
+
+// LockKeys — what an operation names on every master: one lock key, or the
+// sorted keys of a multi-resource lock, and the resource the Lock reports.
+struct LockKeys {
+  std::string resource;               // the (first) resource
+  std::string key;                    // its lock key
+  std::vector<std::string> more_keys; // a multi-resource lock: the keys after `key` (sorted)
+
+  bool multi() const noexcept { return !more_keys.empty(); }
+  // release_call deletes `value` wherever it still is. `announce`: publish
+  // on each key's channel (a release of a held lock); a rollback of a failed
+  // attempt announces nothing — it freed nothing anyone held.
+  Call release_call(const std::string& value, bool announce) const;
+};
+
+// round_summary: "ok/N: addr why; addr why" — the count of yes and what
+// every other node said.
+std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes);
+
+// Operation — what the three state machines share: the engine's list, the
+// timer, the round in flight, and freeing itself once done.
+class Operation : public RoundListener {
+ public:
+  // Event — every input an operation reacts to.
+  //   timer       its timer fired (a delay passed, or a deferred step is due)
+  //   decided     the round in flight is decided (from a node event)
+  //   settled     every node of that round gave its first event
+  //   cancel      the caller's stop token was requested (delivered on the loop)
+  //   abort       the client is closing
+  //   released / subscribed / resubscribed   wake-ups (WakeListener::Why)
+  enum class Event : std::uint8_t { timer, decided, settled, cancel, abort, released, subscribed, resubscribed };
+
+  Operation(Engine& engine, LockKeys keys, std::string token);
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+  virtual ~Operation();
+
+  // begin: the first step, on the next loop turn.
+  void begin() { arm(milliseconds{0}); }
+  virtual void step(Event event) = 0;
+
+  void on_round_decided() final { step(Event::decided); }
+  void on_round_settled() final { step(Event::settled); }
+
+  // The problem with the arguments, reported as invalid_argument on the
+  // first step; empty when none.
+  std::string problem;
+  std::uint64_t id = 0;  // for cancellation from other threads (Engine::watch_cancel)
+  std::optional<std::stop_callback<std::function<void()>>> on_cancel;
+  Operation* prev = nullptr;  // the engine's intrusive list
+  Operation* next = nullptr;
+
+ protected:
+  void arm(milliseconds delay);
+  TimePoint now() { return engine_.runtime().now(); }
+  const Options& options() const noexcept { return engine_.options(); }
+  // launch sends `call` to every node; a decision inside launch itself is
+  // stepped on the next loop turn.
+  void launch(Call call, RoundMode mode);
+  // drop_round lets the round in flight go (it frees itself once final).
+  void drop_round() noexcept;
+  // take_outcomes copies the per-node outcomes and drops the round.
+  std::vector<NodeOutcome> take_outcomes();
+  // close: done; nothing more runs but freeing on the next loop turn.
+  void close();
+  bool closed() const noexcept { return closed_; }
+  // early_error: why the first step must not send anything — the arguments
+  // (`problem`) or the client closing; none when it may go ahead.
+  std::optional<Error> early_error() const;
+  static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
+  Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
+                    bool in_time, bool extend) const;
+
+  Engine& engine_;
+  LockKeys keys_;
+  std::string token_;
+  QuorumRound* round_ = nullptr;
+  TimePoint due_{};  // when the timer was last armed to fire
+
+ private:
+  std::unique_ptr<Timer> timer_;
+  bool closed_ = false;
+};
+
+// AcquireOperation — take a lock: attempt rounds until one wins a majority
+// with enough validity, or the wait runs out. Docs: docs/design.md
+// ("Acquire", "Waiting", "Fencing tokens").
+class AcquireOperation final : public Operation, public WakeListener {
+ public:
+  // State:
+  //   starting          the first attempt is due on the next loop turn
+  //   attempting        an attempt's round is in flight (a fenced acquire's phase 1)
+  //   fencing           phase 2 of a fenced acquire: raising the counter to F
+  //   retry_wait        waiting to retry: a poll delay, a split-vote backoff,
+  //                     the holder's TTL, or a release notification
+  //   subscribe_wait    waiting to retry until the subscription is confirmed
+  //   done
+  enum class State : std::uint8_t { starting, attempting, fencing, retry_wait, subscribe_wait, done };
+
+  AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl, LockCallback done);
+  void step(Event event) override;
+  void on_wake(WakeListener::Why why) override;
+  State state() const noexcept { return state_; }
+
+ private:
+  void wake(Event why);
+  void start_attempt();
+  void start_fence_phase();
+  void evaluate();
+  void retry_after_failure(Error e, const QuorumTally& tally, TimePoint at);
+  bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left);
+  void rollback();
+  void abort_attempt();
+  Call attempt_call() const;
+  milliseconds wake_jitter() { return engine_.runtime().random_delay(wake_spread_); }
+  std::string channel() const;
+  Error cancelled_error() const;
+  void finish(Result<Lock> r);
+  void fail(Error e);  // finish with `e`, counting the attempts made
+  void stop_watching();
+
+  State state_ = State::starting;
+  milliseconds ttl_;
+  TimePoint wait_deadline_;
+  LockCallback done_;
+  bool caller_token_;  // the caller gave the value: a refresh; never rolled back
+  bool fence_;         // a fenced acquire (two phases)
+  // Inputs latched until the state can act on them.
+  bool cancelled_ = false;
+  bool aborted_ = false;
+  bool woken_ = false;     // a release was heard while an attempt was on its way
+  bool watching_ = false;  // subscribed to the resource's releases
+  TimePoint t1_{};
+  std::chrono::system_clock::time_point t1_wall_{};  // only for the broken wall_clock variant
+  int attempts_ = 0;
+  std::uint64_t fence_value_ = 0;  // F, once phase 1 won
+  milliseconds split_backoff_{0};  // > 0 after split votes: retry within a random delay up to this
+  milliseconds wake_spread_;       // see docs/design.md, "A crowd of waiters"
+};
+
+// ExtendOperation — push a held lock's TTL out on a majority, before its
+// validity deadline. Never recreates a missing key.
+class ExtendOperation final : public Operation {
+ public:
+  enum class State : std::uint8_t { starting, extending, done };
+
+  ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done);
+  void step(Event event) override;
+
+ private:
+  void evaluate();
+  void finish(Result<Lock> r);
+
+  State state_ = State::starting;
+  milliseconds ttl_;
+  TimePoint lock_deadline_;  // the lock's validity deadline (max: none known)
+  std::uint64_t fence_;
+  TimePoint t1_{};
+  LockCallback done_;
+};
+
+// ReleaseOperation — delete our value everywhere and announce the release.
+// Once its outcome is certain it waits up to release_settle for the
+// stragglers of a healthy cluster (so the count is exact there); a hung
+// minority costs at most that.
+class ReleaseOperation final : public Operation {
+ public:
+  enum class State : std::uint8_t { starting, releasing, settling, done };
+
+  ReleaseOperation(Engine& engine, LockKeys keys, std::string token, ReleaseCallback done);
+  void step(Event event) override;
+
+ private:
+  void report();
+  void finish(Result<ReleaseResult> r);
+
+  State state_ = State::starting;
+  TimePoint t1_{};
+  ReleaseCallback done_;
+};
+
+}  // namespace redlock::detail

@@ -1,0 +1,36 @@
+// test_bed.cpp — what the chaos bed counts as a leaked lock key, on real
+// masters: a lock key is one; the data-loss marker never is; a flushed
+// master keeps counting (what it holds afterwards was written since); a
+// restarted one does not.
+#include <doctest/doctest.h>
+
+#include "bed.hpp"
+
+using namespace redlock::chaos;
+
+TEST_CASE("leaked_keys: lock keys count, the data-loss marker never does, a flushed master still counts") {
+  ChaosBed bed(BedOptions{});
+  for (std::size_t i = 0; i < bed.size(); ++i) {
+    bed.master(i).command({"SET", "redlock-marker", "epoch 2022 1"});
+  }
+  CHECK(bed.leaked_keys() == 0);
+
+  bed.master(0).command({"SET", "redlock:{chaos}:lock", "v", "PX", "60000"});
+  bed.master(1).command({"SET", "redlock:{chaos}:lock", "v", "PX", "60000"});
+  CHECK(bed.leaked_keys() == 2);
+
+  bed.flushall(0);  // the key is gone with the marker: nothing leaked there
+  CHECK(bed.master(0).keys("*").empty());
+  CHECK(bed.leaked_keys() == 1);
+  bed.master(0).command({"SET", "redlock:{chaos}:lock", "w", "PX", "60000"});  // written after the flush
+  CHECK(bed.leaked_keys() == 2);
+  CHECK_FALSE(bed.touched(0));
+
+  bed.restart(1, false);  // a restarted master may keep a key released while it was down
+  CHECK(bed.touched(1));
+  CHECK(bed.leaked_keys() == 1);
+
+  // The flush is recorded as a fault interval, as every fault is.
+  REQUIRE_FALSE(bed.faults().empty());
+  CHECK(bed.faults().front().error == "flushall node 1");
+}

@@ -1,0 +1,888 @@
+// master.cpp — the simulated Redis master: a keyspace with lazy expiry on
+// the master's own clock, the commands the library sends, and Lua 5.1 with
+// Redis' `redis` table and conversion rules for the real scripts.
+//
+// Speed matters (the simulator runs ~10^5 rounds of up to 5 masters per
+// second): arguments travel as string_views, the Lua state lives as long
+// as the master's process, and each script is compiled once per SHA and
+// kept in the Lua registry.
+#include "master.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "sha1.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+}
+
+namespace redlock::sim {
+
+namespace {
+
+using Args = std::span<const std::string_view>;
+
+constexpr long long no_expiry = LLONG_MAX;  // compares above every clock reading
+constexpr long long db_count = 16;          // SELECT's valid range, as redis.conf's default
+
+constexpr std::string_view not_integer = "ERR value is not an integer or out of range";
+constexpr std::string_view syntax_error = "ERR syntax error";
+constexpr std::string_view no_script = "NOSCRIPT No matching script. Please use EVAL.";
+
+Reply status(std::string_view text) {
+  Reply r;
+  r.type = Reply::Type::status;
+  r.str = text;
+  return r;
+}
+Reply bulk(std::string_view text) {
+  Reply r;
+  r.type = Reply::Type::string;
+  r.str = text;
+  return r;
+}
+Reply integer(long long n) {
+  Reply r;
+  r.type = Reply::Type::integer;
+  r.integer = n;
+  return r;
+}
+Reply error(std::string_view text) {
+  Reply r;
+  r.type = Reply::Type::error;
+  r.str = text;
+  return r;
+}
+Reply ok() { return status("OK"); }
+
+Reply wrong_arity(std::string_view name) {
+  return error("ERR wrong number of arguments for '" + std::string(name) + "' command");
+}
+
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// iequals compares `text` with an already lowercase `lower`.
+bool iequals(std::string_view text, std::string_view lower) {
+  return text.size() == lower.size() &&
+         std::equal(text.begin(), text.end(), lower.begin(), [](char a, char b) { return ascii_lower(a) == b; });
+}
+
+// parse_ll reads an integer as Redis' string2ll does: optional '-', no
+// '+', no spaces, no leading zeros, within long long.
+bool parse_ll(std::string_view text, long long& out) {
+  const std::size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (text.size() == digits) return false;
+  if (text[digits] == '0' && text != "0") return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+long long floor_div(long long a, long long b) {
+  const long long q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+// StringHash lets the maps find a std::string_view without building a key.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct Value {
+  std::string data;
+  long long expire_at = no_expiry;  // absolute, on this master's wall clock (ms)
+};
+
+struct LuaClose {
+  void operator()(lua_State* L) const noexcept { lua_close(L); }
+};
+
+// LuaHeap — the allocator of a master's Lua states. Each script call makes
+// a few small tables and strings; glibc's malloc/free of them were over a
+// tenth of the call. Lua passes a block's size on every free and realloc, so small
+// blocks go back to per-size free lists with no header. The chunks are
+// freed with the heap, which outlives every state made from it.
+class LuaHeap {
+ public:
+  static void* alloc(void* self, void* ptr, std::size_t old_size, std::size_t new_size) noexcept {
+    return static_cast<LuaHeap*>(self)->realloc(ptr, old_size, new_size);
+  }
+
+ private:
+  static constexpr std::size_t grain = 16, max_small = 256, chunk_size = 64 * 1024;
+  struct Free {
+    Free* next;
+  };
+
+  static std::size_t size_class(std::size_t size) { return (size + grain - 1) / grain; }  // 0: none
+
+  void* realloc(void* ptr, std::size_t old_size, std::size_t new_size) noexcept {
+    if (ptr == nullptr) old_size = 0;
+    const bool old_small = old_size <= max_small, new_small = new_size <= max_small;
+    if (!old_small && !new_small) return std::realloc(ptr, new_size);  // Lua never asks for 0 here
+    if (new_size == 0) {
+      release(ptr, old_size);
+      return nullptr;
+    }
+    if (old_small && new_small && size_class(old_size) == size_class(new_size)) return ptr;
+    void* fresh = new_small ? take(new_size) : std::malloc(new_size);
+    if (fresh == nullptr) {
+      if (new_size < old_size) std::abort();  // Lua assumes a shrink never fails
+      return nullptr;
+    }
+    if (ptr != nullptr) {
+      std::memcpy(fresh, ptr, std::min(old_size, new_size));
+      release(ptr, old_size);
+    }
+    return fresh;
+  }
+
+  void* take(std::size_t size) {
+    Free*& head = free_[size_class(size)];
+    if (head != nullptr) return std::exchange(head, head->next);
+    const std::size_t bytes = size_class(size) * grain;
+    if (left_ < bytes) {
+      std::unique_ptr<std::byte[]> chunk(new (std::nothrow) std::byte[chunk_size]);
+      if (chunk == nullptr) return nullptr;
+      next_ = chunks_.emplace_back(std::move(chunk)).get();
+      left_ = chunk_size;  // the rest of the previous chunk (< 256 bytes) is dropped
+    }
+    left_ -= bytes;
+    return std::exchange(next_, next_ + bytes);
+  }
+
+  void release(void* ptr, std::size_t size) {
+    if (ptr == nullptr) return;
+    if (size > max_small) return std::free(ptr);
+    Free*& head = free_[size_class(size)];
+    head = new (ptr) Free{head};
+  }
+
+  std::array<Free*, max_small / grain + 1> free_{};
+  std::vector<std::unique_ptr<std::byte[]>> chunks_;
+  std::byte* next_ = nullptr;
+  std::size_t left_ = 0;
+};
+
+// Lua's number → Redis integer: truncation, as Redis' (long long) cast;
+// NaN and out-of-range values (undefined for the cast) become LLONG_MIN.
+long long lua_to_ll(lua_Number n) {
+  if (!(n >= -9223372036854775808.0 && n < 9223372036854775808.0)) return LLONG_MIN;
+  return static_cast<long long>(n);
+}
+
+// Globals: a script may neither read an undefined one nor create one, so no
+// state survives between calls (Redis 7 makes _G read-only to the same end).
+// KEYS and ARGV are set with rawset, past this guard.
+constexpr const char* protect_globals = R"lua(
+setmetatable(_G, {
+  __index = function(_, name)
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end,
+  __newindex = function(_, name)
+    error("Script attempted to create global variable '" .. tostring(name) .. "'", 2)
+  end,
+})
+)lua";
+
+}  // namespace
+
+std::string to_string(const Reply& reply) {
+  switch (reply.type) {
+    case Reply::Type::status:
+      return "+" + reply.str;
+    case Reply::Type::string:
+      return "\"" + reply.str + "\"";
+    case Reply::Type::integer:
+      return ":" + std::to_string(reply.integer);
+    case Reply::Type::nil:
+      return "(nil)";
+    case Reply::Type::error:
+      return "-" + reply.str;
+    case Reply::Type::array: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < reply.elements.size(); ++i) out += (i ? ", " : "") + to_string(reply.elements[i]);
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+struct Master::Impl {
+  using Handler = Reply (Impl::*)(Args);
+  struct Command {
+    std::string_view name;  // lowercase
+    int arity;              // Redis' convention: N exactly, −N at least N (the name counts)
+    bool noscript;          // refused from a script's redis.call
+    Handler run;
+  };
+
+  Impl(Master& owner, std::string seed, std::function<long long()> wall_ms)
+      : owner(owner), seed(std::move(seed)), wall_ms(std::move(wall_ms)) {
+    start();
+  }
+
+  Master& owner;  // for on_publish, a public member of the Master
+  std::string seed;
+  std::function<long long()> wall_ms;
+  long long now = 0;  // the clock of the running command: one reading per execute()
+  unsigned generation = 0;
+  std::string run_id;
+  long long started_ms = 0;
+  long long maxmemory = 0;
+  std::string maxmemory_policy = "noeviction";
+  std::unordered_map<std::string, Value, StringHash, std::equal_to<>> keys;
+  LuaHeap heap;  // before `lua`: the state is closed first
+  std::unique_ptr<lua_State, LuaClose> lua;
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> scripts;  // SHA → Lua registry ref
+  std::vector<std::string_view> argv_scratch, call_scratch;                   // reused: no allocation per call
+
+  // start: the process (re)starts; keys are the caller's business.
+  void start() {
+    run_id = redlock::detail::sha1_hex(seed + '#' + std::to_string(generation++));
+    started_ms = wall_ms();
+    new_lua();
+  }
+
+  // find_live: the key, or end() when missing or expired (then erased:
+  // Redis' lazy expiry).
+  auto find_live(std::string_view key) {
+    auto it = keys.find(key);
+    if (it != keys.end() && it->second.expire_at <= now) {
+      keys.erase(it);
+      return keys.end();
+    }
+    return it;
+  }
+
+  void purge_expired() {
+    std::erase_if(keys, [this](const auto& kv) { return kv.second.expire_at <= now; });
+  }
+
+  long long ttl_of(std::string_view key) {
+    const auto it = find_live(key);
+    if (it == keys.end()) return -2;
+    return it->second.expire_at == no_expiry ? -1 : it->second.expire_at - now;
+  }
+
+  static const Command* find_command(std::string_view name);
+
+  Reply dispatch(Args argv, bool from_script) {
+    if (argv.empty()) return error("ERR empty command");
+    const Command* cmd = find_command(argv[0]);
+    if (cmd == nullptr) {
+      std::string text = "ERR unknown command '" + std::string(argv[0]) + "', with args beginning with: ";
+      for (std::size_t i = 1; i < argv.size() && text.size() < 200; ++i) text += "'" + std::string(argv[i]) + "' ";
+      return error(text);
+    }
+    if (from_script && cmd->noscript) return error("ERR This Redis command is not allowed from script");
+    const auto argc = static_cast<long long>(argv.size());
+    if (cmd->arity > 0 ? argc != cmd->arity : argc < -cmd->arity) return wrong_arity(cmd->name);
+    return (this->*cmd->run)(argv);
+  }
+
+  // ---- commands -----------------------------------------------------------
+
+  Reply ping(Args a) {
+    if (a.size() > 2) return wrong_arity("ping");
+    return a.size() == 1 ? status("PONG") : bulk(a[1]);
+  }
+
+  Reply auth(Args a) { return a.size() > 3 ? error(syntax_error) : ok(); }
+
+  Reply select(Args a) {
+    long long db = 0;
+    if (!parse_ll(a[1], db)) return error(not_integer);
+    return db >= 0 && db < db_count ? ok() : error("ERR DB index is out of range");
+  }
+
+  Reply get(Args a) {
+    const auto it = find_live(a[1]);
+    return it == keys.end() ? Reply{} : bulk(it->second.data);
+  }
+
+  Reply set(Args a) {
+    bool nx = false, xx = false, keep_ttl = false, get_old = false, has_expire = false;
+    long long when = no_expiry;
+    for (std::size_t i = 3; i < a.size(); ++i) {
+      const std::string_view opt = a[i];
+      if (iequals(opt, "nx") && !xx) {
+        nx = true;
+      } else if (iequals(opt, "xx") && !nx) {
+        xx = true;
+      } else if (iequals(opt, "get")) {
+        get_old = true;
+      } else if (iequals(opt, "keepttl") && !has_expire) {
+        keep_ttl = true;
+      } else if ((iequals(opt, "ex") || iequals(opt, "px") || iequals(opt, "exat") || iequals(opt, "pxat")) &&
+                 !keep_ttl && !has_expire && i + 1 < a.size()) {
+        has_expire = true;
+        if (!parse_ll(a[++i], when)) return error(not_integer);
+        const bool seconds = ascii_lower(opt[0]) == 'e';
+        const bool relative = opt.size() == 2;
+        if (when <= 0 || (seconds && __builtin_mul_overflow(when, 1000, &when)) ||
+            (relative && __builtin_add_overflow(when, now, &when))) {
+          return error("ERR invalid expire time in 'set' command");
+        }
+      } else {
+        return error(syntax_error);
+      }
+    }
+    auto it = find_live(a[1]);
+    const bool exists = it != keys.end();
+    Reply reply = !get_old ? ok() : exists ? bulk(it->second.data) : Reply{};
+    if ((nx && exists) || (xx && !exists)) return get_old ? reply : Reply{};
+    if (!exists) it = keys.try_emplace(std::string(a[1])).first;
+    it->second.data.assign(a[2]);
+    if (!keep_ttl) it->second.expire_at = when;
+    return reply;
+  }
+
+  Reply del(Args a) {
+    long long n = 0;
+    for (std::size_t i = 1; i < a.size(); ++i) {
+      if (const auto it = find_live(a[i]); it != keys.end()) {
+        keys.erase(it);
+        ++n;
+      }
+    }
+    return integer(n);
+  }
+
+  Reply exists(Args a) {
+    long long n = 0;
+    for (std::size_t i = 1; i < a.size(); ++i) n += find_live(a[i]) != keys.end();
+    return integer(n);
+  }
+
+  Reply pexpire(Args a) {
+    long long when = 0;
+    if (!parse_ll(a[2], when)) return error(not_integer);
+    bool nx = false, xx = false, gt = false, lt = false;
+    for (std::size_t i = 3; i < a.size(); ++i) {
+      if (iequals(a[i], "nx"))
+        nx = true;
+      else if (iequals(a[i], "xx"))
+        xx = true;
+      else if (iequals(a[i], "gt"))
+        gt = true;
+      else if (iequals(a[i], "lt"))
+        lt = true;
+      else
+        return error("ERR Unsupported option " + std::string(a[i]));
+    }
+    if (nx && (xx || gt || lt)) return error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    if (gt && lt) return error("ERR GT and LT options at the same time are not compatible");
+    if (__builtin_add_overflow(when, now, &when)) return error("ERR invalid expire time in 'pexpire' command");
+    const auto it = find_live(a[1]);
+    if (it == keys.end()) return integer(0);
+    const long long current = it->second.expire_at;  // no_expiry counts as infinite, as Redis' -1 does
+    if ((nx && current != no_expiry) || (xx && current == no_expiry) || (gt && when <= current) ||
+        (lt && current != no_expiry && when >= current)) {
+      return integer(0);
+    }
+    if (when <= now) {
+      keys.erase(it);
+    } else {
+      it->second.expire_at = when;
+    }
+    return integer(1);
+  }
+
+  Reply pttl(Args a) { return integer(ttl_of(a[1])); }
+
+  Reply incr(Args a) {
+    auto it = find_live(a[1]);
+    long long value = 0;
+    if (it != keys.end() && !parse_ll(it->second.data, value)) return error(not_integer);
+    if (value == LLONG_MAX) return error("ERR increment or decrement would overflow");
+    if (it == keys.end()) it = keys.try_emplace(std::string(a[1])).first;
+    it->second.data = std::to_string(++value);  // the TTL stays, as in Redis
+    return integer(value);
+  }
+
+  Reply time(Args) {
+    Reply r;
+    r.type = Reply::Type::array;
+    r.elements = {bulk(std::to_string(floor_div(now, 1000))),
+                  bulk(std::to_string((now - floor_div(now, 1000) * 1000) * 1000))};
+    return r;
+  }
+
+  Reply flushall(Args a) {
+    if (a.size() > 2 || (a.size() == 2 && !iequals(a[1], "async") && !iequals(a[1], "sync"))) {
+      return error(syntax_error);
+    }
+    keys.clear();
+    return ok();
+  }
+
+  Reply publish(Args a) {
+    return integer(owner.on_publish ? owner.on_publish(std::string(a[1]), std::string(a[2])) : 0);
+  }
+
+  Reply info(Args a) {
+    const auto wants = [&](std::string_view section) {
+      if (a.size() == 1) return true;
+      return std::any_of(a.begin() + 1, a.end(), [&](std::string_view s) {
+        return iequals(s, section) || iequals(s, "all") || iequals(s, "everything") || iequals(s, "default");
+      });
+    };
+    std::string out;
+    const auto field = [&out](std::string_view name, const std::string& value) {
+      out.append(name).append(":").append(value).append("\r\n");
+    };
+    const auto section = [&out](std::string_view title) {
+      out.append(out.empty() ? "# " : "\r\n# ").append(title).append("\r\n");
+    };
+    if (wants("server")) {
+      const long long uptime = floor_div(now, 1000) - floor_div(started_ms, 1000);
+      section("Server");
+      field("redis_version", "7.0.15");
+      field("redis_mode", "standalone");
+      field("os", "redlock-sim");
+      field("run_id", run_id);
+      field("uptime_in_seconds", std::to_string(uptime));
+      field("uptime_in_days", std::to_string(floor_div(uptime, 86400)));
+    }
+    if (wants("memory")) {
+      section("Memory");
+      field("maxmemory", std::to_string(maxmemory));
+      field("maxmemory_policy", maxmemory_policy);
+    }
+    if (wants("replication")) {
+      section("Replication");
+      field("role", "master");
+      field("connected_slaves", "0");
+    }
+    if (wants("keyspace")) {
+      section("Keyspace");
+      purge_expired();
+      if (!keys.empty()) {
+        const auto expires =
+            std::count_if(keys.begin(), keys.end(), [](const auto& kv) { return kv.second.expire_at != no_expiry; });
+        field("db0", "keys=" + std::to_string(keys.size()) + ",expires=" + std::to_string(expires) + ",avg_ttl=0");
+      }
+    }
+    return bulk(out);
+  }
+
+  Reply script(Args a) {
+    if (iequals(a[1], "load")) {
+      if (a.size() != 3) return wrong_arity("script|load");
+      const std::string sha = redlock::detail::sha1_hex(a[2]);
+      int ref = 0;
+      Reply failed;
+      return compile(a[2], sha, ref, failed) ? bulk(sha) : failed;
+    }
+    if (iequals(a[1], "flush")) {
+      if (a.size() > 3) return wrong_arity("script|flush");
+      if (a.size() == 3 && !iequals(a[2], "async") && !iequals(a[2], "sync")) {
+        return error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+      }
+      flush_scripts();
+      return ok();
+    }
+    if (iequals(a[1], "exists")) {
+      if (a.size() < 3) return wrong_arity("script|exists");
+      Reply r;
+      r.type = Reply::Type::array;
+      for (std::size_t i = 2; i < a.size(); ++i) {
+        std::string sha(a[i]);
+        std::transform(sha.begin(), sha.end(), sha.begin(), ascii_lower);
+        r.elements.push_back(integer(scripts.contains(sha) ? 1 : 0));
+      }
+      return r;
+    }
+    return error("ERR unknown subcommand '" + std::string(a[1]) + "'. Try SCRIPT HELP.");
+  }
+
+  Reply eval(Args a) {
+    long long numkeys = 0;
+    Reply failed;
+    if (!check_numkeys(a, numkeys, failed)) return failed;
+    const std::string sha = redlock::detail::sha1_hex(a[1]);
+    int ref = 0;
+    if (!compile(a[1], sha, ref, failed)) return failed;
+    return run_script(ref, sha, a, numkeys);
+  }
+
+  Reply evalsha(Args a) {
+    long long numkeys = 0;
+    Reply failed;
+    if (!check_numkeys(a, numkeys, failed)) return failed;
+    if (a[1].size() != 40) return error(no_script);
+    char sha[40];  // Redis looks the SHA up in lowercase
+    std::transform(a[1].begin(), a[1].end(), sha, ascii_lower);
+    const auto it = scripts.find(std::string_view(sha, sizeof sha));
+    if (it == scripts.end()) return error(no_script);
+    return run_script(it->second, std::string_view(sha, sizeof sha), a, numkeys);
+  }
+
+  // ---- scripts --------------------------------------------------------------
+
+  static bool check_numkeys(Args a, long long& numkeys, Reply& failed) {
+    if (!parse_ll(a[2], numkeys))
+      failed = error(not_integer);
+    else if (numkeys > static_cast<long long>(a.size()) - 3)
+      failed = error("ERR Number of keys can't be greater than number of args");
+    else if (numkeys < 0)
+      failed = error("ERR Number of keys can't be negative");
+    else
+      return true;
+    return false;
+  }
+
+  // compile: the registry ref of `body`'s function, compiled on its first
+  // use only; a syntax error → `failed`.
+  bool compile(std::string_view body, const std::string& sha, int& ref, Reply& failed) {
+    if (const auto it = scripts.find(sha); it != scripts.end()) {
+      ref = it->second;
+      return true;
+    }
+    lua_State* L = lua.get();
+    if (luaL_loadbuffer(L, body.data(), body.size(), "@user_script") != 0) {
+      failed = error("ERR Error compiling script (new function): " + std::string(lua_tostring(L, -1)));
+      lua_pop(L, 1);
+      return false;
+    }
+    ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    scripts.emplace(sha, ref);
+    return true;
+  }
+
+  // run_script calls a compiled script with KEYS and ARGV from EVAL's
+  // arguments (numkeys already checked).
+  Reply run_script(int ref, std::string_view sha, Args a, long long numkeys) {
+    lua_State* L = lua.get();
+    const auto n = static_cast<std::size_t>(numkeys);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    set_global_array(L, "KEYS", a.subspan(3, n));
+    set_global_array(L, "ARGV", a.subspan(3 + n));
+    Reply reply = lua_pcall(L, 0, 1, 0) == 0 ? from_lua(L, lua_gettop(L)) : script_error(L, sha);
+    lua_settop(L, 0);
+    return reply;
+  }
+
+  static void set_global_array(lua_State* L, const char* name, Args values) {
+    lua_pushstring(L, name);
+    lua_createtable(L, static_cast<int>(values.size()), 0);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      lua_pushlstring(L, values[i].data(), values[i].size());
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    lua_rawset(L, LUA_GLOBALSINDEX);
+  }
+
+  // script_error: the reply of a script that raised. A redis.call that
+  // failed raised the command's error table ({err = "ERR …"}): its text
+  // keeps the command's error code, as in Redis 7.
+  static Reply script_error(lua_State* L, std::string_view sha) {
+    std::string text = "ERR Error running script (unknown error)";
+    if (lua_istable(L, -1)) {
+      lua_pushstring(L, "err");
+      lua_rawget(L, -2);
+      if (lua_isstring(L, -1)) text = lua_tostring(L, -1);
+      lua_pop(L, 1);
+    } else if (lua_isstring(L, -1)) {
+      text = "ERR " + std::string(lua_tostring(L, -1));
+    }
+    return error(text + " script: " + std::string(sha));
+  }
+
+  // from_lua converts the Lua value at `index` by Redis' rules: number →
+  // integer (truncated), string → bulk, true → :1, false/nil → nil,
+  // {err=…} → error, {ok=…} → status, else an array up to the first nil.
+  // Nesting is bounded (a table may hold itself): past max_nesting, or
+  // past Lua's stack, an error stands in for the rest, as in Redis.
+  static constexpr int max_nesting = 1000;
+  static Reply from_lua(lua_State* L, int index, int depth = 0) {
+    switch (lua_type(L, index)) {
+      case LUA_TNUMBER:
+        return integer(lua_to_ll(lua_tonumber(L, index)));
+      case LUA_TSTRING: {
+        std::size_t len = 0;
+        const char* s = lua_tolstring(L, index, &len);
+        return bulk(std::string_view(s, len));
+      }
+      case LUA_TBOOLEAN:
+        return lua_toboolean(L, index) ? integer(1) : Reply{};
+      case LUA_TTABLE:
+        break;
+      default:
+        return Reply{};
+    }
+    if (depth >= max_nesting || !lua_checkstack(L, 2)) return error("ERR reached lua stack limit");
+    for (const char* field : {"err", "ok"}) {
+      lua_pushstring(L, field);
+      lua_rawget(L, index);
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        Reply r = field[0] == 'e' ? error(lua_tostring(L, -1)) : status(lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return r;
+      }
+      lua_pop(L, 1);
+    }
+    Reply r;
+    r.type = Reply::Type::array;
+    for (int j = 1;; ++j) {
+      lua_rawgeti(L, index, j);
+      if (lua_isnil(L, -1)) break;
+      r.elements.push_back(from_lua(L, lua_gettop(L), depth + 1));
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return r;
+  }
+
+  // push_reply converts a command's reply for redis.call: bulk → string,
+  // nil → false, integer → number, status → {ok=…}, error → {err=…},
+  // array → table.
+  static void push_reply(lua_State* L, const Reply& r) {
+    if (!lua_checkstack(L, 3)) {
+      lua_pushboolean(L, 0);  // nesting past Lua's stack: never from these commands
+      return;
+    }
+    switch (r.type) {
+      case Reply::Type::string:
+        lua_pushlstring(L, r.str.data(), r.str.size());
+        return;
+      case Reply::Type::nil:
+        lua_pushboolean(L, 0);
+        return;
+      case Reply::Type::integer:
+        lua_pushnumber(L, static_cast<lua_Number>(r.integer));
+        return;
+      case Reply::Type::status:
+      case Reply::Type::error:
+        lua_createtable(L, 0, 1);
+        lua_pushlstring(L, r.str.data(), r.str.size());
+        lua_setfield(L, -2, r.type == Reply::Type::status ? "ok" : "err");
+        return;
+      case Reply::Type::array:
+        lua_createtable(L, static_cast<int>(r.elements.size()), 0);
+        for (std::size_t i = 0; i < r.elements.size(); ++i) {
+          push_reply(L, r.elements[i]);
+          lua_rawseti(L, -2, static_cast<int>(i + 1));
+        }
+        return;
+    }
+  }
+
+  // call_from_lua runs one redis.call/pcall and pushes its reply; true when
+  // that is an error. Every C++ object it makes is destroyed before it
+  // returns: redis.call then raises with lua_error, a longjmp.
+  bool call_from_lua(lua_State* L) {
+    const int n = lua_gettop(L);
+    Reply reply;
+    call_scratch.clear();
+    for (int i = 1; i <= n; ++i) {
+      if (lua_type(L, i) == LUA_TNUMBER) {
+        char digits[32];  // Redis formats numbers with %.17g: Lua's own %.14g loses digits
+        const int len = std::snprintf(digits, sizeof digits, "%.17g", lua_tonumber(L, i));
+        lua_pushlstring(L, digits, static_cast<std::size_t>(len));
+        lua_replace(L, i);
+      } else if (lua_type(L, i) != LUA_TSTRING) {
+        reply = error("ERR Lua redis lib command arguments must be strings or integers");
+        break;
+      }
+      std::size_t len = 0;
+      const char* s = lua_tolstring(L, i, &len);
+      call_scratch.emplace_back(s, len);
+    }
+    if (n == 0) reply = error("ERR Please specify at least one argument for this redis lib call");
+    if (!reply.is_error()) {
+      try {
+        reply = dispatch(call_scratch, true);
+      } catch (const std::exception& e) {  // must not unwind through Lua's C frames
+        reply = error(std::string("ERR ") + e.what());
+      }
+    }
+    push_reply(L, reply);
+    return reply.is_error();
+  }
+
+  template <bool Raise>
+  static int lua_redis_call(lua_State* L) {
+    auto* self = static_cast<Impl*>(lua_touserdata(L, lua_upvalueindex(1)));
+    if (self->call_from_lua(L) && Raise) return lua_error(L);
+    return 1;
+  }
+
+  static int lua_status_reply(lua_State* L) {
+    if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TSTRING) return luaL_error(L, "wrong number or type of arguments");
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, 1);
+    lua_setfield(L, -2, "ok");
+    return 1;
+  }
+
+  // lua_error_reply: {err = text}. As Redis 7: a leading '-' is dropped and
+  // the first word is the code; one word alone gets the code "ERR".
+  static int lua_error_reply(lua_State* L) {
+    if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TSTRING) return luaL_error(L, "wrong number or type of arguments");
+    std::size_t len = 0;
+    const char* s = lua_tolstring(L, 1, &len);
+    if (len > 0 && s[0] == '-') ++s, --len;
+    while (len > 0 && (s[len - 1] == '\r' || s[len - 1] == '\n')) --len;
+    lua_createtable(L, 0, 1);
+    if (std::string_view(s, len).find(' ') == std::string_view::npos) {
+      lua_pushliteral(L, "ERR ");
+      lua_pushlstring(L, s, len);
+      lua_concat(L, 2);
+    } else {
+      lua_pushlstring(L, s, len);
+    }
+    lua_setfield(L, -2, "err");
+    return 1;
+  }
+
+  // lua_panic: a Lua error outside any pcall; only running out of memory
+  // gets here (every script runs under lua_pcall).
+  static int lua_panic(lua_State* L) {
+    std::fprintf(stderr, "sim master: Lua panic: %s\n", lua_tostring(L, -1));
+    std::abort();
+  }
+
+  // new_lua: a fresh interpreter with the libraries the scripts use (as
+  // Redis: base, table, string, math; not io, os, package or file loading).
+  void new_lua() {
+    scripts.clear();
+    lua.reset();
+    lua.reset(lua_newstate(&LuaHeap::alloc, &heap));
+    if (!lua) throw std::bad_alloc();
+    lua_State* L = lua.get();
+    lua_atpanic(L, &lua_panic);
+    const std::pair<const char*, lua_CFunction> libs[] = {{"", luaopen_base},
+                                                          {LUA_TABLIBNAME, luaopen_table},
+                                                          {LUA_STRLIBNAME, luaopen_string},
+                                                          {LUA_MATHLIBNAME, luaopen_math}};
+    for (const auto& [name, open] : libs) {
+      lua_pushcfunction(L, open);
+      lua_pushstring(L, name);
+      lua_call(L, 1, 0);
+    }
+    for (const char* name : {"dofile", "loadfile"}) {
+      lua_pushnil(L);
+      lua_setglobal(L, name);
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushlightuserdata(L, this);
+    lua_pushcclosure(L, &Impl::lua_redis_call<true>, 1);
+    lua_setfield(L, -2, "call");
+    lua_pushlightuserdata(L, this);
+    lua_pushcclosure(L, &Impl::lua_redis_call<false>, 1);
+    lua_setfield(L, -2, "pcall");
+    lua_pushcfunction(L, &Impl::lua_status_reply);
+    lua_setfield(L, -2, "status_reply");
+    lua_pushcfunction(L, &Impl::lua_error_reply);
+    lua_setfield(L, -2, "error_reply");
+    lua_setglobal(L, "redis");
+    if (luaL_dostring(L, protect_globals) != 0) throw std::logic_error(lua_tostring(L, -1));
+  }
+
+  void flush_scripts() { new_lua(); }  // SCRIPT FLUSH: Redis too starts a new interpreter
+};
+
+// The command table; lookups lowercase the name into a small buffer first.
+const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
+  static constexpr Command commands[] = {
+      {"evalsha", -3, true, &Impl::evalsha},
+      {"set", -3, false, &Impl::set},
+      {"get", 2, false, &Impl::get},
+      {"pttl", 2, false, &Impl::pttl},
+      {"pexpire", -3, false, &Impl::pexpire},
+      {"del", -2, false, &Impl::del},
+      {"publish", 3, false, &Impl::publish},
+      {"eval", -3, true, &Impl::eval},
+      {"script", -2, true, &Impl::script},
+      {"time", 1, false, &Impl::time},
+      {"info", -1, false, &Impl::info},
+      {"ping", -1, false, &Impl::ping},
+      {"auth", -2, true, &Impl::auth},
+      {"select", 2, false, &Impl::select},
+      {"exists", -2, false, &Impl::exists},
+      {"incr", 2, false, &Impl::incr},
+      {"flushall", -1, false, &Impl::flushall},
+  };
+  char lower[16];
+  if (name.size() > sizeof lower) return nullptr;
+  std::transform(name.begin(), name.end(), lower, ascii_lower);
+  const std::string_view key(lower, name.size());
+  for (const Command& c : commands) {
+    if (c.name == key) return &c;
+  }
+  return nullptr;
+}
+
+Master::Master(std::string run_id_seed_name, std::function<long long()> wall_ms)
+    : impl_(std::make_unique<Impl>(*this, std::move(run_id_seed_name), std::move(wall_ms))) {}
+
+Master::~Master() = default;
+
+Reply Master::execute(const std::vector<std::string>& argv) {
+  auto& views = impl_->argv_scratch;
+  views.assign(argv.begin(), argv.end());
+  return execute_view(views);
+}
+
+Reply Master::execute_view(std::span<const std::string_view> argv) {
+  impl_->now = impl_->wall_ms();
+  return impl_->dispatch(argv, false);
+}
+
+void Master::restart(bool keep_data) {
+  if (!keep_data) impl_->keys.clear();
+  impl_->start();
+}
+
+void Master::flushall() { impl_->keys.clear(); }
+void Master::flush_scripts() { impl_->flush_scripts(); }
+void Master::set_maxmemory(long long bytes) { impl_->maxmemory = bytes; }
+void Master::set_maxmemory_policy(std::string policy) { impl_->maxmemory_policy = std::move(policy); }
+
+bool Master::evict(std::string_view key) {
+  impl_->now = impl_->wall_ms();
+  const auto it = impl_->find_live(key);
+  if (it == impl_->keys.end()) return false;
+  impl_->keys.erase(it);
+  return true;
+}
+
+const std::string& Master::run_id() const { return impl_->run_id; }
+
+std::size_t Master::key_count() {
+  impl_->now = impl_->wall_ms();
+  impl_->purge_expired();
+  return impl_->keys.size();
+}
+
+std::vector<std::pair<std::string, std::string>> Master::keys() {
+  impl_->now = impl_->wall_ms();
+  impl_->purge_expired();
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(impl_->keys.size());
+  for (const auto& [key, value] : impl_->keys) out.emplace_back(key, value.data);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+long long Master::pttl(std::string_view key) {
+  impl_->now = impl_->wall_ms();
+  return impl_->ttl_of(key);
+}
+
+}  // namespace redlock::sim
