@@ -271,6 +271,7 @@ int run_command(const Globals& g, const RunArgs& a) {
     report.j["token"] = nullptr;
     report.j["fence"] = nullptr;
     report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
+    report.j["attempts"] = e.attempts;
     add_error(report.j, e.code, e.to_string());
     const int status = interrupted != 0 ? 128 + interrupted : conflict_code;
     report.j["exit_status"] = status;
@@ -293,6 +294,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["fence"] = a.fence ? json(lease.fence()) : json(nullptr);
   report.j["acquired_at_us"] = unix_us(acquired);
   report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
+  report.j["attempts"] = lease.attempts();
   // Until CMD has run (it may never: a signal, a failed spawn).
   for (const char* field : {"lost", "child_pid", "child_status", "child_signal"}) report.j[field] = nullptr;
 

@@ -26,13 +26,6 @@ namespace {
 
 using std::chrono::duration_cast;
 
-// The widest a crowded waiter spreads its reaction to a notification
-// (wake_jitter). Only a waiter that keeps losing races widens its spread,
-// so a small crowd stays near Options::wake_jitter; in a crowd of 200 whose
-// handoffs take ~10 ms, about 200 · 10 / 512 ≈ 4 try per handoff, and the
-// first try after a release comes ~512 / 200 ≈ 3 ms after it.
-constexpr milliseconds max_wake_spread{512};
-
 }  // namespace
 
 AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl,
@@ -103,6 +96,12 @@ void AcquireOperation::wake(Event why) {
       [[fallthrough]];
     case State::retry_wait: {
       if (why == Event::subscribed) return;
+      // One reaction per failed attempt: a waiter whose retry a notification
+      // already brought forward ignores the next ones (in a crowd, handoffs
+      // come faster than a wide spread: re-drawing on each would try every
+      // waiter about every √(2 · handoff · spread), not every spread).
+      if (wake_pending_) return;
+      wake_pending_ = true;
       // A retry already due sooner stays: in a crowd every release would
       // otherwise push back the waiters whose turn was coming.
       const TimePoint at = now();
@@ -137,6 +136,7 @@ void AcquireOperation::start_attempt() {
     token_ = std::move(*value);
   }
   ++attempts_;
+  wake_pending_ = false;
   state_ = State::attempting;
   t1_ = now();
   if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
@@ -236,7 +236,9 @@ void AcquireOperation::retry_after_failure(Error e, const QuorumTally& tally, Ti
   // growing delay (reset by a clean "held" or a notification).
   const bool split = e.code == Errc::held && tally.ok() > 0;
   if (e.code == Errc::held && watching_) {
-    wake_spread_ = std::clamp(wake_spread_ * 2, o.wake_jitter + milliseconds{1}, std::max(max_wake_spread, o.wake_jitter));
+    // The widest spread is the safety net's period: a waiter tries about
+    // that often anyway.
+    wake_spread_ = std::clamp(wake_spread_ * 2, o.wake_jitter + milliseconds{1}, std::max(o.wake_safety_net, o.wake_jitter));
   }
   split_backoff_ = split ? std::min(std::max(split_backoff_ * 2, o.retry_delay + o.retry_jitter), o.wake_safety_net)
                          : milliseconds{0};
@@ -269,6 +271,7 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
   }
   if (woken_) {  // a release was published while our attempt was on its way
     woken_ = false;
+    wake_pending_ = true;
     arm(std::min(wake_jitter(), left));
     return true;
   }

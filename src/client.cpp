@@ -234,6 +234,7 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
   state->resource = std::move(taken->resource);
   state->token = std::move(taken->token);
   state->fence = taken->fence;
+  state->attempts = taken->attempts;
   state->ttl = taken->ttl;
   state->owner = std::move(owner);
   state->taken = taken->validity_deadline - taken->validity;  // about when the round began

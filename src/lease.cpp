@@ -257,6 +257,7 @@ bool Lease::valid() const noexcept {
 const std::string& Lease::resource() const noexcept { return state_ ? state_->resource : empty_string; }
 const std::string& Lease::token() const noexcept { return state_ ? state_->token : empty_string; }
 std::uint64_t Lease::fence() const noexcept { return state_ ? state_->fence : 0; }
+int Lease::attempts() const noexcept { return state_ ? state_->attempts : 0; }
 
 std::chrono::steady_clock::time_point Lease::deadline() const noexcept {
   if (state_ == nullptr) return {};

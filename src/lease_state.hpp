@@ -41,6 +41,7 @@ struct LeaseState {
   std::string resource;
   std::string token;
   std::uint64_t fence = 0;
+  int attempts = 0;  // the acquire's rounds
   milliseconds ttl{0};
   LeaseOptions options;
   std::string owner;  // reentrant leases: their owner

@@ -158,6 +158,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool cancelled_ = false;
   bool aborted_ = false;
   bool woken_ = false;     // a release was heard while an attempt was on its way
+  bool wake_pending_ = false;  // the next retry was brought forward by a notification
   bool watching_ = false;  // subscribed to the resource's releases
   TimePoint t1_{};
   std::chrono::system_clock::time_point t1_wall_{};  // only for the broken wall_clock variant

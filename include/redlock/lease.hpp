@@ -89,6 +89,8 @@ class Lease {
   const std::string& token() const noexcept;
   // fence is the fencing token (LeaseOptions::fence), 0 without fencing.
   std::uint64_t fence() const noexcept;
+  // attempts: the acquire rounds it took to get the lease (Lock::attempts).
+  int attempts() const noexcept;
   // deadline is the current validity deadline (steady_clock); each
   // extension moves it.
   std::chrono::steady_clock::time_point deadline() const noexcept;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -199,6 +200,19 @@ inline json json_of(const ProcResult& r) {
   json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   REQUIRE_MESSAGE(j.is_object(), "stdout is not one JSON object");
   return j;
+}
+
+// report_of parses run's --json line: the last line of stderr that is a JSON object.
+inline json report_of(const ProcResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  std::istringstream lines(r.err);
+  json found;
+  for (std::string line; std::getline(lines, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("command", "") == "run") found = j;
+  }
+  REQUIRE_MESSAGE(found.is_object(), "no run report on stderr");
+  return found;
 }
 
 // Shorthands: an operation against a group, with --no-quarantine (fresh masters).

@@ -44,19 +44,6 @@ std::vector<std::string> run_args(const RedisGroup& g, std::vector<std::string> 
   return args;
 }
 
-// report_of parses run's --json line: the last line of stderr that is a JSON object.
-json report_of(const ProcResult& r) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  std::istringstream lines(r.err);
-  json found;
-  for (std::string line; std::getline(lines, line);) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("command", "") == "run") found = j;
-  }
-  REQUIRE_MESSAGE(found.is_object(), "no run report on stderr");
-  return found;
-}
-
 // The names on the masters (src/keys.hpp): {prefix}{{resource}}:lock and :released.
 std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
 std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }

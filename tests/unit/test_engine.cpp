@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -492,4 +495,73 @@ TEST_CASE("split votes: a waiter that got some yes votes retries on its own, not
     }
     CHECK(bed.fake->watchers.empty());  // unwatched at the end
   }
+}
+
+namespace {
+
+// SeededRuntime — the uv loop's time and timers, with jitter drawn from a
+// fixed seed (the draws' sequence is the same on every run).
+class SeededRuntime final : public Runtime {
+ public:
+  explicit SeededRuntime(uv_loop_t* loop) : inner_(loop) {}
+  TimePoint now() override { return inner_.now(); }
+  std::chrono::system_clock::time_point wall_now() override { return inner_.wall_now(); }
+  std::unique_ptr<Timer> timer(std::function<void()> fire) override { return inner_.timer(std::move(fire)); }
+  std::unique_ptr<Signal> signal(std::function<void()> fire) override { return inner_.signal(std::move(fire)); }
+  Result<std::string> random_token() override { return inner_.random_token(); }
+  std::uint64_t random_below(std::uint64_t bound) override { return bound == 0 ? 0 : rng_() % bound; }
+
+ private:
+  UvRuntime inner_;
+  std::mt19937_64 rng_{12};
+};
+
+}  // namespace
+
+TEST_CASE("a crowd's waiter reacts to one notification per failed attempt, however many releases come") {
+  // A release every millisecond (a fast crowd); the lock is always held
+  // again by someone else. A waiter that lost doubles its reaction spread
+  // (wake_jitter 50 ms: 100, 200, 400, 800 ms ...) and tries once per
+  // failed attempt, within that spread of the first notification after it:
+  // about 2 + 4 attempts in 600 ms. Re-drawing the delay on every
+  // notification (as before) tried about every √(2 · 1 ms · spread): 12+.
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  Options options;
+  options.node_timeout = milliseconds{10};
+  options.wake_jitter = milliseconds{50};
+  options.wake_safety_net = milliseconds{5000};
+  SeededRuntime runtime(&loop);
+  FakeTransport fake(&loop, 5, [](std::size_t, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(0);
+    Response nil;
+    nil.type = ReplyView::Type::nil;
+    return nil;  // held elsewhere, everywhere
+  });
+  fake.watch_result = WatchState::ready;
+  std::optional<Engine> engine;
+  engine.emplace(runtime, fake, options);
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.wait = milliseconds{600};
+  int notifications = 0;
+  std::unique_ptr<Timer> storm = runtime.timer([] {});
+  std::function<void()> release = [&] {
+    for (WakeListener* w : std::vector<WakeListener*>(fake.watchers)) w->on_wake(WakeListener::Why::released);
+    ++notifications;
+    storm->start(milliseconds{1});
+  };
+  storm = runtime.timer([&] { release(); });
+  storm->start(milliseconds{1});
+  engine->acquire("crowded", opts, [&](Result<Lock> r) {
+    got.emplace(std::move(r));
+    storm.reset();
+  });
+  CHECK(redlock::test::run_and_close(&loop) == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  CHECK(got->error().code == Errc::held);
+  CHECK(notifications > 300);
+  CHECK(got->error().attempts <= 8);
+  MESSAGE(got->error().attempts << " attempts under " << notifications << " notifications");
 }
