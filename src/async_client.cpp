@@ -10,20 +10,19 @@
 #include <vector>
 
 #include "lease_state.hpp"
-#include "node.hpp"
 #include "engine.hpp"
-#include "scripts.hpp"
+#include "hiredis_wire.hpp"
 #include "keys.hpp"
-#include "sha1.hpp"
+#include "node_set.hpp"
 #include "survey.hpp"
 #include "uv_runtime.hpp"
 #include "wake.hpp"
 
 namespace redlock {
 
-using detail::Node;
-
-// ClientCore — lives until both its handles are closed and its AsyncClient
+// ClientCore — the Transport the engine sends through: commands go to the
+// NodeSet (one NodeSession per master, on hiredis), watches to the WakeHub.
+// It lives until both its handles are closed and its AsyncClient
 // is gone; it frees itself in whichever of the two comes last.
 class ClientCore final : public detail::Transport {
  public:
@@ -31,24 +30,20 @@ class ClientCore final : public detail::Transport {
       : loop_(loop),
         config_(std::move(config)),
         runtime_(loop),
+        wires_(loop),
+        nodes_(runtime_, wires_, config_),
         engine_(runtime_, *this, config_.options),
-        wake_(loop, config_.nodes, config_.options) {
-    for (std::size_t i = 0; i < detail::script_count; ++i) shas_[i] = detail::sha1_hex(detail::script_bodies[i]);
+        wake_(runtime_, wires_, config_.nodes, config_.options) {
     uv_timer_init(loop_, &reaper_);
     reaper_.data = this;
-    nodes_.reserve(config_.nodes.size());
-    for (const NodeAddress& address : config_.nodes) {
-      nodes_.push_back(std::make_unique<Node>(loop_, address, config_.options, shas_.data(),
-                                              [this] { node_closed(); }, [this] { mark_duplicates(); }));
-    }
-    for (auto& node : nodes_) node->start();
+    nodes_.start();
   }
 
   std::size_t size() const override { return nodes_.size(); }
-  const std::string& address(std::size_t i) const override { return nodes_[i]->address(); }
+  const std::string& address(std::size_t i) const override { return nodes_.address(i); }
   bool send(std::size_t i, const detail::Call& call, detail::ReplySink* sink, std::size_t slot,
             std::string& why) override {
-    return nodes_[i]->send(call, sink, slot, why);
+    return nodes_.send(i, call, sink, slot, why);
   }
 
   detail::WatchState watch(const std::string& channel, detail::WakeListener* listener) override {
@@ -59,24 +54,6 @@ class ClientCore final : public detail::Transport {
   }
 
   detail::Engine& engine() noexcept { return engine_; }
-
-  // mark_duplicates: one server, one vote. Two configured masters that
-  // reported the same run id (two spellings of one address, two db numbers,
-  // unix and TCP) are one server: every one after the first is excluded,
-  // with a text naming both. Run after each handshake (a node may have been
-  // moved, or restarted as another server).
-  void mark_duplicates() {
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      std::string text;
-      for (std::size_t j = 0; j < i && text.empty() && !nodes_[i]->run_id().empty(); ++j) {
-        if (nodes_[j]->run_id() == nodes_[i]->run_id()) {
-          text = "the same server as " + nodes_[j]->address() + " (run_id " + nodes_[i]->run_id() +
-                 "): one server, one vote; configure it once";
-        }
-      }
-      nodes_[i]->set_duplicate_of(std::move(text));
-    }
-  }
 
   // start_watchdog: a lease taken through this client now keeps itself
   // extended. After close() it is lost at once.
@@ -106,7 +83,7 @@ class ClientCore final : public detail::Transport {
       for (std::size_t i = 0; i < answers.size(); ++i) {
         NodeHolding& h = st.nodes[i];
         detail::SurveyAnswer& a = answers[i];
-        h.address = nodes_[i]->address();
+        h.address = nodes_.address(i);
         h.rtt = a.rtt;
         h.quarantined = a.quarantined;
         if (!a.answered) {
@@ -131,10 +108,10 @@ class ClientCore final : public detail::Transport {
       NodesReport report;
       report.quorum = detail::majority_of(nodes_.size());
       report.nodes.resize(answers.size());
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = runtime_.now();
       for (std::size_t i = 0; i < answers.size(); ++i) {
         NodeHealth& h = report.nodes[i];
-        const Node& node = *nodes_[i];
+        const detail::NodeSession& node = nodes_.node(i);
         detail::SurveyAnswer& a = answers[i];
         h.address = node.address();
         h.version = node.server_version();
@@ -177,7 +154,10 @@ class ClientCore final : public detail::Transport {
         maybe_finish();
       });
     });
-    for (auto& node : nodes_) node->close();
+    nodes_.close([this] {
+      nodes_closed_ = true;
+      maybe_finish();
+    });
   }
 
   // owner_gone: the AsyncClient was destroyed.
@@ -206,13 +186,8 @@ class ClientCore final : public detail::Transport {
     maybe_finish();
   }
 
-  void node_closed() {
-    ++closed_nodes_;
-    maybe_finish();
-  }
-
   void maybe_finish() {
-    if (!engine_idle_ || !wake_closed_ || closed_nodes_ != nodes_.size() || live_watchdogs_ != 0 ||
+    if (!engine_idle_ || !wake_closed_ || !nodes_closed_ || live_watchdogs_ != 0 ||
         live_surveys_ != 0 || reaping_) {
       return;
     }
@@ -235,18 +210,17 @@ class ClientCore final : public detail::Transport {
   uv_loop_t* loop_;
   Config config_;
   detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
-  std::array<std::string, detail::script_count> shas_;
-  std::vector<std::unique_ptr<Node>> nodes_;
+  detail::HiredisWireFactory wires_;
+  detail::NodeSet nodes_;
   detail::Engine engine_;
   detail::WakeHub wake_;
   bool wake_closed_ = false;
   uv_timer_t reaper_;
   std::vector<std::function<void()>> closed_callbacks_;
-  std::size_t closed_nodes_ = 0;
   detail::Watchdog* watchdogs_ = nullptr;  // intrusive list of live watchdogs
   std::size_t live_watchdogs_ = 0;
   std::size_t live_surveys_ = 0;
-  bool closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
+  bool nodes_closed_ = false, closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
 };
 
 Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config config) {

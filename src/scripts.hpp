@@ -55,9 +55,17 @@ return redis.call('PTTL', KEYS[1])
 
 // extend: KEYS[1] lock key; ARGV[1] value, ARGV[2] ttl ms.
 // Only while our value is there → :1; never recreates a missing key → :0.
+// Never shortens the key's life (PEXPIRE only when PTTL < ttl; PEXPIRE's
+// GT flag would say the same but needs Redis 7): the holder keeps its old
+// validity until the extend's answer comes, so an extend with a shorter
+// TTL that cut the key at once would end the lock under a holder that
+// still believes in it (found by the simulator, seed 900157). The new
+// validity, T1 + ttl − drift, is within the key's life either way.
 inline constexpr std::string_view extend_script = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return 1
 end
 return 0
@@ -129,12 +137,15 @@ return redis.status_reply('OK')
 
 // multi_extend: KEYS the lock keys; ARGV[1] value, ARGV[2] ttl. Only if
 // every key still holds our value → all extended → :1; else nothing → :0.
+// Never shortens a key's life, as for extend.
 inline constexpr std::string_view multi_extend_script = R"lua(
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
 end
 for i = 1, #KEYS do
-  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  end
 end
 return 1
 )lua";

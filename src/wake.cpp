@@ -1,134 +1,82 @@
 // wake.cpp — the pub/sub side of waiting. See wake.hpp.
 #include "wake.hpp"
 
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
-
 #include <algorithm>
-#include <cstring>
 
 #include "connection.hpp"
-#include "poll_adapter.hpp"
-#include "token.hpp"
 
 namespace redlock::detail {
 
-namespace {
-
-void reply_trampoline(redisAsyncContext* ac, void* reply, void*) {
-  static_cast<Subscriber*>(ac->data)->handle_reply(ac, static_cast<redisReply*>(reply));
-}
-
-void auth_trampoline(redisAsyncContext* ac, void* reply, void*) {
-  static_cast<Subscriber*>(ac->data)->handle_auth(ac, static_cast<redisReply*>(reply));
-}
-
-void connect_trampoline(const redisAsyncContext* ac, int status) {
-  auto* self = static_cast<Subscriber*>(ac->data);
-  if (status != REDIS_OK) {
-    self->connection_lost(ac);
-  } else {
-    self->connected(ac);
-  }
-}
-
-void disconnect_trampoline(const redisAsyncContext* ac, int) {
-  static_cast<Subscriber*>(ac->data)->connection_lost(ac);
-}
-
-bool is(const redisReply* r, const char* text) {
-  return r != nullptr && r->type == REDIS_REPLY_STRING && r->len == std::strlen(text) &&
-         std::memcmp(r->str, text, r->len) == 0;
-}
-
-}  // namespace
-
 // ---- Subscriber -----------------------------------------------------------------
 
-Subscriber::Subscriber(uv_loop_t* loop, NodeAddress address, const Options& options, WakeHub& hub,
-                       std::function<void()> on_closed)
-    : loop_(loop),
+Subscriber::Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
+                       WakeHub& hub, std::function<void()> on_closed)
+    : runtime_(runtime),
+      wires_(wires),
       address_(std::move(address)),
       options_(options),
       hub_(hub),
       on_closed_(std::move(on_closed)),
-      anchor_(options.prefix + "wake-anchor") {
-  uv_timer_init(loop_, &timer_);
-  timer_.data = this;
-}
+      anchor_(options.prefix + "wake-anchor"),
+      timer_(runtime.timer([this] { on_timer(); })) {}
 
 void Subscriber::start() { connect(); }
 
 void Subscriber::connect() {
   if (closing_) return;
-  redisAsyncContext* ac = address_.kind == NodeAddress::Kind::tcp
-                              ? redisAsyncConnect(address_.host.c_str(), address_.port)
-                              : redisAsyncConnectUnix(address_.path.c_str());
-  if (ac == nullptr || ac->err != 0 || !attach_to_loop(ac, loop_)) {
-    if (ac != nullptr) redisAsyncFree(ac);
-    return schedule_reconnect();
-  }
-  ac->data = this;
-  ac_ = ac;
+  wire_ = wires_.connect(address_, *this);
   connected_ = false;
+  auth_pending_ = 0;
   ++connections_;
-  redisAsyncSetConnectCallback(ac, connect_trampoline);
-  redisAsyncSetDisconnectCallback(ac, disconnect_trampoline);
-  uv_timer_start(
-      &timer_, [](uv_timer_t* t) { static_cast<Subscriber*>(t->data)->on_timer(); },
-      static_cast<std::uint64_t>(options_.connect_timeout.count()), 0);
+  timer_->start(options_.connect_timeout);
   if (const AuthCommand auth(address_); auth.argc > 0) {
-    redisAsyncCommandArgv(ac, auth_trampoline, nullptr, auth.argc, const_cast<const char**>(auth.argv), auth.lens);
+    if (!wire_->write(auth.args())) return drop();
+    auth_pending_ = 1;
   }
   // The anchor, and everything watched right now, in one SUBSCRIBE. The
   // anchor stays subscribed for the connection's life: hiredis 0.14 leaves
   // subscribed mode when an UNSUBSCRIBE reply counts 0 subscriptions, and a
   // SUBSCRIBE reply already on its way would then find no callback and
   // abort the process (async.c's assertion).
-  std::vector<const char*> argv{"SUBSCRIBE", anchor_.c_str()};
-  std::vector<std::size_t> lens{9, anchor_.size()};
-  for (const auto& [channel, listeners] : hub_.listeners()) {
-    argv.push_back(channel.c_str());
-    lens.push_back(channel.size());
-  }
-  redisAsyncCommandArgv(ac, reply_trampoline, nullptr, static_cast<int>(argv.size()), argv.data(), lens.data());
+  std::vector<std::string_view> argv{"SUBSCRIBE", anchor_};
+  for (const auto& [channel, listeners] : hub_.listeners()) argv.push_back(channel);
+  if (!wire_->write(argv)) drop();
 }
 
 void Subscriber::subscribe(const std::string& channel) {
-  if (ac_ == nullptr) return;  // subscribed on the next connect
-  const char* argv[2] = {"SUBSCRIBE", channel.c_str()};
-  const std::size_t lens[2] = {9, channel.size()};
-  redisAsyncCommandArgv(ac_, reply_trampoline, nullptr, 2, argv, lens);
+  if (wire_ == nullptr) return;  // subscribed on the next connect
+  const std::string_view argv[2] = {"SUBSCRIBE", channel};
+  if (!wire_->write(argv)) drop();
 }
 
 void Subscriber::unsubscribe(const std::string& channel) {
   if (channel == anchor_) return;
   confirmed_.erase(channel);
-  if (ac_ == nullptr || !(ac_->c.flags & REDIS_SUBSCRIBED)) return;
-  const char* argv[2] = {"UNSUBSCRIBE", channel.c_str()};
-  const std::size_t lens[2] = {11, channel.size()};
-  redisAsyncCommandArgv(ac_, reply_trampoline, nullptr, 2, argv, lens);
+  if (wire_ == nullptr) return;
+  const std::string_view argv[2] = {"UNSUBSCRIBE", channel};
+  wire_->write(argv);  // refused only by a failing connection, whose loss is reported anyway
 }
 
-void Subscriber::handle_auth(redisAsyncContext* ac, redisReply* reply) {
-  if (ac != ac_ || reply == nullptr) return;
-  if (reply->type == REDIS_REPLY_ERROR) drop();  // the command connection reports the reason
-}
-
-void Subscriber::connected(const redisAsyncContext* ac) {
-  if (ac != ac_) return;
+void Subscriber::on_connected() {
   connected_ = true;
   failures_ = 0;
-  uv_timer_stop(&timer_);
+  timer_->stop();
 }
 
-void Subscriber::handle_reply(redisAsyncContext* ac, redisReply* reply) {
-  if (ac != ac_ || reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3) return;
-  const std::string channel(reply->element[1]->str != nullptr ? reply->element[1]->str : "",
-                            reply->element[1]->len);
-  if (is(reply->element[0], "message")) {
+// on_reply: AUTH's answer first, then pub/sub messages: ["subscribe",
+// channel, count], ["message", channel, payload], ["unsubscribe", …].
+void Subscriber::on_reply(const WireReply& reply) {
+  if (auth_pending_ > 0) {
+    --auth_pending_;
+    if (reply.type == WireReply::Type::error) drop();  // the command connection reports the reason
+    return;
+  }
+  if (reply.type != WireReply::Type::array || reply.elements.size() < 3) return;
+  const std::string_view kind = reply.elements[0].str;
+  const std::string channel(reply.elements[1].str);
+  if (kind == "message") {
     hub_.released(channel);
-  } else if (is(reply->element[0], "subscribe") && channel != anchor_) {
+  } else if (kind == "subscribe" && channel != anchor_) {
     if (hub_.listeners().count(channel) == 0) {
       unsubscribe(channel);  // its last watcher left before the confirmation came
     } else if (confirmed_.insert(channel).second) {
@@ -137,69 +85,51 @@ void Subscriber::handle_reply(redisAsyncContext* ac, redisReply* reply) {
   }
 }
 
-void Subscriber::connection_lost(const redisAsyncContext* ac) {
-  if (ac != ac_) return;
-  ac_ = nullptr;
+void Subscriber::on_lost(std::string_view) { drop(); }
+
+// drop lets the connection go; the watchers of what it had confirmed can
+// no longer count on it.
+void Subscriber::drop() {
+  if (wire_ == nullptr) return;
+  wire_.reset();
   connected_ = false;
   for (const std::string& channel : confirmed_) hub_.unconfirmed(channel);
   confirmed_.clear();
-  if (closing_) return finish_close();
   schedule_reconnect();
-}
-
-void Subscriber::drop() {
-  if (ac_ == nullptr) return;
-  redisAsyncContext* ac = ac_;
-  connection_lost(ac);  // forget it first: hiredis's callbacks for it are ignored
-  redisAsyncFree(ac);
 }
 
 void Subscriber::schedule_reconnect() {
   if (closing_) return;
-  uv_timer_start(
-      &timer_, [](uv_timer_t* t) { static_cast<Subscriber*>(t->data)->on_timer(); },
-      reconnect_delay(options_, failures_), 0);
+  timer_->start(reconnect_delay(options_, failures_, runtime_));
 }
 
 void Subscriber::on_timer() {
+  if (finished_) return report_closed(timer_, on_closed_);  // on a later turn than close()
   if (closing_) return;
-  if (ac_ == nullptr) return connect();
-  if (!connected_) drop();  // the connect (or its first answer) took too long
+  if (wire_ == nullptr) return connect();
+  if (!connected_) drop();  // the connect took too long
 }
 
 void Subscriber::close() {
   if (closing_) return;
   closing_ = true;
-  uv_timer_stop(&timer_);
-  if (ac_ != nullptr) {
-    redisAsyncContext* ac = ac_;
-    redisAsyncFree(ac);  // pub/sub has nothing to flush; the disconnect callback finishes
-    if (ac_ == nullptr) return;
-    ac_ = nullptr;  // freed without a callback (never connected)
-  }
-  finish_close();
-}
-
-void Subscriber::finish_close() {
-  if (timer_closed_) return;
-  timer_closed_ = true;
-  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), [](uv_handle_t* h) {
-    auto* self = static_cast<Subscriber*>(h->data);
-    if (self->on_closed_) self->on_closed_();
-  });
+  drop();  // pub/sub has nothing to flush
+  finished_ = true;
+  timer_->start(std::chrono::milliseconds{0});
 }
 
 // ---- WakeHub --------------------------------------------------------------------
 
-WakeHub::WakeHub(uv_loop_t* loop, const std::vector<NodeAddress>& nodes, const Options& options)
-    : loop_(loop), nodes_(nodes), options_(options) {}
+WakeHub::WakeHub(Runtime& runtime, WireFactory& wires, const std::vector<NodeAddress>& nodes,
+                 const Options& options)
+    : runtime_(runtime), wires_(wires), nodes_(nodes), options_(options) {}
 
 WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {
   if (!options_.wake_ups || closing_) return WatchState::unavailable;
   if (subscribers_.empty()) {
     for (const NodeAddress& address : nodes_) {
       subscribers_.push_back(
-          std::make_unique<Subscriber>(loop_, address, options_, *this, [this] { subscriber_closed(); }));
+          std::make_unique<Subscriber>(runtime_, wires_, address, options_, *this, [this] { subscriber_closed(); }));
       ++open_subscribers_;
     }
     for (auto& s : subscribers_) s->start();

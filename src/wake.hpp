@@ -9,9 +9,12 @@
 // the channel. Subscribers reconnect like the command connections, and
 // resubscribe; watchers are then told to retry once, since notifications
 // may have been missed meanwhile.
+//
+// Like the node sessions, subscribers do no I/O of their own: they run on
+// a Wire (src/wire.hpp; in subscribed mode every pub/sub message arrives
+// through on_reply) and take timers and jitter from the Runtime, so the
+// simulator runs wake-ups too.
 #pragma once
-
-#include <uv.h>
 
 #include <functional>
 #include <map>
@@ -21,19 +24,19 @@
 #include <vector>
 
 #include "redlock/config.hpp"
+#include "runtime.hpp"
 #include "transport.hpp"
-
-struct redisAsyncContext;
-struct redisReply;
+#include "wire.hpp"
 
 namespace redlock::detail {
 
 class WakeHub;
 
-// Subscriber — one master's pub/sub connection.
-class Subscriber {
+// Subscriber — one master's pub/sub connection. on_closed runs once, on a
+// later loop turn than close(), after it has let go of its Wire and timer.
+class Subscriber final : private WireEvents {
  public:
-  Subscriber(uv_loop_t* loop, NodeAddress address, const Options& options, WakeHub& hub,
+  Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options, WakeHub& hub,
              std::function<void()> on_closed);
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -43,38 +46,40 @@ class Subscriber {
   void unsubscribe(const std::string& channel);
   void close();
 
-  // hiredis callbacks (public for the trampolines).
-  void handle_reply(redisAsyncContext* ac, redisReply* reply);
-  void handle_auth(redisAsyncContext* ac, redisReply* reply);
-  void connection_lost(const redisAsyncContext* ac);
-  void connected(const redisAsyncContext* ac);
-
  private:
+  // WireEvents
+  void on_connected() override;
+  void on_reply(const WireReply& reply) override;
+  void on_flush() override {}
+  void on_lost(std::string_view why) override;
+
   void connect();
   void drop();
   void schedule_reconnect();
   void on_timer();
-  void finish_close();
 
-  uv_loop_t* loop_;
+  Runtime& runtime_;
+  WireFactory& wires_;
   NodeAddress address_;
   const Options& options_;
   WakeHub& hub_;
   std::function<void()> on_closed_;
-  redisAsyncContext* ac_ = nullptr;
-  bool connected_ = false;             // the connect callback said yes
-  unsigned connections_ = 0;           // contexts opened so far
+  std::unique_ptr<Wire> wire_;
+  bool connected_ = false;             // the Wire said on_connected
+  unsigned auth_pending_ = 0;          // AUTH replies still due (they come before any message)
+  unsigned connections_ = 0;           // connections opened so far
   unsigned failures_ = 0;
   bool closing_ = false;
-  bool timer_closed_ = false;
+  bool finished_ = false;              // closed: on_closed_ is due on the timer
   std::string anchor_;                 // a channel always subscribed (see connect())
   std::set<std::string> confirmed_;    // channels this connection confirmed
-  uv_timer_t timer_;                   // connect timeout and reconnect backoff
+  std::unique_ptr<Timer> timer_;       // connect timeout, reconnect backoff, on_closed
 };
 
 class WakeHub {
  public:
-  WakeHub(uv_loop_t* loop, const std::vector<NodeAddress>& nodes, const Options& options);
+  // WakeHub keeps `runtime`, `wires` and `options`, which must outlive it.
+  WakeHub(Runtime& runtime, WireFactory& wires, const std::vector<NodeAddress>& nodes, const Options& options);
   WakeHub(const WakeHub&) = delete;
   WakeHub& operator=(const WakeHub&) = delete;
 
@@ -95,7 +100,8 @@ class WakeHub {
   void subscriber_closed();
   void wake(const std::string& channel, WakeListener::Why why);
 
-  uv_loop_t* loop_;
+  Runtime& runtime_;
+  WireFactory& wires_;
   std::vector<NodeAddress> nodes_;
   const Options& options_;
   std::vector<std::unique_ptr<Subscriber>> subscribers_;

@@ -41,6 +41,15 @@ TEST_CASE("acquire, extend and release on five masters") {
   CHECK(extended->validity > 19000ms);
   CHECK(group[2].command({"PTTL", "redlock:{report}:lock"}).integer > 19000);
 
+  // An extend with a shorter TTL never shortens the key's life on a master:
+  // the holder still counts on the longer validity until the answer comes.
+  auto shorter = client->extend(*extended, 1000ms);
+  REQUIRE_MESSAGE(shorter.ok(), shorter.error().to_string());
+  CHECK(shorter->validity <= 1000ms);
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(eventually([&] { return group[i].command({"PTTL", "redlock:{report}:lock"}).integer > 15000; }));
+  }
+
   auto released = client->release(*extended);
   REQUIRE(released.ok());
   CHECK(released->released);

@@ -42,7 +42,7 @@ TEST_CASE("a multi acquire that meets one held resource sets none of them") {
   auto holder = client_for(group);
   auto client = client_for(group);
   auto b = holder->acquire("B", {.ttl = 10000ms});
-  REQUIRE(b.ok());
+  REQUIRE_MESSAGE(b.ok(), b.error().to_string());
   auto all = client->acquire_many({"A", "B", "C"}, {.ttl = 5000ms});
   REQUIRE_FALSE(all.ok());
   CHECK(all.error().code == Errc::held);
@@ -50,7 +50,9 @@ TEST_CASE("a multi acquire that meets one held resource sets none of them") {
   // A master that had not yet seen the holder's SET may have taken the set
   // for a moment: the failed attempt's rollback gives it back.
   CHECK(eventually([&] { return group.keys_everywhere("redlock:{A}:lock") == 0 && group.keys_everywhere("redlock:{C}:lock") == 0; }));
-  CHECK(eventually([&] { return group.keys_everywhere("redlock:{B}:lock") == 3; }));  // still the holder's
+  // B stays the holder's on a majority. (On the third master the client's
+  // SETs may have come first, the holder's SET then failed there.)
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{B}:lock") >= 2; }));
 }
 
 TEST_CASE("two clients locking {A,B} and {B,C} never both hold B") {

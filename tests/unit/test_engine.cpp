@@ -6,11 +6,11 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "fake_transport.hpp"
+#include "test_runtime.hpp"
 #include "engine.hpp"
 #include "uv_runtime.hpp"
 #include "validity.hpp"
@@ -497,26 +497,7 @@ TEST_CASE("split votes: a waiter that got some yes votes retries on its own, not
   }
 }
 
-namespace {
-
-// SeededRuntime — the uv loop's time and timers, with jitter drawn from a
-// fixed seed (the draws' sequence is the same on every run).
-class SeededRuntime final : public Runtime {
- public:
-  explicit SeededRuntime(uv_loop_t* loop) : inner_(loop) {}
-  TimePoint now() override { return inner_.now(); }
-  std::chrono::system_clock::time_point wall_now() override { return inner_.wall_now(); }
-  std::unique_ptr<Timer> timer(std::function<void()> fire) override { return inner_.timer(std::move(fire)); }
-  std::unique_ptr<Signal> signal(std::function<void()> fire) override { return inner_.signal(std::move(fire)); }
-  Result<std::string> random_token() override { return inner_.random_token(); }
-  std::uint64_t random_below(std::uint64_t bound) override { return bound == 0 ? 0 : rng_() % bound; }
-
- private:
-  UvRuntime inner_;
-  std::mt19937_64 rng_{12};
-};
-
-}  // namespace
+using redlock::test::SeededRuntime;
 
 TEST_CASE("a crowd's waiter reacts to one notification per failed attempt, however many releases come") {
   // A release every millisecond (a fast crowd); the lock is always held

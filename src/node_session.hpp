@@ -1,7 +1,11 @@
-// node.hpp — one master: one hiredis async connection on the caller's uv
-// loop, with what hiredis 0.14 lacks: a connect timeout, a deadline on every
-// command, reconnect with capped exponential backoff and jitter, and the
-// restart quarantine read from INFO on every (re)connect.
+// node_session.hpp — one master, as a state machine with no I/O of its
+// own: it talks to the master through a Wire (src/wire.hpp) and takes time,
+// timers and jitter from a Runtime (src/runtime.hpp). Production runs it on
+// a HiredisWire and a UvRuntime; the deterministic simulator (tools/sim) on
+// simulated ones. It adds what a bare connection lacks: a connect timeout,
+// a deadline on every command, stall detection, reconnect with capped
+// exponential backoff and jitter, the restart quarantine read from INFO on
+// every (re)connect, and the data-loss marker (docs/design.md, §5).
 //
 // Commands are accepted while the connection is being set up, but nothing
 // of theirs is written before the whole handshake succeeded: AUTH, SELECT,
@@ -9,46 +13,52 @@
 // unwritten (with their deadlines running), and are written in order the
 // moment the handshake completes; a failed handshake fails them, and
 // nothing else goes down that connection.
+//
+// Loop thread only. Every event a sink receives comes from a Wire event or
+// a Runtime timer, never from inside send().
 #pragma once
-
-#include <uv.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlock/config.hpp"
+#include "runtime.hpp"
 #include "transport.hpp"
-
-struct redisAsyncContext;
-struct redisReply;
+#include "wire.hpp"
 
 namespace redlock::detail {
 
-class Node {
+class NodeSession final : private WireEvents {
  public:
-  using clock = std::chrono::steady_clock;
+  using clock = Clock;
   enum class State : std::uint8_t { disconnected, connecting, ready, closed };
 
-  // Node keeps references to `options` and `shas` (owned by the client,
-  // which outlives it). on_closed runs once, from the last close callback,
-  // after close(); the owner may free the Node inside it.
-  Node(uv_loop_t* loop, NodeAddress address, const Options& options, const std::string* shas,
-       std::function<void()> on_closed, std::function<void()> on_ready = {});
-  Node(const Node&) = delete;
-  Node& operator=(const Node&) = delete;
-  ~Node();
+  // NodeSession keeps references to `runtime`, `wires`, `options` and
+  // `shas` (script_count SHA-1s; all owned by the NodeSet, which outlives
+  // it). on_closed runs once, on a later loop turn than close(), after the
+  // session has let go of its Wire and its timers; the owner may free the
+  // session inside it. on_ready runs each time a handshake completes.
+  NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
+              const std::string* shas, std::function<void()> on_closed, std::function<void()> on_ready = {});
+  NodeSession(const NodeSession&) = delete;
+  NodeSession& operator=(const NodeSession&) = delete;
+  ~NodeSession();
 
   void start();
   // send: see Transport::send.
   bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why);
-  // close refuses new commands, lets the ones already queued reach the
+  // close refuses new commands, lets the ones already written reach the
   // server and waits for their replies (at most connect_timeout +
-  // node_timeout), then fails
-  // what is left ("client closed") and closes the connection and both timers.
+  // node_timeout), then fails what is left ("client closed") and drops
+  // the Wire.
   void close();
 
   const std::string& address() const noexcept { return display_; }
@@ -68,17 +78,13 @@ class Node {
   // another configured master); empty when they do.
   const std::string& excluded() const noexcept { return excluded_.empty() ? duplicate_ : excluded_; }
   // set_duplicate_of: this master is the same server (run id) as another
-  // configured one, named in `text`; empty clears it. Set by the client
+  // configured one, named in `text`; empty clears it. Set by the NodeSet
   // whenever a handshake completes (one server, one vote).
   void set_duplicate_of(std::string text) { duplicate_ = std::move(text); }
 
-  // Called by the hiredis callbacks (C linkage trampolines in node.cpp).
-  void handle_reply(redisAsyncContext* ac, redisReply* reply);
-  void connection_lost(const redisAsyncContext* ac, std::string reason);
-
  private:
   // vote_check: the GET of the data-loss marker written behind the
-  // acquires of one loop turn (one per write); their replies are held back
+  // acquires of one flush (one per flush); their replies are held back
   // until it answers.
   enum class Kind : std::uint8_t { script, handshake, info, marker, vote_check };
   struct Pending {
@@ -92,32 +98,51 @@ class Node {
     clock::time_point sent{};
     clock::time_point deadline{};
   };
+  // An acquire reply waiting for the vote check written behind it.
+  struct HeldReply {
+    ReplyView view;  // view.str is set from text when delivered
+    std::string text;
+    bool quarantined = false;
+    ReplySink* sink = nullptr;
+    std::size_t slot = 0;
+    clock::time_point sent{};
+  };
+
+  // WireEvents
+  void on_connected() override;
+  void on_reply(const WireReply& reply) override;
+  void on_flush() override;
+  void on_lost(std::string_view why) override;
 
   void connect();
   bool queue_handshake();
-  bool queue_raw(Kind kind, int argc, const char** argv, const std::size_t* lens);
+  bool queue_raw(Kind kind, std::span<const std::string_view> argv);
   bool queue_call(const Call& call, bool as_eval);
+  bool queue_marker();
+  bool queue_vote_check();
   void drop_connection(std::string reason);
   void connection_gone();
   void finish_close();
   void schedule_reconnect();
-  void handle_info(redisReply* reply, clock::time_point now);
-  void handle_marker(const redisReply* reply, clock::time_point now);
-  void handle_vote_check(const Pending& p, const redisAsyncContext* ac, const redisReply* reply,
-                         clock::time_point now);
-  bool queue_vote_check();
-  void before_write(const redisAsyncContext* ac);
-  bool queue_marker();
+  void handle_info(const WireReply& reply, clock::time_point now);
+  void handle_marker(const WireReply& reply, clock::time_point now);
+  void handle_vote_check(const WireReply& reply, clock::time_point now);
+  void fail_held();
   void become_ready();
   void fail_unwritten();
+  void fail_written();
   void raise_quarantine(clock::time_point until, std::string reason);
-  void deliver(const Pending& p, redisAsyncContext* ac, redisReply* reply, clock::time_point now);
+  void deliver(const Pending& p, const WireReply& reply, clock::time_point now);
+  void fail(const Pending& p, std::string_view why, clock::time_point now);
   void on_deadline();
   void on_conn_timer();
+  void on_check_timer();
   void rearm();
+  void arm_at(clock::time_point due);
   bool quarantined(clock::time_point now);
 
-  uv_loop_t* loop_;
+  Runtime& runtime_;
+  WireFactory& wires_;
   NodeAddress address_;
   std::string display_;
   const Options& options_;
@@ -125,11 +150,10 @@ class Node {
   std::function<void()> on_closed_;
   std::function<void()> on_ready_;
 
-  redisAsyncContext* ac_ = nullptr;
+  std::unique_ptr<Wire> wire_;
   State state_ = State::disconnected;
   bool closing_ = false;
-  bool handles_closing_ = false;
-  int open_handles_ = 0;
+  bool finished_ = false;  // closed: on_closed_ is due on the conn timer
   unsigned failures_ = 0;
   std::string last_error_ = "not connected yet";
 
@@ -143,8 +167,9 @@ class Node {
   // across reconnects either.
   bool unresponsive_ = false;
   clock::time_point unresponsive_since_{};  // the sent time of the command that timed out
-  std::string wire_;  // the command being queued, in RESP (reused)
-  std::deque<Pending> pending_;  // FIFO: written commands, then the unwritten_ ones
+  std::vector<std::string_view> argv_;      // the command being queued (reused)
+  char numkeys_[24] = {};                   // its key count, in digits
+  std::deque<Pending> pending_;             // FIFO: written commands, then the unwritten_ ones
   std::size_t unwritten_ = 0;
   std::size_t scanned_ = 0;  // pending_[0, scanned_) need no deadline check
   clock::time_point armed_due_{};
@@ -157,24 +182,15 @@ class Node {
   std::string marker_epoch_;              // the data-loss marker's epoch last seen (kept across reconnects)
   bool marker_in_flight_ = false;
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
-  // Acquire replies waiting for the vote check written behind them.
-  struct HeldReply {
-    ReplyView view;    // view.str is set from text when delivered
-    std::string text;
-    bool quarantined = false;
-    ReplySink* sink = nullptr;
-    std::size_t slot = 0;
-    clock::time_point sent{};
-  };
   std::vector<HeldReply> held_;
   std::string version_, run_id_;
-  std::uint64_t server_ = 0;  // hash of run_id_ (NodeEvent::server)
-  long long info_uptime_s_ = -1;  // uptime_in_seconds of the last INFO server
-  clock::time_point info_at_{};   // when that reply came
+  std::uint64_t server_ = 0;       // hash of run_id_ (NodeEvent::server)
+  long long info_uptime_s_ = -1;   // uptime_in_seconds of the last INFO server
+  clock::time_point info_at_{};    // when that reply came
 
-  uv_timer_t deadline_timer_;  // per-command deadlines and stall detection
-  uv_timer_t conn_timer_;      // reconnect backoff, and connect timeout while connecting
-  uv_timer_t check_timer_;     // the periodic data-loss check while ready
+  std::unique_ptr<Timer> deadline_timer_;  // per-command deadlines and stall detection
+  std::unique_ptr<Timer> conn_timer_;      // connect timeout, reconnect backoff, close bound, on_closed
+  std::unique_ptr<Timer> check_timer_;     // the periodic data-loss check while ready
 };
 
 }  // namespace redlock::detail

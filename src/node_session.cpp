@@ -1,0 +1,655 @@
+// node_session.cpp — one master's session. See node_session.hpp for the
+// contract, docs/design.md §5 for why each step is there.
+#include "node_session.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "connection.hpp"
+#include "keys.hpp"
+#include "sabotage.hpp"
+#include "scripts.hpp"
+#include "validity.hpp"
+
+namespace redlock::detail {
+
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+ReplyView view_of(const WireReply& r) {
+  ReplyView v;
+  switch (r.type) {
+    case WireReply::Type::status: v.type = ReplyView::Type::status; break;
+    case WireReply::Type::string: v.type = ReplyView::Type::string; break;
+    case WireReply::Type::integer: v.type = ReplyView::Type::integer; break;
+    case WireReply::Type::nil: v.type = ReplyView::Type::nil; break;
+    case WireReply::Type::error: v.type = ReplyView::Type::error; break;
+    case WireReply::Type::array: v.type = ReplyView::Type::array; break;
+  }
+  v.integer = r.integer;
+  v.str = r.str;
+  if (r.type == WireReply::Type::array && r.elements.size() <= v.items.size()) {
+    bool integers = true;
+    for (std::size_t i = 0; i < r.elements.size(); ++i) {
+      integers = integers && r.elements[i].type == WireReply::Type::integer;
+      if (integers) v.items[i] = r.elements[i].integer;
+    }
+    if (integers) v.item_count = static_cast<std::uint8_t>(r.elements.size());
+  }
+  return v;
+}
+
+std::string info_field(std::string_view info, std::string_view name) {
+  std::size_t at = 0;
+  while ((at = info.find(name, at)) != std::string_view::npos) {
+    if ((at == 0 || info[at - 1] == '\n') && at + name.size() < info.size() && info[at + name.size()] == ':') {
+      std::size_t begin = at + name.size() + 1;
+      std::size_t end = info.find_first_of("\r\n", begin);
+      return std::string(info.substr(begin, end == std::string_view::npos ? end : end - begin));
+    }
+    at += name.size();
+  }
+  return {};
+}
+
+// to_number reads a decimal integer; 0 when there is none.
+long long to_number(std::string_view text) {
+  long long n = 0;
+  std::from_chars(text.data(), text.data() + text.size(), n);
+  return n;
+}
+
+constexpr milliseconds deadline_slack{2};
+
+long long to_ms(Clock::duration d) { return duration_cast<milliseconds>(d).count(); }
+
+}  // namespace
+
+NodeSession::NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
+                         const std::string* shas, std::function<void()> on_closed, std::function<void()> on_ready)
+    : runtime_(runtime),
+      wires_(wires),
+      address_(std::move(address)),
+      display_(address_.display()),
+      options_(options),
+      shas_(shas),
+      on_closed_(std::move(on_closed)),
+      on_ready_(std::move(on_ready)),
+      deadline_timer_(runtime.timer([this] { on_deadline(); })),
+      conn_timer_(runtime.timer([this] { on_conn_timer(); })),
+      check_timer_(runtime.timer([this] { on_check_timer(); })) {}
+
+NodeSession::~NodeSession() = default;
+
+void NodeSession::start() { connect(); }
+
+void NodeSession::connect() {
+  if (closing_) return;
+  wire_ = wires_.connect(address_, *this);
+  state_ = State::connecting;
+  conn_timer_->start(options_.connect_timeout);
+  if (!queue_handshake()) drop_connection("cannot queue the handshake");
+}
+
+bool NodeSession::queue_handshake() {
+  if (const AuthCommand auth(address_); auth.argc > 0) {
+    if (!queue_raw(Kind::handshake, auth.args())) return false;
+  }
+  if (address_.db != 0) {
+    const std::string db = std::to_string(address_.db);
+    const std::string_view argv[2] = {"SELECT", db};
+    if (!queue_raw(Kind::handshake, argv)) return false;
+  }
+  // Load the scripts before the first EVALSHA: a NOSCRIPT retry goes to the
+  // back of the pipeline, where a release sent meanwhile would overtake the
+  // acquire it is meant to undo. So NOSCRIPT only follows a SCRIPT FLUSH.
+  for (std::string_view body : script_bodies) {
+    const std::string_view load[3] = {"SCRIPT", "LOAD", body};
+    if (!queue_raw(Kind::handshake, load)) return false;
+  }
+  // INFO with its default sections: server (uptime, run id) and memory
+  // (the eviction policy). The marker follows once this succeeded.
+  const std::string_view info[1] = {"INFO"};
+  return queue_raw(Kind::info, info);
+}
+
+// queue_marker runs the marker script (scripts.hpp): at the end of the
+// handshake, and every data_check_interval while ready.
+bool NodeSession::queue_marker() {
+  Result<std::string> epoch = runtime_.random_token();
+  if (!epoch) return false;
+  const std::string ms = std::to_string(quarantine_period(options_.max_ttl, options_.drift_factor).count());
+  const std::string_view argv[6] = {"EVALSHA", shas_[static_cast<std::size_t>(CommandId::marker)], "1",
+                                    marker_key, *epoch, ms};
+  if (!queue_raw(Kind::marker, argv)) return false;
+  marker_in_flight_ = true;
+  return true;
+}
+
+// queue_vote_check writes GET <marker> behind the acquires of this flush.
+bool NodeSession::queue_vote_check() {
+  const std::string_view argv[2] = {"GET", marker_key};
+  return queue_raw(Kind::vote_check, argv);
+}
+
+// on_flush: the connection's written commands are about to go out. If
+// acquires are among them, one vote check goes out behind them all in the
+// same write — it covers every acquire before it on this connection (one
+// connection's commands run in order). Also while closing: acquires
+// written before close() still need their check.
+void NodeSession::on_flush() {
+  if (!check_owed_ || wire_ == nullptr) return;
+  check_owed_ = false;
+  if (!queue_vote_check()) drop_connection("cannot queue the data-loss vote check");
+}
+
+void NodeSession::on_connected() {
+  // Nothing to do: the handshake was written with the connect, and the
+  // connect timeout runs until the handshake completes.
+}
+
+// queue_raw writes a handshake or check command. It goes before the
+// commands still waiting for the handshake: replies come in write order.
+bool NodeSession::queue_raw(Kind kind, std::span<const std::string_view> argv) {
+  if (!wire_->write(argv)) return false;
+  Pending p;
+  p.kind = kind;
+  p.sent = runtime_.now();
+  const std::size_t at = pending_.size() - unwritten_;
+  pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(at), p);
+  scanned_ = std::min(scanned_, at);
+  return true;
+}
+
+// queue_call writes one call: PING, SET key value NX PX ttl, or EVALSHA sha
+// K key… arg1 [arg2 …] (EVAL body … after NOSCRIPT), through a reused argv.
+bool NodeSession::queue_call(const Call& call, bool as_eval) {
+  argv_.clear();
+  if (call.command == CommandId::ping) {
+    argv_.push_back("PING");
+  } else if (call.command == CommandId::set_nx) {
+    argv_.insert(argv_.end(), {"SET", call.key, call.arg1, "NX", "PX", call.arg2});
+  } else {
+    const std::size_t id = static_cast<std::size_t>(call.command);
+    const std::size_t keys = 1 + call.more_keys.size();
+    argv_.push_back(as_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+    argv_.push_back(as_eval ? script_bodies[id] : std::string_view(shas_[id]));
+    argv_.emplace_back(numkeys_, std::to_chars(numkeys_, numkeys_ + sizeof numkeys_, keys).ptr);
+    argv_.push_back(call.key);
+    for (const std::string& key : call.more_keys) argv_.push_back(key);
+    argv_.push_back(call.arg1);
+    if (!call.arg2.empty()) {
+      argv_.push_back(call.arg2);
+      for (const std::string& arg : call.more_args) argv_.push_back(arg);
+    }
+  }
+  return wire_->write(argv_);
+}
+
+bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
+  if (closing_) {
+    why = "client closed";
+    return false;
+  }
+  if (wire_ == nullptr) {
+    why = last_error_;
+    return false;
+  }
+  if (!duplicate_.empty() && !is_release(call.command)) {
+    why = duplicate_;
+    return false;
+  }
+  const clock::time_point now = runtime_.now();
+  if (unresponsive_ && !is_release(call.command)) {
+    why = "not answering: a command sent " + std::to_string(to_ms(now - unresponsive_since_)) +
+          " ms ago is still unanswered; not sent";
+    return false;
+  }
+  if (pending_.size() >= options_.max_pending) {
+    why = "too many commands in flight (" + std::to_string(pending_.size()) + ")";
+    return false;
+  }
+  // Before the handshake completed nothing is written: the command waits.
+  // An acquire is followed by the vote check: its yes counts only if the
+  // master still has the marker it had (it lost no data up to the SET).
+  const bool write_now = state_ == State::ready;
+  if (write_now && !queue_call(call, false)) {
+    why = "connection is closing";
+    return false;
+  }
+  Pending p;
+  p.written = write_now;
+  p.sink = sink;
+  p.slot = slot;
+  p.call = &call;
+  p.sent = now;
+  p.deadline = now + options_.node_timeout;
+  pending_.push_back(p);
+  unwritten_ += write_now ? 0 : 1;
+  if (write_now && is_acquire(call.command) && !sabotage().no_data_check) check_owed_ = true;
+  // Even when the timer is armed (for a stall, say): this deadline may
+  // come first.
+  arm_at(p.deadline + deadline_slack);
+  return true;
+}
+
+void NodeSession::on_reply(const WireReply& reply) {
+  if (pending_.empty()) return;  // cannot happen: one reply per command written
+  unresponsive_ = false;
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  if (scanned_ > 0) --scanned_;
+  const clock::time_point now = runtime_.now();
+
+  if (p.kind == Kind::vote_check) {
+    handle_vote_check(reply, now);
+  } else if (p.kind != Kind::script) {
+    if (p.kind == Kind::marker) marker_in_flight_ = false;
+    if (closing_) {
+      // nothing more to set up
+    } else if (reply.type == WireReply::Type::error) {
+      const char* what = p.kind == Kind::info     ? "INFO"
+                         : p.kind == Kind::marker ? "the data-loss marker (redlock-marker)"
+                                                  : "connection setup (AUTH/SELECT/SCRIPT LOAD)";
+      drop_connection(std::string(what) + " failed: " + std::string(reply.str));
+    } else if (p.kind == Kind::info) {
+      handle_info(reply, now);
+    } else if (p.kind == Kind::marker) {
+      handle_marker(reply, now);
+    }
+  } else {
+    const bool noscript = reply.type == WireReply::Type::error && reply.str.substr(0, 8) == "NOSCRIPT";
+    const bool check = is_acquire(p.call->command) && !sabotage().no_data_check;
+    if (noscript && !p.retried && !closing_ && is_script(p.call->command) && queue_call(*p.call, true)) {
+      // The script cache was flushed: run it by its text, which reloads it.
+      Pending again = p;
+      again.retried = true;
+      again.deadline = std::max(p.deadline, now);
+      pending_.push_back(again);
+      check_owed_ = check_owed_ || check;
+    } else if (check) {
+      // Hold the answer back until the vote check behind it has answered.
+      HeldReply& h = held_.emplace_back();
+      h.view = view_of(reply);
+      h.text.assign(h.view.str);
+      h.quarantined = quarantined(now);
+      h.sink = p.sink;
+      h.slot = p.slot;
+      h.sent = p.sent;
+    } else {
+      deliver(p, reply, now);
+    }
+  }
+  // A graceful close ends with the last answer it waited for.
+  if (closing_ && wire_ != nullptr && pending_.empty() && held_.empty()) {
+    drop_connection("client closed");
+    return;
+  }
+  rearm();
+}
+
+void NodeSession::deliver(const Pending& p, const WireReply& reply, clock::time_point now) {
+  NodeEvent ev;
+  ev.rtt = duration_cast<microseconds>(now - p.sent);
+  ev.kind = EventKind::reply;
+  ev.reply = view_of(reply);
+  ev.server = server_;
+  ev.quarantined = quarantined(now);
+  if (ev.quarantined) ev.text = quarantine_text_;
+  p.sink->on_node_event(p.slot, ev);
+}
+
+void NodeSession::fail(const Pending& p, std::string_view why, clock::time_point now) {
+  NodeEvent ev;
+  ev.kind = EventKind::failed;
+  ev.rtt = duration_cast<microseconds>(now - p.sent);
+  ev.text = why;
+  p.sink->on_node_event(p.slot, ev);
+}
+
+void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
+  const std::string_view info = reply.str;
+  version_ = info_field(info, "redis_version");
+  run_id_ = info_field(info, "run_id");
+  server_ = run_id_.empty() ? 0 : std::hash<std::string>{}(run_id_) | 1;  // never 0
+  const std::string uptime = info_field(info, "uptime_in_seconds");
+  // uptime_in_seconds is a difference of two whole wall-clock seconds: a
+  // reading of U means a true uptime anywhere in (U − 1, U + 1). The unsafe
+  // side is the short one, so U counts as U − 1 (and, received at `now`,
+  // it was read no later than now). Unreadable: assume it just restarted.
+  info_uptime_s_ = uptime.empty() ? -1 : to_number(uptime);
+  info_at_ = now;
+  const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
+  const milliseconds period = quarantine_period(options_.max_ttl, options_.drift_factor);
+  if (up < period) raise_quarantine(now + (period - up), "restarted recently");
+
+  const std::string maxmemory = info_field(info, "maxmemory");
+  const std::string policy = info_field(info, "maxmemory_policy");
+  excluded_.clear();
+  if (!options_.accept_eviction && !maxmemory.empty() && maxmemory != "0" && !policy.empty() &&
+      policy != "noeviction") {
+    excluded_ = "maxmemory-policy " + policy + " (maxmemory " + maxmemory +
+                ") may evict lock keys: not counted toward a majority (accept_eviction)";
+  }
+  if (!queue_marker()) drop_connection("cannot queue the data-loss marker check");
+}
+
+// handle_vote_check: the marker as the master had it right after an
+// acquire ran. Still our epoch: it lost nothing before that acquire, whose
+// answer now counts as given. Missing or another epoch: the master lost its
+// data, its yes must not count, and it sits out the quarantine from now.
+void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point now) {
+  if (held_.empty()) return;  // nothing waits (the acquires failed, or were retried after NOSCRIPT)
+  std::vector<HeldReply> held;
+  held.swap(held_);
+  const std::string_view marker = reply.type == WireReply::Type::string ? reply.str : std::string_view();
+  const bool intact = !marker_epoch_.empty() && marker.substr(0, marker.find(' ')) == marker_epoch_;
+  if (!intact) {
+    raise_quarantine(now + quarantine_period(options_.max_ttl, options_.drift_factor),
+                     "lost its data (redlock-marker missing or replaced)");
+    marker_epoch_.clear();  // the marker script learns (or writes) the new one
+    if (!marker_in_flight_ && state_ == State::ready && !queue_marker()) {
+      drop_connection("cannot queue the data-loss marker check");
+    }
+  }
+  // A held yes counts only if nothing raised a quarantine since it came:
+  // a marker check written between the acquire and this GET may have seen
+  // the loss and learnt the new epoch, which then reads as "intact" here.
+  const bool quarantined_now = quarantined(now);
+  for (HeldReply& h : held) {
+    NodeEvent ev;
+    ev.kind = EventKind::reply;
+    ev.rtt = duration_cast<microseconds>(now - h.sent);
+    ev.reply = h.view;
+    ev.reply.str = h.text;
+    ev.server = server_;
+    ev.quarantined = h.quarantined || quarantined_now;
+    if (ev.quarantined) ev.text = quarantine_text_;
+    h.sink->on_node_event(h.slot, ev);
+  }
+}
+
+// fail_held: the connection went before the vote check answered.
+void NodeSession::fail_held() {
+  std::vector<HeldReply> held;
+  held.swap(held_);
+  const clock::time_point now = runtime_.now();
+  for (const HeldReply& h : held) {
+    NodeEvent ev;
+    ev.kind = EventKind::failed;
+    ev.rtt = duration_cast<microseconds>(now - h.sent);
+    ev.text = closing_ ? std::string_view("client closed") : std::string_view("connection lost before the data check");
+    h.sink->on_node_event(h.slot, ev);
+  }
+}
+
+// handle_marker: the marker script's answer. A marker that was missing,
+// or carries another epoch than the one seen last, means the master lost
+// its data since: it sits out the quarantine period from now.
+void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
+  bool well_formed = reply.type == WireReply::Type::array && reply.elements.size() == 4;
+  for (std::size_t i = 0; well_formed && i < 4; ++i) well_formed = reply.elements[i].type == WireReply::Type::string;
+  if (!well_formed) return drop_connection("unexpected reply to the data-loss marker script");
+  const std::string_view state = reply.elements[0].str;
+  const std::string epoch(reply.elements[1].str);
+  const milliseconds declared{to_number(reply.elements[2].str)};
+  const milliseconds age{to_number(reply.elements[3].str)};
+  const milliseconds period = std::max(quarantine_period(options_.max_ttl, options_.drift_factor), declared);
+  const bool lost = state == "created" || (!marker_epoch_.empty() && epoch != marker_epoch_);
+  marker_epoch_ = epoch;
+  if (!sabotage().no_data_check) {
+    if (lost) {
+      raise_quarantine(now + period, state == "created" ? "lost its data, or is new (no redlock-marker)"
+                                                        : "lost its data (redlock-marker replaced)");
+    } else if (age < period) {
+      // Found, but young: someone wrote it after a loss (or the master is
+      // new) less than a quarantine ago; what was lost may still be valid.
+      raise_quarantine(now + (period - age), "lost its data (redlock-marker written " +
+                                                 std::to_string(age.count()) + " ms ago)");
+    }
+  }
+  // Another client's larger max_ttl lengthens a restart quarantine too.
+  if (info_uptime_s_ >= 0 && declared > quarantine_period(options_.max_ttl, options_.drift_factor)) {
+    const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
+    if (up < period) raise_quarantine(info_at_ + (period - up), "restarted recently");
+  }
+  if (state_ != State::ready) become_ready();
+}
+
+void NodeSession::raise_quarantine(clock::time_point until, std::string reason) {
+  if (until <= quarantine_until_) return;
+  quarantine_until_ = until;
+  quarantine_reason_ = std::move(reason);
+}
+
+// become_ready: the handshake succeeded. Only now are the commands that
+// waited for it written, in the order they came.
+void NodeSession::become_ready() {
+  state_ = State::ready;
+  failures_ = 0;
+  unresponsive_ = false;  // it answered the whole handshake
+  conn_timer_->stop();
+  if (on_ready_) on_ready_();  // may find this master a duplicate of another
+  // Write what waited, in order; to a duplicate only releases (its votes
+  // must not count, and its writes would answer for the other spelling).
+  std::vector<Pending> waited(pending_.end() - static_cast<std::ptrdiff_t>(unwritten_), pending_.end());
+  pending_.resize(pending_.size() - unwritten_);
+  unwritten_ = 0;
+  scanned_ = std::min(scanned_, pending_.size());
+  std::vector<Pending> refused;
+  for (Pending& p : waited) {
+    if (!duplicate_.empty() && !is_release(p.call->command)) {
+      refused.push_back(p);
+      continue;
+    }
+    if (!queue_call(*p.call, false)) {
+      p.written = false;
+      ++unwritten_;
+    } else if (is_acquire(p.call->command) && !sabotage().no_data_check) {
+      check_owed_ = true;
+    }
+    pending_.push_back(p);
+  }
+  const clock::time_point now = runtime_.now();
+  for (const Pending& p : refused) fail(p, duplicate_, now);
+  if (unwritten_ > 0) return drop_connection("cannot write a queued command");
+  check_timer_->start(options_.data_check_interval);
+}
+
+void NodeSession::on_check_timer() {
+  if (state_ != State::ready || closing_) return;
+  check_timer_->start(options_.data_check_interval);
+  if (!marker_in_flight_ && !queue_marker()) drop_connection("cannot queue the data-loss marker check");
+}
+
+// fail_unwritten: the connection is gone, or closing, before its handshake
+// completed; what waited for it was never written and never will be.
+void NodeSession::fail_unwritten() {
+  std::vector<Pending> failed(pending_.end() - static_cast<std::ptrdiff_t>(unwritten_), pending_.end());
+  pending_.resize(pending_.size() - unwritten_);
+  unwritten_ = 0;
+  scanned_ = std::min(scanned_, pending_.size());
+  const clock::time_point now = runtime_.now();
+  for (const Pending& p : failed) fail(p, closing_ ? std::string_view("client closed") : last_error_, now);
+}
+
+// fail_written: the connection is gone; what was written on it will never
+// be answered (its bytes may or may not have reached the master).
+void NodeSession::fail_written() {
+  std::deque<Pending> gone;
+  gone.swap(pending_);
+  scanned_ = 0;
+  const clock::time_point now = runtime_.now();
+  for (const Pending& p : gone) {
+    if (p.kind == Kind::script) fail(p, closing_ ? std::string_view("client closed") : last_error_, now);
+  }
+}
+
+std::chrono::seconds NodeSession::uptime(clock::time_point now) const noexcept {
+  if (info_uptime_s_ < 0) return std::chrono::seconds{-1};
+  return std::chrono::seconds{info_uptime_s_} + std::chrono::duration_cast<std::chrono::seconds>(now - info_at_);
+}
+
+std::chrono::milliseconds NodeSession::quarantine_left(clock::time_point now) const noexcept {
+  if (!options_.quarantine || sabotage().no_quarantine || now >= quarantine_until_) return milliseconds{0};
+  return std::chrono::ceil<milliseconds>(quarantine_until_ - now);
+}
+
+bool NodeSession::quarantined(clock::time_point now) {
+  if (!excluded().empty()) {
+    quarantine_text_ = excluded();
+    return true;
+  }
+  if (quarantine_left(now).count() == 0) return false;
+  quarantine_text_ = quarantine_reason_ + "; quarantined for another " +
+                     std::to_string(to_ms(quarantine_until_ - now)) + " ms";
+  return true;
+}
+
+void NodeSession::on_lost(std::string_view why) {
+  drop_connection(std::string(why));  // copied first: `why` may live in the Wire
+}
+
+// drop_connection lets the Wire go (its late bytes may still reach the
+// master: nothing relies on them being lost) and fails what was on it.
+void NodeSession::drop_connection(std::string reason) {
+  if (wire_ == nullptr) return;
+  wire_.reset();
+  state_ = closing_ ? State::closed : State::disconnected;
+  last_error_ = std::move(reason);
+  connection_gone();
+}
+
+void NodeSession::connection_gone() {
+  if (check_timer_) check_timer_->stop();
+  marker_in_flight_ = false;
+  check_owed_ = false;
+  unwritten_ = 0;  // fail_written fails them too, in order
+  fail_written();
+  fail_held();
+  if (closing_) {
+    finish_close();
+  } else {
+    schedule_reconnect();
+  }
+}
+
+void NodeSession::schedule_reconnect() {
+  if (closing_) return;
+  conn_timer_->start(reconnect_delay(options_, failures_, runtime_));
+}
+
+void NodeSession::on_conn_timer() {
+  if (finished_) {
+    report_closed(conn_timer_, on_closed_);  // on a later turn than close()
+  } else if (closing_) {
+    drop_connection("client closed");  // the graceful close took too long
+  } else if (state_ == State::disconnected) {
+    connect();
+  } else if (state_ == State::connecting) {
+    drop_connection("connect timeout after " + std::to_string(options_.connect_timeout.count()) + " ms");
+  }
+}
+
+void NodeSession::on_deadline() {
+  armed_ = false;
+  // Timers run before the loop polls: after a loop turn that stalled (a
+  // slow callback, a descheduled process), replies may already wait in the
+  // socket. Read them first — an answer that arrived in time is not a
+  // timeout. A timer that fires on time follows a poll that read
+  // everything, so it skips the read: with a paused master that read would
+  // be one EAGAIN per command.
+  if (wire_ != nullptr && runtime_.now() > armed_due_ + milliseconds{1}) wire_->read_now();
+  const clock::time_point now = runtime_.now();
+  while (scanned_ < pending_.size()) {
+    Pending& p = pending_[scanned_];
+    if (p.kind == Kind::script && !p.timed_out) {
+      if (p.deadline > now) break;
+      p.timed_out = true;
+      if (!unresponsive_) {
+        unresponsive_ = true;
+        unresponsive_since_ = p.sent;
+      }
+      NodeEvent ev;
+      ev.kind = EventKind::timeout;
+      ev.rtt = duration_cast<microseconds>(now - p.sent);
+      p.sink->on_node_event(p.slot, ev);
+    }
+    ++scanned_;
+  }
+  if (state_ == State::ready && !pending_.empty() && now - pending_.front().sent >= options_.stall_timeout) {
+    drop_connection("no reply for " + std::to_string(to_ms(now - pending_.front().sent)) +
+                    " ms (stalled); reconnecting");
+    return;
+  }
+  rearm();
+}
+
+// rearm arms the deadline timer for the first deadline still to judge, or
+// the stall of the oldest command, whichever comes first.
+void NodeSession::rearm() {
+  bool have = false;
+  clock::time_point due{};
+  for (std::size_t i = scanned_; i < pending_.size(); ++i) {
+    if (pending_[i].kind == Kind::script && !pending_[i].timed_out) {
+      // Timer slack: one wake-up serves every deadline within the next
+      // 2 ms (a timeout is reported up to 2 ms after its deadline). With a
+      // paused master and thousands of commands a second that is one wake-up
+      // per 2 ms instead of one per command.
+      due = pending_[i].deadline + deadline_slack;
+      have = true;
+      break;
+    }
+  }
+  if (state_ == State::ready && !pending_.empty()) {
+    const clock::time_point stall = pending_.front().sent + options_.stall_timeout;
+    due = have ? std::min(due, stall) : stall;
+    have = true;
+  }
+  if (have) arm_at(due);
+}
+
+// arm_at makes the deadline timer fire by `due` (an earlier arming stays).
+void NodeSession::arm_at(clock::time_point due) {
+  if (closing_ || (armed_ && armed_due_ <= due)) return;
+  armed_ = true;
+  armed_due_ = due;
+  deadline_timer_->start(std::max(std::chrono::ceil<milliseconds>(due - runtime_.now()), milliseconds{0}));
+}
+
+void NodeSession::close() {
+  if (closing_) return;
+  closing_ = true;
+  state_ = State::closed;
+  deadline_timer_->stop();
+  armed_ = false;
+  conn_timer_->stop();
+  check_timer_->stop();
+  fail_unwritten();  // a handshake still on its way will not complete now
+  if (wire_ == nullptr || pending_.empty()) {
+    drop_connection("client closed");
+    finish_close();
+    return;
+  }
+  // Commands may still be on their way — the release of a failed attempt,
+  // say. Wait for their replies; a node that does not answer within the
+  // connect timeout plus one node timeout (it may still be connecting) is
+  // dropped.
+  conn_timer_->start(options_.connect_timeout + options_.node_timeout);
+}
+
+// finish_close lets go of the Wire and the timers, and reports the close
+// on a later loop turn.
+void NodeSession::finish_close() {
+  if (finished_) return;
+  finished_ = true;
+  wire_.reset();
+  deadline_timer_.reset();
+  check_timer_.reset();
+  conn_timer_->start(milliseconds{0});
+}
+
+}  // namespace redlock::detail

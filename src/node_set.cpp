@@ -1,0 +1,66 @@
+// node_set.cpp — the N masters of one client. See node_set.hpp.
+#include "node_set.hpp"
+
+#include "sha1.hpp"
+
+namespace redlock::detail {
+
+NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config) : runtime_(runtime) {
+  for (std::size_t i = 0; i < script_count; ++i) shas_[i] = sha1_hex(script_bodies[i]);
+  sessions_.reserve(config.nodes.size());
+  for (const NodeAddress& address : config.nodes) {
+    sessions_.push_back(std::make_unique<NodeSession>(runtime, wires, address, config.options, shas_.data(),
+                                                      [this] { session_closed(); }, [this] { mark_duplicates(); }));
+  }
+}
+
+NodeSet::~NodeSet() = default;
+
+void NodeSet::start() {
+  for (auto& session : sessions_) session->start();
+}
+
+void NodeSet::close(std::function<void()> on_closed) {
+  on_closed_ = std::move(on_closed);
+  if (sessions_.empty()) {
+    // Nothing to wait for, but still never on the caller's stack.
+    later_ = runtime_.timer([this] { session_closed(); });
+    later_->start(std::chrono::milliseconds{0});
+    return;
+  }
+  for (auto& session : sessions_) session->close();
+}
+
+const std::string& NodeSet::address(std::size_t node) const { return sessions_[node]->address(); }
+
+bool NodeSet::send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
+  return sessions_[node]->send(call, sink, slot, why);
+}
+
+// mark_duplicates: one server, one vote. Two configured masters that
+// reported the same run id (two spellings of one address, two db numbers,
+// unix and TCP) are one server: every one after the first is excluded,
+// with a text naming both. Run after each handshake (a node may have been
+// moved, or restarted as another server).
+void NodeSet::mark_duplicates() {
+  for (std::size_t i = 0; i < sessions_.size(); ++i) {
+    const std::string& run_id = sessions_[i]->run_id();
+    std::string text;
+    for (std::size_t j = 0; j < i && text.empty() && !run_id.empty(); ++j) {
+      if (sessions_[j]->run_id() == run_id) {
+        text = "the same server as " + sessions_[j]->address() + " (run_id " + run_id +
+               "): one server, one vote; configure it once";
+      }
+    }
+    sessions_[i]->set_duplicate_of(std::move(text));
+  }
+}
+
+void NodeSet::session_closed() {
+  if (++closed_ < sessions_.size()) return;
+  later_.reset();
+  std::function<void()> done = std::move(on_closed_);
+  if (done) done();  // may free this NodeSet
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,61 @@
+// node_set.hpp — the N masters of one client: one NodeSession per
+// configured master, all on one Runtime and one WireFactory, as the
+// Transport the engine, the watchdogs and the surveys send through. It
+// also keeps "one server, one vote" (masters that report the same run id)
+// and closes every session gracefully.
+//
+// Production builds it on a UvRuntime and a HiredisWireFactory (ClientCore
+// in src/async_client.cpp); the simulator (tools/sim) on simulated time and
+// simulated connections. The same code decides in both.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlock/config.hpp"
+#include "node_session.hpp"
+#include "runtime.hpp"
+#include "scripts.hpp"
+#include "transport.hpp"
+#include "wire.hpp"
+
+namespace redlock::detail {
+
+class NodeSet final : public Transport {
+ public:
+  // NodeSet keeps references to all three; they must outlive it. Nothing
+  // connects before start().
+  NodeSet(Runtime& runtime, WireFactory& wires, const Config& config);
+  NodeSet(const NodeSet&) = delete;
+  NodeSet& operator=(const NodeSet&) = delete;
+  ~NodeSet() override;
+
+  void start();
+  // close closes every session gracefully (see NodeSession::close);
+  // on_closed runs once, when the last one has closed (on a later loop turn
+  // at the earliest).
+  void close(std::function<void()> on_closed);
+
+  std::size_t size() const override { return sessions_.size(); }
+  const std::string& address(std::size_t node) const override;
+  bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) override;
+
+  const NodeSession& node(std::size_t i) const { return *sessions_[i]; }
+
+ private:
+  void mark_duplicates();
+  void session_closed();
+
+  Runtime& runtime_;
+  std::array<std::string, script_count> shas_;
+  std::vector<std::unique_ptr<NodeSession>> sessions_;
+  std::size_t closed_ = 0;
+  std::function<void()> on_closed_;
+  std::unique_ptr<Timer> later_;  // close() of an empty set reports on a later turn
+};
+
+}  // namespace redlock::detail

@@ -1,0 +1,361 @@
+// test_node_session.cpp — one master's session (src/node_session.hpp) on a
+// fake Wire and manual time: the handshake, deadlines, NOSCRIPT, reconnect,
+// quarantine, the data-loss marker and its vote check, graceful close.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fake_wire.hpp"
+#include "node_session.hpp"
+#include "scripts.hpp"
+#include "test_runtime.hpp"
+#include "validity.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using redlock::test::ManualRuntime;
+using std::chrono::milliseconds;
+
+namespace {
+
+using namespace redlock::test;
+
+struct Event {
+  std::size_t slot;
+  EventKind kind;
+  WireReply::Type type;  // a reply's (mapped back for checks)
+  std::string str;
+  long long integer;
+  bool quarantined;
+  std::string text;
+};
+
+struct Sink final : ReplySink {
+  std::vector<Event> events;
+  void on_node_event(std::size_t slot, const NodeEvent& ev) override {
+    events.push_back({slot, ev.kind, static_cast<WireReply::Type>(ev.reply.type), std::string(ev.reply.str),
+                      ev.reply.integer, ev.quarantined, std::string(ev.text)});
+  }
+};
+
+// Bed — a session on a fake wire, with a small fake master: `serve()`
+// answers everything sent (the handshake, the marker, GET of the marker,
+// and by `script` the calls) until the policy returns nothing.
+struct Bed {
+  ManualRuntime runtime;
+  FakeWireFactory wires;
+  Options options;
+  NodeAddress address;
+  std::array<std::string, script_count> shas;
+  Sink sink;
+  int closed = 0;
+  std::optional<NodeSession> session;
+  std::vector<std::unique_ptr<Call>> calls;
+
+  // The fake master.
+  std::string info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\n";
+  std::string marker;  // "EPOCH" ("" : none)
+  std::function<std::optional<Reply>(const Command&)> script = [](const Command&) -> std::optional<Reply> {
+    return status();
+  };
+
+  Bed() {
+    options.max_ttl = milliseconds{10000};
+    options.node_timeout = milliseconds{50};
+    address.host = "10.0.0.1";
+    for (std::size_t i = 0; i < script_count; ++i) shas[i] = "sha" + std::to_string(i);
+  }
+  void start() {
+    session.emplace(runtime, wires, address, options, shas.data(), [this] { ++closed; });
+    session->start();
+  }
+  FakeWire& wire() {
+    REQUIRE(wires.live != nullptr);
+    return *wires.live;
+  }
+  std::optional<Reply> master(const Command& c) {
+    if (c[0] == "SCRIPT") return bulk("sha");
+    if (c[0] == "AUTH" || c[0] == "SELECT") return status();
+    if (c[0] == "INFO") return bulk(info);
+    if (c[0] == "EVALSHA" && c[1] == shas[static_cast<std::size_t>(CommandId::marker)]) {
+      if (marker.empty()) {
+        marker = c[4];
+        return strings({"created", marker, c[5], "0"});
+      }
+      return strings({"found", marker, c[5], "100000000"});
+    }
+    if (c[0] == "GET" && c[1] == "redlock-marker") return marker.empty() ? nil() : bulk(marker + " 10102 0");
+    return script(c);
+  }
+  // serve flushes and answers until nothing is left or the policy holds.
+  void serve() {
+    while (wires.live != nullptr) {
+      FakeWire& w = *wires.live;
+      w.flush();
+      if (w.answered == w.sent.size()) return;
+      std::optional<Reply> r = master(w.next());
+      if (!r) return;
+      w.answer(*r);
+    }
+  }
+  // ready: connected, handshake done with a known master (marker seen).
+  void ready() {
+    marker = "e1";
+    start();
+    wire().connected();
+    serve();
+    REQUIRE(session->state() == NodeSession::State::ready);
+  }
+  bool send(CommandId id, std::string key = "k", std::size_t slot = 0) {
+    calls.push_back(std::make_unique<Call>(Call{id, std::move(key), "v", "1000", {}, {}}));
+    std::string why;
+    const bool ok = session->send(*calls.back(), &sink, slot, why);
+    last_why = why;
+    return ok;
+  }
+  std::string last_why;
+  std::size_t count(std::string_view name) const {
+    std::size_t n = 0;
+    for (const Command& c : wires.log) n += c[0] == name ? 1 : 0;
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("nothing is written before the handshake completes; then the waiting commands go in order") {
+  Bed bed;
+  bed.start();
+  REQUIRE(bed.send(CommandId::set_nx, "a", 0));
+  REQUIRE(bed.send(CommandId::release, "b", 1));
+  bed.wire().connected();
+  bed.wire().flush();
+  CHECK(bed.count("SET") == 0);
+  CHECK(bed.count("SCRIPT") == script_count);
+  CHECK(bed.count("INFO") == 1);
+  // Answer up to INFO: the marker goes out, still nothing of ours.
+  for (std::size_t i = 0; i < script_count + 1; ++i) bed.wire().answer(*bed.master(bed.wire().next()));
+  bed.wire().flush();
+  CHECK(bed.wire().next()[0] == "EVALSHA");
+  CHECK(bed.count("SET") == 0);
+  CHECK(bed.sink.events.empty());
+  bed.wire().answer(*bed.master(bed.wire().next()));  // the marker: ready
+  CHECK(bed.session->state() == NodeSession::State::ready);
+  bed.wire().flush();
+  const std::vector<Command>& sent = bed.wire().sent;
+  REQUIRE(sent.size() >= 3);
+  CHECK(sent[sent.size() - 3][0] == "SET");
+  CHECK(sent[sent.size() - 2][0] == "EVALSHA");  // the release
+  CHECK(sent[sent.size() - 1] == Command{"GET", "redlock-marker"});  // the vote check, behind the SET
+  bed.script = [](const Command& c) -> std::optional<Reply> { return c[0] == "SET" ? status() : integer(1); };
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 2);
+  // The release answers first: the SET's yes waited for the vote check.
+  CHECK(bed.sink.events[0].slot == 1);
+  CHECK(bed.sink.events[1].slot == 0);
+  CHECK(bed.sink.events[1].kind == EventKind::reply);
+  CHECK(bed.sink.events[1].str == "OK");
+  // New master (marker created): quarantined.
+  CHECK(bed.sink.events[1].quarantined);
+}
+
+TEST_CASE("a failed handshake fails the waiting commands and writes nothing more") {
+  Bed bed;
+  bed.address.password = "wrong";
+  bed.start();
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.wire().connected();
+  bed.wire().flush();
+  CHECK(bed.wire().next()[0] == "AUTH");
+  bed.wire().answer(error("WRONGPASS invalid username-password pair"));
+  CHECK(bed.wires.live == nullptr);  // dropped
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::failed);
+  CHECK(bed.sink.events[0].text == "connection setup (AUTH/SELECT/SCRIPT LOAD) failed: WRONGPASS invalid username-password pair");
+  CHECK(bed.count("SET") == 0);
+  CHECK(bed.session->state() == NodeSession::State::disconnected);
+  CHECK_FALSE(bed.send(CommandId::set_nx));
+  CHECK(bed.last_why == bed.sink.events[0].text);
+}
+
+TEST_CASE("NOSCRIPT is retried once as EVAL with the script's text") {
+  Bed bed;
+  bed.ready();
+  bed.script = [](const Command& c) -> std::optional<Reply> {
+    if (c[0] == "EVALSHA") return error("NOSCRIPT No matching script. Please use EVAL.");
+    return integer(1);
+  };
+  REQUIRE(bed.send(CommandId::extend));
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  CHECK(bed.sink.events[0].integer == 1);
+  REQUIRE(bed.wires.log.back().size() >= 2);
+  CHECK(bed.wires.log.back()[0] == "EVAL");
+  CHECK(bed.wires.log.back()[1] == extend_script);
+}
+
+TEST_CASE("a deadline passes: timeout, then the late reply; meanwhile acquires are refused, releases not") {
+  Bed bed;
+  bed.ready();
+  bed.script = [](const Command&) -> std::optional<Reply> { return std::nullopt; };  // hold
+  REQUIRE(bed.send(CommandId::release, "a", 0));
+  bed.serve();
+  bed.runtime.advance(milliseconds{51});
+  CHECK(bed.sink.events.empty());
+  bed.runtime.advance(milliseconds{1});  // 2 ms of slack
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::timeout);
+  CHECK_FALSE(bed.send(CommandId::set_nx, "b", 1));
+  CHECK(bed.last_why.starts_with("not answering"));
+  // Only the stall timer is armed now; a new command's deadline still counts.
+  REQUIRE(bed.send(CommandId::release, "c", 2));
+  bed.serve();
+  bed.runtime.advance(milliseconds{52});
+  REQUIRE(bed.sink.events.size() == 2);
+  CHECK(bed.sink.events[1].slot == 2);
+  CHECK(bed.sink.events[1].kind == EventKind::timeout);
+  bed.wire().answer(integer(1));  // the late reply
+  REQUIRE(bed.sink.events.size() == 3);
+  CHECK(bed.sink.events[2].slot == 0);
+  CHECK(bed.sink.events[2].kind == EventKind::reply);
+  CHECK(bed.send(CommandId::set_nx, "d", 3));  // answering again
+}
+
+TEST_CASE("reconnect backs off exponentially to the cap, with jitter from the Runtime") {
+  Bed bed;
+  bed.options.reconnect_min = milliseconds{100};
+  bed.options.reconnect_max = milliseconds{400};
+  bed.runtime.draw = [](std::uint64_t bound) { return bound - 1; };  // the top of each jitter range
+  bed.start();
+  const long long expected[] = {100, 200, 400, 400};
+  for (int i = 0; i < 4; ++i) {
+    bed.wire().lose("connection refused");
+    CHECK(bed.session->state() == NodeSession::State::disconnected);
+    CHECK_FALSE(bed.send(CommandId::set_nx));
+    CHECK(bed.last_why == "connection refused");
+    bed.runtime.advance(milliseconds{expected[i] - 1});
+    CHECK(bed.wires.connects == i + 1);
+    bed.runtime.advance(milliseconds{1});
+    CHECK(bed.wires.connects == i + 2);
+  }
+  // The bottom of the range: half the step.
+  bed.runtime.draw = [](std::uint64_t) { return 0; };
+  bed.wire().lose("connection refused");
+  bed.runtime.advance(milliseconds{200});
+  CHECK(bed.wires.connects == 6);
+}
+
+TEST_CASE("restart quarantine from INFO uptime counts U as U - 1 s, from the reply's arrival") {
+  for (const long long up : {0LL, 1LL, 5LL, 11LL}) {
+    CAPTURE(up);
+    Bed bed;
+    bed.info = "run_id:abc\r\nuptime_in_seconds:" + std::to_string(up) + "\r\n";
+    bed.ready();
+    const milliseconds period = quarantine_period(bed.options.max_ttl, bed.options.drift_factor);  // 10102 ms
+    const milliseconds known{std::max(up - 1, 0LL) * 1000};
+    const milliseconds left = known < period ? period - known : milliseconds{0};
+    CHECK(bed.session->quarantine_left(bed.runtime.now()) == left);
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK(bed.sink.events[0].quarantined == (left.count() > 0));
+    if (left.count() > 0) CHECK(bed.sink.events[0].text.starts_with("restarted recently"));
+  }
+}
+
+TEST_CASE("a marker lost (FLUSHALL) is seen by the periodic check and raises the quarantine") {
+  Bed bed;
+  bed.ready();
+  CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
+  bed.marker.clear();  // FLUSHALL
+  bed.runtime.advance(bed.options.data_check_interval);
+  bed.serve();
+  const milliseconds period = quarantine_period(bed.options.max_ttl, bed.options.drift_factor);
+  CHECK(bed.session->quarantine_left(bed.runtime.now()) == period);
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].quarantined);
+  CHECK(bed.sink.events[0].text.starts_with("lost its data"));
+}
+
+TEST_CASE("the vote check behind a SET: a loss learnt in the same batch vetoes the held yes") {
+  // One write: SET NX, the periodic marker check, the vote check. The
+  // master lost its data before the SET: the marker check creates a new
+  // epoch and the vote check then reads that epoch as if intact. The yes
+  // must still arrive quarantined.
+  Bed bed;
+  bed.options.data_check_interval = milliseconds{10};  // before the SET's deadline
+  bed.ready();
+  bed.marker.clear();  // FLUSHALL, not yet seen
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.runtime.advance(milliseconds{10});  // the marker check joins the batch
+  bed.wire().flush();
+  const std::vector<Command>& sent = bed.wire().sent;
+  REQUIRE(sent.size() >= 3);
+  CHECK(sent[sent.size() - 3][0] == "SET");
+  CHECK(sent[sent.size() - 2][0] == "EVALSHA");
+  CHECK(sent[sent.size() - 1] == Command{"GET", "redlock-marker"});
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  CHECK(bed.sink.events[0].str == "OK");
+  CHECK(bed.sink.events[0].quarantined);
+}
+
+TEST_CASE("a vote check that finds the marker gone vetoes the yes") {
+  Bed bed;
+  bed.ready();
+  bed.script = [&](const Command& c) -> std::optional<Reply> {
+    if (c[0] == "SET") bed.marker.clear();  // lost right after the SET ran
+    return status();
+  };
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].quarantined);
+}
+
+TEST_CASE("close waits for the replies still due, then reports closed on a later turn") {
+  Bed bed;
+  bed.ready();
+  bed.script = [](const Command&) -> std::optional<Reply> { return std::nullopt; };
+  REQUIRE(bed.send(CommandId::release, "a", 0));
+  bed.serve();
+  bed.session->close();
+  CHECK_FALSE(bed.send(CommandId::release, "b", 1));
+  CHECK(bed.last_why == "client closed");
+  bed.runtime.advance(milliseconds{100});
+  CHECK(bed.closed == 0);
+  CHECK(bed.wires.live != nullptr);
+  bed.wire().answer(integer(1));
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  CHECK(bed.wires.live == nullptr);  // dropped once nothing is due
+  CHECK(bed.closed == 0);            // never inside the event
+  bed.runtime.advance(milliseconds{0});
+  CHECK(bed.closed == 1);
+  CHECK(bed.runtime.armed() == 0);
+}
+
+TEST_CASE("close gives up after connect_timeout + node_timeout") {
+  Bed bed;
+  bed.ready();
+  bed.script = [](const Command&) -> std::optional<Reply> { return std::nullopt; };
+  REQUIRE(bed.send(CommandId::release));
+  bed.serve();
+  bed.session->close();
+  bed.runtime.advance(bed.options.connect_timeout + bed.options.node_timeout - milliseconds{1});
+  CHECK(bed.sink.events.empty());
+  bed.runtime.advance(milliseconds{1});
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::failed);
+  CHECK(bed.sink.events[0].text == "client closed");
+  bed.runtime.advance(milliseconds{0});
+  CHECK(bed.closed == 1);
+}

@@ -1,0 +1,124 @@
+// test_wake.cpp — release notifications (src/wake.hpp) on fake Wires and
+// manual time: subscribe, confirm, wake, resubscribe after a lost
+// connection, unsubscribe, close.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "fake_wire.hpp"
+#include "test_runtime.hpp"
+#include "wake.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using namespace redlock::test;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct Listener final : WakeListener {
+  std::vector<Why> wakes;
+  void on_wake(Why why) override { wakes.push_back(why); }
+};
+
+struct Bed {
+  ManualRuntime runtime;
+  FakeWireFactory wires;
+  Options options;
+  std::vector<NodeAddress> nodes = std::vector<NodeAddress>(1);
+  Bed() { nodes[0].host = "10.0.0.1"; }
+  FakeWire& wire() {
+    REQUIRE(wires.live != nullptr);
+    return *wires.live;
+  }
+};
+
+const std::string anchor = "redlock:wake-anchor";
+
+}  // namespace
+
+TEST_CASE("a watch subscribes, is confirmed, and a message wakes the watchers") {
+  Bed bed;
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener first, second;
+  CHECK(hub.watch("ch", &first) == WatchState::pending);
+  FakeWire& w = bed.wire();
+  w.connected();
+  w.flush();
+  REQUIRE(w.sent.size() == 2);
+  CHECK(w.sent[0] == Command{"SUBSCRIBE", anchor});
+  CHECK(w.sent[1] == Command{"SUBSCRIBE", "ch"});
+  w.answer(strings({"subscribe", anchor, "1"}));
+  CHECK(first.wakes.empty());
+  w.answer(strings({"subscribe", "ch", "2"}));
+  CHECK(first.wakes == std::vector{WakeListener::Why::subscribed});
+  CHECK(hub.watch("ch", &second) == WatchState::ready);
+  w.answer(strings({"message", "ch", "token"}));
+  CHECK(first.wakes.back() == WakeListener::Why::released);
+  CHECK(second.wakes == std::vector{WakeListener::Why::released});
+
+  // The connection goes: after the backoff a new one subscribes again,
+  // and the watchers are told they may have missed a release.
+  w.lose("connection reset by peer");
+  CHECK(bed.wires.live == nullptr);
+  bed.runtime.advance(bed.options.reconnect_min);
+  REQUIRE(bed.wires.connects == 2);
+  FakeWire& again = bed.wire();
+  again.connected();
+  again.flush();
+  REQUIRE(again.sent.size() == 1);
+  CHECK(again.sent[0] == Command{"SUBSCRIBE", anchor, "ch"});
+  again.answer(strings({"subscribe", anchor, "1"}));
+  again.answer(strings({"subscribe", "ch", "2"}));
+  CHECK(first.wakes.back() == WakeListener::Why::resubscribed);
+  CHECK(second.wakes.back() == WakeListener::Why::resubscribed);
+
+  hub.unwatch("ch", &first);
+  again.flush();
+  CHECK(again.sent.size() == 1);  // someone still watches
+  hub.unwatch("ch", &second);
+  again.flush();
+  REQUIRE(again.sent.size() == 2);
+  CHECK(again.sent[1] == Command{"UNSUBSCRIBE", "ch"});
+
+  int closed = 0;
+  hub.close([&] { ++closed; });
+  CHECK(closed == 0);  // never on the caller's stack
+  CHECK(bed.wires.live == nullptr);
+  bed.runtime.advance(milliseconds{0});
+  CHECK(closed == 1);
+  CHECK(bed.runtime.armed() == 0);
+}
+
+TEST_CASE("a subscriber whose AUTH fails drops the connection and tries again later") {
+  Bed bed;
+  bed.nodes[0].password = "wrong";
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener l;
+  CHECK(hub.watch("ch", &l) == WatchState::pending);
+  FakeWire& w = bed.wire();
+  w.connected();
+  w.flush();
+  CHECK(w.sent[0] == Command{"AUTH", "wrong"});
+  w.answer(error("WRONGPASS invalid username-password pair"));
+  CHECK(bed.wires.live == nullptr);
+  CHECK(l.wakes.empty());
+  bed.runtime.advance(bed.options.reconnect_min);
+  CHECK(bed.wires.connects == 2);
+  int closed = 0;
+  hub.close([&] { ++closed; });
+  bed.runtime.advance(milliseconds{0});
+  CHECK(closed == 1);
+}
+
+TEST_CASE("a connect that never completes is abandoned after connect_timeout") {
+  Bed bed;
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener l;
+  hub.watch("ch", &l);
+  bed.runtime.advance(bed.options.connect_timeout);
+  CHECK(bed.wires.live == nullptr);
+  CHECK(bed.wires.connects == 1);
+  hub.close({});
+}
