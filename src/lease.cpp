@@ -22,8 +22,11 @@ using std::chrono::duration_cast;
 // late; the drift allowance already covers the rest.
 constexpr auto deadline_margin = milliseconds{2};
 
+// Rounded up: a timer armed for less than the time left fires early and
+// re-arms; rounded down, the last millisecond before a deadline would be a
+// busy loop of 0 ms timers (the simulator found it).
 milliseconds until(TimePoint t, TimePoint now) {
-  return std::max(duration_cast<milliseconds>(t - now), milliseconds{0});
+  return std::max(std::chrono::ceil<milliseconds>(t - now), milliseconds{0});
 }
 
 }  // namespace

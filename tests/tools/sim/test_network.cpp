@@ -1,0 +1,235 @@
+// test_network.cpp — the simulated masters and connections
+// (tools/sim/network.hpp): FIFO replies, batches and on_flush, refused and
+// reset connections, crashes and restarts, blackholes, pauses of masters
+// and clients, and late bytes from a dropped connection arriving after its
+// replacement's. Deterministic; nothing sleeps.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "network.hpp"
+
+namespace {
+
+using namespace redlock::sim;
+using redlock::detail::Wire;
+using redlock::detail::WireEvents;
+using redlock::detail::WireReply;
+
+std::string text(const WireReply& r) {
+  switch (r.type) {
+    case WireReply::Type::status: return "+" + std::string(r.str);
+    case WireReply::Type::string: return "\"" + std::string(r.str) + "\"";
+    case WireReply::Type::integer: return ":" + std::to_string(r.integer);
+    case WireReply::Type::nil: return "(nil)";
+    case WireReply::Type::error: return "-" + std::string(r.str);
+    case WireReply::Type::array: {
+      std::string s = "[";
+      for (const WireReply& e : r.elements) s += (s.size() > 1 ? ", " : "") + text(e);
+      return s + "]";
+    }
+  }
+  return "?";
+}
+
+struct Recorder final : WireEvents {
+  std::vector<std::string> log;
+  std::function<void()> flush_hook;
+  void on_connected() override { log.push_back("connected"); }
+  void on_reply(const WireReply& r) override { log.push_back(text(r)); }
+  void on_flush() override {
+    log.push_back("flush");
+    if (flush_hook) flush_hook();
+  }
+  void on_lost(std::string_view why) override { log.push_back("lost: " + std::string(why)); }
+};
+
+void put(Wire& w, std::vector<std::string_view> argv) { REQUIRE(w.write(argv)); }
+
+// Bed — one world, one master net, one client process.
+struct Bed {
+  explicit Bed(NetConfig cfg = {}, std::size_t masters = 1) : net(world, masters, cfg) {}
+  World world{99};
+  Network net;
+  Process client{world, "client", 0, 0};
+  redlock::detail::WireFactory& wires = net.factory(client);
+
+  // in_turn runs `f` as a loop turn of the client (writes flush at its end).
+  void in_turn(std::function<void()> f) {
+    world.post(world.now(), &client, std::move(f));
+    world.run_until(world.now());
+  }
+  void run_ms(double m) { world.run_until(world.now() + ms(m)); }
+  // connected: a wire to master 0, up, its log empty.
+  std::unique_ptr<Wire> connected(Recorder& ev) {
+    std::unique_ptr<Wire> w;
+    in_turn([&] { w = wires.connect(net.address(0), ev); });
+    run_ms(5);
+    REQUIRE(ev.log == std::vector<std::string>{"connected"});
+    ev.log.clear();
+    return w;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Network: connect, one batch per turn, replies in order") {
+  Bed bed;
+  Recorder ev;
+  std::unique_ptr<Wire> w;
+  bed.in_turn([&] {
+    w = bed.wires.connect(bed.net.address(0), ev);
+    put(*w, {"PING"});  // queued before the connection is up
+  });
+  CHECK(ev.log.empty());  // nothing inside connect
+  bed.run_ms(5);
+  CHECK(ev.log == std::vector<std::string>{"connected", "flush", "+PONG"});
+  ev.log.clear();
+  bed.in_turn([&] {
+    put(*w, {"SET", "k", "v"});
+    put(*w, {"GET", "k"});
+  });
+  bed.run_ms(5);
+  CHECK(ev.log == std::vector<std::string>{"flush", "+OK", "\"v\""});
+  CHECK(bed.net.executed() == 3);
+}
+
+TEST_CASE("Network: commands written inside on_flush go in the same batch, behind it") {
+  Bed bed;
+  Recorder ev;
+  std::unique_ptr<Wire> w = bed.connected(ev);
+  ev.flush_hook = [&] {
+    ev.flush_hook = nullptr;
+    put(*w, {"GET", "k"});
+  };
+  bed.in_turn([&] { put(*w, {"SET", "k", "x"}); });
+  bed.run_ms(5);
+  CHECK(ev.log == std::vector<std::string>{"flush", "+OK", "\"x\""});
+}
+
+TEST_CASE("Network: a crash resets connections, a down master refuses, a restart keeps or loses data") {
+  Bed bed;
+  Recorder ev;
+  std::unique_ptr<Wire> w = bed.connected(ev);
+  bed.in_turn([&] { put(*w, {"SET", "k", "v"}); });
+  bed.run_ms(5);
+  bed.net.crash(0);
+  bed.run_ms(5);
+  CHECK(ev.log.back() == "lost: connection reset by peer");
+  bed.in_turn([&] { CHECK_FALSE(w->write(std::vector<std::string_view>{"PING"})); });
+
+  Recorder ev2;
+  bed.in_turn([&] { w = bed.wires.connect(bed.net.address(0), ev2); });
+  bed.run_ms(5);
+  CHECK(ev2.log == std::vector<std::string>{"lost: connection refused"});
+
+  bed.net.restart(0, true);
+  CHECK(bed.net.master(0).master().key_count() == 1);
+  bed.net.restart(0, false);
+  CHECK(bed.net.master(0).master().key_count() == 0);
+  CHECK(bed.net.master(0).incarnation() == 3);
+}
+
+TEST_CASE("Network: a blackhole holds both directions until it heals; a connect over it hangs") {
+  Bed bed;
+  Recorder ev;
+  std::unique_ptr<Wire> w;
+  bed.in_turn([&] { w = bed.wires.connect(bed.net.address(0), ev); });
+  bed.run_ms(5);
+  bed.net.blackhole(0, 0, true, false);
+  bed.in_turn([&] { put(*w, {"SET", "k", "1"}); });
+  bed.run_ms(100);
+  CHECK(bed.net.master(0).master().key_count() == 0);
+  Recorder ev2;
+  std::unique_ptr<Wire> w2;
+  bed.in_turn([&] { w2 = bed.wires.connect(bed.net.address(0), ev2); });
+  bed.run_ms(100);
+  CHECK(ev2.log.empty());
+  bed.net.heal(0, 0);
+  bed.run_ms(5);
+  CHECK(ev.log.back() == "+OK");
+  CHECK(ev2.log == std::vector<std::string>{"connected"});
+
+  bed.net.blackhole(0, 0, false, true);  // replies held: the command runs
+  bed.in_turn([&] { put(*w, {"SET", "k", "2"}); });
+  bed.run_ms(50);
+  CHECK(bed.net.master(0).master().keys()[0].second == "2");
+  CHECK(ev.log.back() == "flush");  // its reply held
+  CHECK(ev.log.size() == 4);
+  bed.net.heal(0, 0);
+  bed.run_ms(5);
+  CHECK(ev.log.back() == "+OK");
+  CHECK(ev.log.size() == 5);
+}
+
+TEST_CASE("Network: a paused master runs nothing until it resumes; a paused client reads nothing") {
+  Bed bed;
+  Recorder ev;
+  std::unique_ptr<Wire> w = bed.connected(ev);
+  bed.net.pause(0);
+  bed.in_turn([&] { put(*w, {"SET", "k", "1"}); });
+  bed.run_ms(200);
+  CHECK(bed.net.master(0).master().key_count() == 0);
+  bed.net.resume(0);
+  bed.client.pause();
+  bed.run_ms(5);
+  CHECK(bed.net.master(0).master().key_count() == 1);
+  CHECK(ev.log == std::vector<std::string>{"flush"});
+  bed.client.resume();
+  bed.run_ms(1);
+  CHECK(ev.log == std::vector<std::string>{"flush", "+OK"});
+}
+
+TEST_CASE("Network: late bytes — a dropped connection's command runs after its replacement's") {
+  NetConfig cfg;
+  cfg.late_chance = 1.0;
+  cfg.late_min = ms(100);
+  cfg.late_max = ms(100);
+  Bed bed(cfg);
+  Recorder ev, ev2;
+  std::unique_ptr<Wire> w, w2;
+  std::vector<std::string> seen;
+  bed.net.on_command = [&](const ExecutedCommand& c) {
+    seen.push_back(std::string(c.argv[2]) + (c.late ? " late" : ""));
+  };
+  bed.in_turn([&] { w = bed.wires.connect(bed.net.address(0), ev); });
+  bed.run_ms(5);
+  bed.in_turn([&] { put(*w, {"SET", "k", "old"}); });
+  bed.in_turn([&] {
+    w.reset();  // dropped with the SET in flight
+    w2 = bed.wires.connect(bed.net.address(0), ev2);
+    put(*w2, {"SET", "k", "new"});
+  });
+  bed.run_ms(500);
+  CHECK(seen == std::vector<std::string>{"new", "old late"});
+  CHECK(bed.net.master(0).master().keys()[0].second == "old");
+  CHECK(ev.log == std::vector<std::string>{"connected", "flush"});  // no event after the drop
+}
+
+TEST_CASE("Network: the same seed replays the same trace") {
+  auto run = [](std::uint64_t seed) {
+    World world(seed);
+    Network net(world, 3);
+    Process client(world, "c", 0, 0);
+    auto& wires = net.factory(client);
+    std::vector<std::unique_ptr<Recorder>> evs;
+    std::vector<std::unique_ptr<Wire>> ws;
+    world.post(0, &client, [&] {
+      for (std::size_t m = 0; m < 3; ++m) {
+        evs.push_back(std::make_unique<Recorder>());
+        ws.push_back(wires.connect(net.address(m), *evs.back()));
+        for (int i = 0; i < 20; ++i) {
+          const std::string v = std::to_string(i);
+          ws.back()->write(std::vector<std::string_view>{"SET", "k", v});
+        }
+      }
+    });
+    world.run_until(ms(50));
+    return std::make_pair(net.trace_hash(), net.executed());
+  };
+  CHECK(run(5) == run(5));
+  CHECK(run(5).second == 60);
+}

@@ -1,0 +1,427 @@
+// network.cpp — masters, connections and their messages on the world's
+// event queue. Messages live in a pool (their strings keep their capacity
+// from one use to the next) and travel as pool indices: a command and its
+// reply are one Msg, there and back.
+#include "network.hpp"
+
+#include <algorithm>
+
+namespace redlock::sim {
+
+namespace {
+
+constexpr int base_port = 7001;
+
+constexpr std::string_view lost_reasons[] = {
+    "connection refused",
+    "connection reset by peer",
+};
+enum : std::uint32_t { why_refused = 0, why_reset = 1 };
+
+std::uint64_t fnv(std::uint64_t h, std::string_view s) {
+  for (const char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+  return (h ^ 0xff) * 1099511628211ULL;
+}
+
+std::uint64_t fnv(std::uint64_t h, const Reply& r) {
+  h = fnv(h, std::string_view(reinterpret_cast<const char*>(&r.type), 1));
+  h = (h ^ static_cast<std::uint64_t>(r.integer)) * 1099511628211ULL;
+  h = fnv(h, r.str);
+  for (const Reply& e : r.elements) h = fnv(h, e);
+  return h;
+}
+
+std::size_t node_count(const Reply& r) {
+  std::size_t n = 1;
+  for (const Reply& e : r.elements) n += node_count(e);
+  return n;
+}
+
+void set_scalar(detail::WireReply& w, const Reply& r) {
+  w.type = static_cast<detail::WireReply::Type>(r.type);
+  w.integer = r.integer;
+  w.str = r.str;
+  w.elements = {};
+}
+
+// fill_elements lays out r's elements contiguously from out[next] (as a
+// span needs), then their elements, depth first; returns the next free
+// index.
+std::size_t fill_elements(const Reply& r, detail::WireReply& w, detail::WireReply* out, std::size_t next) {
+  if (r.elements.empty()) return next;
+  const std::size_t first = next;
+  next += r.elements.size();
+  for (std::size_t i = 0; i < r.elements.size(); ++i) {
+    set_scalar(out[first + i], r.elements[i]);
+    next = fill_elements(r.elements[i], out[first + i], out, next);
+  }
+  w.elements = {out + first, r.elements.size()};
+  return next;
+}
+
+}  // namespace
+
+struct Network::Msg {
+  std::uint32_t conn = 0;
+  bool delayed = false;  // already held back once as late bytes
+  std::vector<std::string> argv;
+  std::size_t argc = 0;
+  Reply reply;
+};
+
+struct Network::Conn final : TurnHook {
+  Network* net = nullptr;
+  std::uint32_t id = 0;
+  std::uint32_t client = 0;
+  std::uint32_t master = 0;
+  std::uint64_t incarnation = 0;  // the master's, once connected
+  enum class State : std::uint8_t { connecting, up, dead } state = State::connecting;
+  bool alive = true;    // the client's Wire exists
+  bool dirty = false;   // registered for the end of the turn
+  bool hanging = false;  // connect waits for a blackhole to heal
+  detail::WireEvents* events = nullptr;
+  Process* proc = nullptr;
+  Nanos last_c2s = 0;
+  Nanos last_s2c = 0;
+  Nanos late_extra = 0;  // dropped: in-flight commands arrive this much later
+  std::vector<std::uint32_t> outgoing;
+  std::vector<std::uint32_t> held_c2s;
+  std::vector<std::uint32_t> held_s2c;
+
+  void end_turn() override { net->flush(*this); }
+};
+
+// SimWire — the client's end of one connection.
+class SimWire final : public detail::Wire {
+ public:
+  SimWire(Network& net, Network::Conn& conn) : net_(net), conn_(conn) {}
+  SimWire(const SimWire&) = delete;
+  SimWire& operator=(const SimWire&) = delete;
+  ~SimWire() override { net_.drop(conn_); }
+
+  bool write(std::span<const std::string_view> argv) override {
+    if (conn_.state == Network::Conn::State::dead) return false;
+    const std::uint32_t i = net_.new_msg();
+    Network::Msg& m = net_.msgs_[i];
+    m.conn = conn_.id;
+    if (m.argv.size() < argv.size()) m.argv.resize(argv.size());
+    for (std::size_t k = 0; k < argv.size(); ++k) m.argv[k].assign(argv[k]);
+    m.argc = argv.size();
+    conn_.outgoing.push_back(i);
+    if (!conn_.dirty) {
+      conn_.dirty = true;
+      conn_.proc->at_turn_end(&conn_);
+    }
+    return true;
+  }
+  void read_now() override {}
+
+ private:
+  Network& net_;
+  Network::Conn& conn_;
+};
+
+class SimWireFactory final : public detail::WireFactory {
+ public:
+  SimWireFactory(Network& net, Process& proc, std::size_t client) : net_(net), proc_(proc), client_(client) {}
+
+  std::unique_ptr<detail::Wire> connect(const NodeAddress& address, detail::WireEvents& events) override {
+    const auto m = static_cast<std::size_t>(address.port - base_port);
+    Network::Conn& c = net_.open(client_, m, proc_, events);
+    if (address.port < base_port || m >= net_.size()) {
+      net_.lose(c, why_refused, 0);
+    } else {
+      net_.start_connect(c);
+    }
+    return std::make_unique<SimWire>(net_, c);
+  }
+
+ private:
+  Network& net_;
+  Process& proc_;
+  std::size_t client_;
+};
+
+MasterHost::MasterHost(World& world, std::string name, Nanos wall_origin)
+    : process_(world, name, 0, wall_origin), master_(name, [this] { return wall_ms(); }) {
+  master_.on_publish = [this](const std::string& channel, const std::string& message) -> long long {
+    ++publishes_;
+    return on_publish ? on_publish(channel, message) : 0;
+  };
+}
+
+Network::Network(World& world, std::size_t masters, NetConfig config) : world_(world), config_(config) {
+  Rng r = world.make_rng(0x4d415354);
+  for (std::size_t i = 0; i < masters; ++i) {
+    // Wall clocks of ordinary machines: around 2023, a little apart.
+    const Nanos wall = 1'700'000'000'000 * ns_per_ms + r.between(0, 999) * ns_per_ms;
+    masters_.push_back(std::make_unique<MasterHost>(world, "m" + std::to_string(i), wall));
+  }
+  msgs_.reserve(1024);
+}
+
+Network::~Network() = default;
+
+NodeAddress Network::address(std::size_t i) const {
+  NodeAddress a;
+  a.host = "sim";
+  a.port = base_port + static_cast<int>(i);
+  return a;
+}
+
+detail::WireFactory& Network::factory(Process& client) {
+  factories_.push_back(std::make_unique<SimWireFactory>(*this, client, factories_.size()));
+  links_.resize(factories_.size() * masters_.size());
+  return *factories_.back();
+}
+
+Nanos Network::delay(const Link& l) {
+  return config_.base_delay + static_cast<Nanos>(world_.rng().below(static_cast<std::uint64_t>(config_.jitter) + 1)) +
+         l.extra;
+}
+
+std::uint32_t Network::new_msg() {
+  if (!free_msgs_.empty()) {
+    const std::uint32_t i = free_msgs_.back();
+    free_msgs_.pop_back();
+    msgs_[i].delayed = false;
+    return i;
+  }
+  msgs_.emplace_back();
+  return static_cast<std::uint32_t>(msgs_.size() - 1);
+}
+
+void Network::free_msg(std::uint32_t i) { free_msgs_.push_back(i); }
+
+Network::Conn& Network::open(std::size_t client, std::size_t m, Process& proc, detail::WireEvents& events) {
+  auto c = std::make_unique<Conn>();
+  c->net = this;
+  c->id = static_cast<std::uint32_t>(conns_.size());
+  c->client = static_cast<std::uint32_t>(client);
+  c->master = static_cast<std::uint32_t>(std::min(m, masters_.size() - 1));
+  c->events = &events;
+  c->proc = &proc;
+  conns_.push_back(std::move(c));
+  return *conns_.back();
+}
+
+void Network::start_connect(Conn& c) {
+  const Link& l = link(c.client, c.master);
+  if (l.hole_c2s || l.hole_s2c) {
+    c.hanging = true;  // SYNs lost until the link heals
+    return;
+  }
+  const MasterHost& h = *masters_[c.master];
+  if (!h.up_ || h.refusing_) return lose(c, why_refused, 2 * delay(l));
+  world_.schedule(world_.now() + 2 * delay(l), c.proc, &Network::ev_connected, this, c.id);
+}
+
+void Network::ev_connected(void* net, std::uint64_t id, std::uint64_t) {
+  auto* self = static_cast<Network*>(net);
+  Conn& c = *self->conns_[id];
+  if (!c.alive || c.state != Conn::State::connecting) return;
+  MasterHost& h = *self->masters_[c.master];
+  if (!h.up_) {
+    c.state = Conn::State::dead;
+    return c.events->on_lost(lost_reasons[why_refused]);
+  }
+  c.state = Conn::State::up;
+  c.incarnation = h.incarnation_;
+  c.events->on_connected();
+  if (c.alive && !c.outgoing.empty() && !c.dirty) {
+    c.dirty = true;
+    c.proc->at_turn_end(&c);
+  }
+}
+
+void Network::lose(Conn& c, std::uint32_t why, Nanos after) {
+  world_.schedule(world_.now() + after, c.proc, &Network::ev_lost, this, (std::uint64_t{why} << 32) | c.id);
+}
+
+void Network::ev_lost(void* net, std::uint64_t conn_and_why, std::uint64_t) {
+  auto* self = static_cast<Network*>(net);
+  Conn& c = *self->conns_[conn_and_why & 0xffffffffU];
+  if (!c.alive || c.state == Conn::State::dead) return;
+  c.state = Conn::State::dead;
+  for (const std::uint32_t m : c.outgoing) self->free_msg(m);
+  c.outgoing.clear();
+  c.events->on_lost(lost_reasons[conn_and_why >> 32]);
+}
+
+void Network::flush(Conn& c) {
+  c.dirty = false;
+  if (!c.alive || c.state == Conn::State::dead) {
+    for (const std::uint32_t m : c.outgoing) free_msg(m);
+    c.outgoing.clear();
+    return;
+  }
+  if (c.state != Conn::State::up || c.outgoing.empty()) return;  // goes out once connected
+  c.dirty = true;  // writes inside on_flush join this batch
+  c.events->on_flush();
+  c.dirty = false;
+  if (!c.alive) return flush(c);
+  for (const std::uint32_t m : c.outgoing) send(c, m, true);
+  c.outgoing.clear();
+}
+
+// send: one message on its way, behind the ones before it on the same
+// connection and direction (held while that direction is blackholed).
+void Network::send(Conn& c, std::uint32_t msg, bool to_master) {
+  const Link& l = link(c.client, c.master);
+  std::vector<std::uint32_t>& held = to_master ? c.held_c2s : c.held_s2c;
+  if ((to_master ? l.hole_c2s : l.hole_s2c) || !held.empty()) {
+    held.push_back(msg);
+    return;
+  }
+  Nanos& last = to_master ? c.last_c2s : c.last_s2c;
+  last = std::max(world_.now() + delay(l), last);
+  if (to_master) {
+    world_.schedule(last, &masters_[c.master]->process_, &Network::ev_arrive, this, msg);
+  } else {
+    world_.schedule(last, c.proc, &Network::ev_reply, this, msg);
+  }
+}
+
+void Network::ev_arrive(void* net, std::uint64_t msg, std::uint64_t) {
+  auto* self = static_cast<Network*>(net);
+  Msg& m = self->msgs_[msg];
+  Conn& c = *self->conns_[m.conn];
+  MasterHost& h = *self->masters_[c.master];
+  if (!h.up_ || h.incarnation_ != c.incarnation) return self->free_msg(static_cast<std::uint32_t>(msg));
+  if (!c.alive && c.late_extra > 0 && !m.delayed) {
+    // Late bytes: the path still carries them; they arrive after whatever
+    // the replacement connection sends meanwhile.
+    m.delayed = true;
+    self->world_.schedule(self->world_.now() + c.late_extra, &h.process_, &Network::ev_arrive, net, msg);
+    return;
+  }
+  self->execute(c, m, !c.alive);
+  if (c.alive && c.state == Conn::State::up) return self->send(c, static_cast<std::uint32_t>(msg), false);
+  self->free_msg(static_cast<std::uint32_t>(msg));
+}
+
+void Network::execute(Conn& c, Msg& m, bool late) {
+  MasterHost& h = *masters_[c.master];
+  argv_scratch_.resize(m.argc);
+  for (std::size_t k = 0; k < m.argc; ++k) argv_scratch_[k] = m.argv[k];
+  const std::span<const std::string_view> argv(argv_scratch_.data(), m.argc);
+  m.reply = h.master_.execute_view(argv);
+  ++h.executed_;
+  ++executed_;
+  std::uint64_t hh = (hash_ ^ c.master) * 1099511628211ULL;
+  for (const std::string_view a : argv) hh = fnv(hh, a);
+  hash_ = fnv(hh, m.reply);
+  if (on_command) on_command(ExecutedCommand{world_.now(), c.master, c.client, c.id, late, argv, m.reply});
+}
+
+void Network::ev_reply(void* net, std::uint64_t msg, std::uint64_t) {
+  auto* self = static_cast<Network*>(net);
+  Msg& m = self->msgs_[msg];
+  Conn& c = *self->conns_[m.conn];
+  if (c.alive && c.state == Conn::State::up) {
+    auto& scratch = self->reply_scratch_;
+    scratch.resize(node_count(m.reply));
+    set_scalar(scratch[0], m.reply);
+    fill_elements(m.reply, scratch[0], scratch.data(), 1);
+    c.events->on_reply(scratch[0]);
+  }
+  self->free_msg(static_cast<std::uint32_t>(msg));
+}
+
+void Network::drop(Conn& c) {
+  c.alive = false;
+  c.events = nullptr;
+  for (const std::uint32_t m : c.outgoing) free_msg(m);
+  c.outgoing.clear();
+  for (const std::uint32_t m : c.held_s2c) free_msg(m);
+  c.held_s2c.clear();
+  c.state = Conn::State::dead;
+  if (world_.rng().chance(config_.late_chance)) {
+    c.late_extra = std::max<Nanos>(config_.late_min, 1) +
+                   static_cast<Nanos>(world_.rng().below(
+                       static_cast<std::uint64_t>(std::max<Nanos>(config_.late_max - config_.late_min, 0)) + 1));
+  }
+}
+
+void Network::crash(std::size_t m) {
+  MasterHost& h = *masters_[m];
+  if (!h.up_) return;
+  h.up_ = false;
+  for (auto& cp : conns_) {
+    Conn& c = *cp;
+    if (c.master != m || c.state == Conn::State::dead) continue;
+    for (const std::uint32_t i : c.held_c2s) free_msg(i);
+    c.held_c2s.clear();
+    c.hanging = false;
+    if (c.alive) lose(c, why_reset, delay(link(c.client, m)));
+  }
+}
+
+void Network::restart(std::size_t m, bool keep_data) {
+  MasterHost& h = *masters_[m];
+  if (h.up_) crash(m);
+  h.up_ = true;
+  ++h.incarnation_;
+  h.master_.restart(keep_data);
+}
+
+void Network::set_extra_delay(std::size_t c, std::size_t m, Nanos extra) { link(c, m).extra = extra; }
+
+void Network::blackhole(std::size_t c, std::size_t m, bool to_master, bool to_client) {
+  Link& l = link(c, m);
+  l.hole_c2s = l.hole_c2s || to_master;
+  l.hole_s2c = l.hole_s2c || to_client;
+}
+
+void Network::release_held(Conn& c) {
+  std::vector<std::uint32_t> c2s;
+  c2s.swap(c.held_c2s);
+  for (const std::uint32_t i : c2s) {
+    if (!c.alive && !world_.rng().chance(config_.late_chance)) {
+      free_msg(i);  // the kernel gave up on a closed socket's data
+      continue;
+    }
+    send(c, i, true);
+  }
+  std::vector<std::uint32_t> s2c;
+  s2c.swap(c.held_s2c);
+  for (const std::uint32_t i : s2c) send(c, i, false);
+  if (c.hanging) {
+    c.hanging = false;
+    if (c.alive) start_connect(c);
+  }
+}
+
+void Network::heal(std::size_t client, std::size_t m) {
+  Link& l = link(client, m);
+  l = Link{};
+  for (auto& cp : conns_) {
+    Conn& c = *cp;
+    if (c.client == client && c.master == m && (c.hanging || !c.held_c2s.empty() || !c.held_s2c.empty())) {
+      release_held(c);
+    }
+  }
+}
+
+void Network::reset(std::size_t client, std::size_t m) {
+  for (auto& cp : conns_) {
+    Conn& c = *cp;
+    if (c.client == client && c.master == m && c.alive && c.state != Conn::State::dead) {
+      lose(c, why_reset, delay(link(client, m)));
+    }
+  }
+}
+
+void Network::heal_all() {
+  for (std::size_t m = 0; m < masters_.size(); ++m) {
+    MasterHost& h = *masters_[m];
+    if (!h.up_) restart(m, true);
+    h.refusing_ = false;
+    h.process_.resume();
+  }
+  for (std::size_t c = 0; c < factories_.size(); ++c) {
+    for (std::size_t m = 0; m < masters_.size(); ++m) heal(c, m);
+  }
+}
+
+}  // namespace redlock::sim

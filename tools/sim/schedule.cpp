@@ -1,0 +1,714 @@
+// schedule.cpp — one schedule: the world, the clients and their workload,
+// the faults, the heal and the quiet tail, and the checker.
+//
+// Phases on true time:
+//   [0, fault_phase)           workload + faults
+//   fault_phase                heal: every link, master and client process back
+//   + settle                   quarantines and late bytes run out; the workload
+//                              keeps going, then stops (each client finishes
+//                              its hold and releases)
+//   tail                       liveness: every client takes every resource
+//                              (wait bounded) and releases it
+//   + 100 ms                   leak check: no lock key left on any master
+// Then the history is judged: mutual exclusion on true time, fence order.
+#include "schedule.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "engine.hpp"
+#include "keys.hpp"
+#include "lease_state.hpp"
+#include "network.hpp"
+#include "node_set.hpp"
+
+namespace redlock::sim {
+
+namespace {
+
+using std::chrono::milliseconds;
+using detail::Engine;
+using detail::NodeSet;
+
+constexpr milliseconds max_ttl{1000};
+constexpr double rate_budget = 0.003;  // each clock's rate within 1 ± this: inside drift_factor 0.01
+constexpr Nanos tail_wait = ms(3000);  // liveness: a free lock is taken within this
+
+Options sim_options(bool quarantine) {
+  Options o;
+  o.default_ttl = milliseconds{300};
+  o.max_ttl = max_ttl;
+  o.drift_factor = 0.01;
+  o.min_validity = milliseconds{1};
+  o.node_timeout = milliseconds{25};
+  o.connect_timeout = milliseconds{60};
+  o.reconnect_min = milliseconds{5};
+  o.reconnect_max = milliseconds{200};
+  o.retry_delay = milliseconds{10};
+  o.retry_jitter = milliseconds{15};
+  o.stall_timeout = milliseconds{150};
+  o.data_check_interval = milliseconds{250};  // the default
+  o.wake_ups = false;  // no pub/sub in the simulated masters yet: waiters poll
+  o.quarantine = quarantine;
+  return o;
+}
+
+std::string fmt_time(Nanos t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%10.3f ms", static_cast<double>(t) / 1e6);
+  return buf;
+}
+
+// Hold — one grant: a client held `resource` from `start` (true time) until
+// its validity deadline `end_local` on its own monotonic clock, or until it
+// started the release.
+struct Hold {
+  std::size_t client = 0;
+  std::string resource;
+  std::string token;
+  Nanos start = 0;
+  Nanos end_local = 0;
+  Nanos released = never;
+  std::uint64_t fence = 0;
+  bool fenced = false;
+  bool tail = false;
+};
+
+class Schedule;
+
+// SimClient — one client process: its runtime, its masters, its engine,
+// and its place in the workload.
+struct SimClient {
+  SimClient(World& world, Network& net, std::size_t index, Nanos steady0, Nanos wall0, bool quarantine)
+      : proc(world, "c" + std::to_string(index), steady0, wall0), rt(proc), index(index) {
+    config.options = sim_options(quarantine);
+    for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
+    nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
+    engine = std::make_unique<Engine>(rt, *nodes, config.options);
+    timer = rt.timer([this] {
+      auto f = std::move(then);
+      then = nullptr;
+      if (f) f();
+    });
+  }
+  // after: `f` on this client's loop after `local` ms of its clock.
+  void after(Nanos local_ns, std::function<void()> f) {
+    then = std::move(f);
+    timer->start(milliseconds{local_ns / ns_per_ms});
+  }
+
+  Process proc;
+  SimRuntime rt;
+  std::size_t index;
+  Config config;
+  std::unique_ptr<NodeSet> nodes;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<detail::Timer> timer;
+  std::function<void()> then;
+
+  bool idle = false;
+  Nanos pause_next_round = 0;    // fault: pause right after the next acquire starts
+  Nanos wall_step_next_round = 0;  // fault: step the wall clock inside the next acquire
+  std::optional<Lock> lock;
+  std::shared_ptr<detail::LeaseState> lease;  // lease workload: the watchdog's state
+  std::vector<std::string> more;      // multi: the other resources
+  std::vector<std::size_t> held;      // indices into holds
+  std::size_t tail_pos = 0;           // the quiet tail: the next resource to take
+  bool tail_finished = false;
+};
+
+class Schedule {
+ public:
+  Schedule(std::uint64_t seed, const ScheduleOptions& o);
+  ScheduleResult run();
+
+ private:
+  // Workload.
+  void next(SimClient& c);
+  void acquired(SimClient& c, std::vector<std::string> resources, Result<Lock> r, bool tail);
+  void hold(SimClient& c, Nanos left, bool may_extend);
+  void release(SimClient& c, std::function<void()> then);
+  void start_lease(SimClient& c);
+  void think(SimClient& c);
+  void tail_next(SimClient& c, bool give_up);
+
+  // Faults.
+  void plan_faults();
+  void fault(Nanos at, std::string what, std::function<void()> f);
+  void data_lost(Nanos at) { first_data_loss_ = std::min(first_data_loss_, at); }
+
+  // Checks.
+  void check_leaks();
+  void check_holds();
+  void violation(std::string kind, std::string what, Nanos at, std::vector<std::string> tokens = {});
+  std::string trace_text() const;
+
+  ScheduleOptions opt_;
+  World world_;
+  Rng plan_;
+  Workload workload_;
+  bool quarantine_ = true;
+  std::unique_ptr<Network> net_;
+  std::vector<std::unique_ptr<SimClient>> clients_;
+  std::vector<std::string> resources_;
+  std::vector<Hold> holds_;
+  bool stopping_ = false;
+  std::size_t tail_done_ = 0;
+  Nanos first_data_loss_ = never;
+  std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
+  std::uint64_t stale_writes_ = 0;
+  std::vector<std::pair<Nanos, std::string>> faults_;
+  std::vector<std::string> commands_;  // record: every executed command, formatted
+  ScheduleResult result_;
+};
+
+Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), world_(seed), plan_(world_.make_rng(1)) {
+  workload_ = o.workload;
+  if (workload_ == Workload::all) workload_ = static_cast<Workload>(plan_.below(4));
+  const std::size_t masters = plan_.chance(0.75) ? 5 : 3;
+  const std::size_t clients = o.clients > 0 ? static_cast<std::size_t>(o.clients) : 3 + plan_.below(4);
+  // Beyond the assumptions: data loss with detection off, in half of them.
+  quarantine_ = !(o.beyond && plan_.chance(0.5));
+  NetConfig net;
+  net.late_chance = plan_.chance(0.5) ? 0.7 : 0.1;
+  net_ = std::make_unique<Network>(world_, masters, net);
+  for (std::size_t m = 0; m < masters; ++m) {
+    net_->master(m).process().wall().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
+  }
+  for (std::size_t i = 0; i < clients; ++i) {
+    const Nanos steady0 = ms(1e6) + plan_.between(0, ms(1e6));
+    const Nanos wall0 = 1'700'000'000'000 * ns_per_ms + plan_.between(0, ms(2000));
+    clients_.push_back(std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_));
+    clients_.back()->proc.steady().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
+  }
+  const std::size_t n_resources = workload_ == Workload::multi ? 3 + plan_.below(2) : 1 + plan_.below(3);
+  for (std::size_t r = 0; r < n_resources; ++r) resources_.push_back("r" + std::to_string(r));
+  result_.seed = seed;
+  result_.workload = workload_;
+  result_.masters = masters;
+  result_.clients = clients;
+  if (opt_.record) {
+    net_->on_command = [this](const ExecutedCommand& c) {
+      std::string line = fmt_time(c.at) + "  m" + std::to_string(c.master) + " <- c" + std::to_string(c.client) +
+                         "#" + std::to_string(c.conn) + (c.late ? " LATE" : "") + " ";
+      for (std::size_t i = 0; i < c.argv.size(); ++i) {
+        const std::string_view a = c.argv[i];
+        // A script's SHA or body says nothing the command name does not.
+        if (i == 1 && c.argv[0].size() == 7 && (c.argv[0] == "EVALSHA" || c.argv[0] == "evalsha")) {
+          line += std::string(a.substr(0, 8)) + "… ";
+        } else if (a.size() > 60) {
+          line += "<" + std::to_string(a.size()) + " bytes> ";
+        } else {
+          line += std::string(a) + " ";
+        }
+      }
+      std::string reply = to_string(c.reply);
+      if (reply.size() > 80) reply = reply.substr(0, 80) + "…";
+      commands_.push_back(line + "-> " + reply);
+    };
+  }
+}
+
+void Schedule::violation(std::string kind, std::string what, Nanos at, std::vector<std::string> tokens) {
+  result_.violations.push_back({std::move(kind), std::move(what), at, std::move(tokens)});
+}
+
+void Schedule::fault(Nanos at, std::string what, std::function<void()> f) {
+  world_.post(at, nullptr, [this, what = std::move(what), f = std::move(f)] {
+    faults_.emplace_back(world_.now(), what);
+    f();
+  });
+}
+
+void Schedule::plan_faults() {
+  Rng& r = plan_;
+  const Nanos end = opt_.fault_phase;
+  const std::size_t M = net_->size();
+  const std::size_t C = clients_.size();
+  const std::size_t count = static_cast<std::size_t>(end / ms(static_cast<double>(r.between(60, 250))));
+  auto name = [](const char* what, std::size_t i) { return std::string(what) + std::to_string(i); };
+  for (std::size_t k = 0; k < count; ++k) {
+    const Nanos at = r.between(ms(20), end - ms(20));
+    const Nanos d = ms(static_cast<double>(r.between(5, r.chance(0.3) ? 1200 : 400)));
+    const std::size_t m = r.below(M);
+    const std::size_t c = r.below(C);
+    const std::string for_d = " for " + std::to_string(d / ns_per_ms) + " ms";
+    switch (r.below(opt_.beyond ? 16 : 14)) {
+      case 0: {
+        const bool keep = r.chance(0.5);
+        fault(at, name("crash m", m) + for_d + (keep ? ", restart with data" : ", restart WITHOUT data"), [this, m] {
+          net_->crash(m);
+        });
+        fault(at + d, name("restart m", m) + (keep ? " (data kept)" : " (data lost)"), [this, m, keep] {
+          net_->restart(m, keep);
+          if (!keep) data_lost(world_.now());
+        });
+        break;
+      }
+      case 1:
+        fault(at, name("FLUSHALL m", m), [this, m] {
+          net_->flushall(m);
+          data_lost(world_.now());
+        });
+        break;
+      case 2: fault(at, name("SCRIPT FLUSH m", m), [this, m] { net_->flush_scripts(m); }); break;
+      case 3:
+        fault(at, name("pause m", m) + for_d, [this, m] { net_->pause(m); });
+        fault(at + d, name("resume m", m), [this, m] { net_->resume(m); });
+        break;
+      case 4:
+        fault(at, name("pause c", c) + for_d, [this, c] { clients_[c]->proc.pause(); });
+        fault(at + d, name("resume c", c), [this, c] { clients_[c]->proc.resume(); });
+        break;
+      case 5:
+        fault(at, name("pause c", c) + " inside its next acquire round" + for_d,
+              [this, c, d] { clients_[c]->pause_next_round = d; });
+        break;
+      case 6: {
+        const Nanos extra = ms(static_cast<double>(r.between(1, 40)));
+        fault(at, "delay c" + std::to_string(c) + "<->m" + std::to_string(m) + " +" +
+                      std::to_string(extra / ns_per_ms) + " ms" + for_d,
+              [this, c, m, extra] { net_->set_extra_delay(c, m, extra); });
+        fault(at + d, "undelay c" + std::to_string(c) + "<->m" + std::to_string(m),
+              [this, c, m] { net_->set_extra_delay(c, m, 0); });
+        break;
+      }
+      case 7: {
+        const auto dirs = r.below(3);  // to the master, to the client, both
+        const bool to_m = dirs != 1, to_c = dirs != 0;
+        fault(at, "blackhole c" + std::to_string(c) + (to_m ? "->" : "") + (to_c ? "<-" : "") + "m" +
+                      std::to_string(m) + for_d,
+              [this, c, m, to_m, to_c] { net_->blackhole(c, m, to_m, to_c); });
+        fault(at + d, "heal c" + std::to_string(c) + "<->m" + std::to_string(m), [this, c, m] { net_->heal(c, m); });
+        break;
+      }
+      case 8: {
+        std::vector<std::size_t> cs, ms_;
+        for (std::size_t i = 0; i < C; ++i) {
+          if (r.chance(0.5)) cs.push_back(i);
+        }
+        for (std::size_t i = 0; i < M; ++i) {
+          if (r.chance(0.5)) ms_.push_back(i);
+        }
+        std::string what = "partition {";
+        for (const auto i : cs) what += " c" + std::to_string(i);
+        what += " } from {";
+        for (const auto i : ms_) what += " m" + std::to_string(i);
+        what += " }" + for_d;
+        fault(at, what, [this, cs, ms_] {
+          for (const auto i : cs) {
+            for (const auto j : ms_) net_->blackhole(i, j, true, true);
+          }
+        });
+        fault(at + d, "end of partition", [this, cs, ms_] {
+          for (const auto i : cs) {
+            for (const auto j : ms_) net_->heal(i, j);
+          }
+        });
+        break;
+      }
+      case 9:
+        fault(at, "reset c" + std::to_string(c) + "<->m" + std::to_string(m), [this, c, m] { net_->reset(c, m); });
+        break;
+      case 10:
+        fault(at, name("refuse connects on m", m) + for_d, [this, m] { net_->master(m).set_refusing(true); });
+        fault(at + d, name("accept connects on m", m), [this, m] { net_->master(m).set_refusing(false); });
+        break;
+      case 11: {
+        const double rate = 1.0 + (r.unit() * 2 - 1) * rate_budget;
+        if (r.chance(0.5)) {
+          fault(at, name("drift m", m) + " rate " + std::to_string(rate),
+                [this, m, rate] { net_->master(m).process().wall().set_rate(world_.now(), rate); });
+        } else {
+          fault(at, name("drift c", c) + " rate " + std::to_string(rate),
+                [this, c, rate] { clients_[c]->proc.steady().set_rate(world_.now(), rate); });
+        }
+        break;
+      }
+      case 12: {
+        // Within the budget: a master's wall clock may step back (keys live
+        // longer) or a little forward.
+        const Nanos step = r.chance(0.5) ? -ms(static_cast<double>(r.between(1, 50))) : r.between(0, ms(0.5));
+        fault(at, name("step m", m) + " wall clock " + std::to_string(step / 1000) + " us",
+              [this, m, step] { net_->master(m).process().wall().step(world_.now(), step); });
+        break;
+      }
+      case 13: {
+        // A client's wall clock is not the algorithm's: any step is allowed.
+        const Nanos step = ms(static_cast<double>(r.between(-800, 800)));
+        if (r.chance(0.5)) {
+          fault(at, name("step c", c) + " wall clock " + std::to_string(step / ns_per_ms) + " ms",
+                [this, c, step] { clients_[c]->proc.wall().step(world_.now(), step); });
+        } else {
+          fault(at, name("step c", c) + " wall clock " + std::to_string(step / ns_per_ms) + " ms inside its next round",
+                [this, c, step] { clients_[c]->wall_step_next_round = step; });
+        }
+        break;
+      }
+      case 14: {
+        // Beyond the budget: a majority of masters' wall clocks jump forward.
+        const Nanos step = ms(static_cast<double>(r.between(100, 1000)));
+        fault(at, "step a majority of masters' wall clocks +" + std::to_string(step / ns_per_ms) + " ms (BEYOND)",
+              [this, step] {
+                for (std::size_t i = 0; i < net_->size() / 2 + 1; ++i) {
+                  net_->master(i).process().wall().step(world_.now(), step);
+                }
+              });
+        break;
+      }
+      case 15:
+        fault(at, name("crash m", m) + for_d + ", restart WITHOUT data (BEYOND when quarantine is off)",
+              [this, m] { net_->crash(m); });
+        fault(at + d, name("restart m", m) + " (data lost)", [this, m] {
+          net_->restart(m, false);
+          data_lost(world_.now());
+        });
+        break;
+      default: break;
+    }
+  }
+}
+
+// next: the client's next acquire (or nothing once the workload stops).
+void Schedule::next(SimClient& c) {
+  if (stopping_) {
+    c.idle = true;
+    return;
+  }
+  Rng& r = world_.rng();
+  AcquireOptions ao;
+  ao.ttl = milliseconds{r.between(100, 600)};
+  ao.wait = milliseconds{r.chance(0.3) ? 0 : r.between(1, 300)};
+  std::vector<std::string> set;
+  if (workload_ == Workload::multi) {
+    std::vector<std::string> pool = resources_;
+    const std::size_t n = 2 + r.below(2);
+    while (set.size() < n) {
+      const std::size_t i = r.below(pool.size());
+      set.push_back(pool[i]);
+      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    std::sort(set.begin(), set.end());
+    c.engine->acquire_many(set, ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), false); });
+  } else {
+    set.push_back(resources_[r.below(resources_.size())]);
+    ao.fence = workload_ == Workload::fenced;
+    c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), false); });
+  }
+  // The attempt starts on the client's next turn (one loop_iteration) and
+  // its commands reach the masters no sooner than base_delay: 20 µs from now
+  // it is on its way, its replies not yet read.
+  const Nanos in_round = world_.now() + 4 * loop_iteration;
+  if (c.pause_next_round > 0) {
+    const Nanos d = std::exchange(c.pause_next_round, 0);
+    world_.post(in_round, nullptr, [&c] { c.proc.pause(); });
+    world_.post(in_round + d, nullptr, [&c] { c.proc.resume(); });
+  }
+  if (c.wall_step_next_round != 0) {
+    const Nanos step = std::exchange(c.wall_step_next_round, 0);
+    world_.post(in_round, nullptr, [this, &c, step] { c.proc.wall().step(world_.now(), step); });
+  }
+}
+
+void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result<Lock> r, bool tail) {
+  result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+  if (!r) {
+    if (tail) {
+      violation("liveness",
+                "c" + std::to_string(c.index) + " could not take free " + resources[0] + " within " +
+                    std::to_string(tail_wait / ns_per_ms) + " ms after the heal: " + r.error().to_string(),
+                world_.now());
+      return tail_next(c, true);
+    }
+    return think(c);
+  }
+  ++result_.grants;
+  c.lock = std::move(*r);
+  c.more.assign(resources.begin() + 1, resources.end());
+  c.held.clear();
+  for (const std::string& res : resources) {
+    Hold h;
+    h.client = c.index;
+    h.resource = res;
+    h.token = c.lock->token;
+    h.start = world_.now();
+    h.end_local = SimRuntime::from_time_point(c.lock->validity_deadline);
+    h.fence = c.lock->fence;
+    h.fenced = c.lock->fence != 0;
+    h.tail = tail;
+    const bool fenced = h.fenced;
+    c.held.push_back(holds_.size());
+    holds_.push_back(std::move(h));
+    if (fenced) {
+      // The protected store: rejects a write whose fence is below the
+      // highest it accepted (examples/fenced_store.hpp).
+      std::uint64_t& top = store_[res];
+      if (c.lock->fence < top) {
+        ++stale_writes_;
+      } else {
+        top = c.lock->fence;
+      }
+    }
+  }
+  if (tail) {
+    return c.after(ms(5), [this, &c] { release(c, [this, &c] { tail_next(c, false); }); });
+  }
+  Rng& rng = world_.rng();
+  if (workload_ == Workload::lease) return start_lease(c);
+  const Nanos validity = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->validity).count();
+  hold(c, static_cast<Nanos>(rng.unit() * 1.2 * static_cast<double>(validity)), rng.chance(0.3));
+}
+
+// hold: keep the lock `left` more (local) ns, maybe extending it halfway.
+void Schedule::hold(SimClient& c, Nanos left, bool may_extend) {
+  if (!may_extend) {
+    return c.after(left, [this, &c] { release(c, [this, &c] { think(c); }); });
+  }
+  c.after(left / 2, [this, &c, left] {
+    const milliseconds ttl{world_.rng().between(100, 600)};
+    c.engine->extend(
+        *c.lock, ttl,
+        [this, &c, left](Result<Lock> r) {
+          if (r) {
+            const Nanos old_end = SimRuntime::from_time_point(c.lock->validity_deadline);
+            // The holder counts on the new deadline only if the extension came
+            // while the old one held (else the engine says too_late).
+            if (c.proc.steady_now() < old_end) {
+              const Nanos new_end = SimRuntime::from_time_point(r->validity_deadline);
+              for (const std::size_t i : c.held) holds_[i].end_local = std::max(holds_[i].end_local, new_end);
+              c.lock = std::move(*r);
+            }
+          }
+          hold(c, left / 2, false);
+        },
+        c.more);
+  });
+}
+
+// start_lease: the watchdog keeps the lock extended (at 1/3 of each
+// validity) while the client holds it, up to four TTLs; the hold ends at
+// the release, at the lease's last deadline, or when the lease is lost.
+void Schedule::start_lease(SimClient& c) {
+  auto st = std::make_shared<detail::LeaseState>();
+  st->resource = c.lock->resource;
+  st->token = c.lock->token;
+  st->ttl = c.lock->ttl;
+  st->taken = c.rt.now();
+  st->deadline = c.lock->validity_deadline;
+  const std::vector<std::size_t> held = c.held;
+  st->options.on_lost = [this, held](const Error&) {
+    for (const std::size_t i : held) holds_[i].released = std::min(holds_[i].released, world_.now());
+  };
+  c.lease = st;
+  auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr);  // frees itself once stopped
+  watchdog->start();
+  const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->ttl).count();
+  c.after(static_cast<Nanos>(world_.rng().unit() * 4 * static_cast<double>(ttl)),
+          [this, &c] { release(c, [this, &c] { think(c); }); });
+}
+
+void Schedule::release(SimClient& c, std::function<void()> then) {
+  if (c.lease) {
+    if (c.lease->watchdog != nullptr) c.lease->watchdog->stop();
+    std::lock_guard<std::mutex> lock(c.lease->mu);
+    c.lease->released = true;
+    const Nanos end = SimRuntime::from_time_point(c.lease->deadline);
+    for (const std::size_t i : c.held) holds_[i].end_local = std::max(holds_[i].end_local, end);
+  }
+  c.lease.reset();
+  for (const std::size_t i : c.held) holds_[i].released = std::min(holds_[i].released, world_.now());
+  c.held.clear();
+  const Lock lock = std::move(*c.lock);
+  c.lock.reset();
+  c.engine->release(lock.resource, lock.token, [then = std::move(then)](Result<ReleaseResult>) { then(); }, c.more);
+}
+
+void Schedule::think(SimClient& c) {
+  c.after(ms(static_cast<double>(world_.rng().between(0, 20))), [this, &c] { next(c); });
+}
+
+// tail_next: the quiet tail — take each resource in turn (wait bounded),
+// hold it 5 ms, release it; give_up after a liveness failure.
+void Schedule::tail_next(SimClient& c, bool give_up) {
+  if (give_up || c.tail_pos >= resources_.size()) {
+    if (!c.tail_finished) {
+      c.tail_finished = true;
+      ++tail_done_;
+    }
+    return;
+  }
+  AcquireOptions ao;
+  ao.ttl = max_ttl;
+  ao.wait = milliseconds{tail_wait / ns_per_ms};
+  std::vector<std::string> set{resources_[c.tail_pos++]};
+  c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), true); });
+}
+
+void Schedule::check_leaks() {
+  for (std::size_t m = 0; m < net_->size(); ++m) {
+    for (const auto& [key, value] : net_->master(m).master().keys()) {
+      if (key.size() < 6 || key.compare(key.size() - 6, 6, "}:lock") != 0) continue;
+      violation("leak",
+                "m" + std::to_string(m) + " still holds " + key + " = " + value + " (PTTL " +
+                    std::to_string(net_->master(m).master().pttl(key)) + " ms) after every client released and quiesced",
+                world_.now(), {value});
+    }
+  }
+}
+
+void Schedule::check_holds() {
+  std::map<std::string, std::vector<std::pair<Nanos, std::size_t>>> by_resource;  // end, index
+  std::vector<Nanos> ends(holds_.size());
+  for (std::size_t i = 0; i < holds_.size(); ++i) {
+    const Hold& h = holds_[i];
+    ends[i] = std::min(h.released, clients_[h.client]->proc.steady().true_at(h.end_local));
+    if (ends[i] > h.start) by_resource[h.resource].emplace_back(h.start, i);
+  }
+  for (auto& [res, list] : by_resource) {
+    std::sort(list.begin(), list.end());
+    const Hold* top = nullptr;  // the hold reaching furthest so far
+    Nanos top_end = 0;
+    const Hold* last_fenced = nullptr;
+    for (const auto& [start, i] : list) {
+      const Hold& h = holds_[i];
+      if (top != nullptr && h.start < top_end && top->token != h.token) {
+        violation("mutual_exclusion",
+                  res + ": c" + std::to_string(h.client) + " (token " + h.token + ") granted at" + fmt_time(h.start) +
+                      " while c" + std::to_string(top->client) + " (token " + top->token + ", granted at" +
+                      fmt_time(top->start) + ") held it until" + fmt_time(top_end) + " (true time)",
+                  h.start, {top->token, h.token});
+      }
+      if (top == nullptr || ends[i] > top_end) {
+        top = &h;
+        top_end = ends[i];
+      }
+      if (h.fenced && h.start < first_data_loss_) {
+        if (last_fenced != nullptr && h.fence <= last_fenced->fence && last_fenced->token != h.token) {
+          violation("fence_order",
+                    res + ": c" + std::to_string(h.client) + " got fence " + std::to_string(h.fence) + " at" +
+                        fmt_time(h.start) + ", not above c" + std::to_string(last_fenced->client) + "'s fence " +
+                        std::to_string(last_fenced->fence) + " granted at" + fmt_time(last_fenced->start),
+                    h.start, {last_fenced->token, h.token});
+        }
+        last_fenced = &h;
+      }
+    }
+  }
+}
+
+std::string Schedule::trace_text() const {
+  std::string out;
+  Nanos until = 0;
+  std::set<std::string> tokens;
+  for (const Violation& v : result_.violations) {
+    until = std::max(until, v.at);
+    tokens.insert(v.tokens.begin(), v.tokens.end());
+  }
+  out += "faults:\n";
+  for (const auto& [at, what] : faults_) {
+    if (at <= until) out += "  " + fmt_time(at) + "  " + what + "\n";
+  }
+  out += opt_.trace_commands ? "commands:\n" : "commands of the violating holders' values:\n";
+  for (const std::string& line : commands_) {
+    bool show = opt_.trace_commands;
+    for (auto it = tokens.begin(); !show && it != tokens.end(); ++it) show = line.find(*it) != std::string::npos;
+    if (show) out += "  " + line + "\n";
+  }
+  return out;
+}
+
+ScheduleResult Schedule::run() {
+  plan_faults();
+  for (auto& cp : clients_) {
+    SimClient& c = *cp;
+    world_.post(0, &c.proc, [&c] { c.nodes->start(); });
+    world_.post(ms(static_cast<double>(plan_.between(1, 30))), &c.proc, [this, &c] { next(c); });
+  }
+  const Nanos heal = opt_.fault_phase;
+  world_.post(heal, nullptr, [this] {
+    faults_.emplace_back(world_.now(), "heal: every link, master and process back");
+    net_->heal_all();
+    for (auto& c : clients_) {
+      c->proc.resume();
+      c->pause_next_round = 0;
+      c->wall_step_next_round = 0;
+    }
+  });
+  // Settle: quarantines (max_ttl + drift from a loss seen at the heal) and
+  // late bytes (late_max) run out while the workload goes on.
+  const Nanos settle = ms(static_cast<double>(max_ttl.count()) * 1.1) + ms(700);
+  world_.run_until(heal + settle);
+  stopping_ = true;
+  auto all_idle = [this] {
+    return std::all_of(clients_.begin(), clients_.end(), [](const auto& c) { return c->idle; });
+  };
+  const Nanos give_up = world_.now() + ms(5000);
+  while (!all_idle() && world_.now() < give_up) world_.run_until(world_.now() + ms(10));
+  if (!all_idle()) violation("liveness", "the workload did not wind down within 5 s after it was stopped", world_.now());
+
+  // The quiet tail.
+  for (auto& cp : clients_) {
+    SimClient& c = *cp;
+    world_.post(world_.now(), &c.proc, [this, &c] { tail_next(c, false); });
+  }
+  const Nanos tail_end = world_.now() + tail_wait * static_cast<Nanos>(resources_.size() + 1);
+  while (tail_done_ < clients_.size() && world_.now() < tail_end) world_.run_until(world_.now() + ms(10));
+  if (tail_done_ < clients_.size()) {
+    violation("liveness", "the quiet tail did not finish (" + std::to_string(clients_.size() - tail_done_) +
+                              " clients still at it)", world_.now());
+  }
+  world_.run_until(world_.now() + ms(100));
+  check_leaks();
+
+  // Shut down so that nothing is left in flight (every operation completes).
+  std::size_t closed = 0;
+  for (auto& cp : clients_) {
+    SimClient& c = *cp;
+    world_.post(world_.now(), &c.proc, [&c, &closed] {
+      c.engine->shutdown([&c, &closed] { c.nodes->close([&closed] { ++closed; }); });
+    });
+  }
+  const Nanos close_end = world_.now() + ms(3000);
+  while (closed < clients_.size() && world_.now() < close_end) world_.run_until(world_.now() + ms(10));
+
+  check_holds();
+  result_.commands = net_->executed();
+  result_.trace_hash = net_->trace_hash();
+  if (opt_.record) result_.trace = trace_text();
+  return result_;
+}
+
+}  // namespace
+
+const char* workload_name(Workload w) {
+  switch (w) {
+    case Workload::plain: return "plain";
+    case Workload::fenced: return "fenced";
+    case Workload::multi: return "multi";
+    case Workload::lease: return "lease";
+    case Workload::all: return "all";
+  }
+  return "?";
+}
+
+bool parse_workload(const std::string& text, Workload& out) {
+  for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all}) {
+    if (text == workload_name(w)) {
+      out = w;
+      return true;
+    }
+  }
+  return false;
+}
+
+ScheduleResult run_schedule(std::uint64_t seed, const ScheduleOptions& options) {
+  Schedule s(seed, options);
+  return s.run();
+}
+
+}  // namespace redlock::sim

@@ -1,0 +1,62 @@
+// schedule.hpp — one simulated schedule (issue 13, docs/simulation.md): a
+// seed fixes N masters, 3–6 clients (each an Engine over a NodeSet over a
+// SimRuntime and the simulated network), a workload, a fault schedule, then
+// a heal, a settle and a quiet tail; the checker judges the history on true
+// time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "world.hpp"
+
+namespace redlock::sim {
+
+// Workload — what the clients do.
+//   plain   contended acquire / hold (sometimes extend) / release of 1–3 resources
+//   fenced  fenced acquires; each holder writes to a store that rejects stale fences
+//   multi   acquire_many of 2–3 resources out of 3–4
+//   lease   acquire, then the lease watchdog (src/lease_state.hpp) keeps the
+//           lock extended for up to four TTLs; a lost lease ends the hold
+//   all     one of the above per schedule, chosen by the seed
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all };
+
+const char* workload_name(Workload w);
+bool parse_workload(const std::string& text, Workload& out);
+
+struct ScheduleOptions {
+  Workload workload = Workload::all;
+  int clients = 0;  // 0: 3–6, chosen by the seed
+  // beyond: faults outside the stated assumptions too (master clock steps
+  // beyond the drift budget, data loss with detection off); they must show.
+  bool beyond = false;
+  bool record = false;          // keep a trace for printing (slower)
+  bool trace_commands = false;  // the printed trace shows every command
+  Nanos fault_phase = ms(4000);
+};
+
+// Violation — one thing the checker refused.
+struct Violation {
+  std::string kind;  // mutual_exclusion, fence_order, leak, liveness
+  std::string what;
+  Nanos at = 0;                     // true time it shows
+  std::vector<std::string> tokens;  // the holders' values, for the trace
+};
+
+struct ScheduleResult {
+  std::uint64_t seed = 0;
+  Workload workload = Workload::plain;
+  std::size_t masters = 0;
+  std::size_t clients = 0;
+  std::uint64_t rounds = 0;  // acquire attempts (quorum rounds)
+  std::uint64_t grants = 0;
+  std::uint64_t commands = 0;  // executed on masters
+  std::uint64_t trace_hash = 0;
+  std::vector<Violation> violations;
+  std::string trace;  // with ScheduleOptions::record: faults and commands
+};
+
+ScheduleResult run_schedule(std::uint64_t seed, const ScheduleOptions& options);
+
+}  // namespace redlock::sim
