@@ -44,17 +44,24 @@ std::vector<Action> slow_replies(int d, std::mt19937&) {
   return plan;
 }
 
+// paired: a scenario that exists twice, with the real client (safe) and
+// with a broken one (`sabotage`, which must show a violation).
+Scenario paired(std::string name, std::string about, std::string sabotage) {
+  Scenario s;
+  s.name = std::move(name);
+  s.about = std::move(about);
+  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
+  s.sabotage = std::move(sabotage);
+  return s;
+}
+
 // slow_replies_scenario: the settings every slow-reply run shares (TTL
 // 600 ms, node timeout 300 ms, greedy holders resting 200-600 ms, group 1
 // of two workers unhindered, at least 8 s); with `sabotage` the broken
 // client, which must be caught (three in group 1, at least 20 s).
 Scenario slow_replies_scenario(std::string name, std::string about, std::string sabotage = "",
                                double worker_clock_rate = 1.0) {
-  Scenario s;
-  s.name = std::move(name);
-  s.about = std::move(about);
-  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
-  s.sabotage = std::move(sabotage);
+  Scenario s = paired(std::move(name), std::move(about), std::move(sabotage));
   s.ttl_ms = 600;
   s.node_timeout_ms = 300;
   s.greedy = true;
@@ -113,11 +120,7 @@ std::vector<Action> stale_bytes(int d, std::mt19937&) {
 // caught every run: at least 8 s, about seven cycles, of which about three
 // in four show an overlap.
 Scenario stale_bytes_scenario(std::string name, std::string about, std::string sabotage = "") {
-  Scenario s;
-  s.name = std::move(name);
-  s.about = std::move(about);
-  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
-  s.sabotage = std::move(sabotage);
+  Scenario s = paired(std::move(name), std::move(about), std::move(sabotage));
   s.ttl_ms = 600;
   s.stall_timeout_ms = 200;
   s.greedy = true;
@@ -153,12 +156,8 @@ std::vector<Action> flush_rounds(int d, int rounds) {
 // The real client sits the flushed masters out; the broken one
 // (`no_data_check`) must be caught every run.
 Scenario flushall_scenario(std::string name, std::string about, std::string sabotage = "") {
-  Scenario s;
-  s.name = std::move(name);
-  s.about = std::move(about);
-  s.expect = sabotage.empty() ? Expect::safe : Expect::violation;
+  Scenario s = paired(std::move(name), std::move(about), std::move(sabotage));
   s.quarantine = true;
-  s.sabotage = std::move(sabotage);
   s.greedy = true;
   s.polling = true;
   s.min_seconds = 6;
