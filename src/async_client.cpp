@@ -16,15 +16,14 @@
 #include "node_set.hpp"
 #include "survey.hpp"
 #include "uv_runtime.hpp"
-#include "wake.hpp"
 
 namespace redlock {
 
-// ClientCore — the Transport the engine sends through: commands go to the
-// NodeSet (one NodeSession per master, on hiredis), watches to the WakeHub.
-// It lives until both its handles are closed and its AsyncClient
-// is gone; it frees itself in whichever of the two comes last.
-class ClientCore final : public detail::Transport {
+// ClientCore — the engine, its watchdogs and surveys over a NodeSet (one
+// NodeSession and one pub/sub Subscriber per master, on hiredis). It lives
+// until everything is closed and its AsyncClient is gone; it frees itself
+// in whichever of the two comes last.
+class ClientCore final {
  public:
   ClientCore(uv_loop_t* loop, Config config)
       : loop_(loop),
@@ -32,25 +31,10 @@ class ClientCore final : public detail::Transport {
         runtime_(loop),
         wires_(loop),
         nodes_(runtime_, wires_, config_),
-        engine_(runtime_, *this, config_.options),
-        wake_(runtime_, wires_, config_.nodes, config_.options) {
+        engine_(runtime_, nodes_, config_.options) {
     uv_timer_init(loop_, &reaper_);
     reaper_.data = this;
     nodes_.start();
-  }
-
-  std::size_t size() const override { return nodes_.size(); }
-  const std::string& address(std::size_t i) const override { return nodes_.address(i); }
-  bool send(std::size_t i, const detail::Call& call, detail::ReplySink* sink, std::size_t slot,
-            std::string& why) override {
-    return nodes_.send(i, call, sink, slot, why);
-  }
-
-  detail::WatchState watch(const std::string& channel, detail::WakeListener* listener) override {
-    return wake_.watch(channel, listener);
-  }
-  void unwatch(const std::string& channel, detail::WakeListener* listener) override {
-    wake_.unwatch(channel, listener);
   }
 
   detail::Engine& engine() noexcept { return engine_; }
@@ -148,11 +132,7 @@ class ClientCore final : public detail::Transport {
     }
     engine_.shutdown([this] {
       engine_idle_ = true;
-      // Waiters are gone: the subscribers can go too.
-      wake_.close([this] {
-        wake_closed_ = true;
-        maybe_finish();
-      });
+      maybe_finish();
     });
     nodes_.close([this] {
       nodes_closed_ = true;
@@ -168,11 +148,11 @@ class ClientCore final : public detail::Transport {
   }
 
  private:
-  ~ClientCore() override = default;
+  ~ClientCore() = default;
 
   void start_survey(detail::Call call, detail::Survey::Done done) {
     ++live_surveys_;
-    detail::Survey::launch(loop_, *this, std::move(call), std::move(done), [this] {
+    detail::Survey::launch(loop_, nodes_, std::move(call), std::move(done), [this] {
       --live_surveys_;
       maybe_finish();
     });
@@ -187,7 +167,7 @@ class ClientCore final : public detail::Transport {
   }
 
   void maybe_finish() {
-    if (!engine_idle_ || !wake_closed_ || !nodes_closed_ || live_watchdogs_ != 0 ||
+    if (!engine_idle_ || !nodes_closed_ || live_watchdogs_ != 0 ||
         live_surveys_ != 0 || reaping_) {
       return;
     }
@@ -213,8 +193,6 @@ class ClientCore final : public detail::Transport {
   detail::HiredisWireFactory wires_;
   detail::NodeSet nodes_;
   detail::Engine engine_;
-  detail::WakeHub wake_;
-  bool wake_closed_ = false;
   uv_timer_t reaper_;
   std::vector<std::function<void()>> closed_callbacks_;
   detail::Watchdog* watchdogs_ = nullptr;  // intrusive list of live watchdogs

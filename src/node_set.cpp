@@ -5,7 +5,8 @@
 
 namespace redlock::detail {
 
-NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config) : runtime_(runtime) {
+NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
+    : runtime_(runtime), wake_(runtime, wires, config.nodes, config.options) {
   for (std::size_t i = 0; i < script_count; ++i) shas_[i] = sha1_hex(script_bodies[i]);
   sessions_.reserve(config.nodes.size());
   for (const NodeAddress& address : config.nodes) {
@@ -22,9 +23,16 @@ void NodeSet::start() {
 
 void NodeSet::close(std::function<void()> on_closed) {
   on_closed_ = std::move(on_closed);
+  wake_.close([this] {
+    wake_closed_ = true;
+    maybe_closed();
+  });
   if (sessions_.empty()) {
     // Nothing to wait for, but still never on the caller's stack.
-    later_ = runtime_.timer([this] { session_closed(); });
+    later_ = runtime_.timer([this] {
+      sessions_closed_ = true;
+      maybe_closed();
+    });
     later_->start(std::chrono::milliseconds{0});
     return;
   }
@@ -58,6 +66,12 @@ void NodeSet::mark_duplicates() {
 
 void NodeSet::session_closed() {
   if (++closed_ < sessions_.size()) return;
+  sessions_closed_ = true;
+  maybe_closed();
+}
+
+void NodeSet::maybe_closed() {
+  if (!sessions_closed_ || !wake_closed_) return;
   later_.reset();
   std::function<void()> done = std::move(on_closed_);
   if (done) done();  // may free this NodeSet

@@ -1,8 +1,9 @@
 // node_set.hpp — the N masters of one client: one NodeSession per
 // configured master, all on one Runtime and one WireFactory, as the
-// Transport the engine, the watchdogs and the surveys send through. It
-// also keeps "one server, one vote" (masters that report the same run id)
-// and closes every session gracefully.
+// Transport the engine, the watchdogs and the surveys send through, and
+// the WakeHub (one pub/sub connection per master) that its watch() goes
+// to. It also keeps "one server, one vote" (masters that report the same
+// run id) and closes every session and subscriber gracefully.
 //
 // Production builds it on a UvRuntime and a HiredisWireFactory (ClientCore
 // in src/async_client.cpp); the simulator (tools/sim) on simulated time and
@@ -21,6 +22,7 @@
 #include "runtime.hpp"
 #include "scripts.hpp"
 #include "transport.hpp"
+#include "wake.hpp"
 #include "wire.hpp"
 
 namespace redlock::detail {
@@ -35,25 +37,34 @@ class NodeSet final : public Transport {
   ~NodeSet() override;
 
   void start();
-  // close closes every session gracefully (see NodeSession::close);
-  // on_closed runs once, when the last one has closed (on a later loop turn
-  // at the earliest).
+  // close closes every session gracefully (see NodeSession::close) and
+  // every subscriber; on_closed runs once, when the last of them has
+  // closed (on a later loop turn at the earliest). Waiters still watching
+  // get no more wake-ups (a later watch() is `unavailable`).
   void close(std::function<void()> on_closed);
 
   std::size_t size() const override { return sessions_.size(); }
   const std::string& address(std::size_t node) const override;
   bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) override;
+  WatchState watch(const std::string& channel, WakeListener* listener) override {
+    return wake_.watch(channel, listener);
+  }
+  void unwatch(const std::string& channel, WakeListener* listener) override { wake_.unwatch(channel, listener); }
 
   const NodeSession& node(std::size_t i) const { return *sessions_[i]; }
 
  private:
   void mark_duplicates();
   void session_closed();
+  void maybe_closed();
 
   Runtime& runtime_;
   std::array<std::string, script_count> shas_;
   std::vector<std::unique_ptr<NodeSession>> sessions_;
+  WakeHub wake_;
   std::size_t closed_ = 0;
+  bool sessions_closed_ = false;
+  bool wake_closed_ = false;
   std::function<void()> on_closed_;
   std::unique_ptr<Timer> later_;  // close() of an empty set reports on a later turn
 };

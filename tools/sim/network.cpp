@@ -31,6 +31,12 @@ std::uint64_t fnv(std::uint64_t h, const Reply& r) {
   return h;
 }
 
+bool iequals(std::string_view a, std::string_view b) {
+  auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
+}
+
 std::size_t node_count(const Reply& r) {
   std::size_t n = 1;
   for (const Reply& e : r.elements) n += node_count(e);
@@ -70,6 +76,7 @@ struct Network::Msg {
 };
 
 struct Network::Conn final : TurnHook {
+  std::vector<std::string> channels;  // subscribed (Redis: the connection is in pub/sub mode while any)
   Network* net = nullptr;
   std::uint32_t id = 0;
   std::uint32_t client = 0;
@@ -143,12 +150,7 @@ class SimWireFactory final : public detail::WireFactory {
 };
 
 MasterHost::MasterHost(World& world, std::string name, Nanos wall_origin)
-    : process_(world, name, 0, wall_origin), master_(name, [this] { return wall_ms(); }) {
-  master_.on_publish = [this](const std::string& channel, const std::string& message) -> long long {
-    ++publishes_;
-    return on_publish ? on_publish(channel, message) : 0;
-  };
-}
+    : process_(world, name, 0, wall_origin), master_(name, [this] { return wall_ms(); }) {}
 
 Network::Network(World& world, std::size_t masters, NetConfig config) : world_(world), config_(config) {
   Rng r = world.make_rng(0x4d415354);
@@ -156,6 +158,9 @@ Network::Network(World& world, std::size_t masters, NetConfig config) : world_(w
     // Wall clocks of ordinary machines: around 2023, a little apart.
     const Nanos wall = 1'700'000'000'000 * ns_per_ms + r.between(0, 999) * ns_per_ms;
     masters_.push_back(std::make_unique<MasterHost>(world, "m" + std::to_string(i), wall));
+    masters_.back()->master_.on_publish = [this, i](const std::string& channel, const std::string& message) {
+      return publish(i, channel, message);
+    };
   }
   msgs_.reserve(1024);
 }
@@ -296,8 +301,20 @@ void Network::ev_arrive(void* net, std::uint64_t msg, std::uint64_t) {
     return;
   }
   self->execute(c, m, !c.alive);
-  if (c.alive && c.state == Conn::State::up) return self->send(c, static_cast<std::uint32_t>(msg), false);
-  self->free_msg(static_cast<std::uint32_t>(msg));
+  const bool answer = c.alive && c.state == Conn::State::up;
+  if (answer) {
+    self->send(c, static_cast<std::uint32_t>(msg), false);
+  } else {
+    self->free_msg(static_cast<std::uint32_t>(msg));
+  }
+  for (const std::uint32_t p : self->pushes_) {
+    if (answer) {
+      self->send(c, p, false);
+    } else {
+      self->free_msg(p);
+    }
+  }
+  self->pushes_.clear();
 }
 
 void Network::execute(Conn& c, Msg& m, bool late) {
@@ -305,13 +322,116 @@ void Network::execute(Conn& c, Msg& m, bool late) {
   argv_scratch_.resize(m.argc);
   for (std::size_t k = 0; k < m.argc; ++k) argv_scratch_[k] = m.argv[k];
   const std::span<const std::string_view> argv(argv_scratch_.data(), m.argc);
-  m.reply = h.master_.execute_view(argv);
+  const std::string_view name = argv.empty() ? std::string_view{} : argv[0];
+  if (iequals(name, "subscribe") || iequals(name, "unsubscribe")) {
+    m.reply = pubsub(c, argv, name.size() == 9);
+  } else if (!c.channels.empty() && !iequals(name, "ping")) {
+    m.reply.type = Reply::Type::error;
+    m.reply.str = "ERR Can't execute '" + std::string(name) +
+                  "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
+    m.reply.elements.clear();
+  } else {
+    m.reply = h.master_.execute_view(argv);
+  }
   ++h.executed_;
   ++executed_;
   std::uint64_t hh = (hash_ ^ c.master) * 1099511628211ULL;
   for (const std::string_view a : argv) hh = fnv(hh, a);
   hash_ = fnv(hh, m.reply);
   if (on_command) on_command(ExecutedCommand{world_.now(), c.master, c.client, c.id, late, argv, m.reply});
+}
+
+// pubsub: SUBSCRIBE or UNSUBSCRIBE on connection `c`, as Redis answers it
+// in RESP2: one [kind, channel, count] per channel (the first is the
+// command's reply, the rest follow it in pushes_); UNSUBSCRIBE without
+// channels unsubscribes them all, and with none left answers [kind, nil, 0].
+Reply Network::pubsub(Conn& c, std::span<const std::string_view> argv, bool subscribe) {
+  auto confirm = [&c](std::string_view kind, std::string_view channel, bool nil) {
+    Reply r;
+    r.type = Reply::Type::array;
+    r.elements.resize(3);
+    r.elements[0].type = Reply::Type::string;
+    r.elements[0].str = kind;
+    r.elements[1].type = nil ? Reply::Type::nil : Reply::Type::string;
+    r.elements[1].str = channel;
+    r.elements[2].type = Reply::Type::integer;
+    r.elements[2].integer = static_cast<long long>(c.channels.size());
+    return r;
+  };
+  if (subscribe && argv.size() < 2) {
+    Reply r;
+    r.type = Reply::Type::error;
+    r.str = "ERR wrong number of arguments for 'subscribe' command";
+    return r;
+  }
+  std::vector<std::string_view> channels(argv.begin() + 1, argv.end());
+  std::vector<std::string> all;
+  if (!subscribe && channels.empty()) {
+    all = c.channels;
+    channels.assign(all.begin(), all.end());
+    if (channels.empty()) return confirm("unsubscribe", {}, true);
+  }
+  MasterHost& h = *masters_[c.master];
+  Reply first;
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    const std::string_view ch = channels[i];
+    const auto it = std::find(c.channels.begin(), c.channels.end(), ch);
+    if (subscribe && it == c.channels.end()) {
+      if (c.channels.empty()) h.subscribed_.push_back(c.id);
+      c.channels.emplace_back(ch);
+    } else if (!subscribe && it != c.channels.end()) {
+      c.channels.erase(it);
+      if (c.channels.empty()) std::erase(h.subscribed_, c.id);
+    }
+    Reply r = confirm(subscribe ? "subscribe" : "unsubscribe", ch, false);
+    if (i == 0) {
+      first = std::move(r);
+    } else {
+      push(c, std::move(r));
+    }
+  }
+  return first;
+}
+
+void Network::push(Conn& c, Reply reply) {
+  const std::uint32_t i = new_msg();
+  Msg& m = msgs_[i];
+  m.conn = c.id;
+  m.argc = 0;
+  m.reply = std::move(reply);
+  pushes_.push_back(i);
+}
+
+// publish: `message` on `channel` of master m, to every live subscriber of
+// this incarnation, after whatever its connection carries already.
+long long Network::publish(std::size_t m, const std::string& channel, const std::string& message) {
+  MasterHost& h = *masters_[m];
+  ++h.publishes_;
+  long long receivers = 0;
+  std::erase_if(h.subscribed_, [this, &h](std::uint32_t id) {
+    const Conn& c = *conns_[id];
+    return !c.alive || c.state != Conn::State::up || c.incarnation != h.incarnation_ || c.channels.empty();
+  });
+  for (const std::uint32_t id : h.subscribed_) {
+    Conn& c = *conns_[id];
+    if (std::find(c.channels.begin(), c.channels.end(), channel) == c.channels.end()) continue;
+    ++receivers;
+    const std::uint32_t i = new_msg();
+    Msg& msg = msgs_[i];
+    msg.conn = c.id;
+    msg.argc = 0;
+    msg.reply.type = Reply::Type::array;
+    msg.reply.elements.resize(3);
+    for (Reply& e : msg.reply.elements) e = Reply{};
+    msg.reply.elements[0].type = Reply::Type::string;
+    msg.reply.elements[0].str = "message";
+    msg.reply.elements[1].type = Reply::Type::string;
+    msg.reply.elements[1].str = channel;
+    msg.reply.elements[2].type = Reply::Type::string;
+    msg.reply.elements[2].str = message;
+    send(c, i, false);
+  }
+  return receivers;
 }
 
 void Network::ev_reply(void* net, std::uint64_t msg, std::uint64_t) {
@@ -323,6 +443,7 @@ void Network::ev_reply(void* net, std::uint64_t msg, std::uint64_t) {
     scratch.resize(node_count(m.reply));
     set_scalar(scratch[0], m.reply);
     fill_elements(m.reply, scratch[0], scratch.data(), 1);
+    if (m.argc == 0 && m.reply.elements.size() == 3 && m.reply.elements[0].str == "message") ++self->delivered_;
     c.events->on_reply(scratch[0]);
   }
   self->free_msg(static_cast<std::uint32_t>(msg));

@@ -24,8 +24,15 @@
 //   - a crashed master resets its connections (the client sees on_lost);
 //     what was in flight to it is gone; a restarted master is a new
 //     incarnation that old connections never reach;
-//   - PUBLISH is counted per master and handed to MasterHost::on_publish
-//     (the hook a pub/sub layer attaches to; no subscriber is modelled yet).
+//   - pub/sub as Redis 7 does it over RESP2: SUBSCRIBE/UNSUBSCRIBE are the
+//     connection's (one ["subscribe", channel, count] reply per channel, in
+//     order); a subscribed connection may only (UN)SUBSCRIBE or PING; a
+//     PUBLISH (also from a script) sends ["message", channel, payload] to
+//     every connection of that master incarnation subscribed to the
+//     channel, over the same links (delays, blackholes), and returns how
+//     many there were. Subscriptions die with their connection: a master
+//     restart or a reset ends them, and a late SUBSCRIBE of a dropped
+//     connection subscribes nobody who can read.
 #pragma once
 
 #include <cstdint>
@@ -69,10 +76,6 @@ class MasterHost {
   std::uint64_t publishes() const { return publishes_; }
   long long wall_ms() const { return process_.wall_now() / ns_per_ms; }
 
-  // on_publish: every PUBLISH (also from a script); returns the receivers.
-  // Unset: 0. It must not call back into the master.
-  std::function<long long(const std::string& channel, const std::string& message)> on_publish;
-
  private:
   friend class Network;
   Process process_;
@@ -82,6 +85,7 @@ class MasterHost {
   std::uint64_t incarnation_ = 1;
   std::uint64_t executed_ = 0;
   std::uint64_t publishes_ = 0;
+  std::vector<std::uint32_t> subscribed_;  // connections with a subscription (some may be dead)
 };
 
 // ExecutedCommand — one command a master ran, for traces.
@@ -139,6 +143,7 @@ class Network {
   std::uint64_t trace_hash() const { return hash_; }
   std::function<void(const ExecutedCommand&)> on_command;
   std::uint64_t executed() const { return executed_; }
+  std::uint64_t messages_delivered() const { return delivered_; }  // pub/sub messages that reached a client
 
   struct Conn;
   struct Msg;
@@ -164,6 +169,9 @@ class Network {
   void drop(Conn& c);  // the client's Wire is gone
   void release_held(Conn& c);
   void execute(Conn& c, Msg& m, bool late);
+  Reply pubsub(Conn& c, std::span<const std::string_view> argv, bool subscribe);
+  long long publish(std::size_t m, const std::string& channel, const std::string& message);
+  void push(Conn& c, Reply reply);
 
   static void ev_arrive(void* net, std::uint64_t msg, std::uint64_t id);
   static void ev_reply(void* net, std::uint64_t msg, std::uint64_t id);
@@ -180,8 +188,10 @@ class Network {
   std::vector<std::uint32_t> free_msgs_;
   std::vector<std::string_view> argv_scratch_;
   std::vector<detail::WireReply> reply_scratch_;
+  std::vector<std::uint32_t> pushes_;  // replies after the first of the command executing now
   std::uint64_t hash_ = 1469598103934665603ULL;
   std::uint64_t executed_ = 0;
+  std::uint64_t delivered_ = 0;
 };
 
 }  // namespace redlock::sim

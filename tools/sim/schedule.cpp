@@ -39,7 +39,7 @@ constexpr milliseconds max_ttl{1000};
 constexpr double rate_budget = 0.003;  // each clock's rate within 1 ± this: inside drift_factor 0.01
 constexpr Nanos tail_wait = ms(3000);  // liveness: a free lock is taken within this
 
-Options sim_options(bool quarantine) {
+Options sim_options(bool quarantine, bool wake_ups) {
   Options o;
   o.default_ttl = milliseconds{300};
   o.max_ttl = max_ttl;
@@ -53,7 +53,7 @@ Options sim_options(bool quarantine) {
   o.retry_jitter = milliseconds{15};
   o.stall_timeout = milliseconds{150};
   o.data_check_interval = milliseconds{250};  // the default
-  o.wake_ups = false;  // no pub/sub in the simulated masters yet: waiters poll
+  o.wake_ups = wake_ups;  // off: waiters poll
   o.quarantine = quarantine;
   return o;
 }
@@ -84,9 +84,10 @@ class Schedule;
 // SimClient — one client process: its runtime, its masters, its engine,
 // and its place in the workload.
 struct SimClient {
-  SimClient(World& world, Network& net, std::size_t index, Nanos steady0, Nanos wall0, bool quarantine)
+  SimClient(World& world, Network& net, std::size_t index, Nanos steady0, Nanos wall0, bool quarantine,
+            bool wake_ups)
       : proc(world, "c" + std::to_string(index), steady0, wall0), rt(proc), index(index) {
-    config.options = sim_options(quarantine);
+    config.options = sim_options(quarantine, wake_ups);
     for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
@@ -174,6 +175,8 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   const std::size_t clients = o.clients > 0 ? static_cast<std::size_t>(o.clients) : 3 + plan_.below(4);
   // Beyond the assumptions: data loss with detection off, in half of them.
   quarantine_ = !(o.beyond && plan_.chance(0.5));
+  // Waiters woken by pub/sub in most schedules; polling alone in the rest.
+  const bool wake_ups = plan_.chance(0.8);
   NetConfig net;
   net.late_chance = plan_.chance(0.5) ? 0.7 : 0.1;
   net_ = std::make_unique<Network>(world_, masters, net);
@@ -183,7 +186,7 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   for (std::size_t i = 0; i < clients; ++i) {
     const Nanos steady0 = ms(1e6) + plan_.between(0, ms(1e6));
     const Nanos wall0 = 1'700'000'000'000 * ns_per_ms + plan_.between(0, ms(2000));
-    clients_.push_back(std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_));
+    clients_.push_back(std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_, wake_ups));
     clients_.back()->proc.steady().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
   const std::size_t n_resources = workload_ == Workload::multi ? 3 + plan_.below(2) : 1 + plan_.below(3);
@@ -192,6 +195,7 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   result_.workload = workload_;
   result_.masters = masters;
   result_.clients = clients;
+  result_.wake_ups = wake_ups;
   if (opt_.record) {
     net_->on_command = [this](const ExecutedCommand& c) {
       std::string line = fmt_time(c.at) + "  m" + std::to_string(c.master) + " <- c" + std::to_string(c.client) +
@@ -678,6 +682,7 @@ ScheduleResult Schedule::run() {
 
   check_holds();
   result_.commands = net_->executed();
+  result_.wakes = net_->messages_delivered();
   result_.trace_hash = net_->trace_hash();
   if (opt_.record) result_.trace = trace_text();
   return result_;

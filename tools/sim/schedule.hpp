@@ -52,6 +52,8 @@ struct ScheduleResult {
   std::uint64_t rounds = 0;  // acquire attempts (quorum rounds)
   std::uint64_t grants = 0;
   std::uint64_t commands = 0;  // executed on masters
+  bool wake_ups = false;       // waiters subscribed to release notifications
+  std::uint64_t wakes = 0;     // release notifications delivered to subscribers
   std::uint64_t trace_hash = 0;
   std::vector<Violation> violations;
   std::string trace;  // with ScheduleOptions::record: faults and commands

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
 
   const auto t0 = SteadyClock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); };
-  std::uint64_t done = 0, rounds = 0, violations = 0, commands = 0, first_seed = 0, reported = 0;
+  std::uint64_t done = 0, rounds = 0, violations = 0, commands = 0, wakes = 0, first_seed = 0, reported = 0;
   double first_at = -1, last_progress = 0;
   for (std::uint64_t i = 0; schedules == 0 || i < schedules; ++i) {
     if (seconds > 0 && elapsed() >= seconds) break;
@@ -121,11 +121,13 @@ int main(int argc, char** argv) {
     ++done;
     rounds += r.rounds;
     commands += r.commands;
+    wakes += r.wakes;
     if (verbose) {
       std::fprintf(stderr, "seed %" PRIu64 ": %s, %zu masters, %zu clients, %" PRIu64 " rounds, %" PRIu64
-                   " grants, %zu violations, trace %016" PRIx64 "\n",
-                   s, workload_name(r.workload), r.masters, r.clients, r.rounds, r.grants, r.violations.size(),
-                   r.trace_hash);
+                   " grants, %s, %zu violations, trace %016" PRIx64 "\n",
+                   s, workload_name(r.workload), r.masters, r.clients, r.rounds, r.grants,
+                   r.wake_ups ? ("wake-ups (" + std::to_string(r.wakes) + " delivered)").c_str() : "polling",
+                   r.violations.size(), r.trace_hash);
     }
     if (!r.violations.empty()) {
       violations += r.violations.size();
@@ -163,9 +165,9 @@ int main(int argc, char** argv) {
   std::snprintf(buf, sizeof buf, "%.3f", first_at);
   std::printf("{\"schedules\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"rounds_per_s\":%.0f,\"violations\":%" PRIu64
               ",\"first_violation_seed\":%s,\"seconds_to_first_violation\":%s,\"seconds\":%.3f,"
-              "\"schedules_per_s\":%.2f,\"commands\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"workload\":\"%s\"}\n",
+              "\"schedules_per_s\":%.2f,\"commands\":%" PRIu64 ",\"wake_ups_delivered\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"workload\":\"%s\"}\n",
               done, rounds, secs > 0 ? static_cast<double>(rounds) / secs : 0.0, violations,
               json_or_null(found, std::to_string(first_seed)).c_str(), json_or_null(found, buf).c_str(), secs,
-              secs > 0 ? static_cast<double>(done) / secs : 0.0, commands, seed, workload_name(opt.workload));
+              secs > 0 ? static_cast<double>(done) / secs : 0.0, commands, wakes, seed, workload_name(opt.workload));
   return found ? 1 : 0;
 }

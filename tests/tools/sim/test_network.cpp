@@ -233,3 +233,74 @@ TEST_CASE("Network: the same seed replays the same trace") {
   CHECK(run(5) == run(5));
   CHECK(run(5).second == 60);
 }
+
+TEST_CASE("Network: pub/sub — one confirmation per channel, messages behind them, subscribed mode, UNSUBSCRIBE") {
+  Bed bed;
+  Recorder sub_ev, pub_ev;
+  std::unique_ptr<Wire> sub = bed.connected(sub_ev);
+  std::unique_ptr<Wire> pub = bed.connected(pub_ev);
+  bed.in_turn([&] { put(*sub, {"SUBSCRIBE", "a", "b"}); });
+  bed.run_ms(5);
+  CHECK(sub_ev.log == std::vector<std::string>{"flush", "[\"subscribe\", \"a\", :1]", "[\"subscribe\", \"b\", :2]"});
+  sub_ev.log.clear();
+  // PUBLISH, directly and from a script: each counts its receivers.
+  bed.in_turn([&] {
+    put(*pub, {"PUBLISH", "b", "one"});
+    put(*pub, {"EVAL", "return redis.call('PUBLISH', KEYS[1], ARGV[1])", "1", "a", "two"});
+    put(*pub, {"PUBLISH", "nobody", "three"});
+  });
+  bed.run_ms(5);
+  CHECK(pub_ev.log == std::vector<std::string>{"flush", ":1", ":1", ":0"});
+  CHECK(sub_ev.log == std::vector<std::string>{"[\"message\", \"b\", \"one\"]", "[\"message\", \"a\", \"two\"]"});
+  CHECK(bed.net.messages_delivered() == 2);
+  sub_ev.log.clear();
+  // A subscribed connection runs no other command.
+  bed.in_turn([&] {
+    put(*sub, {"SET", "k", "v"});
+    put(*sub, {"UNSUBSCRIBE", "a"});
+    put(*sub, {"UNSUBSCRIBE"});
+    put(*sub, {"UNSUBSCRIBE"});
+  });
+  bed.run_ms(5);
+  REQUIRE(sub_ev.log.size() == 5);
+  CHECK(sub_ev.log[1].rfind("-ERR Can't execute 'SET'", 0) == 0);
+  CHECK(sub_ev.log[2] == "[\"unsubscribe\", \"a\", :1]");
+  CHECK(sub_ev.log[3] == "[\"unsubscribe\", \"b\", :0]");
+  CHECK(sub_ev.log[4] == "[\"unsubscribe\", (nil), :0]");
+  sub_ev.log.clear();
+  bed.in_turn([&] { put(*sub, {"SET", "k", "v"}); });  // out of subscribed mode
+  bed.run_ms(5);
+  CHECK(sub_ev.log == std::vector<std::string>{"flush", "+OK"});
+}
+
+TEST_CASE("Network: subscriptions die with their connection and with the master's incarnation") {
+  Bed bed;
+  Recorder sub_ev, pub_ev;
+  std::unique_ptr<Wire> sub = bed.connected(sub_ev);
+  bed.in_turn([&] { put(*sub, {"SUBSCRIBE", "a"}); });
+  bed.run_ms(5);
+  auto publish = [&](std::unique_ptr<Wire>& pub) {
+    pub_ev.log.clear();
+    bed.in_turn([&] { put(*pub, {"PUBLISH", "a", "x"}); });
+    bed.run_ms(5);
+    REQUIRE(pub_ev.log.size() == 2);
+    return pub_ev.log[1];
+  };
+  std::unique_ptr<Wire> pub = bed.connected(pub_ev);
+  CHECK(publish(pub) == ":1");
+  // A restart (even with data) ends every connection and its subscriptions.
+  bed.net.restart(0, true);
+  bed.run_ms(5);
+  CHECK(sub_ev.log.back() == "lost: connection reset by peer");
+  pub_ev.log.clear();
+  pub = bed.connected(pub_ev);
+  CHECK(publish(pub) == ":0");
+  // A dropped subscriber (the client let its Wire go) receives nothing.
+  sub_ev.log.clear();
+  std::unique_ptr<Wire> sub2 = bed.connected(sub_ev);
+  bed.in_turn([&] { put(*sub2, {"SUBSCRIBE", "a"}); });
+  bed.run_ms(5);
+  CHECK(publish(pub) == ":1");
+  sub2.reset();
+  CHECK(publish(pub) == ":0");
+}
