@@ -15,7 +15,8 @@ MESON_ARGS=${MESON_ARGS:-}
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 
 packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev
-          nlohmann-json3-dev doctest-dev redis-server libcli11-dev liblua5.1-0-dev)
+          nlohmann-json3-dev doctest-dev redis-server libcli11-dev liblua5.1-0-dev
+          libyaml-cpp-dev shellcheck)
 
 missing=()
 for p in "${packages[@]}"; do

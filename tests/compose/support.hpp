@@ -2,6 +2,7 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +32,14 @@ inline std::string read_text(const std::string& path) {
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
+}
+
+// The scalar at KEY in the mapping MAP; a failed REQUIRE naming WHAT and KEY
+// if it is missing or not a scalar.
+inline std::string scalar(const YAML::Node& map, const std::string& key, const std::string& what) {
+  const YAML::Node v = map[key];
+  REQUIRE_MESSAGE((v.IsDefined() && v.IsScalar()), what << ": no " << key);
+  return v.Scalar();
 }
 
 }  // namespace compose_test

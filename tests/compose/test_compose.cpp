@@ -3,13 +3,14 @@
 // 127.0.0.1:700N only, each stating the same persistence as
 // `testbed.sh --persistence always` (its PERSISTENCE_ALWAYS line), so the two
 // beds cannot drift apart. No Docker engine is needed: the file is read with
-// the YAML subset reader (yaml_subset.hpp) and testbed.sh is read as text and
-// also asked (`testbed.sh config 1`, which starts nothing).
+// yaml-cpp, merge keys applied as Compose applies them (yaml_file.hpp), and
+// testbed.sh is read as text and also asked (`testbed.sh config 1`, which
+// starts nothing).
 #include <doctest/doctest.h>
 
 #include "process.hpp"
 #include "support.hpp"
-#include "yaml_subset.hpp"
+#include "yaml_file.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -21,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-using nlohmann::ordered_json;
 using namespace compose_test;
 
 namespace {
@@ -136,22 +136,22 @@ std::map<std::string, std::string> parse_conf_lines(const std::string& text) {
 }
 
 // Every string in V (keys and values), for whole-document searches.
-void collect_strings(const ordered_json& v, std::vector<std::string>& out) {
-  if (v.is_string()) {
-    out.push_back(v.get<std::string>());
-  } else if (v.is_object()) {
-    for (const auto& [k, child] : v.items()) {
-      out.push_back(k);
-      collect_strings(child, out);
+void collect_strings(const YAML::Node& v, std::vector<std::string>& out) {
+  if (v.IsScalar()) {
+    out.push_back(v.Scalar());
+  } else if (v.IsMap()) {
+    for (const auto& entry : v) {
+      collect_strings(entry.first, out);
+      collect_strings(entry.second, out);
     }
-  } else if (v.is_array()) {
+  } else if (v.IsSequence()) {
     for (const auto& child : v) collect_strings(child, out);
   }
 }
 
 struct Bed {
   std::string root;
-  ordered_json compose;
+  YAML::Node compose;
   std::string testbed_text;
 };
 
@@ -161,21 +161,24 @@ Bed load_bed() {
   const std::string file = bed.root + "/docker-compose.yml";
   REQUIRE_MESSAGE(std::filesystem::exists(file), file << " is missing");
   try {
-    bed.compose = yaml_subset::parse_file(file);
+    bed.compose = load_yaml_file(file);
   } catch (const std::exception& e) {
     FAIL(std::string(e.what()));
   }
-  REQUIRE_MESSAGE(bed.compose.is_object(), "docker-compose.yml is not a mapping");
+  REQUIRE_MESSAGE(bed.compose.IsMap(), "docker-compose.yml is not a mapping");
   bed.testbed_text = read_text(bed.root + "/scripts/testbed.sh");
   return bed;
 }
 
-std::vector<std::string> string_list(const ordered_json& v, const std::string& what) {
-  REQUIRE_MESSAGE(v.is_array(), what << " must be a list (the exec form [\"…\", …])");
+// The list of strings at KEY in MAP.
+std::vector<std::string> string_list(const YAML::Node& map, const std::string& key, const std::string& what) {
+  const YAML::Node v = map[key];
+  REQUIRE_MESSAGE(v.IsDefined(), what << ": no " << key);
+  REQUIRE_MESSAGE(v.IsSequence(), what << "." << key << " must be a list (the exec form [\"…\", …])");
   std::vector<std::string> out;
   for (const auto& item : v) {
-    REQUIRE_MESSAGE(item.is_string(), what << ": every item must be a string, found " << item.dump());
-    out.push_back(item.get<std::string>());
+    REQUIRE_MESSAGE(item.IsScalar(), what << "." << key << ": every item must be a string, found " << YAML::Dump(item));
+    out.push_back(item.Scalar());
   }
   return out;
 }
@@ -187,18 +190,15 @@ TEST_CASE("compose bed: five independent redis 7 masters, node N on 127.0.0.1:70
   const auto& doc = bed.compose;
 
   // The project name: compose-faults.sh reads it to pass -p and find volumes.
-  REQUIRE_MESSAGE(doc.contains("name"), "docker-compose.yml needs a top-level name (compose-faults.sh uses it)");
-  REQUIRE(doc["name"].is_string());
-  const std::string project = doc["name"].get<std::string>();
+  const std::string project = scalar(doc, "name", "docker-compose.yml (compose-faults.sh uses its top-level name)");
   CHECK_MESSAGE((!project.empty() && project.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") ==
                                          std::string::npos),
                 "project name '" << project << "' must be lower-case letters, digits, '_' or '-'");
 
-  REQUIRE_MESSAGE(doc.contains("services"), "no services");
-  const auto& services = doc["services"];
-  REQUIRE(services.is_object());
+  const YAML::Node services = doc["services"];
+  REQUIRE_MESSAGE((services.IsDefined() && services.IsMap()), "no services");
   std::vector<std::string> names;
-  for (const auto& [name, _] : services.items()) names.push_back(name);
+  for (const auto& entry : services) names.push_back(entry.first.Scalar());
   REQUIRE_MESSAGE(names.size() == kNodes, "exactly five services expected, found " << names.size());
   for (int n = 1; n <= kNodes; ++n) {
     CHECK_MESSAGE(names[static_cast<std::size_t>(n - 1)] == "node" + std::to_string(n),
@@ -213,20 +213,17 @@ TEST_CASE("compose bed: five independent redis 7 masters, node N on 127.0.0.1:70
     CHECK_MESSAGE(!contains(lower(s), "slaveof"), "replication is configured: '" << s << "'");
   }
 
-  REQUIRE_MESSAGE(doc.contains("volumes"), "no top-level volumes");
-  const auto& volumes = doc["volumes"];
-  REQUIRE(volumes.is_object());
+  const YAML::Node volumes = doc["volumes"];
+  REQUIRE_MESSAGE((volumes.IsDefined() && volumes.IsMap()), "no top-level volumes");
 
   for (int n = 1; n <= kNodes; ++n) {
     const std::string node = "node" + std::to_string(n);
     CAPTURE(node);
-    REQUIRE(services.contains(node));
-    const auto& svc = services[node];
-    REQUIRE_MESSAGE(svc.is_object(), node << " is not a mapping");
+    const YAML::Node svc = services[node];
+    REQUIRE_MESSAGE((svc.IsDefined() && svc.IsMap()), node << " is missing or not a mapping");
 
     // Image: redis, major version 7.
-    REQUIRE_MESSAGE((svc.contains("image") && svc["image"].is_string()), node << ": no image");
-    const std::string image = svc["image"].get<std::string>();
+    const std::string image = scalar(svc, "image", node);
     CHECK_MESSAGE(image.find('@') == std::string::npos, node << ": pin the image by tag, not digest: " << image);
     const auto colon = image.rfind(':');
     REQUIRE_MESSAGE((colon != std::string::npos && image.find('/', colon) == std::string::npos),
@@ -239,18 +236,16 @@ TEST_CASE("compose bed: five independent redis 7 masters, node N on 127.0.0.1:70
     CHECK_MESSAGE(major == "7", node << ": redis major version must be 7 (the local bed's redis-server 7.0): " << image);
 
     // Ports: exactly 127.0.0.1:700N -> 6379, nothing on other interfaces.
-    REQUIRE_MESSAGE(svc.contains("ports"), node << ": no ports");
-    const auto ports = string_list(svc["ports"], node + ".ports");
+    const auto ports = string_list(svc, "ports", node);
     const std::string want_port = "127.0.0.1:" + std::to_string(kBasePort + n) + ":6379";
     CHECK_MESSAGE((ports == std::vector<std::string>{want_port} ||
                    ports == std::vector<std::string>{want_port + "/tcp"}),
                   node << ": ports must be exactly [\"" << want_port << "\"] (loopback only)");
-    CHECK_MESSAGE(!svc.contains("network_mode"), node << ": network_mode would bypass the loopback-only ports");
-    CHECK_MESSAGE(!svc.contains("expose"), node << ": expose is not needed");
+    CHECK_MESSAGE(!svc["network_mode"].IsDefined(), node << ": network_mode would bypass the loopback-only ports");
+    CHECK_MESSAGE(!svc["expose"].IsDefined(), node << ": expose is not needed");
 
     // Command: redis-server with every setting stated, no config file.
-    REQUIRE_MESSAGE(svc.contains("command"), node << ": no command (persistence must be stated explicitly)");
-    const auto command = string_list(svc["command"], node + ".command");
+    const auto command = string_list(svc, "command", node + " (persistence must be stated explicitly)");
     REQUIRE_MESSAGE((!command.empty() && command[0] == "redis-server"),
                     node << ": command must start with redis-server");
     const Options options = parse_redis_args({command.begin() + 1, command.end()}, node + ".command");
@@ -263,19 +258,18 @@ TEST_CASE("compose bed: five independent redis 7 masters, node N on 127.0.0.1:70
     }
 
     // restart "no", a healthcheck with redis-cli ping, its own volume at /data.
-    CHECK_MESSAGE((svc.contains("restart") && svc["restart"] == "no"), node << ": restart must be \"no\"");
-    REQUIRE_MESSAGE((svc.contains("healthcheck") && svc["healthcheck"].is_object()), node << ": no healthcheck");
-    REQUIRE_MESSAGE(svc["healthcheck"].contains("test"), node << ": healthcheck has no test");
-    const auto health = string_list(svc["healthcheck"]["test"], node + ".healthcheck.test");
+    CHECK_MESSAGE(scalar(svc, "restart", node) == "no", node << ": restart must be \"no\"");
+    const YAML::Node healthcheck = svc["healthcheck"];
+    REQUIRE_MESSAGE((healthcheck.IsDefined() && healthcheck.IsMap()), node << ": no healthcheck");
+    const auto health = string_list(healthcheck, "test", node + ".healthcheck");
     CHECK_MESSAGE((health == std::vector<std::string>{"CMD", "redis-cli", "ping"} ||
                    health == std::vector<std::string>{"CMD-SHELL", "redis-cli ping"}),
                   node << ": healthcheck must be redis-cli ping");
-    REQUIRE_MESSAGE(svc.contains("volumes"), node << ": no volume");
-    const auto vols = string_list(svc["volumes"], node + ".volumes");
+    const auto vols = string_list(svc, "volumes", node);
     const std::string volume = node + "-data";
     CHECK_MESSAGE(vols == std::vector<std::string>{volume + ":/data"},
                   node << ": volumes must be [\"" << volume << ":/data\"] (its own named volume)");
-    CHECK_MESSAGE(volumes.contains(volume), "top-level volumes lacks " << volume);
+    CHECK_MESSAGE(volumes[volume].IsDefined(), "top-level volumes lacks " << volume);
   }
   CHECK_MESSAGE(volumes.size() == kNodes, "top-level volumes must be node1-data..node5-data only");
 }
@@ -320,13 +314,14 @@ TEST_CASE("compose bed: every node's persistence is testbed.sh's PERSISTENCE_ALW
 
   // Every compose node states exactly those settings, and nothing else but
   // --protected-mode and --port: the same redis config as the local bed.
-  const auto& services = bed.compose["services"];
-  REQUIRE(services.is_object());
+  const YAML::Node services = bed.compose["services"];
+  REQUIRE((services.IsDefined() && services.IsMap()));
   for (int n = 1; n <= kNodes; ++n) {
     const std::string node = "node" + std::to_string(n);
     CAPTURE(node);
-    REQUIRE(services.contains(node));
-    const auto command = string_list(services[node]["command"], node + ".command");
+    const YAML::Node svc = services[node];
+    REQUIRE((svc.IsDefined() && svc.IsMap()));
+    const auto command = string_list(svc, "command", node);
     REQUIRE(!command.empty());
     const Options options = parse_redis_args({command.begin() + 1, command.end()}, node + ".command");
     for (const auto& [key, value] : always) {

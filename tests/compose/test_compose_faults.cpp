@@ -8,7 +8,7 @@
 
 #include "process.hpp"
 #include "support.hpp"
-#include "yaml_subset.hpp"
+#include "yaml_file.hpp"
 
 #include <sys/stat.h>
 
@@ -202,9 +202,9 @@ TEST_CASE("compose-faults.sh: no docker, no compose or no engine is exit 3 with 
 
 TEST_CASE("compose-faults.sh: each fault issues its docker compose commands (recording stand-in)") {
   const Script faults = script();
-  const auto compose = yaml_subset::parse_file(faults.root + "/docker-compose.yml");
-  REQUIRE(compose.contains("name"));
-  const std::string project = compose["name"].get<std::string>();
+  const YAML::Node compose = load_yaml_file(faults.root + "/docker-compose.yml");
+  REQUIRE(compose.IsMap());
+  const std::string project = scalar(compose, "name", "docker-compose.yml");
   TempDir tmp;
   const std::string bin = tmp.path() + "/bin";
   std::filesystem::create_directories(bin);
