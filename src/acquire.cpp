@@ -162,9 +162,24 @@ void AcquireOperation::start_fence_phase() {
 // may be a lock the caller holds (the acquire was a refresh), and a late
 // rollback could delete a later attempt's success under that same value;
 // such keys expire by their TTL.
-void AcquireOperation::rollback() {
+//
+// A master whose first answer to this attempt's acquire was "held by
+// another value" is left out: the acquire ran there once, atomically, and
+// wrote nothing (every acquire script is all-or-nothing), and this value
+// is never sent there again — so no key with it can appear. A master that
+// timed out, failed, erred or said yes gets the rollback. In a crowd this
+// halves the commands of a lost attempt. (Not after the fence phase: a
+// fence_raise "no" says nothing about a phase-1 SET still on its way. Not
+// in the reused_value sabotage either: it is the first design, which sent
+// one value on every attempt and rolled back everywhere.)
+// `attempt` holds the attempt round's outcomes when the rollback follows
+// it (empty: every master gets the rollback).
+void AcquireOperation::rollback(const std::vector<NodeOutcome>& attempt) {
   if (sabotage().no_rollback || caller_token_) return;
-  QuorumRound::launch(engine_.transport(), keys_.release_call(token_, false), RoundMode::release, nullptr)->detach();
+  std::vector<bool> skip(sabotage().reused_value ? 0 : attempt.size());
+  for (std::size_t i = 0; i < skip.size(); ++i) skip[i] = attempt[i].outcome == Outcome::held;
+  QuorumRound::launch(engine_.transport(), keys_.release_call(token_, false), RoundMode::release, nullptr, skip)
+      ->detach();
 }
 
 // abort_attempt: the client is closing. The attempt on its way (or decided
@@ -215,11 +230,11 @@ void AcquireOperation::evaluate() {
     e = make_error(Errc::no_quorum, "fence " + std::to_string(fence_value_) + " not confirmed by a majority " +
                                         round_summary(tally, nodes));
   }
+  // A failed attempt may have set its value anywhere it did not hear "held".
+  rollback(state_ == State::attempting ? nodes : std::vector<NodeOutcome>{});
   e.nodes = std::move(nodes);
   e.attempts = attempts_;
   e.elapsed = elapsed;
-  // A failed attempt may have set its value anywhere: roll back everywhere.
-  rollback();
   retry_after_failure(std::move(e), tally, at);
 }
 

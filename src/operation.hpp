@@ -138,7 +138,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   void evaluate();
   void retry_after_failure(Error e, const QuorumTally& tally, TimePoint at);
   bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left);
-  void rollback();
+  void rollback(const std::vector<NodeOutcome>& attempt = {});
   void abort_attempt();
   Call attempt_call() const;
   milliseconds wake_jitter() { return engine_.runtime().random_delay(wake_spread_); }

@@ -139,12 +139,17 @@ QuorumRound::QuorumRound(Transport& transport, Call call, RoundMode mode, RoundL
   for (std::size_t i = 0; i < outcomes_.size(); ++i) outcomes_[i].address = transport.address(i);
 }
 
-QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundMode mode,
-                                 RoundListener* listener) {
+QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundMode mode, RoundListener* listener,
+                                 const std::vector<bool>& skip) {
   auto* round = new QuorumRound(transport, std::move(call), mode, listener);
   std::string why;
   for (std::size_t i = 0; i < transport.size(); ++i) {
-    if (!transport.send(i, round->call_, round, i, why)) {
+    if (i < skip.size() && skip[i]) {
+      round->outcomes_[i].outcome = Outcome::held;
+      round->outcomes_[i].error = "not sent";
+      round->tally_.record(Outcome::held);
+      ++round->finals_;
+    } else if (!transport.send(i, round->call_, round, i, why)) {
       round->outcomes_[i].outcome = Outcome::error;
       round->outcomes_[i].error = why;
       round->tally_.record(Outcome::error);

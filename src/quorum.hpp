@@ -73,12 +73,14 @@ class RoundListener {
 
 class QuorumRound final : public ReplySink {
  public:
-  // launch sends `call` to every node at once. A decision reached inside
-  // launch (every send refused at once) is not signalled to the listener:
-  // the caller checks decided() after launch returns. Ownership: the caller
-  // must call detach() exactly once; the round frees itself afterwards.
-  static QuorumRound* launch(Transport& transport, Call call, RoundMode mode,
-                             RoundListener* listener);
+  // launch sends `call` to every node at once, except those `skip` marks
+  // (empty: none), which count as final at once, outcome `held` ("not
+  // sent"). A decision reached inside launch (every send refused at once)
+  // is not signalled to the listener: the caller checks decided() after
+  // launch returns. Ownership: the caller must call detach() exactly once;
+  // the round frees itself afterwards.
+  static QuorumRound* launch(Transport& transport, Call call, RoundMode mode, RoundListener* listener,
+                             const std::vector<bool>& skip = {});
 
   QuorumRound(const QuorumRound&) = delete;
   QuorumRound& operator=(const QuorumRound&) = delete;

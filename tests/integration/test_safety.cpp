@@ -26,33 +26,43 @@ std::string lock_key(const std::string& resource) { return "redlock:{" + resourc
 
 TEST_CASE("a rollback that arrives late deletes nothing a later attempt took: every attempt has its own value") {
   // Attempt 1 fails (another token holds two of three masters for 300 ms)
-  // and is rolled back; a later attempt wins. Every command master 0 ran is
-  // in its slow log; the rollbacks are then delivered once more, verbatim —
-  // as bytes from a dropped connection arrive after everything sent on its
-  // replacement. With one value for all attempts they deleted the winner's
-  // key (two holders); now each names only its own attempt's value.
+  // and is rolled back — on master 2, the one that said yes; masters 0
+  // and 1 answered "held" and get none. A later attempt wins. Every command
+  // master 2 ran is in its slow log; the rollbacks are then delivered once
+  // more, verbatim — as bytes from a dropped connection arrive after
+  // everything sent on its replacement. With one value for all attempts
+  // they deleted the winner's key (two holders); now each names only its
+  // own attempt's value.
   RedisGroup group(3);
-  group[0].command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-  group[0].command({"CONFIG", "SET", "slowlog-max-len", "10000"});
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    group[i].command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    group[i].command({"CONFIG", "SET", "slowlog-max-len", "10000"});
+  }
   for (std::size_t i = 0; i < 2; ++i) group[i].command({"SET", lock_key("stale"), "intruder", "PX", "300"});
   auto client = client_for(group);
   auto lock = client->acquire("stale", {.ttl = 10s, .wait = 5s});
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   REQUIRE(lock->attempts >= 2);
 
-  const Reply log = group[0].command({"SLOWLOG", "GET", "10000"});
-  std::vector<std::vector<std::string>> rollbacks;
-  for (const Reply& entry : log.elements) {
-    if (entry.elements.size() < 4) continue;
-    std::vector<std::string> argv;
-    for (const Reply& a : entry.elements[3].elements) argv.push_back(a.str);
-    // EVALSHA <release> 1 <key> <value> — a release with no channel: a rollback.
-    if (argv.size() == 5 && argv[0] == "EVALSHA" && argv[3] == lock_key("stale")) rollbacks.push_back(argv);
-  }
+  auto rollbacks_on = [&](std::size_t master) {
+    std::vector<std::vector<std::string>> found;
+    for (const Reply& entry : group[master].command({"SLOWLOG", "GET", "10000"}).elements) {
+      if (entry.elements.size() < 4) continue;
+      std::vector<std::string> argv;
+      for (const Reply& a : entry.elements[3].elements) argv.push_back(a.str);
+      // EVALSHA <release> 1 <key> <value> — a release with no channel: a rollback.
+      if (argv.size() == 5 && argv[0] == "EVALSHA" && argv[3] == lock_key("stale")) found.push_back(argv);
+    }
+    return found;
+  };
+  // "held by another value" means nothing was written there: no rollback.
+  CHECK(rollbacks_on(0).empty());
+  CHECK(rollbacks_on(1).empty());
+  const auto rollbacks = rollbacks_on(2);
   REQUIRE(rollbacks.size() >= 1);
   for (const auto& argv : rollbacks) {
     CHECK(argv[4] != lock->token);
-    group[0].command(argv);  // the late bytes
+    group[2].command(argv);  // the late bytes
   }
   for (std::size_t i = 0; i < group.size(); ++i) {
     CHECK(eventually([&] { return group[i].command({"GET", lock_key("stale")}).str == lock->token; }));

@@ -160,9 +160,11 @@ TEST_CASE("every attempt writes a value of its own, and a failed attempt is roll
   // A value drawn for an attempt is on no master yet: each is a plain SET NX.
   CHECK(bed.fake->count(CommandId::set_nx) == static_cast<std::size_t>(e.attempts) * 5);
   CHECK(bed.fake->count(CommandId::acquire) == 0);
-  CHECK(bed.fake->count(CommandId::release) == static_cast<std::size_t>(e.attempts) * 5);
+  // Only the masters that said yes get the rollback: "held" means the SET
+  // ran there and wrote nothing.
+  CHECK(bed.fake->count(CommandId::release) == static_cast<std::size_t>(e.attempts) * 2);
   // Walk the sends in order: each attempt's five SETs carry one new value,
-  // and the five rollbacks after them carry exactly that value and no
+  // and the two rollbacks after them carry exactly that value and no
   // channel (a rollback announces nothing).
   std::vector<std::string> values;
   std::string current;
@@ -175,11 +177,54 @@ TEST_CASE("every attempt writes a value of its own, and a failed attempt is roll
       }
     } else {
       CHECK(s.call.command == CommandId::release);
+      CHECK((s.node == 3 || s.node == 4));
       CHECK(s.call.arg1 == current);
       CHECK(s.call.arg2.empty());
     }
   }
   CHECK(values.size() == static_cast<std::size_t>(e.attempts));
+}
+
+TEST_CASE("a failed attempt is rolled back wherever it did not hear \"held\": yes, timeout, failure, error") {
+  // Node 0 yes, 1 and 2 held, 3 times out (its SET may still land),
+  // 4 fails (the connection broke: the SET may have run), and an error
+  // reply on a sixth says nothing about what a script wrote before it.
+  Bed bed(6, [](std::size_t node, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(1);
+    switch (node) {
+      case 0: return redlock::test::ok_reply();
+      case 1:
+      case 2: {
+        Response nil;  // SET NX: not set
+        nil.type = ReplyView::Type::nil;
+        return nil;
+      }
+      case 3: {
+        Response r;
+        r.delay_ms = 40;  // past node_timeout (10 ms)
+        return r;
+      }
+      case 4: return redlock::test::failed("connection reset by peer");
+      default: {
+        Response r;
+        r.type = ReplyView::Type::error;
+        r.text = "OOM command not allowed";
+        return r;
+      }
+    }
+  });
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;  // a drawn token: rolled back
+  bed.engine->acquire("job", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  std::vector<std::size_t> rolled_back;
+  for (const auto& s : bed.fake->sent) {
+    if (s.call.command == CommandId::release) rolled_back.push_back(s.node);
+  }
+  std::sort(rolled_back.begin(), rolled_back.end());
+  CHECK(rolled_back == std::vector<std::size_t>{0, 3, 4, 5});
 }
 
 TEST_CASE("a caller's token is a refresh: the script every attempt, never rolled back") {

@@ -249,6 +249,7 @@ struct Master::Impl {
   std::unique_ptr<lua_State, LuaClose> lua;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> scripts;  // SHA → Lua registry ref
   std::vector<std::string_view> argv_scratch, call_scratch;                   // reused: no allocation per call
+  std::vector<std::pair<std::string, std::string>> sha_cache;                 // body → SHA1 (sha_of)
 
   // start: the process (re)starts; keys are the caller's business.
   void start() {
@@ -483,7 +484,7 @@ struct Master::Impl {
   Reply script(Args a) {
     if (iequals(a[1], "load")) {
       if (a.size() != 3) return wrong_arity("script|load");
-      const std::string sha = redlock::detail::sha1_hex(a[2]);
+      const std::string& sha = sha_of(a[2]);
       int ref = 0;
       Reply failed;
       return compile(a[2], sha, ref, failed) ? bulk(sha) : failed;
@@ -514,7 +515,7 @@ struct Master::Impl {
     long long numkeys = 0;
     Reply failed;
     if (!check_numkeys(a, numkeys, failed)) return failed;
-    const std::string sha = redlock::detail::sha1_hex(a[1]);
+    const std::string& sha = sha_of(a[1]);
     int ref = 0;
     if (!compile(a[1], sha, ref, failed)) return failed;
     return run_script(ref, sha, a, numkeys);
@@ -544,6 +545,19 @@ struct Master::Impl {
     else
       return true;
     return false;
+  }
+
+  // sha_of: SHA1 of a script body, remembered (every connection's
+  // handshake loads the same few bodies; hashing them each time was 5 % of
+  // the simulator's time). A body is compared in full before its SHA is
+  // reused. The reference is valid until the next call.
+  const std::string& sha_of(std::string_view body) {
+    for (const auto& [known, sha] : sha_cache) {
+      if (known == body) return sha;
+    }
+    if (sha_cache.size() >= 64) sha_cache.erase(sha_cache.begin());
+    sha_cache.emplace_back(std::string(body), redlock::detail::sha1_hex(body));
+    return sha_cache.back().second;
   }
 
   // compile: the registry ref of `body`'s function, compiled on its first

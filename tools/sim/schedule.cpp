@@ -164,11 +164,13 @@ class Schedule {
   std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
+  std::size_t planning_ = 0;  // the index of the fault plan_faults() draws now
   std::vector<std::string> commands_;  // record: every executed command, formatted
   ScheduleResult result_;
 };
 
 Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), world_(seed), plan_(world_.make_rng(1)) {
+  std::sort(opt_.only_faults.begin(), opt_.only_faults.end());
   workload_ = o.workload;
   if (workload_ == Workload::all) workload_ = static_cast<Workload>(plan_.below(4));
   const std::size_t masters = plan_.chance(0.75) ? 5 : 3;
@@ -223,6 +225,10 @@ void Schedule::violation(std::string kind, std::string what, Nanos at, std::vect
 }
 
 void Schedule::fault(Nanos at, std::string what, std::function<void()> f) {
+  if (opt_.restrict_faults && !std::binary_search(opt_.only_faults.begin(), opt_.only_faults.end(), planning_)) {
+    return;
+  }
+  what = "#" + std::to_string(planning_) + " " + what;
   world_.post(at, nullptr, [this, what = std::move(what), f = std::move(f)] {
     faults_.emplace_back(world_.now(), what);
     f();
@@ -236,7 +242,9 @@ void Schedule::plan_faults() {
   const std::size_t C = clients_.size();
   const std::size_t count = static_cast<std::size_t>(end / ms(static_cast<double>(r.between(60, 250))));
   auto name = [](const char* what, std::size_t i) { return std::string(what) + std::to_string(i); };
+  result_.faults_planned = count;
   for (std::size_t k = 0; k < count; ++k) {
+    planning_ = k;
     const Nanos at = r.between(ms(20), end - ms(20));
     const Nanos d = ms(static_cast<double>(r.between(5, r.chance(0.3) ? 1200 : 400)));
     const std::size_t m = r.below(M);

@@ -34,6 +34,11 @@ struct ScheduleOptions {
   bool record = false;          // keep a trace for printing (slower)
   bool trace_commands = false;  // the printed trace shows every command
   Nanos fault_phase = ms(4000);
+  // only_faults: when set, only the planned faults with these indices
+  // (#k in the trace) happen. The plan is still drawn in full, so the rest
+  // of the schedule keeps its place in the random streams (shrinking).
+  bool restrict_faults = false;
+  std::vector<std::size_t> only_faults;
 };
 
 // Violation — one thing the checker refused.
@@ -55,6 +60,7 @@ struct ScheduleResult {
   bool wake_ups = false;       // waiters subscribed to release notifications
   std::uint64_t wakes = 0;     // release notifications delivered to subscribers
   std::uint64_t trace_hash = 0;
+  std::size_t faults_planned = 0;
   std::vector<Violation> violations;
   std::string trace;  // with ScheduleOptions::record: faults and commands
 };

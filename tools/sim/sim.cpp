@@ -3,20 +3,27 @@
 //
 //   redlock-sim [--seed N] [--schedules K] [--seconds S] [--workload W]
 //               [--clients C] [--beyond] [--first] [--verbose]
-//               [--trace-commands] [--sabotage NAME[,NAME]]   (sabotaged build)
+//               [--trace-commands] [--shrink] [--faults I,J,…]
+//               [--sabotage NAME[,NAME]]   (sabotaged build)
 //
 // Schedule i runs seed N+i, so any schedule replays alone with
 // `--seed N+i --schedules 1` and the same other flags. Progress goes to
 // stderr; stdout ends with one JSON line. Exit 0: no violation; 1: at
 // least one; 2: usage error.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "schedule.hpp"
+#include "shrink.hpp"
 
 namespace {
 
@@ -29,76 +36,108 @@ constexpr const char* program = "redlock-sim-sabotaged";
 constexpr const char* program = "redlock-sim";
 #endif
 
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "%s: %s\n"
-               "usage: %s [--seed N] [--schedules K] [--seconds S] [--workload plain|fenced|multi|lease|all]\n"
-               "       [--clients C] [--beyond] [--first] [--verbose] [--trace-commands]%s\n",
-               program, why, program,
-#ifdef REDLOCK_SABOTAGE
-               " [--sabotage NAME[,NAME]]"
-#else
-               ""
-#endif
-  );
-  return 2;
-}
-
-bool parse_u64(const char* text, std::uint64_t& out) {
-  char* end = nullptr;
-  errno = 0;
-  out = std::strtoull(text, &end, 10);
-  return errno == 0 && end != text && *end == '\0' && text[0] != '-';
-}
-
 std::string json_or_null(bool has, const std::string& value) { return has ? value : "null"; }
+
+std::string join(const std::vector<std::size_t>& v) {
+  std::string out;
+  for (const std::size_t i : v) out += (out.empty() ? "" : ",") + std::to_string(i);
+  return out;
+}
+
+// shrink_and_print: the fewest planned faults with which `seed` still shows
+// a violation of the same kind, then that schedule's trace and its replay.
+void shrink_and_print(std::uint64_t seed, const ScheduleOptions& opt, const ScheduleResult& r,
+                      const std::string& replay_flags) {
+  const std::string kind = r.violations.front().kind;
+  const auto t0 = SteadyClock::now();
+  std::vector<std::size_t> all;
+  if (opt.restrict_faults) {
+    all = opt.only_faults;
+  } else {
+    for (std::size_t i = 0; i < r.faults_planned; ++i) all.push_back(i);
+  }
+  const ShrinkResult s = shrink(all, [&](const std::vector<std::size_t>& faults) {
+    ScheduleOptions o = opt;
+    o.restrict_faults = true;
+    o.only_faults = faults;
+    const ScheduleResult t = run_schedule(seed, o);
+    return std::any_of(t.violations.begin(), t.violations.end(), [&](const Violation& v) { return v.kind == kind; });
+  });
+  const double secs = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  ScheduleOptions rec = opt;
+  rec.record = true;
+  rec.restrict_faults = true;
+  rec.only_faults = s.kept;
+  const ScheduleResult t = run_schedule(seed, rec);
+  std::fprintf(stderr, "SHRUNK seed %" PRIu64 ": %zu of %zu planned faults still show %s (%zu runs, %.1f s%s)\n",
+               seed, s.kept.size(), all.size(), kind.c_str(), s.runs, secs,
+               s.exhausted ? ", budget spent: may shrink further" : "");
+  for (const Violation& v : t.violations) {
+    std::fprintf(stderr, "  %s at%.3f ms: %s\n", v.kind.c_str(), static_cast<double>(v.at) / 1e6, v.what.c_str());
+  }
+  std::fprintf(stderr, "%s", t.trace.c_str());
+  std::fprintf(stderr, "replay: %s --seed %" PRIu64 " --schedules 1%s --faults '%s'%s\n\n", program, seed,
+               replay_flags.c_str(), join(s.kept).c_str(), opt.trace_commands ? " --trace-commands" : "");
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::uint64_t seed = 1, schedules = 0, clients = 0;
   double seconds = 0;
-  bool first = false, verbose = false;
-  std::string sabotage;
+  bool first = false, verbose = false, shrink_first = false;
+  std::string sabotage, faults;
   ScheduleOptions opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--seed" || a == "--schedules" || a == "--clients") {
-      const char* v = value();
-      std::uint64_t n = 0;
-      if (v == nullptr || !parse_u64(v, n)) return usage((a + " needs a non-negative integer").c_str());
-      (a == "--seed" ? seed : a == "--schedules" ? schedules : clients) = n;
-    } else if (a == "--seconds") {
-      const char* v = value();
-      char* end = nullptr;
-      if (v != nullptr) seconds = std::strtod(v, &end);
-      if (v == nullptr || end == v || *end != '\0' || !(seconds > 0)) return usage("--seconds needs a positive number");
-    } else if (a == "--workload") {
-      const char* v = value();
-      if (v == nullptr || !parse_workload(v, opt.workload)) return usage("--workload: plain, fenced, multi, lease or all");
-    } else if (a == "--beyond") {
-      opt.beyond = true;
-    } else if (a == "--first") {
-      first = true;
-    } else if (a == "--verbose") {
-      verbose = true;
-    } else if (a == "--trace-commands") {
-      opt.trace_commands = true;
+  std::string workload = "all";
+
+  CLI::App app{"Deterministic simulation of the redlock client: seeded schedules of faults, each checked "
+               "(docs/simulation.md).\nExit status: 0 no violation, 1 at least one, 2 usage error.",
+               program};
+  app.add_option("--seed", seed, "first seed (schedule i runs seed N+i)")->capture_default_str();
+  app.add_option("--schedules", schedules, "how many schedules (default 20 unless --seconds)");
+  app.add_option("--seconds", seconds, "run for this long (wall clock)")->check(CLI::PositiveNumber);
+  app.add_option("--workload", workload, "plain, fenced, multi, lease or all (one per schedule)")
+      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all"}))
+      ->capture_default_str();
+  app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
+  app.add_flag("--beyond", opt.beyond, "also faults outside the stated assumptions (must show violations)");
+  app.add_flag("--first", first, "stop at the first schedule with a violation");
+  app.add_flag("--verbose", verbose, "one line per schedule");
+  app.add_flag("--trace-commands", opt.trace_commands, "a violation's trace shows every command");
+  app.add_flag("--shrink", shrink_first,
+               "shrink the first violating schedule to the fewest faults that still show it");
+  app.add_option("--faults", faults, "only these planned faults (#k in a trace), comma-separated: a shrunk replay");
 #ifdef REDLOCK_SABOTAGE
-    } else if (a == "--sabotage") {
-      const char* v = value();
-      if (v == nullptr || *v == '\0') return usage("--sabotage needs a name");
-      sabotage = v;
+  app.add_option("--sabotage", sabotage, "broken variant(s), comma-separated (src/sabotage.hpp)")->required();
 #endif
-    } else if (a == "--help" || a == "-h") {
-      usage("help");
-      return 0;
-    } else {
-      return usage(("unknown argument " + a).c_str());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s\n%s", program, e.what(), app.help().c_str());
+    return 2;
+  }
+  parse_workload(workload, opt.workload);
+  if (app.count("--faults") > 0) {
+    opt.restrict_faults = true;
+    std::size_t pos = 0;
+    while (pos < faults.size()) {
+      const std::size_t comma = std::min(faults.find(',', pos), faults.size());
+      const std::string item = faults.substr(pos, comma - pos);
+      std::uint64_t k = 0;
+      char* end = nullptr;
+      errno = 0;
+      k = std::strtoull(item.c_str(), &end, 10);
+      if (item.empty() || item[0] == '-' || errno != 0 || *end != '\0') {
+        std::fprintf(stderr, "%s: --faults: \"%s\" is not a fault index (want e.g. 3,7,12)\n", program,
+                     item.c_str());
+        return 2;
+      }
+      opt.only_faults.push_back(static_cast<std::size_t>(k));
+      pos = comma + 1;
     }
   }
-  if (clients > 64) return usage("--clients: at most 64");
   opt.clients = static_cast<int>(clients);
   // The library reads REDLOCK_SABOTAGE once, at its first use: set it
   // before anything runs (an unknown name aborts there, with a message).
@@ -109,6 +148,7 @@ int main(int argc, char** argv) {
   if (clients > 0) replay_flags += " --clients " + std::to_string(clients);
   if (opt.beyond) replay_flags += " --beyond";
   if (!sabotage.empty()) replay_flags += " --sabotage " + sabotage;
+  const std::string faults_flag = opt.restrict_faults ? " --faults '" + join(opt.only_faults) + "'" : "";
 
   const auto t0 = SteadyClock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); };
@@ -148,8 +188,9 @@ int main(int argc, char** argv) {
                        v.what.c_str());
         }
         std::fprintf(stderr, "%s", t.trace.c_str());
-        std::fprintf(stderr, "replay: %s --seed %" PRIu64 " --schedules 1%s%s\n\n", program, s, replay_flags.c_str(),
-                     opt.trace_commands ? " --trace-commands" : "");
+        std::fprintf(stderr, "replay: %s --seed %" PRIu64 " --schedules 1%s%s%s\n\n", program, s, replay_flags.c_str(),
+                     faults_flag.c_str(), opt.trace_commands ? " --trace-commands" : "");
+        if (shrink_first && reported == 1) shrink_and_print(s, opt, r, replay_flags);
       }
       if (first) break;
     }
