@@ -5,6 +5,7 @@
 //
 //   redlock_bench --nodes URL,... --scenario latency|throughput|handoff|memory
 //                 [--seconds S] [--concurrency C] [--samples FILE] [--locks N]
+//   (redlock_bench --help)
 //
 // Everything runs on ONE uv loop of this thread with redlock::AsyncClient, so
 // the numbers are the library's, not thread hand-offs (the blocking Client
@@ -47,6 +48,7 @@
 //
 // Exit: 0 with the JSON line; 1 if the masters are unreachable or the run
 // failed (message on stderr); 2 on a usage error.
+#include <CLI/CLI.hpp>
 #include <unistd.h>
 #include <uv.h>
 
@@ -62,6 +64,7 @@
 #include <vector>
 
 #include "redlock/redlock.hpp"
+#include "run_seconds.hpp"
 
 namespace redlock_bench {
 
@@ -129,50 +132,36 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
 // ---------------------------------------------------------------------------
 // Arguments.
 
-constexpr const char* usage =
-    "usage: redlock_bench --nodes URL,URL,... --scenario latency|throughput|handoff|memory\n"
-    "                     [--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n";
-
+// parse_args reads the command line; --help and bad arguments end the process (0 and 2).
 Args parse_args(int argc, char** argv) {
   Args a;
-  auto number = [](const std::string& flag, const std::string& v, double min) {
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(d >= min) || d > 1e9) die(2, flag + ": bad value \"" + v + "\"\n" + usage);
-    return d;
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    if (const auto eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag.resize(eq);
-    } else if (flag == "-h" || flag == "--help") {
-      std::fputs(usage, stdout);
-      std::exit(0);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      die(2, flag + ": missing value\n" + usage);
-    }
-    if (flag == "--nodes") {
-      a.nodes = value;
-    } else if (flag == "--scenario") {
-      a.scenario = value;
-    } else if (flag == "--samples") {
-      a.samples_path = value;
-    } else if (flag == "--seconds") {
-      a.seconds = number(flag, value, 0.001);
-    } else if (flag == "--concurrency") {
-      a.concurrency = static_cast<long>(number(flag, value, 1));
-    } else if (flag == "--locks") {
-      a.locks = static_cast<long>(number(flag, value, 1));
-    } else {
-      die(2, "unknown option " + flag + "\n" + usage);
-    }
-  }
-  if (a.nodes.empty()) die(2, std::string("--nodes is required\n") + usage);
-  if (a.scenario != "latency" && a.scenario != "throughput" && a.scenario != "handoff" && a.scenario != "memory") {
-    die(2, "--scenario: unknown \"" + a.scenario + "\"\n" + usage);
+  CLI::App app{"redlock_bench: one benchmark scenario of the redlock library; prints one JSON line "
+               "(bench/CONTRACT.md).",
+               "redlock_bench"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--nodes", a.nodes, "The masters (loopback only)")->type_name("URL,URL,...")->required();
+  app.add_option("--scenario", a.scenario, "What to measure")
+      ->type_name("NAME")
+      ->required()
+      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory"}));
+  app.add_option("--seconds", a.seconds, "Measure this long")
+      ->type_name("S")
+      ->check(bench::run_seconds(0.001, 1e9, false))
+      ->capture_default_str();
+  app.add_option("--concurrency", a.concurrency, "throughput: chains in flight")
+      ->type_name("C")
+      ->check(CLI::Range(1L, 1'000'000'000L))
+      ->capture_default_str();
+  app.add_option("--samples", a.samples_path, "Write every sample (µs) here, one a line")->type_name("FILE");
+  app.add_option("--locks", a.locks, "memory: locks to hold")
+      ->type_name("N")
+      ->check(CLI::Range(1L, 1'000'000'000L))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::fputs("redlock_bench: ", stderr);
+    std::exit(app.exit(e) == 0 ? 0 : 2);
   }
   return a;
 }

@@ -8,6 +8,7 @@
 //                  [--ttl MS] [--wait MS] [--hold-us N] [--pause-us N] [--log FILE]
 //                  [--no-quarantine]
 //   counter_worker check LOGFILE...
+//   (counter_worker --help, counter_worker check --help)
 //
 // Each iteration logs "<acquired_ns> <released_ns> <validity_deadline_ns> <pid>"
 // (CLOCK_MONOTONIC nanoseconds): acquired right after lock() returned,
@@ -15,6 +16,7 @@
 // the window [acquired, min(released, deadline)] in which its holder acted as
 // owner, and counts the pairs of windows that overlap: it prints
 // `windows=N overlaps=M` and exits 1 when M > 0.
+#include <CLI/CLI.hpp>
 #include <hiredis/hiredis.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,12 +47,6 @@ constexpr int kExitUsage = 2;
 // Lock failures in a row after which the worker gives up (each one already
 // waited --wait for the lock).
 constexpr int kMaxConsecutiveFailures = 3;
-
-constexpr const char* kUsage =
-    "usage: counter_worker --nodes URL,URL,... --counter-url redis://HOST:PORT --resource NAME\n"
-    "                      --iterations N [--ttl MS (2000)] [--wait MS (10000)] [--hold-us N (200)]\n"
-    "                      [--pause-us N (5000)] [--log FILE] [--no-quarantine]\n"
-    "       counter_worker check LOGFILE...\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -137,7 +133,7 @@ class Counter {
 
 struct WorkerArgs {
   std::string nodes, counter_url, resource, log;
-  long long iterations = -1;
+  long long iterations = 0;  // required
   long long ttl_ms = 2000, wait_ms = 10000, hold_us = 200;
   // Outside the lock, between iterations. Without it the holder takes the
   // lock again at once and the others (retrying every retry_delay + jitter)
@@ -145,34 +141,6 @@ struct WorkerArgs {
   long long pause_us = 5000;
   bool no_quarantine = false;
 };
-
-WorkerArgs parse_worker_args(int argc, char** argv) {
-  WorkerArgs a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view opt = argv[i];
-    if (opt == "--no-quarantine") {
-      a.no_quarantine = true;
-      continue;
-    }
-    if (i + 1 >= argc) throw UsageError(std::string(opt) + ": missing value");
-    const std::string_view val = argv[++i];
-    if (opt == "--nodes") a.nodes = val;
-    else if (opt == "--counter-url") a.counter_url = val;
-    else if (opt == "--resource") a.resource = val;
-    else if (opt == "--log") a.log = val;
-    else if (opt == "--iterations") a.iterations = parse_count(opt, val, 0);
-    else if (opt == "--ttl") a.ttl_ms = parse_count(opt, val, 1);
-    else if (opt == "--wait") a.wait_ms = parse_count(opt, val, 0);
-    else if (opt == "--hold-us") a.hold_us = parse_count(opt, val, 0);
-    else if (opt == "--pause-us") a.pause_us = parse_count(opt, val, 0);
-    else throw UsageError("unknown option \"" + std::string(opt) + "\"");
-  }
-  if (a.nodes.empty()) throw UsageError("--nodes is required");
-  if (a.counter_url.empty()) throw UsageError("--counter-url is required");
-  if (a.resource.empty()) throw UsageError("--resource is required");
-  if (a.iterations < 0) throw UsageError("--iterations is required");
-  return a;
-}
 
 int run_worker(const WorkerArgs& a) {
   redlock::Config config;
@@ -246,12 +214,11 @@ struct Window {
   long long start, end, pid;
 };
 
-int run_check(int argc, char** argv) {
-  if (argc < 3) throw UsageError("check: give at least one LOGFILE");
+int run_check(const std::vector<std::string>& files) {
   std::vector<Window> windows;
-  for (int f = 2; f < argc; ++f) {
-    std::ifstream in(argv[f]);
-    if (!in) throw UsageError(std::string(argv[f]) + ": cannot open: " + std::strerror(errno));
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    if (!in) throw UsageError(file + ": cannot open: " + std::strerror(errno));
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
       if (line.empty()) continue;
@@ -259,7 +226,7 @@ int run_check(int argc, char** argv) {
       long long acquired = 0, released = 0, deadline = 0, pid = 0;
       std::string rest;
       if (!(fields >> acquired >> released >> deadline >> pid) || (fields >> rest))
-        throw UsageError(std::string(argv[f]) + ":" + std::to_string(n) +
+        throw UsageError(file + ":" + std::to_string(n) +
                          ": expected \"<acquired_ns> <released_ns> <validity_deadline_ns> <pid>\", got \"" +
                          line + "\"");
       windows.push_back({acquired, std::min(released, deadline), pid});
@@ -282,18 +249,55 @@ int run_check(int argc, char** argv) {
   return overlaps > 0 ? kExitFailed : 0;
 }
 
+// --- command line -------------------------------------------------------------
+
+int run(int argc, char** argv) {
+  CLI::App app{"counter_worker: take a lock N times and increment a counter under it; `check` finds overlaps.",
+               "counter_worker"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  WorkerArgs a;
+  const CLI::Range at_least_0(0LL, std::numeric_limits<long long>::max());
+  const CLI::Range at_least_1(1LL, std::numeric_limits<long long>::max());
+  // Required unless the command is `check`, so checked below: CLI11 would
+  // require them of `check` too.
+  const std::vector<CLI::Option*> required = {
+      app.add_option("--nodes", a.nodes, "The lock's masters")->type_name("URL,URL,..."),
+      app.add_option("--counter-url", a.counter_url, "The Redis that keeps the counter")->type_name("URL"),
+      app.add_option("--resource", a.resource, "Name of the lock")->type_name("NAME"),
+      app.add_option("--iterations", a.iterations, "Increments to make")->type_name("N")->check(at_least_0),
+  };
+  app.add_option("--ttl", a.ttl_ms, "Lock time-to-live")->type_name("MS")->check(at_least_1)->capture_default_str();
+  app.add_option("--wait", a.wait_ms, "How long each acquire may wait for the lock")
+      ->type_name("MS")->check(at_least_0)->capture_default_str();
+  app.add_option("--hold-us", a.hold_us, "Microseconds between the GET and the SET")
+      ->type_name("N")->check(at_least_0)->capture_default_str();
+  app.add_option("--pause-us", a.pause_us, "Microseconds outside the lock between iterations")
+      ->type_name("N")->check(at_least_0)->capture_default_str();
+  app.add_option("--log", a.log, "Append each iteration's hold window here")->type_name("FILE");
+  app.add_flag("--no-quarantine", a.no_quarantine, "Count freshly started masters at once");
+  std::vector<std::string> logs;
+  CLI::App* check = app.add_subcommand("check", "Count the overlapping hold windows in the logs; exit 1 if any");
+  check->add_option("LOGFILE", logs, "Logs written by --log")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  if (check->parsed()) return run_check(logs);
+  for (const CLI::Option* o : required)
+    if (o->count() == 0) throw UsageError(o->get_name() + " is required");
+  return run_worker(a);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 2 && std::string_view(argv[1]) == "check") return run_check(argc, argv);
-    if (argc >= 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h")) {
-      std::cout << kUsage;
-      return 0;
-    }
-    return run_worker(parse_worker_args(argc, argv));
+    return run(argc, argv);
   } catch (const UsageError& e) {
-    std::cerr << "counter_worker: " << e.what() << '\n' << kUsage;
+    std::cerr << "counter_worker: " << e.what() << "\nRun with --help for more information.\n";
     return kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "counter_worker: " << e.what() << '\n';

@@ -38,6 +38,7 @@
 // stderr. Exit 0 on success, 1 when the nodes are unreachable or the run
 // failed, 2 on a usage error.
 
+#include <CLI/CLI.hpp>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <uv.h>
@@ -60,6 +61,8 @@
 #include <string>
 #include <vector>
 
+#include "run_seconds.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -76,11 +79,7 @@ constexpr const char* kReleaseScript =
 constexpr const char* kTtlMs = "10000";
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr,
-               "floor: %s\n"
-               "usage: floor --nodes redis://127.0.0.1:PORT,... --scenario latency|throughput|handoff|memory\n"
-               "             [--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n",
-               msg.c_str());
+  std::fprintf(stderr, "floor: %s\nRun with --help for more information.\n", msg.c_str());
   std::exit(2);
 }
 
@@ -464,37 +463,34 @@ void teardown() {
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
-  std::string nodes_arg, scenario, samples_path;
+  std::string nodes_arg, scenario, samples_path, ignored_locks;
   double seconds = 3.0;
   long concurrency = 64;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--nodes") nodes_arg = value();
-    else if (a == "--scenario") scenario = value();
-    else if (a == "--seconds") {
-      std::string v = value();
-      char* end = nullptr;
-      seconds = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(seconds > 0) || seconds > 3600) usage_error("bad --seconds '" + v + "'");
-    } else if (a == "--concurrency") {
-      std::string v = value();
-      char* end = nullptr;
-      concurrency = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || concurrency < 1 || concurrency > 100000) usage_error("bad --concurrency '" + v + "'");
-    } else if (a == "--samples") samples_path = value();
-    else if (a == "--locks") (void)value();  // memory is unsupported here
-    else if (a == "--help" || a == "-h") {
-      std::fprintf(stdout, "floor --nodes URL,... --scenario latency|throughput|handoff|memory "
-                           "[--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n");
-      return 0;
-    } else usage_error("unknown argument '" + a + "'");
+  CLI::App app{"floor: the raw floor of the benchmarks, hiredis + libuv and no library logic; prints one JSON line "
+               "(bench/CONTRACT.md).",
+               "floor"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--nodes", nodes_arg, "The masters")->type_name("redis://127.0.0.1:PORT,...")->required();
+  app.add_option("--scenario", scenario, "What to measure (handoff, memory: reported as unsupported)")
+      ->type_name("NAME")
+      ->required()
+      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory"}));
+  app.add_option("--seconds", seconds, "Measure this long")
+      ->type_name("S")
+      ->check(bench::run_seconds(0, 3600, true))
+      ->capture_default_str();
+  app.add_option("--concurrency", concurrency, "throughput: workers, each on its own key")
+      ->type_name("C")
+      ->check(CLI::Range(1L, 100000L))
+      ->capture_default_str();
+  app.add_option("--samples", samples_path, "Write every sample (µs) here, one a line")->type_name("FILE");
+  app.add_option("--locks", ignored_locks, "Ignored: the floor has no memory scenario")->type_name("N");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::fputs("floor: ", stderr);
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  if (nodes_arg.empty()) usage_error("--nodes is required");
-  if (scenario.empty()) usage_error("--scenario is required");
 
   if (scenario == "handoff") {
     std::printf("{\"system\":\"floor\",\"scenario\":\"handoff\",\"unsupported\":\"the floor has no way to "
@@ -506,7 +502,6 @@ int main(int argc, char** argv) {
                 "per-lock state in the client (a lock is only a key on the masters)\"}\n");
     return 0;
   }
-  if (scenario != "latency" && scenario != "throughput") usage_error("unknown scenario '" + scenario + "'");
   if (scenario == "latency") concurrency = 1;
 
   size_t pos = 0;

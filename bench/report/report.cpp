@@ -1,6 +1,7 @@
 // report.cpp — the benchmark report (bench/CONTRACT.md, scripts/bench.sh).
 //
 //   bench_report --input RESULTS.jsonl [--out-dir DIR] [--samples SYSTEM:SCENARIO=FILE]...
+//   (bench_report --help)
 //
 // RESULTS.jsonl holds the JSON lines of every run of every round, as printed
 // by the benchmark programs, optionally with fields added by the runner:
@@ -23,6 +24,7 @@
 // or external references). Exit 0 on success, 1 on an I/O or input error,
 // 2 on a usage error.
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <sys/utsname.h>
@@ -92,12 +94,6 @@ const std::set<std::string> kNotMetrics = {"round", "rss_before", "rss_after"};
 
 const std::map<std::string, std::string> kColors = {
     {"redlock", "#1f6fb4"}, {"node-redlock", "#d0342c"}, {"floor", "#2a9d3a"}};
-
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "bench_report: " << msg << "\n"
-            << "usage: bench_report --input RESULTS.jsonl [--out-dir DIR] [--samples SYSTEM:SCENARIO=FILE]...\n";
-  std::exit(2);
-}
 
 [[noreturn]] void fail(const std::string& msg) {
   std::cerr << "bench_report: " << msg << "\n";
@@ -371,6 +367,23 @@ std::string throughput_svg(const std::map<std::string, std::vector<double>>& per
   return svg.str();
 }
 
+// SamplesArg is one --samples argument, SYSTEM:SCENARIO=FILE.
+struct SamplesArg {
+  std::string system, scenario, file;
+};
+
+// split_samples_arg reads one --samples argument into `out`; returns what is
+// wrong with it, empty when it is well formed and names a known system.
+std::string split_samples_arg(const std::string& v, SamplesArg& out) {
+  const auto colon = v.find(':'), eq = v.find('=');
+  if (colon == std::string::npos || eq == std::string::npos || eq < colon)
+    return "wants SYSTEM:SCENARIO=FILE, got '" + v + "'";
+  out = {v.substr(0, colon), v.substr(colon + 1, eq - colon - 1), v.substr(eq + 1)};
+  if (std::find(kSystems.begin(), kSystems.end(), out.system) == kSystems.end())
+    return "unknown system '" + out.system + "' in '" + v + "'";
+  return {};
+}
+
 std::vector<double> read_samples(const std::string& path) {
   std::ifstream f(path);
   if (!f) fail("cannot read samples file " + path + ": " + std::strerror(errno));
@@ -392,33 +405,41 @@ std::vector<double> read_samples(const std::string& path) {
 int main(int argc, char** argv) {
   std::string input;
   fs::path out_dir = "docs/benchmarks";
+  std::vector<std::string> samples_args;
+  CLI::App app{"bench_report: medians over rounds of the benchmark results, as a Markdown table, "
+               "latest.json and SVG plots.",
+               "bench_report"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--input", input, "The JSON lines of every run of every round")
+      ->type_name("RESULTS.jsonl")
+      ->required();
+  app.add_option("--out-dir", out_dir, "Write latest.json and the SVGs here")->type_name("DIR")->capture_default_str();
+  const CLI::Validator samples_arg(
+      [](std::string& v) {
+        SamplesArg unused;
+        return split_samples_arg(v, unused);
+      },
+      "");
+  app.add_option("--samples", samples_args, "Raw samples of one system and scenario, for the CDF plots")
+      ->type_name("SYSTEM:SCENARIO=FILE")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(samples_arg);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::cerr << "bench_report: ";
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   // scenario -> system -> pooled samples
   std::map<std::string, std::map<std::string, std::vector<double>>> samples;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--input") input = value();
-    else if (a == "--out-dir") out_dir = value();
-    else if (a == "--samples") {
-      std::string v = value();
-      auto colon = v.find(':'), eq = v.find('=');
-      if (colon == std::string::npos || eq == std::string::npos || eq < colon)
-        usage_error("--samples wants SYSTEM:SCENARIO=FILE, got '" + v + "'");
-      std::string sys = v.substr(0, colon), scen = v.substr(colon + 1, eq - colon - 1), file = v.substr(eq + 1);
-      if (std::find(kSystems.begin(), kSystems.end(), sys) == kSystems.end())
-        usage_error("unknown system '" + sys + "' in --samples");
-      auto s = read_samples(file);
-      auto& pool = samples[scen][sys];
-      pool.insert(pool.end(), s.begin(), s.end());
-    } else if (a == "--help" || a == "-h") {
-      std::cout << "bench_report --input RESULTS.jsonl [--out-dir DIR] [--samples SYSTEM:SCENARIO=FILE]...\n";
-      return 0;
-    } else usage_error("unknown argument '" + a + "'");
+  for (const std::string& v : samples_args) {
+    SamplesArg arg;
+    split_samples_arg(v, arg);
+    const auto s = read_samples(arg.file);
+    auto& pool = samples[arg.scenario][arg.system];
+    pool.insert(pool.end(), s.begin(), s.end());
   }
-  if (input.empty()) usage_error("--input is required");
 
   std::ifstream in(input);
   if (!in) fail("cannot read " + input + ": " + std::strerror(errno));

@@ -514,4 +514,9 @@ TEST_CASE("counter_worker check: overlapping windows are found and fail the chec
   auto usage = Child(worker, {"check", bad.string()}).wait();
   CHECK(usage.exit_code == 2);
   CHECK(usage.err.find("bad.log:2") != std::string::npos);
+
+  // So is a check without logs.
+  auto none = Child(worker, {"check"}).wait();
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("LOGFILE is required") != std::string::npos);
 }

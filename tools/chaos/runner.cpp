@@ -1,7 +1,7 @@
 // runner.cpp — `chaos`: run scenarios, check their histories, report.
 //
 //   chaos [--scenario NAME[,NAME…]] [--long] [--seconds N] [--json FILE]
-//         [--out DIR] [--list]
+//         [--out DIR] [--seed N] [--keep-histories] [--list]   (chaos --help)
 // For each scenario: start its masters (fixture: free ports, temp dirs,
 // stopped by pid), spawn the worker processes, play the nemesis schedule,
 // heal, let the system quiesce, check the merged history, and write
@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,7 +22,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -47,44 +51,46 @@ struct Args {
   bool list = false;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "chaos: %s\nusage: chaos [--scenario NAME[,NAME...]] [--long] [--seconds N] "
-                       "[--json FILE] [--out DIR] [--seed N] [--keep-histories] [--list]\n", why.c_str());
-  std::exit(2);
-}
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(k + ": needs a value");
-      return argv[++i];
-    };
-    if (k == "--long") a.long_run = true;
-    else if (k == "--list") a.list = true;
-    else if (k == "--keep-histories") a.keep_histories = true;
-    else if (k == "--json") a.json_file = value();
-    else if (k == "--out") a.out_dir = value();
-    else if (k == "--seed") a.seed = static_cast<unsigned>(std::strtoul(value().c_str(), nullptr, 10));
-    else if (k == "--seconds") {
-      const std::string v = value();
-      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1) {
-        usage("--seconds: \"" + v + "\" is not a whole number >= 1");
-      }
-      a.seconds = std::stoi(v);
-    } else if (k == "--scenario") {
-      std::stringstream ss(value());
-      for (std::string name; std::getline(ss, name, ',');) a.only.push_back(name);
-    } else usage("unknown argument " + k);
+// parse reads the command line into `a`; returns the exit status when the
+// program is done (--help: 0; a bad argument: 2, its message on stderr).
+std::optional<int> parse(int argc, char** argv, Args& a) {
+  CLI::App app{"chaos: run fault-injection scenarios against five Redis masters, check each history, report.",
+               "chaos"};
+  // A repeated option's last value wins: scripts/chaos.sh passes --out before the caller's arguments.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  const CLI::Validator known_scenario(
+      [](std::string& name) {
+        const auto& all = all_scenarios();
+        const bool known = std::any_of(all.begin(), all.end(), [&](const Scenario& s) { return s.name == name; });
+        return known ? std::string() : "unknown scenario \"" + name + "\" (see --list)";
+      },
+      "");
+  app.add_option("--scenario", a.only, "Run only these scenarios (default: all; see --list)")
+      ->type_name("NAME[,NAME...]")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(known_scenario);
+  app.add_flag("--long", a.long_run, "Run each scenario 60 s instead of 3 s");
+  app.add_option("--seconds", a.seconds, "Run each scenario N s (at least its own minimum); overrides --long")
+      ->type_name("N")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  app.add_option("--json", a.json_file, "Also write every scenario's result to FILE as one JSON array")
+      ->type_name("FILE");
+  app.add_option("--out", a.out_dir, "Write NAME.json and NAME.svg per scenario here")
+      ->type_name("DIR")
+      ->capture_default_str();
+  app.add_option("--seed", a.seed, "Seed of the fault schedules (default: from the clock; printed at the start)")
+      ->type_name("N");
+  app.add_flag("--keep-histories", a.keep_histories, "Keep the workers' histories in DIR/NAME.histories");
+  app.add_flag("--list", a.list, "List the scenarios and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::cerr << "chaos: ";
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  for (const auto& name : a.only) {
-    const auto& all = all_scenarios();
-    if (std::none_of(all.begin(), all.end(), [&](const Scenario& s) { return s.name == name; })) {
-      usage("--scenario: unknown scenario \"" + name + "\" (see --list)");
-    }
-  }
-  return a;
+  return std::nullopt;
 }
 
 std::string here() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
@@ -332,7 +338,8 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
+  Args a;
+  if (const auto done = parse(argc, argv, a)) return *done;
   if (a.list) {
     for (const auto& s : all_scenarios()) {
       std::printf("%-22s %-9s %s\n", s.name.c_str(), s.expect == Expect::safe ? "safe" : "violation", s.about.c_str());

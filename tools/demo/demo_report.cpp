@@ -3,7 +3,7 @@
 //   demo_report [--final-value V] [--expected E] [--store-rejected R]
 //               [--injected-stalls S] [--injected-delays D]
 //               [--svg OUT] [--json OUT] [--title T]
-//               [--worker N] FILE... [--worker M FILE...] ...
+//               [--worker N] FILE... [--worker M FILE...] ...   (demo_report --help)
 //
 // Reads the run results, fenced_increment logs, its helpers' lines and the
 // fault intervals the demo recorded (demo_input.hpp: `--worker N`
@@ -30,6 +30,8 @@
 // lease, every stalled holder's command died before its deadline, and each
 // injected delayed write was issued in time and rejected; 1 otherwise; 2 on
 // a usage error or unreadable / malformed input (naming the file and line).
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -47,24 +49,51 @@ namespace {
 
 using namespace redlock;
 
-constexpr const char* kUsage =
-    "usage: demo_report [--final-value V] [--expected E] [--store-rejected R]\n"
-    "                   [--injected-stalls S] [--injected-delays D]\n"
-    "                   [--svg OUT] [--json OUT] [--title T] [--worker N] FILE... [--worker M FILE...]...\n";
-
 struct Args {
   std::optional<std::int64_t> final_value, expected, store_rejected, injected_stalls, injected_delays;
   std::string svg, json_out, title = "redlock demo";
+  std::vector<std::pair<std::string, int>> files;  // each FILE with the --worker given before it (-1: none)
 };
 
-int usage(const std::string& why) {
-  std::cerr << "demo_report: " << why << "\n" << kUsage;
-  return 2;
-}
-
-std::optional<std::int64_t> number(const std::string& s) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) return std::nullopt;
-  return std::stoll(s);
+// parse reads the command line into `a`; returns the exit status when the
+// program is done (--help: 0; a bad argument: 2, its message on stderr).
+std::optional<int> parse(int argc, char** argv, Args& a) {
+  CLI::App app{"demo_report: check the records of one scripts/demo.sh run, draw its timeline, print the verdict.",
+               "demo_report"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  const auto count = CLI::Range(std::int64_t{0}, std::int64_t{999'999'999'999'999'999});
+  app.add_option("--final-value", a.final_value, "The counter's value at the end")->type_name("V")->check(count);
+  app.add_option("--expected", a.expected, "Increments the workers completed")->type_name("E")->check(count);
+  app.add_option("--store-rejected", a.store_rejected, "Stale writes the store counted")->type_name("R")->check(count);
+  app.add_option("--injected-stalls", a.injected_stalls, "Holders the demo stalled")->type_name("S")->check(count);
+  app.add_option("--injected-delays", a.injected_delays, "Writes the demo delayed")->type_name("D")->check(count);
+  app.add_option("--svg", a.svg, "Write the timeline here")->type_name("OUT");
+  app.add_option("--json", a.json_out, "Write the report here")->type_name("OUT");
+  app.add_option("--title", a.title, "Title of the timeline")->type_name("T")->capture_default_str();
+  // --worker N and the FILEs interleave: a FILE belongs to the last --worker before it.
+  std::vector<int> workers;
+  std::vector<std::string> files;
+  const CLI::Option* worker = app.add_option("--worker", workers, "The run lines of the FILEs after it are worker N's")
+                                  ->type_name("N")
+                                  ->allow_extra_args(false)
+                                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                                  ->check(CLI::Range(0, 1'000'000));
+  const CLI::Option* file = app.add_option("FILE", files, "Run results, write logs, helper lines, fault intervals")
+                                ->required()
+                                ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::cerr << "demo_report: ";
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  std::size_t next_worker = 0, next_file = 0;
+  int current = -1;
+  for (const CLI::Option* o : app.parse_order()) {
+    if (o == worker) current = workers[next_worker++];
+    if (o == file) a.files.emplace_back(files[next_file++], current);
+  }
+  return std::nullopt;
 }
 
 std::string ms1(std::int64_t us) {
@@ -102,42 +131,10 @@ std::string read_inputs(const std::vector<std::pair<std::string, int>>& files, d
 
 int main(int argc, char** argv) {
   Args a;
-  std::vector<std::pair<std::string, int>> files;
-  int worker = -1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string opt = argv[i];
-    if (opt == "-h" || opt == "--help") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (opt.rfind("--", 0) != 0) {
-      files.emplace_back(opt, worker);
-      continue;
-    }
-    if (i + 1 >= argc) return usage(opt + ": missing value");
-    const std::string val = argv[++i];
-    if (opt == "--svg") a.svg = val;
-    else if (opt == "--json") a.json_out = val;
-    else if (opt == "--title") a.title = val;
-    else if (opt == "--final-value" || opt == "--expected" || opt == "--store-rejected" || opt == "--worker" ||
-             opt == "--injected-stalls" || opt == "--injected-delays") {
-      const auto n = number(val);
-      if (!n) return usage(opt + ": expected a whole number, got '" + val + "'");
-      if (opt == "--final-value") a.final_value = n;
-      else if (opt == "--expected") a.expected = n;
-      else if (opt == "--store-rejected") a.store_rejected = n;
-      else if (opt == "--injected-stalls") a.injected_stalls = n;
-      else if (opt == "--injected-delays") a.injected_delays = n;
-      else if (*n > 1'000'000) return usage("--worker: " + val + " is too large");
-      else worker = static_cast<int>(*n);
-    } else {
-      return usage("unknown option " + opt);
-    }
-  }
-  if (files.empty()) return usage("no input files");
+  if (const auto done = parse(argc, argv, a)) return *done;
 
   demo::DemoInput in;
-  if (auto err = read_inputs(files, in); !err.empty()) {
+  if (auto err = read_inputs(a.files, in); !err.empty()) {
     std::cerr << "demo_report: " << err << "\n";
     return 2;
   }

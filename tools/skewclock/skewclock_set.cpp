@@ -2,68 +2,73 @@
 //
 //   skewclock-set FILE [offset_ms=N] [rate=R] [monotonic=0|1] [--wait MS]
 //   skewclock-set FILE --show
+//   (skewclock-set --help)
 //
 // Keys not given keep their value from FILE (defaults when FILE does not
 // exist: offset_ms=0 rate=1 monotonic=0). The version is bumped on every
 // write. --wait MS then waits until the process under the shim acknowledged
 // the new version in FILE.ack. --show prints FILE and FILE.ack.
 // Exit status: 0 done, 1 I/O or format error, 2 usage, 3 --wait timed out.
-#include <charconv>
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "skewclock.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: skewclock-set FILE [offset_ms=N] [rate=R] [monotonic=0|1] [--wait MS]\n"
-    "       skewclock-set FILE --show\n"
-    "Writes FILE atomically; keys not given keep their current value.\n"
-    "--wait MS: wait until the process under the shim applied it (FILE.ack).\n";
+constexpr int kExitUsage = 2;
 
 int usage(const std::string& why) {
-  std::fprintf(stderr, "skewclock-set: %s\n%s", why.c_str(), kUsage);
-  return 2;
+  std::fprintf(stderr, "skewclock-set: %s\nRun with --help for more information.\n", why.c_str());
+  return kExitUsage;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (argc < 2) return usage("missing FILE");
-  const std::string file = argv[1];
-  std::string assignments;
+  CLI::App app{"skewclock-set: write a libskewclock settings file atomically; keys not given keep their value.",
+               "skewclock-set"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::string file;
+  std::vector<std::string> settings;
   bool show = false;
   long wait_ms = -1;
-  for (int i = 2; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--show") {
-      show = true;
-    } else if (a == "--wait") {
-      if (i + 1 >= argc) return usage("--wait needs a number of milliseconds");
-      std::string_view v = argv[++i];
-      auto r = std::from_chars(v.data(), v.data() + v.size(), wait_ms);
-      if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || wait_ms < 0)
-        return usage("--wait: not a number of milliseconds: " + std::string(v));
-    } else if (a.find('=') != std::string_view::npos && a.substr(0, 8) != "version=" &&
-               a.substr(0, 4) != "pid=") {
-      assignments += std::string(a) + "\n";
-    } else {
-      return usage("unexpected argument: " + std::string(a));
-    }
+  app.add_option("FILE", file, "The settings file (defaults when it does not exist: offset_ms=0 rate=1 monotonic=0)")
+      ->required();
+  // version= and pid= are the shim's to write, not ours.
+  const CLI::Validator assignment(
+      [](std::string& a) {
+        const std::string_view v = a;
+        const bool ok = v.find('=') != v.npos && !v.starts_with("version=") && !v.starts_with("pid=");
+        return ok ? std::string() : "not offset_ms=N, rate=R or monotonic=0|1: " + a;
+      },
+      "");
+  auto* assignments = app.add_option("SETTING", settings, "offset_ms=N, rate=R, monotonic=0|1")
+                          ->type_name("KEY=VALUE")
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                          ->check(assignment);
+  auto* wait = app.add_option("--wait", wait_ms, "Then wait until the process under the shim applied it (FILE.ack)")
+                   ->type_name("MS")
+                   ->check(CLI::Range(0L, std::numeric_limits<long>::max()));
+  app.add_flag("--show", show, "Print FILE and FILE.ack instead")->excludes(assignments)->excludes(wait);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::fputs("skewclock-set: ", stderr);
+    return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  std::string text;
+  for (const auto& a : settings) text += a + "\n";
   try {
     skewclock::Control control(file);
     if (show) {
-      if (!assignments.empty() || wait_ms >= 0) return usage("--show takes no other arguments");
       std::printf("%s: %s", file.c_str(), skewclock::format(control.current()).c_str());
       if (auto ack = control.ack()) {
         std::printf("%s: pid=%ld %s", control.ack_path().c_str(), static_cast<long>(ack->pid),
@@ -73,10 +78,10 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (assignments.empty()) return usage("nothing to set (offset_ms=, rate=, monotonic=)");
+    if (text.empty()) return usage("nothing to set (offset_ms=, rate=, monotonic=)");
     skewclock::Settings next;
     try {
-      next = skewclock::parse(assignments, control.current());
+      next = skewclock::parse(text, control.current());
     } catch (const std::invalid_argument& e) {
       return usage(e.what());
     }

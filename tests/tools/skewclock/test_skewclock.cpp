@@ -505,6 +505,11 @@ TEST_CASE("Control writes atomically with increasing versions; skewclock-set mer
   CHECK(run(file + " speed=2") == 2);
   CHECK(run(file) == 2);
   CHECK(run("") == 2);
+  CHECK(run("--help") == 0);
+  CHECK(run(file + " --show rate=2") == 2);  // --show takes no settings, nor --wait
+  CHECK(run(file + " --show --wait 20") == 2);
+  CHECK(run(file + " rate=2 --wait -1") == 2);
+  CHECK(run(file + " pid=7") == 2);  // the shim's keys are not ours to set
   CHECK(run(file + " rate=2 --wait 20") == 3);  // written, never acknowledged
   CHECK(skewclock::parse(slurp(file)).rate == 2.0);
   CHECK(run(d / "no-such-dir/skew rate=2") == 1);
