@@ -142,6 +142,8 @@ class Schedule {
   void plan_faults();
   void fault(Nanos at, std::string what, std::function<void()> f);
   void data_lost(Nanos at) { first_data_loss_ = std::min(first_data_loss_, at); }
+  void plan_evictions(std::size_t first_index);
+  void evict_tick(const std::vector<std::size_t>& masters);
 
   // Checks.
   void check_leaks();
@@ -165,6 +167,8 @@ class Schedule {
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
   std::size_t planning_ = 0;  // the index of the fault plan_faults() draws now
+  Nanos evict_until_ = 0;     // plan_evictions: the running eviction's end
+  Rng evict_rng_{0};
   std::vector<std::string> commands_;  // record: every executed command, formatted
   ScheduleResult result_;
 };
@@ -384,6 +388,74 @@ void Schedule::plan_faults() {
       default: break;
     }
   }
+  plan_evictions(count);
+}
+
+// plan_evictions: masters that evict lock keys, from a stream of its own
+// (the main plan above stays the same for every seed) — a majority of them
+// at once, so that an eviction the client failed to see would show as two
+// holders. Within the assumptions they come back from a restart with an
+// evicting policy (maxmemory set, allkeys-lru): the clients read it in
+// their handshake and those masters do not vote (docs/design.md §4, "No
+// eviction of lock keys") while they evict; then the policy is fixed and
+// they restart again, and rejoin through the restart quarantine. Under
+// --beyond the policy may also change at run time (CONFIG SET, no
+// restart), which no client can see: locks are handed over.
+void Schedule::plan_evictions(std::size_t first_index) {
+  Rng r = world_.make_rng(2);
+  if (!r.chance(0.35)) return;
+  planning_ = first_index;
+  ++result_.faults_planned;
+  const std::size_t first = r.below(net_->size());
+  std::vector<std::size_t> ms_;
+  std::string names;
+  for (std::size_t k = 0; k < net_->size() / 2 + 1; ++k) {
+    ms_.push_back((first + k) % net_->size());
+    names += " m" + std::to_string(ms_.back());
+  }
+  const Nanos at = r.between(ms(20), opt_.fault_phase - ms(600));
+  const Nanos d = ms(static_cast<double>(r.between(100, 500)));
+  const bool live = opt_.beyond && r.chance(0.5);
+  const std::uint64_t stream = r.next();
+  auto evicting = [this, ms_, live](bool on) {
+    for (const std::size_t m : ms_) {
+      Master& master = net_->master(m).master();
+      master.set_maxmemory(on ? 1 << 20 : 0);
+      master.set_maxmemory_policy(on ? "allkeys-lru" : "noeviction");
+      if (!live) net_->restart(m, true);
+    }
+  };
+  fault(at,
+        (live ? "start evicting lock keys at run time, CONFIG SET (BEYOND), on" : "restart with maxmemory-policy "
+                                                                                   "allkeys-lru and evict lock keys:") +
+            names + " for " + std::to_string(d / ns_per_ms) + " ms",
+        [this, ms_, d, stream, evicting] {
+          evicting(true);
+          evict_until_ = world_.now() + d;
+          evict_rng_ = Rng(stream);
+          evict_tick(ms_);
+        });
+  fault(at + d, "back to noeviction" + std::string(live ? ":" : ", restarted with their data:") + names,
+        [evicting] { evicting(false); });
+}
+
+// evict_tick: every 5–30 ms while the eviction lasts, one live lock key
+// of each evicting master (if it has any) is evicted.
+void Schedule::evict_tick(const std::vector<std::size_t>& masters) {
+  if (world_.now() >= evict_until_) return;
+  for (const std::size_t m : masters) {
+    Master& master = net_->master(m).master();
+    if (!net_->master(m).up()) continue;
+    std::vector<std::string> locks;
+    for (const auto& [key, value] : master.keys()) {
+      if (key.size() >= 6 && key.compare(key.size() - 6, 6, "}:lock") == 0) locks.push_back(key);
+    }
+    if (locks.empty()) continue;
+    const std::string& key = locks[evict_rng_.below(locks.size())];
+    if (master.evict(key)) faults_.emplace_back(world_.now(), "  m" + std::to_string(m) + " evicted " + key);
+  }
+  const Nanos next = ms(static_cast<double>(evict_rng_.between(5, 30)));
+  world_.post(world_.now() + next, nullptr, [this, masters] { evict_tick(masters); });
 }
 
 // next: the client's next acquire (or nothing once the workload stops).

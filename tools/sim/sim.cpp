@@ -164,8 +164,8 @@ int main(int argc, char** argv) {
     wakes += r.wakes;
     if (verbose) {
       std::fprintf(stderr, "seed %" PRIu64 ": %s, %zu masters, %zu clients, %" PRIu64 " rounds, %" PRIu64
-                   " grants, %s, %zu violations, trace %016" PRIx64 "\n",
-                   s, workload_name(r.workload), r.masters, r.clients, r.rounds, r.grants,
+                   " grants, %zu faults, %s, %zu violations, trace %016" PRIx64 "\n",
+                   s, workload_name(r.workload), r.masters, r.clients, r.rounds, r.grants, r.faults_planned,
                    r.wake_ups ? ("wake-ups (" + std::to_string(r.wakes) + " delivered)").c_str() : "polling",
                    r.violations.size(), r.trace_hash);
     }
