@@ -41,6 +41,8 @@
 # its pid on exit, paused masters are always resumed first. Exit 0 when every
 # run succeeded, 1 when any run failed (the report is still written).
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -63,11 +65,6 @@ concurrency=64
 scenarios=("${ALL_SCENARIOS[@]}")
 build=1
 quick=0
-
-me=$(basename "$0")
-log() { printf '%s: %s\n' "$me" "$*" >&2; }
-die() { printf '%s: %s\n' "$me" "$*" >&2; exit 1; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; }
 
 while (($# > 0)); do
   case $1 in
@@ -113,8 +110,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 if ((build)); then
   bash scripts/bootstrap.sh >&2
 fi
-command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed (scripts/bootstrap.sh installs it)"
-command -v redis-cli >/dev/null 2>&1 || die "redis-cli is not installed (package redis-tools)"
+need_redis
 
 if [[ ! -d $NODE_DIR/node_modules ]]; then
   log "installing the node-redlock peer's packages (npm ci in $NODE_DIR)"
@@ -150,102 +146,23 @@ FP_PID=
 FP_LISTEN=
 FP_CONTROL=
 
-proc_state() {  # the state letter of PID ("" when gone)
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  printf '%s' "${stat%% *}"
-}
-
-alive() {
-  local s
-  s=$(proc_state "$1")
-  [[ -n $s && $s != Z && $s != X ]]
-}
-
-wait_state() {  # wait_state PID stopped|running: bounded wait for SIGSTOP/SIGCONT to land
-  local pid=$1 want=$2 i s
-  for ((i = 0; i < 100; i++)); do
-    s=$(proc_state "$pid")
-    [[ -z $s ]] && return 1
-    if [[ $want == stopped ]]; then [[ $s == T ]] && return 0; else [[ $s != T ]] && return 0; fi
-    sleep 0.02
-  done
-  return 1
-}
-
-stop_pid() {  # SIGCONT, SIGTERM, wait up to 5 s, then SIGKILL; reaps our child
-  local pid=$1 i
-  [[ -n $pid ]] || return 0
-  if alive "$pid"; then
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-      alive "$pid" || break
-      sleep 0.05
-    done
-    if alive "$pid"; then
-      log "pid $pid did not stop on SIGTERM: SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$pid" 2>/dev/null || true
-}
-
-resume_all() {
-  local pid
-  for pid in "${PAUSED[@]}"; do
-    kill -CONT "$pid" 2>/dev/null || true
-  done
-  PAUSED=()
-}
-
 cleanup() {
-  local rc=$?
+  local rc=$? pid
   trap - EXIT INT TERM
-  resume_all
   stop_pid "$FP_PID"
-  local pid
   for pid in "${MASTER_PIDS[@]}"; do
-    stop_pid "$pid"
+    stop_pid "$pid"  # resumes a paused one first
   done
   rm -rf -- "$WORK"
   exit "$rc"
 }
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT
-trap 'log "terminated"; exit 143' TERM
+on_exit cleanup
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-start_master() {  # start_master I: a redis-server on a free port; sets MASTER_PIDS[I], MASTER_PORTS[I]
-  local i=$1 try port pid dir j
-  dir=$WORK/master$i
-  mkdir -p "$dir"
-  for ((try = 0; try < 20; try++)); do
-    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-    [[ $port -ge 7001 && $port -le 7005 ]] && continue
-    port_busy "$port" && continue
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-      --dir "$dir" --logfile "$dir/redis.log" --daemonize no </dev/null >/dev/null 2>&1 &
-    pid=$!
-    for ((j = 0; j < 100; j++)); do
-      # It is ours only if the server on that port reports our pid.
-      if redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null </dev/null | tr -d '\r' |
-        grep -qx "process_id:$pid"; then
-        MASTER_PIDS[i]=$pid
-        MASTER_PORTS[i]=$port
-        return 0
-      fi
-      alive "$pid" || break
-      sleep 0.05
-    done
-    stop_pid "$pid"
-  done
-  die "could not start redis-server master $((i + 1)) (see $dir/redis.log)"
-}
-
-for i in 0 1 2 3 4; do start_master "$i"; done
+for i in 0 1 2 3 4; do
+  start_master any "$WORK/master$i" || die "could not start redis-server master $((i + 1)) (see $WORK/master$i/redis.log)"
+  MASTER_PIDS[i]=$MASTER_PID
+  MASTER_PORTS[i]=$MASTER_PORT
+done
 NODES_OK=$(for p in "${MASTER_PORTS[@]}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
 NODES_OK=${NODES_OK%,}
 log "masters on 127.0.0.1 ports ${MASTER_PORTS[*]} (pids ${MASTER_PIDS[*]}), data in $WORK"
@@ -259,6 +176,10 @@ fp_command() {  # fp_command LINE: send one control line, require OK
   [[ $reply == OK* ]] || die "faultproxy: '$1' → $reply"
 }
 
+faultproxy_settled() {  # it printed its listeners, or it exited
+  grep -qs '"listeners"' "$WORK/faultproxy.out" || ! pid_alive "$FP_PID"
+}
+
 NODES_SLOW=
 want_slow=0
 [[ " ${scenarios[*]} " == *" degraded-slow-2ms "* || " ${scenarios[*]} " == *" degraded-proxy-0ms "* ]] && want_slow=1
@@ -270,11 +191,7 @@ if ((want_slow)); then
   "$FAULTPROXY_BIN" --target "127.0.0.1:${MASTER_PORTS[4]}" --listen 127.0.0.1:0 --control 127.0.0.1:0 \
     </dev/null >"$WORK/faultproxy.out" 2>"$WORK/faultproxy.err" &
   FP_PID=$!
-  for ((j = 0; j < 100; j++)); do
-    if [[ -s $WORK/faultproxy.out ]] && grep -q '"listeners"' "$WORK/faultproxy.out"; then break; fi
-    alive "$FP_PID" || break
-    sleep 0.05
-  done
+  wait_until 5 faultproxy_settled || true
   fp_line=$(head -n1 "$WORK/faultproxy.out" 2>/dev/null || true)
   FP_LISTEN=$(sed -n 's/.*"listeners":\["\([^"]*\)".*/\1/p' <<<"$fp_line")
   FP_CONTROL=$(sed -n 's/.*"control":"\([^"]*\)".*/\1/p' <<<"$fp_line")
@@ -301,23 +218,18 @@ pause_masters() {  # pause_masters IDX...: SIGSTOP these masters, wait until sto
   for i in "$@"; do
     pid=${MASTER_PIDS[i]}
     PAUSED+=("$pid")
-    kill -STOP "$pid"
-    wait_state "$pid" stopped || die "master $((i + 1)) (pid $pid) did not stop"
+    pause_pid "$pid" || die "master $((i + 1)) (pid $pid) did not stop"
   done
 }
 
 resume_masters() {  # resume every paused master, wait until each answers again
-  local pid i j
+  local pid i
   for pid in "${PAUSED[@]}"; do
-    kill -CONT "$pid" 2>/dev/null || true
-    wait_state "$pid" running || true
+    resume_pid "$pid" 2>/dev/null || true
   done
   PAUSED=()
   for i in 0 1 2 3 4; do
-    for ((j = 0; j < 100; j++)); do
-      [[ $(redis-cli -h 127.0.0.1 -p "${MASTER_PORTS[i]}" ping 2>/dev/null </dev/null) == PONG ]] && break
-      sleep 0.05
-    done
+    wait_until 5 master_is "${MASTER_PORTS[i]}" "${MASTER_PIDS[i]}" || true
   done
   sleep 0.3  # let a resumed master drain what queued up while it was stopped
 }

@@ -17,14 +17,15 @@
 # docker at all" path works with an empty PATH (tests/compose tests it).
 set -euo pipefail
 
-me=${0##*/}
 case $0 in
   */*) here=${0%/*} ;;
   *) here=. ;;
 esac
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$here/lib.sh"
 ROOT=$(cd "$here/.." && pwd)
 COMPOSE_FILE=$ROOT/docker-compose.yml
-READY_TRIES=60   # x 0.5 s = 30 s for a (re)started node to answer PING
+READY_SECONDS=30   # for a (re)started node to answer PING
 
 usage() {  # builtins only (printf), see above
   printf '%s\n' >&2 \
@@ -39,24 +40,11 @@ usage() {  # builtins only (printf), see above
     "compose file: $COMPOSE_FILE"
 }
 
-bad() {  # bad MESSAGE: usage error, exit 2
-  printf '%s: %s\n' "$me" "$1" >&2
-  usage
-  exit 2
-}
-
-die() {
-  printf '%s: %s\n' "$me" "$1" >&2
-  exit 1
-}
-
 unavailable() {  # unavailable MESSAGE: no usable docker, exit 3
-  printf '%s: %s\n' "$me" "$1" >&2
-  printf '%s: the compose bed needs the docker CLI, its compose plugin and a running Docker engine; without them use the local bed: scripts/testbed.sh up --persistence always\n' "$me" >&2
+  log "$1"
+  log "the compose bed needs the docker CLI, its compose plugin and a running Docker engine; without them use the local bed: scripts/testbed.sh up --persistence always"
   exit 3
 }
-
-note() { printf '%s\n' "$*" >&2; }
 
 # ---- arguments (checked before anything touches docker) ----------------------
 
@@ -66,14 +54,12 @@ shift
 node=
 case $cmd in
   kill | pause | unpause | restart | wipe)
-    (($# >= 1)) || bad "$cmd needs a node number (1..5)"
-    [[ $1 =~ ^[1-5]$ ]] || bad "bad node number '$1' (expected 1..5)"
+    need_node "$cmd" "$@"
     node=$1
-    shift
-    (($# == 0)) || bad "unexpected argument '$1' for $cmd"
+    no_more_args "$cmd" "${@:2}"
     ;;
   status)
-    (($# == 0)) || bad "unexpected argument '$1' for status"
+    no_more_args status "$@"
     ;;
   -h | --help | help)
     usage
@@ -120,18 +106,17 @@ compose() {
   docker compose -f "$COMPOSE_FILE" -p "$project" "$@"
 }
 
-# wait_ready: bounded wait until node's redis answers PONG inside its container.
+pongs() {  # pongs: node's redis answers PONG inside its container
+  local reply
+  reply=$(compose exec -T "$service" redis-cli ping 2>/dev/null </dev/null || true)
+  [[ $reply == PONG* ]]
+}
+
+# wait_ready: bounded wait until node's redis answers PONG.
 wait_ready() {
-  local i reply
-  for ((i = 0; i < READY_TRIES; i++)); do
-    reply=$(compose exec -T "$service" redis-cli ping 2>/dev/null </dev/null || true)
-    if [[ $reply == PONG* ]]; then
-      note "$service: answering PING on 127.0.0.1:$((7000 + node))"
-      return 0
-    fi
-    sleep 0.5
-  done
-  die "$service: no PONG after $((READY_TRIES / 2)) s (see: docker compose -p $project logs $service)"
+  wait_until -i 0.5 "$READY_SECONDS" pongs ||
+    die "$service: no PONG after $READY_SECONDS s (see: docker compose -p $project logs $service)"
+  note "$service: answering PING on 127.0.0.1:$((7000 + node))"
 }
 
 # volume_of: the docker volume holding node's /data.

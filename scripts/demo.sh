@@ -55,6 +55,8 @@
 # claimed file, while they hold its lock; the bed by `testbed.sh down`, only
 # if the demo started it); its temp dir is removed.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -76,7 +78,6 @@ readonly WORK_MS=40 STALL_MS=3000 DELAY_MS=1500 MAX_ATTEMPTS=20
 readonly HELPER_WAIT_S=10
 
 me=demo
-say() { printf '%s: %s\n' "$me" "$*"; }
 usage() {
   cat >&2 <<'EOF'
 usage: scripts/demo.sh [--nodes URL,URL,...] [--workers K] [--iterations N]
@@ -89,11 +90,6 @@ usage: scripts/demo.sh [--nodes URL,URL,...] [--workers K] [--iterations N]
   --no-build        skip scripts/bootstrap.sh (the binaries must exist)
 EOF
 }
-bad() {
-  printf '%s: %s\n' "$me" "$1" >&2
-  usage
-  exit 2
-}
 positive() {  # positive NAME VALUE MAX
   if ! [[ $2 =~ ^[1-9][0-9]*$ ]] || (($2 > $3)); then bad "$1: '$2' is not a whole number from 1 to $3"; fi
 }
@@ -101,17 +97,17 @@ positive() {  # positive NAME VALUE MAX
 while (($#)); do
   case $1 in
     --nodes)
-      (($# >= 2)) || bad "--nodes needs a value (URL,URL,...)"
+      need_value $# "$1" "a value (URL,URL,...)"
       [[ -n $2 ]] || bad "--nodes: empty list"
       nodes=$2; shift 2 ;;
     --workers)
-      (($# >= 2)) || bad "--workers needs a value"
+      need_value $# "$1"
       positive --workers "$2" 64; workers=$2; shift 2 ;;
     --iterations)
-      (($# >= 2)) || bad "--iterations needs a value"
+      need_value $# "$1"
       positive --iterations "$2" 100000; iterations=$2; shift 2 ;;
     --out)
-      (($# >= 2)) || bad "--out needs a directory"
+      need_value $# "$1" "a directory"
       [[ -n $2 ]] || bad "--out: empty path"
       out=$2; shift 2 ;;
     --no-quarantine) no_quarantine=yes; shift ;;
@@ -161,10 +157,7 @@ cleanup() {
   for pid in "${running_workers[@]}"; do
     wait "$pid" 2>/dev/null
   done
-  if [[ -n $store_pid ]]; then
-    kill -TERM "$store_pid" 2>/dev/null
-    wait "$store_pid" 2>/dev/null
-  fi
+  stop_pid "$store_pid"
   if [[ $paused_master == yes ]]; then scripts/testbed.sh resume 2 >/dev/null 2>&1; fi
   if [[ $killed_master == yes && $started_bed == no ]]; then
     scripts/testbed.sh restart 1 >/dev/null 2>&1
@@ -177,15 +170,7 @@ cleanup() {
   fi
   exit "$rc"
 }
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT
-trap 'say "terminated"; exit 143' TERM
-
-# now_us is the wall clock in unix µs (what `redlock run --json` reports).
-now_us() {
-  local t=$EPOCHREALTIME
-  printf '%s' "${t/[.,]/}"
-}
+on_exit cleanup
 
 # ---- build -------------------------------------------------------------------------
 
@@ -251,57 +236,26 @@ conf=$tmp/redlock.json
 } >"$conf"
 
 # Bounded wait until a quorum of masters is reachable and out of quarantine.
-ready=no
-for ((i = 0; i < 100; i++)); do
-  if "$redlock" --config "$conf" nodes >"$tmp/nodes.out" 2>&1; then
-    ready=yes
-    break
-  fi
-  sleep 0.1
-done
-if [[ $ready != yes ]]; then
+quorum_ready() {
+  "$redlock" --config "$conf" nodes >"$tmp/nodes.out" 2>&1
+}
+waited=$(now_us)
+if ! wait_until -i 0.1 10 quorum_ready; then
   say "FAILED — no quorum of masters ready after 10 s; redlock nodes says:"
   cat "$tmp/nodes.out" >&2
   exit 1
 fi
-say "a quorum of masters is ready (out of quarantine) after $((i / 10)).$((i % 10)) s"
+waited=$((($(now_us) - waited) / 100000))
+say "a quorum of masters is ready (out of quarantine) after $((waited / 10)).$((waited % 10)) s"
 
 # ---- the store Redis (separate from the lock's masters) ------------------------
 
-# start_store PORT: starts redis-server on 127.0.0.1:PORT as our child and
-# waits (bounded) until it answers PING; false if it exited (port taken).
-start_store() {
-  local port=$1 i
-  mkdir -p "$tmp/store"
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$tmp/store" --logfile "$tmp/store/redis.log" </dev/null &
-  store_pid=$!
-  for ((i = 0; i < 200; i++)); do
-    if ! kill -0 "$store_pid" 2>/dev/null; then
-      wait "$store_pid" 2>/dev/null || true
-      store_pid=
-      return 1
-    fi
-    [[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
-store_port=
-for _ in 1 2 3 4 5 6 7 8; do
-  port=$((20000 + RANDOM % 40000))
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue  # something listens there
-  if start_store "$port"; then
-    store_port=$port
-    break
-  fi
-done
-if [[ -z $store_port ]]; then
-  say "FAILED — could not start the store redis-server; log tail:"
-  tail -n 20 "$tmp/store/redis.log" >&2 2>/dev/null || true
+if ! start_master any "$tmp/store"; then
+  say "FAILED — could not start the store redis-server"
   exit 1
 fi
+store_pid=$MASTER_PID
+store_port=$MASTER_PORT
 say "fenced store: 127.0.0.1:$store_port (pid $store_pid), hash $RESOURCE"
 
 # ---- the workers ------------------------------------------------------------------

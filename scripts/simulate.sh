@@ -16,6 +16,8 @@
 # stderr, one JSON line on stdout. Exit status: the simulator's (0 no
 # violation, 1 violation found, 2 usage error).
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
@@ -25,11 +27,11 @@ sabotage=
 while (($# > 0)); do
   case $1 in
     --seconds | --seed | --workload)
-      (($# >= 2)) || { echo "simulate.sh: $1 needs a value" >&2; exit 2; }
+      need_value $# "$1"
       if [[ $1 == --seconds ]]; then seconds=$2; else args+=("$1" "$2"); fi
       shift 2 ;;
     --sabotage)
-      (($# >= 2)) || { echo "simulate.sh: --sabotage needs a name" >&2; exit 2; }
+      need_value $# "$1" "a name"
       sabotage=$2
       shift 2 ;;
     *)

@@ -9,11 +9,13 @@
 # report goes to build/bench-smoke/, not docs/.
 #   --quick   skip the sanitizer build
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
-  echo "usage: $(basename "$0") [--quick]" >&2
+  echo "usage: $me [--quick]" >&2
 }
 
 quick=no
@@ -21,11 +23,9 @@ for arg in "$@"; do
   case $arg in
     --quick) quick=yes ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "$(basename "$0"): unknown argument '$arg'" >&2; usage; exit 2 ;;
+    *) bad "unknown argument '$arg'" ;;
   esac
 done
-
-log() { printf 'test.sh: %s\n' "$*" >&2; }
 
 total_passed=0
 total_failed=0

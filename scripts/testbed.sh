@@ -22,12 +22,12 @@
 # Processes are signalled only by the pid in their pidfile, and only after
 # checking that this pid is a live redis-server on the node's port.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NODES=(1 2 3 4 5)
 BASE_PORT=7000
 STATE_DIR=${REDLOCK_TESTBED_DIR:-${TMPDIR:-/tmp}/redlock-testbed}
-STOP_TIMEOUT_TICKS=100   # 100 x 0.05 s = 5 s before SIGKILL
-READY_TIMEOUT_TICKS=200  # 200 x 0.05 s = 10 s for a node to answer PING
 
 # ---- persistence flags (one line each; keep them on one line) ----------------
 # tests/compose/test_compose.cpp reads PERSISTENCE_ALWAYS from this file and
@@ -36,8 +36,6 @@ READY_TIMEOUT_TICKS=200  # 200 x 0.05 s = 10 s for a node to answer PING
 PERSISTENCE_ALWAYS=(--appendonly yes --appendfsync always --save "")
 PERSISTENCE_NONE=(--appendonly no --save "")
 # ---- end of persistence flags -------------------------------------------------
-
-me=$(basename "$0")
 
 usage() {
   cat >&2 <<EOF
@@ -52,38 +50,15 @@ state dir: $STATE_DIR (set REDLOCK_TESTBED_DIR to change)
 EOF
 }
 
-bad() {  # bad MESSAGE: usage error, exit 2
-  printf '%s: %s\n' "$me" "$1" >&2
-  usage
-  exit 2
-}
-
-die() {
-  printf '%s: %s\n' "$me" "$1" >&2
-  exit 1
-}
-
-note() { printf '%s\n' "$*" >&2; }
-
 port_of() { echo $((BASE_PORT + $1)); }
 node_dir() { echo "$STATE_DIR/node$1"; }
 pidfile_of() { echo "$(node_dir "$1")/redis.pid"; }
 
-# proc_state PID: the state letter from /proc/PID/stat (empty if gone).
-proc_state() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  printf '%s' "${stat%% *}"
-}
-
 # is_our_redis PID PORT: PID is alive (not a zombie) and is a redis-server
 # serving PORT.
 is_our_redis() {
-  local pid=$1 port=$2 cmd state
-  [[ $pid =~ ^[1-9][0-9]*$ ]] || return 1
-  state=$(proc_state "$pid")
-  [[ -n $state && $state != Z && $state != X ]] || return 1
+  local pid=$1 port=$2 cmd
+  pid_alive "$pid" || return 1
   cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
   [[ $cmd == *redis-server* ]] || return 1
   [[ $cmd =~ :$port([^0-9]|$) || $cmd =~ --port[[:space:]]+$port([^0-9]|$) ]] || return 1
@@ -104,64 +79,20 @@ node_pid() {
   fi
 }
 
-# wait_gone PID TICKS: true once PID is gone (or a zombie) within TICKS x 0.05 s.
-wait_gone() {
-  local pid=$1 ticks=$2 i state
-  for ((i = 0; i < ticks; i++)); do
-    state=$(proc_state "$pid")
-    [[ -z $state || $state == Z || $state == X ]] && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
-# wait_state PID WANT_STOPPED(yes|no): bounded wait for SIGSTOP/SIGCONT to land.
-wait_state() {
-  local pid=$1 want=$2 i state
-  for ((i = 0; i < 100; i++)); do
-    state=$(proc_state "$pid")
-    [[ -z $state ]] && return 1
-    if [[ $want == yes ]]; then [[ $state == T ]] && return 0; else [[ $state != T ]] && return 0; fi
-    sleep 0.05
-  done
-  return 1
-}
-
 persistence_of() {
   local f
   f="$(node_dir "$1")/persistence"
   if [[ -f $f ]]; then cat "$f"; else echo none; fi
 }
 
-ping_port() {
-  timeout 2 redis-cli -h 127.0.0.1 -p "$1" ping </dev/null 2>/dev/null
-}
-
-# port_busy PORT: something accepts TCP connections on 127.0.0.1:PORT.
-port_busy() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# new_log N OFFSET: what node N logged after byte OFFSET.
-new_log() {
-  local log
-  log="$(node_dir "$1")/redis.log"
-  [[ -f $log ]] && tail -c +"$(($2 + 1))" "$log"
-  return 0
-}
-
-log_tail() {  # log_tail N OFFSET
-  new_log "$1" "$2" | tail -n 20 | sed 's/^/  | /' >&2
-}
-
 # node_args N MODE: sets NODE_ARGS to redis-server's arguments for node N
-# with persistence MODE (always|none).
+# with persistence MODE (always|none); all of them, for `config N`.
 node_args() {
   local n=$1 mode=$2 dir
   dir=$(node_dir "$n")
   NODE_ARGS=(--port "$(port_of "$n")" --bind 127.0.0.1 --protected-mode no
              --dir "$dir/data" --logfile "$dir/redis.log"
-             --daemonize yes --pidfile "$(pidfile_of "$n")")
+             --pidfile "$(pidfile_of "$n")")
   if [[ $mode == always ]]; then
     NODE_ARGS+=("${PERSISTENCE_ALWAYS[@]}")
   else
@@ -171,10 +102,9 @@ node_args() {
 
 # start_node N PERSISTENCE(optional: empty = remembered)
 start_node() {
-  local n=$1 want=${2:-} port dir pf pid i reply
+  local n=$1 want=${2:-} port dir pid mode
   port=$(port_of "$n")
   dir=$(node_dir "$n")
-  pf=$(pidfile_of "$n")
   pid=$(node_pid "$n")
   if [[ -n $pid ]]; then
     local now
@@ -191,13 +121,9 @@ start_node() {
     return 1
   fi
   mkdir -p "$dir/data"
-  local log_offset=0
-  if [[ -f $dir/redis.log ]]; then log_offset=$(stat -c %s "$dir/redis.log"); fi
   if [[ -n $want ]]; then echo "$want" >"$dir/persistence"; fi
-  local mode
   mode=$(persistence_of "$n")
   node_args "$n" "$mode"
-  local args=("${NODE_ARGS[@]}")
   if [[ $mode == none ]]; then
     # No persistence means every start is empty: files left by an earlier
     # `always` run (appendonlydir/) or a manual SAVE (dump.rdb) would
@@ -207,64 +133,33 @@ start_node() {
       note "node $n: persistence none: removed leftover data files"
     fi
   fi
-  printf '%s\n' "${args[@]}" >"$dir/started-with"
-  rm -f "$pf"
-  if ! redis-server "${args[@]}" </dev/null >>"$dir/redis.log" 2>&1; then
-    note "node $n: redis-server failed to start; log tail:"
-    log_tail "$n" "$log_offset"
+  printf '%s\n' "${NODE_ARGS[@]}" >"$dir/started-with"
+  rm -f "$(pidfile_of "$n")"
+  # Detached: the node outlives this script, in a session of its own.
+  if ! start_master --detach "$port" "$dir" "${NODE_ARGS[@]}"; then
+    note "node $n: not started"
     return 1
   fi
-  # Bounded wait: pidfile written (after listening) and PING answered by it.
-  for ((i = 0; i < READY_TIMEOUT_TICKS; i++)); do
-    pid=$(tr -d '[:space:]' 2>/dev/null <"$pf" || true)
-    if [[ -n $pid ]] && is_our_redis "$pid" "$port"; then
-      reply=$(ping_port "$port" || true)
-      if [[ -n $reply && $reply != LOADING* ]]; then
-        note "node $n: up on 127.0.0.1:$port (pid $pid, persistence $mode)"
-        return 0
-      fi
-    elif new_log "$n" "$log_offset" | grep -qE 'aborting|FATAL|Fatal error|Failed listening'; then
-      note "node $n: redis-server failed to start; log tail:"
-      log_tail "$n" "$log_offset"
-      rm -f "$pf"
-      return 1
-    fi
-    sleep 0.05
-  done
-  note "node $n: not ready after 10 s; log tail:"
-  log_tail "$n" "$log_offset"
-  if [[ -n $pid ]] && is_our_redis "$pid" "$port"; then
-    kill -KILL "$pid" 2>/dev/null || true
-    wait_gone "$pid" "$STOP_TIMEOUT_TICKS" || true
-  fi
-  rm -f "$pf"
-  return 1
+  note "node $n: up on 127.0.0.1:$port (pid $MASTER_PID, persistence $mode)"
 }
 
 # stop_node N SIGNAL: TERM = graceful (SIGKILL after 5 s), KILL = at once.
 stop_node() {
-  local n=$1 sig=$2 pid pf
-  pf=$(pidfile_of "$n")
+  local n=$1 sig=$2 pid
   pid=$(node_pid "$n")
   if [[ -z $pid ]]; then
     note "node $n: not running"
     return 0
   fi
   if [[ $sig == TERM ]]; then
-    kill -TERM "$pid" 2>/dev/null || true
-    kill -CONT "$pid" 2>/dev/null || true  # a paused node must run to see SIGTERM
-    if ! wait_gone "$pid" "$STOP_TIMEOUT_TICKS"; then
-      note "node $n: pid $pid still alive after 5 s, sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      wait_gone "$pid" "$STOP_TIMEOUT_TICKS" || die "node $n: pid $pid did not exit"
-    fi
+    stop_pid "$pid" || die "node $n: pid $pid did not exit"
     note "node $n: stopped (pid $pid)"
   else
     kill -KILL "$pid" 2>/dev/null || true
-    wait_gone "$pid" "$STOP_TIMEOUT_TICKS" || die "node $n: pid $pid did not exit after SIGKILL"
+    wait_state "$pid" gone || die "node $n: pid $pid did not exit after SIGKILL"
     note "node $n: killed (pid $pid)"
   fi
-  rm -f "$pf"
+  rm -f "$(pidfile_of "$n")"
 }
 
 wipe_node() {
@@ -280,12 +175,11 @@ signal_node() {  # signal_node N STOP|CONT
   local n=$1 sig=$2 pid
   pid=$(node_pid "$n")
   [[ -n $pid ]] || die "node $n: not running"
-  kill "-$sig" "$pid"
   if [[ $sig == STOP ]]; then
-    wait_state "$pid" yes || die "node $n: pid $pid did not stop"
+    pause_pid "$pid" || die "node $n: pid $pid did not stop"
     note "node $n: paused (pid $pid)"
   else
-    wait_state "$pid" no || die "node $n: pid $pid did not continue"
+    resume_pid "$pid" || die "node $n: pid $pid did not continue"
     note "node $n: resumed (pid $pid)"
   fi
 }
@@ -309,7 +203,7 @@ print_args_config() {
   declare -A val=([port]=6379 [bind]="* -::*" [appendonly]=no
                   [appendfsync]=everysec [save]="3600 1 300 100 60 10000"
                   [dir]="(redis-server's working directory)")
-  local key= arg k
+  local key='' arg k
   for arg in "$@"; do
     if [[ $arg == --* ]]; then
       key=${arg#--}
@@ -372,17 +266,32 @@ config_node() {
   print_args_config "${args[@]}"
 }
 
-need_redis() {
-  command -v redis-server >/dev/null 2>&1 || die "redis-server not found (scripts/bootstrap.sh installs it)"
-  command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found (package redis-tools)"
-}
-
-parse_node() {  # parse_node ARG: validates 1..5
-  [[ $1 =~ ^[1-5]$ ]] || bad "bad node number '$1' (expected 1..5)"
-}
-
 parse_persistence() {
   [[ $1 == none || $1 == always ]] || bad "bad --persistence value '$1' (expected none or always)"
+}
+
+# parse_options COMMAND WIPE_ALLOWED(yes|no) ARG...: the options of up and
+# restart; sets persistence (empty: the remembered one) and wipe.
+parse_options() {
+  local cmd=$1 wipe_allowed=$2
+  shift 2
+  persistence=
+  wipe=no
+  while (($#)); do
+    case $1 in
+      --wipe)
+        [[ $wipe_allowed == yes ]] || bad "unexpected argument '$1' for $cmd"
+        wipe=yes; shift ;;
+      --persistence)
+        need_value $# "$1" "a value (none or always)"
+        parse_persistence "$2"; persistence=$2; shift 2 ;;
+      --persistence=*)
+        parse_persistence "${1#*=}"; persistence=${1#*=}; shift ;;
+      *) bad "unexpected argument '$1' for $cmd" ;;
+    esac
+  done
+  need_redis
+  mkdir -p "$STATE_DIR"
 }
 
 # ---- main ----------------------------------------------------------------------
@@ -393,19 +302,7 @@ shift
 
 case $cmd in
   up)
-    persistence=
-    while (($#)); do
-      case $1 in
-        --persistence)
-          (($# >= 2)) || bad "--persistence needs a value (none or always)"
-          parse_persistence "$2"; persistence=$2; shift 2 ;;
-        --persistence=*)
-          parse_persistence "${1#*=}"; persistence=${1#*=}; shift ;;
-        *) bad "unexpected argument '$1' for up" ;;
-      esac
-    done
-    need_redis
-    mkdir -p "$STATE_DIR"
+    parse_options up no "$@"
     failed=0
     for n in "${NODES[@]}"; do
       start_node "$n" "$persistence" || failed=1
@@ -413,13 +310,13 @@ case $cmd in
     exit "$failed"
     ;;
   down)
-    (($# == 0)) || bad "unexpected argument '$1' for down"
+    no_more_args down "$@"
     for n in "${NODES[@]}"; do
       stop_node "$n" TERM
     done
     ;;
   status)
-    (($# == 0)) || bad "unexpected argument '$1' for status"
+    no_more_args status "$@"
     for n in "${NODES[@]}"; do
       pid=$(node_pid "$n" 2>/dev/null)
       if [[ -z $pid ]]; then
@@ -435,7 +332,7 @@ case $cmd in
     done
     ;;
   urls)
-    (($# == 0)) || bad "unexpected argument '$1' for urls"
+    no_more_args urls "$@"
     out=
     for n in "${NODES[@]}"; do
       out+="${out:+,}redis://127.0.0.1:$(port_of "$n")"
@@ -443,9 +340,8 @@ case $cmd in
     printf '%s\n' "$out"
     ;;
   kill | pause | resume)
-    (($# >= 1)) || bad "$cmd needs a node number (1..5)"
-    parse_node "$1"
-    (($# == 1)) || bad "unexpected argument '$2' for $cmd"
+    need_node "$cmd" "$@"
+    no_more_args "$cmd" "${@:2}"
     case $cmd in
       kill) stop_node "$1" KILL ;;
       pause) signal_node "$1" STOP ;;
@@ -453,33 +349,16 @@ case $cmd in
     esac
     ;;
   restart)
-    (($# >= 1)) || bad "restart needs a node number (1..5)"
-    parse_node "$1"
+    need_node restart "$@"
     n=$1
-    shift
-    wipe=no
-    persistence=
-    while (($#)); do
-      case $1 in
-        --wipe) wipe=yes; shift ;;
-        --persistence)
-          (($# >= 2)) || bad "--persistence needs a value (none or always)"
-          parse_persistence "$2"; persistence=$2; shift 2 ;;
-        --persistence=*)
-          parse_persistence "${1#*=}"; persistence=${1#*=}; shift ;;
-        *) bad "unexpected argument '$1' for restart" ;;
-      esac
-    done
-    need_redis
-    mkdir -p "$STATE_DIR"
+    parse_options restart yes "${@:2}"
     stop_node "$n" TERM
     if [[ $wipe == yes ]]; then wipe_node "$n"; fi
     start_node "$n" "$persistence"
     ;;
   config)
-    (($# >= 1)) || bad "config needs a node number (1..5)"
-    parse_node "$1"
-    (($# == 1)) || bad "unexpected argument '$2' for config"
+    need_node config "$@"
+    no_more_args config "${@:2}"
     config_node "$1"
     ;;
   -h | --help | help)
