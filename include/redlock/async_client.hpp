@@ -21,6 +21,7 @@
 
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
+#include "redlock/export.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 #include "redlock/status.hpp"
@@ -45,7 +46,7 @@ using NodesCallback = std::function<void(Result<NodesReport>)>;
 // AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
 // thread-safe: every member must be called on the loop's thread. Move and
 // copy are deleted (it owns uv handles).
-class AsyncClient {
+class REDLOCK_API AsyncClient {
  public:
   // create validates the config (Errc::config) and starts connecting to every
   // node. The loop must outlive the client's handles (run it after close()).
@@ -107,7 +108,7 @@ class AsyncClient {
 
  private:
   friend void detail::start_watchdog(AsyncClient& client, std::shared_ptr<detail::LeaseState> state);
-  explicit AsyncClient(ClientCore* core) noexcept;
+  REDLOCK_LOCAL explicit AsyncClient(ClientCore* core) noexcept;
   ClientCore* core_;  // owned; frees itself after its handles have closed
 };
 

@@ -26,13 +26,14 @@
 #include "redlock/async_client.hpp"
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
+#include "redlock/export.hpp"
 #include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock {
 
-class Client {
+class REDLOCK_API Client {
  public:
   // create validates the config (Errc::config), starts the loop thread and
   // begins connecting. It does not wait for the nodes: an operation issued
@@ -88,7 +89,7 @@ class Client {
 
  private:
   struct Impl;
-  explicit Client(std::unique_ptr<Impl> impl) noexcept;
+  REDLOCK_LOCAL explicit Client(std::unique_ptr<Impl> impl) noexcept;
   std::unique_ptr<Impl> impl_;
 };
 

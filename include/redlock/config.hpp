@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "redlock/error.hpp"
+#include "redlock/export.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock {
@@ -22,7 +23,7 @@ namespace redlock {
 // user and password may be percent-encoded; a URL with ":password@" and no
 // user authenticates with the password alone (AUTH password); with a user,
 // as an ACL user (AUTH user password).
-struct NodeAddress {
+struct REDLOCK_API NodeAddress {
   enum class Kind { tcp, unix_socket };
   Kind kind = Kind::tcp;
   std::string host;      // tcp: without brackets ("::1")
@@ -40,17 +41,17 @@ struct NodeAddress {
 };
 
 // Config — the masters and the options.
-struct Config {
+struct REDLOCK_API Config {
   std::vector<NodeAddress> nodes;
   Options options;
 };
 
 // parse_node_url parses one URL (forms above).
-Result<NodeAddress> parse_node_url(std::string_view url);
+REDLOCK_API Result<NodeAddress> parse_node_url(std::string_view url);
 
 // parse_node_list parses comma-separated URLs (spaces around commas are
 // ignored), as in REDLOCK_NODES and --nodes. Empty items are an error.
-Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
+REDLOCK_API Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
 
 // parse_config_json parses a JSON document:
 //   {"nodes": ["redis://127.0.0.1:7001", …],        required, non-empty
@@ -60,15 +61,15 @@ Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
 //    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
 //    "release_settle_ms": 0, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
 // Unknown keys and wrong types are errors. The result is validated.
-Result<Config> parse_config_json(std::string_view json_text);
+REDLOCK_API Result<Config> parse_config_json(std::string_view json_text);
 
 // load_config_file reads and parses a JSON config file; an unreadable file
 // is an error naming the path and the OS reason.
-Result<Config> load_config_file(const std::string& path);
+REDLOCK_API Result<Config> load_config_file(const std::string& path);
 
 // config_from_env builds a Config (default options) from REDLOCK_NODES;
 // unset or empty is an error naming the variable.
-Result<Config> config_from_env();
+REDLOCK_API Result<Config> config_from_env();
 
 // validate_config checks every rule: at least one node, no duplicate nodes
 // (same display address and db), ports 1–65535, db ≥ 0,
@@ -77,6 +78,6 @@ Result<Config> config_from_env();
 // [0, 0.5), node_timeout > 0, connect_timeout > 0, 0 < reconnect_min ≤
 // reconnect_max, retry_delay ≥ 0, retry_jitter ≥ 0, release_settle ≥ 0, min_validity ≥ 0,
 // stall_timeout > node_timeout, max_pending > 0, prefix may be empty.
-Result<void> validate_config(const Config& config);
+REDLOCK_API Result<void> validate_config(const Config& config);
 
 }  // namespace redlock

@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "redlock/export.hpp"
 #include "redlock/lock.hpp"
 
 namespace redlock {
@@ -39,12 +40,12 @@ enum class Errc : std::uint8_t {
 };
 
 // errc_name returns the stable id of a code, e.g. "redlock.no_quorum".
-std::string_view errc_name(Errc code) noexcept;
+REDLOCK_API std::string_view errc_name(Errc code) noexcept;
 
 // Error — what went wrong. `nodes` holds the per-node outcomes of the round
 // that decided the failure (empty for argument and config errors); `attempts`
 // counts the acquire rounds that were tried.
-struct Error {
+struct REDLOCK_API Error {
   Errc code = Errc::internal;
   std::string message;
   std::vector<NodeOutcome> nodes;

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "redlock/error.hpp"
+#include "redlock/export.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
@@ -39,7 +40,7 @@ struct LeaseState;
 using LostCallback = std::function<void(const Error&)>;
 
 // LeaseOptions — how to take and keep a lease.
-struct LeaseOptions {
+struct REDLOCK_API LeaseOptions {
   // Lock TTL (zero: Options::default_ttl) and how long to keep trying to
   // take it (zero: one attempt), as for AcquireOptions.
   milliseconds ttl{0};
@@ -70,7 +71,7 @@ struct LeaseOptions {
   std::stop_token cancel;
 };
 
-class Lease {
+class REDLOCK_API Lease {
  public:
   Lease() noexcept;  // empty: holds nothing
   ~Lease();
@@ -114,7 +115,7 @@ class Lease {
 
  private:
   friend class Client;
-  explicit Lease(std::shared_ptr<detail::LeaseState> state) noexcept;
+  REDLOCK_LOCAL explicit Lease(std::shared_ptr<detail::LeaseState> state) noexcept;
   std::shared_ptr<detail::LeaseState> state_;
 };
 

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "redlock/export.hpp"
+
 namespace redlock {
 
 // Outcome — how one node took part in one round.
@@ -24,7 +26,7 @@ namespace redlock {
 enum class Outcome : std::uint8_t { ok, held, timeout, error, quarantined, pending };
 
 // outcome_name returns "ok", "held", "timeout", "error", "quarantined" or "pending".
-std::string_view outcome_name(Outcome outcome) noexcept;
+REDLOCK_API std::string_view outcome_name(Outcome outcome) noexcept;
 
 // NodeOutcome — one node's part in a round. `address` is the node's display
 // address without credentials ("127.0.0.1:7001", "[::1]:7001",
@@ -32,7 +34,7 @@ std::string_view outcome_name(Outcome outcome) noexcept;
 // `error` says why for timeout / error / quarantined / held (empty for ok);
 // `holder_ttl` is the remaining TTL reported by a node that answered `held`
 // to an acquire (-1 when unknown or the key has no expiry).
-struct NodeOutcome {
+struct REDLOCK_API NodeOutcome {
   std::string address;
   Outcome outcome = Outcome::pending;
   std::chrono::microseconds rtt{0};
@@ -45,7 +47,7 @@ struct NodeOutcome {
 // and token). `validity_deadline` is on std::chrono::steady_clock: the holder
 // may act as owner only before it. `validity` is the validity at the moment
 // the lock was acquired or last extended (ttl − elapsed − drift).
-struct Lock {
+struct REDLOCK_API Lock {
   std::string resource;
   std::string token;
   std::chrono::milliseconds ttl{0};
@@ -72,7 +74,7 @@ struct Lock {
 // on each master one script took all of them or none, and a majority of
 // masters said yes. `resources` are sorted and without duplicates; the rest
 // is as for Lock.
-struct MultiLock {
+struct REDLOCK_API MultiLock {
   std::vector<std::string> resources;
   std::string token;
   std::chrono::milliseconds ttl{0};
@@ -89,7 +91,7 @@ struct MultiLock {
 // deleted our token by the time the release was decided. `released` is true
 // when at least one node deleted it and fewer than a majority may still hold
 // it (nodes that timed out or errored may), i.e. the lock is free.
-struct ReleaseResult {
+struct REDLOCK_API ReleaseResult {
   bool released = false;
   int released_nodes = 0;
   std::chrono::microseconds elapsed{0};

@@ -7,6 +7,8 @@
 #include <stop_token>
 #include <string>
 
+#include "redlock/export.hpp"
+
 namespace redlock {
 
 using std::chrono::milliseconds;
@@ -14,7 +16,7 @@ using std::chrono::milliseconds;
 // Options — per-client settings, shared by every lock the client takes.
 // Validated by validate_config() (config.hpp); Client::create and
 // AsyncClient::create refuse an invalid set with Errc::config.
-struct Options {
+struct REDLOCK_API Options {
   // Key prefix: the lock key is prefix + resource. Default "redlock:".
   std::string prefix = "redlock:";
 
@@ -114,7 +116,7 @@ struct Options {
 };
 
 // AcquireOptions — per-call settings for an acquire.
-struct AcquireOptions {
+struct REDLOCK_API AcquireOptions {
   // Lock TTL; zero means Options::default_ttl. At most Options::max_ttl.
   milliseconds ttl{0};
   // How long to keep retrying (rounds spaced by retry_delay + jitter). Zero

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "redlock/export.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock {
@@ -23,7 +24,7 @@ namespace redlock {
 //   uptime           the server's uptime now (-1 s: unknown)
 //   quarantined      restarted recently: it does not count toward a majority
 //   quarantine_left  for how much longer (zero when it counts)
-struct NodeHealth {
+struct REDLOCK_API NodeHealth {
   std::string address;
   bool reachable = false;
   std::chrono::microseconds rtt{0};
@@ -40,7 +41,7 @@ struct NodeHealth {
 };
 
 // NodesReport — every master's health, and whether a lock can be taken now.
-struct NodesReport {
+struct REDLOCK_API NodesReport {
   std::vector<NodeHealth> nodes;
   std::size_t quorum = 0;  // N/2 + 1
   // usable: reachable and not quarantined.
@@ -59,7 +60,7 @@ struct NodesReport {
 //   ttl          its remaining time to live (-1 ms: the key has no expiry)
 //   fence        this master's fence counter for the resource (0: none)
 //   quarantined  the master restarted recently: its answer does not count
-struct NodeHolding {
+struct REDLOCK_API NodeHolding {
   enum class State : std::uint8_t { free, held, unreachable };
   std::string address;
   State state = State::unreachable;
@@ -79,7 +80,7 @@ struct NodeHolding {
 //   ttl          held only: how long that majority still lasts (the
 //                quorum-th longest TTL among the agreeing masters)
 //   free_nodes   counted masters where the key is absent
-struct ResourceStatus {
+struct REDLOCK_API ResourceStatus {
   std::string resource;
   std::vector<NodeHolding> nodes;
   std::size_t quorum = 0;
@@ -91,6 +92,6 @@ struct ResourceStatus {
 };
 
 // state_name returns "free", "held" or "unreachable".
-const char* state_name(NodeHolding::State s) noexcept;
+REDLOCK_API const char* state_name(NodeHolding::State s) noexcept;
 
 }  // namespace redlock
