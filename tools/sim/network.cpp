@@ -48,6 +48,18 @@ bool iequals(std::string_view a, std::string_view b) {
          std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
 }
 
+// set_pubsub_reply: `r` becomes a pub/sub reply [kind, channel, third]
+// (whatever a pooled message held before is overwritten).
+void set_pubsub_reply(Reply& r, std::string_view kind, std::string_view channel, Reply third) {
+  r.type = Reply::Type::array;
+  r.integer = 0;
+  r.str.clear();
+  r.elements.resize(3);
+  r.elements[0] = Reply{Reply::Type::string, 0, std::string(kind), {}};
+  r.elements[1] = Reply{Reply::Type::string, 0, std::string(channel), {}};
+  r.elements[2] = std::move(third);
+}
+
 std::size_t node_count(const Reply& r) {
   std::size_t n = 1;
   for (const Reply& e : r.elements) n += node_count(e);
@@ -359,14 +371,11 @@ void Network::execute(Conn& c, Msg& m, bool late) {
 Reply Network::pubsub(Conn& c, std::span<const std::string_view> argv, bool subscribe) {
   auto confirm = [&c](std::string_view kind, std::string_view channel, bool nil) {
     Reply r;
-    r.type = Reply::Type::array;
-    r.elements.resize(3);
-    r.elements[0].type = Reply::Type::string;
-    r.elements[0].str = kind;
-    r.elements[1].type = nil ? Reply::Type::nil : Reply::Type::string;
-    r.elements[1].str = channel;
-    r.elements[2].type = Reply::Type::integer;
-    r.elements[2].integer = static_cast<long long>(c.channels.size());
+    Reply count;
+    count.type = Reply::Type::integer;
+    count.integer = static_cast<long long>(c.channels.size());
+    set_pubsub_reply(r, kind, channel, std::move(count));
+    if (nil) r.elements[1] = Reply{};
     return r;
   };
   if (subscribe && argv.size() < 2) {
@@ -431,15 +440,10 @@ long long Network::publish(std::size_t m, const std::string& channel, const std:
     Msg& msg = msgs_[i];
     msg.conn = c.id;
     msg.argc = 0;
-    msg.reply.type = Reply::Type::array;
-    msg.reply.elements.resize(3);
-    for (Reply& e : msg.reply.elements) e = Reply{};
-    msg.reply.elements[0].type = Reply::Type::string;
-    msg.reply.elements[0].str = "message";
-    msg.reply.elements[1].type = Reply::Type::string;
-    msg.reply.elements[1].str = channel;
-    msg.reply.elements[2].type = Reply::Type::string;
-    msg.reply.elements[2].str = message;
+    Reply payload;
+    payload.type = Reply::Type::string;
+    payload.str = message;
+    set_pubsub_reply(msg.reply, "message", channel, std::move(payload));
     send(c, i, false);
   }
   return receivers;

@@ -58,6 +58,9 @@ Options sim_options(bool quarantine, bool wake_ups) {
   return o;
 }
 
+// is_lock_key: a lock key of any resource (src/keys.hpp: "…}:lock").
+bool is_lock_key(std::string_view key) { return key.ends_with("}:lock"); }
+
 std::string fmt_time(Nanos t) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%10.3f ms", static_cast<double>(t) / 1e6);
@@ -448,7 +451,7 @@ void Schedule::evict_tick(const std::vector<std::size_t>& masters) {
     if (!net_->master(m).up()) continue;
     std::vector<std::string> locks;
     for (const auto& [key, value] : master.keys()) {
-      if (key.size() >= 6 && key.compare(key.size() - 6, 6, "}:lock") == 0) locks.push_back(key);
+      if (is_lock_key(key)) locks.push_back(key);
     }
     if (locks.empty()) continue;
     const std::string& key = locks[evict_rng_.below(locks.size())];
@@ -636,7 +639,7 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
 void Schedule::check_leaks() {
   for (std::size_t m = 0; m < net_->size(); ++m) {
     for (const auto& [key, value] : net_->master(m).master().keys()) {
-      if (key.size() < 6 || key.compare(key.size() - 6, 6, "}:lock") != 0) continue;
+      if (!is_lock_key(key)) continue;
       violation("leak",
                 "m" + std::to_string(m) + " still holds " + key + " = " + value + " (PTTL " +
                     std::to_string(net_->master(m).master().pttl(key)) + " ms) after every client released and quiesced",
