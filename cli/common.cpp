@@ -56,6 +56,28 @@ void check_resource(const std::string& resource) {
   if (resource.empty()) throw UsageError("RESOURCE: must not be empty");
 }
 
+namespace {
+
+// apply_tls: --tls-* flags, else REDLOCK_TLS_CA / _CERT / _KEY, else what
+// the config file said.
+void apply_tls(const Globals& g, TlsSettings& tls) {
+  const auto pick = [](const std::string& flag, const char* variable, std::string& field) {
+    if (!flag.empty()) {
+      field = flag;
+    } else if (const char* env = variable != nullptr ? std::getenv(variable) : nullptr; env != nullptr && *env != '\0') {
+      field = env;
+    }
+  };
+  pick(g.tls_ca, "REDLOCK_TLS_CA", tls.ca_file);
+  pick(g.tls_ca_dir, nullptr, tls.ca_dir);
+  pick(g.tls_cert, "REDLOCK_TLS_CERT", tls.cert_file);
+  pick(g.tls_key, "REDLOCK_TLS_KEY", tls.key_file);
+  pick(g.tls_server_name, nullptr, tls.server_name);
+  if (g.tls_insecure) tls.verify = false;
+}
+
+}  // namespace
+
 Config load_config(const Globals& g) {
   Config config;
   std::string source;
@@ -80,6 +102,7 @@ Config load_config(const Globals& g) {
     config = std::move(*from_env);
   }
   if (g.no_quarantine) config.options.quarantine = false;
+  apply_tls(g, config.tls);
   config.options.node_outcomes = true;  // the output lists every node
   // A one-shot command can afford to wait for every master's answer: let
   // release report every node (a config file may still set its own value).

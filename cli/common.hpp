@@ -35,6 +35,10 @@ struct Globals {
   std::string nodes;        // --nodes
   std::string config_file;  // --config
   bool no_quarantine = false;
+  // TLS for rediss:// nodes: flags win over REDLOCK_TLS_CA / _CERT / _KEY,
+  // which win over a --config file's tls_* keys.
+  std::string tls_ca, tls_ca_dir, tls_cert, tls_key, tls_server_name;
+  bool tls_insecure = false;
   bool json = false;   // --json
   bool human = false;  // --human
 };

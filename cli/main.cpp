@@ -259,11 +259,12 @@ int run_nodes(const Args& a) {
 
 constexpr const char* kGlobalHelp =
     "\nAlso: --nodes URL,URL,... | --config FILE | REDLOCK_NODES, --no-quarantine,\n"
-    "--json | --human (see redlock --help).\n";
+    "--tls-ca FILE, --tls-cert FILE, --tls-key FILE, ..., --json | --human (see redlock --help).\n";
 
 constexpr const char* kNodeHelp =
     "\nNodes: --nodes wins, then --config, then the environment variable REDLOCK_NODES\n"
-    "(comma-separated redis://[user:password@]host[:port][/db] or unix:///path URLs).\n"
+    "(comma-separated redis://[user:password@]host[:port][/db], rediss://... (TLS)\n"
+    "or unix:///path URLs).\n"
     "Output: --json (one JSON object; the default for acquire, extend, release) or\n"
     "--human (a table; the default for status and nodes). Exit status: 0 done,\n"
     "1 not done (held elsewhere, no quorum, not held), 2 usage or configuration\n"
@@ -286,6 +287,16 @@ Commands build(CLI::App& app, Args& a) {
   app.add_option("--config", a.g.config_file, "JSON config file (nodes and options)")->type_name("FILE");
   app.add_flag("--no-quarantine", a.g.no_quarantine,
                "Let freshly (re)started masters count at once (test beds; unsafe without appendfsync always)");
+  app.add_option("--tls-ca", a.g.tls_ca, "CA certificates (PEM) to verify rediss:// masters with [env REDLOCK_TLS_CA]")
+      ->type_name("FILE");
+  app.add_option("--tls-ca-dir", a.g.tls_ca_dir, "A directory of CA certificates (c_rehash layout)")->type_name("DIR");
+  app.add_option("--tls-cert", a.g.tls_cert, "Client certificate (PEM) for mutual TLS [env REDLOCK_TLS_CERT]")
+      ->type_name("FILE");
+  app.add_option("--tls-key", a.g.tls_key, "Its private key (PEM) [env REDLOCK_TLS_KEY]")->type_name("FILE");
+  app.add_option("--tls-server-name", a.g.tls_server_name, "Name to expect in the masters' certificates (default: each host)")
+      ->type_name("NAME");
+  app.add_flag("--tls-insecure", a.g.tls_insecure,
+               "Do not verify the masters' certificates (UNSAFE: anyone on the path can pose as a master)");
   auto* json_flag = app.add_flag("--json", a.g.json, "Print one JSON object (run: one JSON line on stderr)");
   app.add_flag("--human", a.g.human, "Print a human-readable table")->excludes(json_flag);
   app.footer(std::string(kNodeHelp) +

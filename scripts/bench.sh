@@ -39,7 +39,8 @@
 # and prints the table. Masters live on free loopback ports (never the
 # 7001-7005 test bed) in a temp dir; every process started here is stopped by
 # its pid on exit, paused masters are always resumed first. Exit 0 when every
-# run succeeded, 1 when any run failed (the report is still written).
+# run succeeded, 1 when any run failed (the report is still written) or a
+# prerequisite is missing, 2 on a usage error.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -69,23 +70,24 @@ quick=0
 while (($# > 0)); do
   case $1 in
     --quick) quick=1; rounds=1; seconds=1; locks=10000 ;;
-    --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    --seconds) seconds=${2:?--seconds needs a value}; shift ;;
-    --locks) locks=${2:?--locks needs a value}; shift ;;
-    --concurrency) concurrency=${2:?--concurrency needs a value}; shift ;;
-    --scenarios) IFS=, read -r -a scenarios <<<"${2:?--scenarios needs a value}"; shift ;;
+    --rounds) need_value $# "$1"; rounds=$2; shift ;;
+    --seconds) need_value $# "$1"; seconds=$2; shift ;;
+    --locks) need_value $# "$1"; locks=$2; shift ;;
+    --concurrency) need_value $# "$1"; concurrency=$2; shift ;;
+    --scenarios) need_value $# "$1" "a list"; IFS=, read -r -a scenarios <<<"$2"; shift ;;
     --no-build) build=0 ;;
     -h | --help) usage; exit 0 ;;
-    *) usage; die "unknown argument '$1'" ;;
+    *) bad "unknown argument '$1'" ;;
   esac
   shift
 done
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, got '$rounds'"
-[[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ && $seconds != 0 ]] || die "--seconds must be a positive number, got '$seconds'"
-[[ $locks =~ ^[1-9][0-9]*$ ]] || die "--locks must be a positive integer, got '$locks'"
-[[ $concurrency =~ ^[1-9][0-9]*$ ]] || die "--concurrency must be a positive integer, got '$concurrency'"
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || bad "--rounds must be a positive integer, got '$rounds'"
+[[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ && $seconds =~ [1-9] ]] || bad "--seconds must be a positive number, got '$seconds'"
+[[ $locks =~ ^[1-9][0-9]*$ ]] || bad "--locks must be a positive integer, got '$locks'"
+[[ $concurrency =~ ^[1-9][0-9]*$ ]] || bad "--concurrency must be a positive integer, got '$concurrency'"
+((${#scenarios[@]} > 0)) || bad "--scenarios needs at least one scenario (known: ${ALL_SCENARIOS[*]})"
 for s in "${scenarios[@]}"; do
-  [[ " ${ALL_SCENARIOS[*]} " == *" $s "* ]] || die "unknown scenario '$s' (known: ${ALL_SCENARIOS[*]})"
+  [[ " ${ALL_SCENARIOS[*]} " == *" $s "* ]] || bad "unknown scenario '$s' (known: ${ALL_SCENARIOS[*]})"
 done
 
 # ---- prerequisites ---------------------------------------------------------------
@@ -93,14 +95,7 @@ done
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   # Debian bookworm's nodejs is 18.x, enough for the peer.
   log "node or npm is missing: installing Debian's nodejs and npm"
-  sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || die "node/npm are missing and this is not root: install nodejs and npm"
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" apt-get update </dev/null >&2
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm </dev/null >&2 ||
-    die "could not install nodejs and npm"
+  install_packages nodejs npm || die "node and npm are needed for the node-redlock peer"
 fi
 command -v node >/dev/null 2>&1 || die "node is not installed (Node.js >= 18 is needed for the node-redlock peer)"
 command -v npm >/dev/null 2>&1 || die "npm is not installed (needed to install the node-redlock peer's packages)"

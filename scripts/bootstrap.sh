@@ -6,43 +6,19 @@
 #               MESON_ARGS="-Db_sanitize=address,undefined -Dbuildtype=debug"
 # Idempotent: a second run installs nothing and only runs ninja.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 MESON_ARGS=${MESON_ARGS:-}
 
-log() { printf 'bootstrap: %s\n' "$*" >&2; }
-
 packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev
           nlohmann-json3-dev doctest-dev redis-server libcli11-dev liblua5.1-0-dev
-          libyaml-cpp-dev shellcheck)
+          libyaml-cpp-dev shellcheck libssl-dev openssl)
 
-missing=()
-for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  if [[ $status != "install ok installed" ]]; then
-    missing+=("$p")
-  fi
-done
-
-if ((${#missing[@]} > 0)); then
-  log "installing missing packages: ${missing[*]}"
-  sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-      sudo=(sudo)
-    else
-      log "not root and sudo is not available: install ${missing[*]} by hand"
-      exit 1
-    fi
-  fi
-  "${sudo[@]}" apt-get update </dev/null >&2
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y "${missing[@]}" </dev/null >&2
-else
-  log "all packages present"
-fi
+install_packages "${packages[@]}" || exit 1
 
 if [[ -f $BUILD_DIR/build.ninja && -d $BUILD_DIR/meson-info ]]; then
   log "$BUILD_DIR already configured"

@@ -6,8 +6,9 @@
 # messages with the script's name (say, log, note, die), usage errors (bad,
 # need_value, need_node, no_more_args; usage prints the script's header
 # comment unless the script defines its own after sourcing), polling with a
-# deadline (wait_until, wait_state), free loopback ports, and redis-server
-# masters started, checked, paused, resumed and stopped by pid.
+# deadline (wait_until, wait_state), missing Debian packages installed
+# (install_packages), free loopback ports, and redis-server masters started,
+# checked, paused, resumed and stopped by pid.
 #
 # Sourcing runs no program (it only defines functions and sets `me`, the
 # script's name), so a script may source it before it knows its PATH is
@@ -84,6 +85,38 @@ on_exit() {
   trap "$1" EXIT
   trap 'log "interrupted"; exit 130' INT
   trap 'log "terminated"; exit 143' TERM
+}
+
+# ---- prerequisites ----------------------------------------------------------------
+
+# install_packages PACKAGE...: installs, with apt-get (through sudo when not
+# root), the Debian packages among PACKAGE that are not installed; nothing
+# when all are. On failure it says what could not be installed and returns
+# 1 (not root and no sudo; apt-get failed).
+install_packages() {
+  local p status missing=() sudo=()
+  if (($# == 0)); then
+    log "install_packages: expected PACKAGE..., got '$*'"
+    return 2
+  fi
+  for p in "$@"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ $status == "install ok installed" ]] || missing+=("$p")
+  done
+  ((${#missing[@]} > 0)) || return 0
+  log "installing missing packages: ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      log "not root and sudo is not available: install ${missing[*]} by hand"
+      return 1
+    fi
+    sudo=(sudo)
+  fi
+  if ! "${sudo[@]}" apt-get update </dev/null >&2 ||
+    ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" </dev/null >&2; then
+    log "could not install ${missing[*]} (apt-get failed)"
+    return 1
+  fi
 }
 
 need_redis() {

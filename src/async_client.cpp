@@ -11,25 +11,26 @@
 
 #include "lease_state.hpp"
 #include "engine.hpp"
-#include "hiredis_wire.hpp"
 #include "keys.hpp"
 #include "node_set.hpp"
+#include "socket_wire.hpp"
 #include "survey.hpp"
 #include "uv_runtime.hpp"
 
 namespace redlock {
 
 // ClientCore — the engine, its watchdogs and surveys over a NodeSet (one
-// NodeSession and one pub/sub Subscriber per master, on hiredis). It lives
+// NodeSession and one pub/sub Subscriber per master, on SocketWires). It lives
 // until everything is closed and its AsyncClient is gone; it frees itself
 // in whichever of the two comes last.
 class ClientCore final {
  public:
-  ClientCore(uv_loop_t* loop, Config config)
+  ClientCore(uv_loop_t* loop, Config config, std::unique_ptr<detail::TlsContext> tls)
       : loop_(loop),
         config_(std::move(config)),
         runtime_(loop),
-        wires_(loop),
+        tls_(std::move(tls)),
+        wires_(loop, tls_.get()),
         nodes_(runtime_, wires_, config_),
         engine_(runtime_, nodes_, config_.options) {
     uv_timer_init(loop_, &reaper_);
@@ -190,7 +191,8 @@ class ClientCore final {
   uv_loop_t* loop_;
   Config config_;
   detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
-  detail::HiredisWireFactory wires_;
+  std::unique_ptr<detail::TlsContext> tls_;  // null unless a node is rediss://
+  detail::SocketWireFactory wires_;
   detail::NodeSet nodes_;
   detail::Engine engine_;
   uv_timer_t reaper_;
@@ -205,7 +207,13 @@ Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config
   if (loop == nullptr) return make_error(Errc::invalid_argument, "loop: null");
   Result<void> valid = validate_config(config);
   if (!valid) return valid.error();
-  return std::unique_ptr<AsyncClient>(new AsyncClient(new ClientCore(loop, std::move(config))));
+  std::unique_ptr<detail::TlsContext> tls;
+  if (std::any_of(config.nodes.begin(), config.nodes.end(), [](const NodeAddress& n) { return n.tls; })) {
+    Result<std::unique_ptr<detail::TlsContext>> made = detail::TlsContext::create(config.tls);
+    if (!made) return made.error();
+    tls = std::move(*made);
+  }
+  return std::unique_ptr<AsyncClient>(new AsyncClient(new ClientCore(loop, std::move(config), std::move(tls))));
 }
 
 AsyncClient::AsyncClient(ClientCore* core) noexcept : core_(core) {}

@@ -210,8 +210,10 @@ Problem parse_unix_location(std::string_view location, NodeAddress& node) {
 Problem parse_url_parts(const UrlParts& parts, NodeAddress& node) {
   if (iequals(parts.scheme, "unix"))
     node.kind = NodeAddress::Kind::unix_socket;
+  else if (iequals(parts.scheme, "rediss"))
+    node.tls = true;
   else if (!iequals(parts.scheme, "redis"))
-    return cat("unknown scheme ", quote(parts.scheme), " (expected redis or unix)");
+    return cat("unknown scheme ", quote(parts.scheme), " (expected redis, rediss or unix)");
   if (parts.userinfo)
     if (auto problem = parse_userinfo(*parts.userinfo, node)) return problem;
   return node.kind == NodeAddress::Kind::tcp ? parse_tcp_location(parts.location, node)
@@ -283,6 +285,19 @@ Result<void> set_prefix(std::string_view key, const json& value, Config& config)
   return {};
 }
 
+template <std::string TlsSettings::*Field>
+Result<void> set_tls_text(std::string_view key, const json& value, Config& config) {
+  if (!value.is_string()) return wrong_type(key, value, "string");
+  config.tls.*Field = value.get<std::string>();
+  return {};
+}
+
+Result<void> set_tls_verify(std::string_view key, const json& value, Config& config) {
+  if (!value.is_boolean()) return wrong_type(key, value, "true or false");
+  config.tls.verify = value.get<bool>();
+  return {};
+}
+
 Result<void> set_nodes(std::string_view key, const json& value, Config& config) {
   if (value.is_string())  // likely a single URL: echo it masked, like a URL error
     return config_error(cat(key, ": ", quote(redact(value.get<std::string>())),
@@ -326,6 +341,12 @@ constexpr Key keys[] = {
     {"wake_safety_net_ms", set_duration<&Options::wake_safety_net>},
     {"data_check_interval_ms", set_duration<&Options::data_check_interval>},
     {"accept_eviction", set_flag<&Options::accept_eviction>},
+    {"tls_ca_file", set_tls_text<&TlsSettings::ca_file>},
+    {"tls_ca_dir", set_tls_text<&TlsSettings::ca_dir>},
+    {"tls_cert_file", set_tls_text<&TlsSettings::cert_file>},
+    {"tls_key_file", set_tls_text<&TlsSettings::key_file>},
+    {"tls_server_name", set_tls_text<&TlsSettings::server_name>},
+    {"tls_verify", set_tls_verify},
 };
 
 Error unknown_key(std::string_view name) {
@@ -557,6 +578,10 @@ Result<Config> config_from_env() {
 
 Result<void> validate_config(const Config& config) {
   if (auto nodes = validate_nodes(config.nodes); !nodes) return nodes;
+  if (config.tls.cert_file.empty() != config.tls.key_file.empty()) {
+    return config_error(config.tls.cert_file.empty() ? "tls_key_file: set without tls_cert_file"
+                                                     : "tls_cert_file: set without tls_key_file");
+  }
   return validate_options(config.options);
 }
 

@@ -550,7 +550,11 @@ void NodeSession::on_conn_timer() {
   } else if (state_ == State::disconnected) {
     connect();
   } else if (state_ == State::connecting) {
-    drop_connection("connect timeout after " + std::to_string(options_.connect_timeout.count()) + " ms");
+    std::string why = "connect timeout after " + std::to_string(options_.connect_timeout.count()) + " ms";
+    if (std::string stage = wire_ != nullptr ? wire_->waiting_for() : std::string(); !stage.empty()) {
+      why += ", waiting for " + stage;
+    }
+    drop_connection(std::move(why));
   }
 }
 

@@ -75,6 +75,10 @@ class Wire {
   // judging deadlines: production reads the socket once; the simulator
   // has nothing to do).
   virtual void read_now() = 0;
+  // waiting_for: while the connection is not up yet, what it waits for, in
+  // words ("the TLS handshake"); the owner's connect timeout names it.
+  // Empty when there is nothing more to say.
+  virtual std::string waiting_for() const { return {}; }
 };
 
 // WireFactory — opens connections (production: hiredis on a uv loop).

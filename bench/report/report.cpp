@@ -20,12 +20,14 @@
 //                        over rounds), one curve per system, log x axis in µs;
 //   DIR/throughput.svg   ops/s of the throughput scenario per system (median
 //                        bar, min–max whisker over rounds).
-// DIR defaults to docs/benchmarks. SVGs are self-contained (no fonts, scripts
-// or external references). Exit 0 on success, 1 on an I/O or input error,
-// 2 on a usage error.
+// DIR defaults to docs/benchmarks. SVGs are drawn with tools/svg and are
+// self-contained (no fonts, scripts or external references). Exit 0 on
+// success, 1 on an I/O or input error, 2 on a usage error.
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+
+#include "svg.hpp"
 
 #include <sys/utsname.h>
 
@@ -37,7 +39,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <map>
 #include <set>
@@ -49,6 +50,7 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+namespace svg = redlock::svg;
 
 const std::vector<std::string> kSystems = {"redlock", "node-redlock", "floor"};
 const std::vector<std::string> kScenarioOrder = {"latency",           "throughput",        "handoff",
@@ -140,20 +142,6 @@ std::string fmt_ratio(double a, double b) {
   return buf;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // ---- machine ----------------------------------------------------------------
 
 json machine_info() {
@@ -199,27 +187,6 @@ std::string iso_now() {
 
 // ---- SVG --------------------------------------------------------------------
 
-struct Svg {
-  std::ostringstream s;
-  Svg(int w, int h) {
-    s << std::fixed << std::setprecision(1);
-    s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 "
-      << w << " " << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      << "<rect x=\"0\" y=\"0\" width=\"" << w << "\" height=\"" << h << "\" fill=\"white\"/>\n";
-  }
-  void text(double x, double y, const std::string& t, const char* anchor = "start", int size = 12,
-            const char* extra = "") {
-    s << "<text x=\"" << x << "\" y=\"" << y << "\" text-anchor=\"" << anchor << "\" font-size=\"" << size << "\" "
-      << extra << ">" << xml_escape(t) << "</text>\n";
-  }
-  void line(double x1, double y1, double x2, double y2, const char* stroke, double width = 1,
-            const char* extra = "") {
-    s << "<line x1=\"" << x1 << "\" y1=\"" << y1 << "\" x2=\"" << x2 << "\" y2=\"" << y2 << "\" stroke=\"" << stroke
-      << "\" stroke-width=\"" << width << "\" " << extra << "/>\n";
-  }
-  std::string str() { return s.str() + "</svg>\n"; }
-};
-
 void write_file(const fs::path& p, const std::string& content) {
   std::ofstream f(p);
   if (!f) fail("cannot write " + p.string() + ": " + std::strerror(errno));
@@ -233,6 +200,27 @@ std::string fmt_us_tick(double us) {
   else if (us >= 1e3) std::snprintf(buf, sizeof buf, "%g ms", us / 1e3);
   else std::snprintf(buf, sizeof buf, "%g µs", us);
   return buf;
+}
+
+// plot_axis is the bottom or left axis of a plot whose area starts at
+// (left, top) and is width × height: grid lines across it, labels 8 px out
+// (bottom: 18 px), size 11, a size-12 caption (left: rotated, at x = 18).
+svg::Axis plot_axis(svg::Axis::Side side, double left, double top, double width, double height,
+                    const std::string& caption) {
+  svg::Axis a;
+  a.side = side;
+  a.caption = caption;
+  a.label_size = 11;
+  a.caption_size = 12;
+  if (side == svg::Axis::Side::bottom) {
+    a.start = left, a.end = left + width, a.at = top + height, a.plot_depth = height;
+    a.label_offset = 18;
+  } else {
+    a.start = top, a.end = top + height, a.at = left, a.plot_depth = width;
+    a.label_offset = 8;
+    a.caption_offset = left - 18;
+  }
+  return a;
 }
 
 // CDF of the pooled samples, one curve per system, log x axis.
@@ -250,29 +238,28 @@ std::string cdf_svg(const std::string& scenario, const std::map<std::string, std
   auto X = [&](double us) { return L + (std::log10(std::max(1.0, us)) - dlo) / (dhi - dlo) * pw; };
   auto Y = [&](double p) { return T + (1.0 - p) * ph; };
 
-  Svg svg(W, H);
-  svg.text(W / 2.0, 24, scenario + ": acquire + release, cumulative distribution of pair latency", "middle", 15,
-           "font-weight=\"bold\"");
+  svg::Document doc(W, H, {{"font-size", 12}});
+  doc.text(W / 2.0, 24, scenario + ": acquire + release, cumulative distribution of pair latency",
+           {{"text-anchor", "middle"}, {"font-size", 15}, {"font-weight", "bold"}});
   // grid: decades with 2 and 5 minors; probabilities every 0.1
+  svg::Axis xa = plot_axis(svg::Axis::Side::bottom, L, T, pw, ph, "pair latency (µs, log scale)");
+  xa.caption_offset = B - 16;
   for (double d = dlo; d <= dhi; d += 1) {
     for (double m : {1.0, 2.0, 5.0}) {
       double us = m * std::pow(10.0, d);
       if (std::log10(us) > dhi + 1e-9) break;
-      double x = X(us);
-      svg.line(x, T, x, T + ph, m == 1.0 ? "#bbbbbb" : "#e6e6e6");
-      if (m == 1.0 || (dhi - dlo) <= 3) svg.text(x, T + ph + 18, fmt_us_tick(us), "middle", 11);
+      xa.ticks.push_back({X(us), m == 1.0 || (dhi - dlo) <= 3 ? fmt_us_tick(us) : "",
+                          m == 1.0 ? "#bbbbbb" : "#e6e6e6"});
     }
   }
+  doc.axis(xa);
+  svg::Axis ya = plot_axis(svg::Axis::Side::left, L, T, pw, ph, "fraction of pairs ≤ x");
   for (int i = 0; i <= 10; ++i) {
-    double p = i / 10.0;
-    svg.line(L, Y(p), L + pw, Y(p), i == 0 || i == 10 ? "#bbbbbb" : "#eeeeee");
     char buf[16];
-    std::snprintf(buf, sizeof buf, "%.1f", p);
-    svg.text(L - 8, Y(p) + 4, buf, "end", 11);
+    std::snprintf(buf, sizeof buf, "%.1f", i / 10.0);
+    ya.ticks.push_back({Y(i / 10.0), buf, i == 0 || i == 10 ? "#bbbbbb" : "#eeeeee"});
   }
-  svg.text(L + pw / 2, H - 16, "pair latency (µs, log scale)", "middle", 12);
-  svg.text(18, T + ph / 2, "fraction of pairs ≤ x", "middle", 12,
-           ("transform=\"rotate(-90 18 " + std::to_string(T + ph / 2) + ")\"").c_str());
+  doc.axis(ya);
   // curves: at most ~1200 points, denser in the tail
   int legend = 0;
   for (const auto& sys : kSystems) {
@@ -286,34 +273,27 @@ std::string cdf_svg(const std::string& scenario, const std::map<std::string, std
     idx.push_back(n - 1);
     std::sort(idx.begin(), idx.end());
     idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
-    std::ostringstream pts;
-    pts << std::fixed << std::setprecision(1);
     // A point per selected rank; points closer than half a pixel to the last
     // one drawn are dropped (the curve looks the same, the file is small).
-    double last_x = X(v[idx.front()]), last_y = Y(0);
-    pts << last_x << "," << last_y;
+    std::vector<svg::Point> pts = {{X(v[idx.front()]), Y(0)}};
     for (size_t k : idx) {
       if (k >= n) continue;
       double x = X(v[k]);
       double y = Y(static_cast<double>(k + 1) / static_cast<double>(n));
-      if (std::fabs(x - last_x) < 0.5 && std::fabs(y - last_y) < 0.5 && k != n - 1) continue;
-      pts << " " << x << "," << y;
-      last_x = x;
-      last_y = y;
+      if (std::fabs(x - pts.back().x) < 0.5 && std::fabs(y - pts.back().y) < 0.5 && k != n - 1) continue;
+      pts.push_back({x, y});
     }
-    svg.s << "<polyline fill=\"none\" stroke=\"" << kColors.at(sys) << "\" stroke-width=\"2\" points=\""
-          << pts.str() << "\"/>\n";
-    std::vector<double> sorted = v;
+    doc.polyline(pts, {{"fill", "none"}, {"stroke", kColors.at(sys)}, {"stroke-width", 2}});
     char lab[160];
     std::snprintf(lab, sizeof lab, "%s (n=%zu, p50 %s µs, p99 %s µs)", sys.c_str(), n,
-                  fmt_number(sorted[std::max<size_t>(1, static_cast<size_t>(std::ceil(0.5 * n))) - 1]).c_str(),
-                  fmt_number(sorted[std::max<size_t>(1, static_cast<size_t>(std::ceil(0.99 * n))) - 1]).c_str());
+                  fmt_number(v[std::max<size_t>(1, static_cast<size_t>(std::ceil(0.5 * n))) - 1]).c_str(),
+                  fmt_number(v[std::max<size_t>(1, static_cast<size_t>(std::ceil(0.99 * n))) - 1]).c_str());
     double ly = T + ph - 14 - 18.0 * legend;
-    svg.line(L + pw - 300, ly - 4, L + pw - 276, ly - 4, kColors.at(sys).c_str(), 3);
-    svg.text(L + pw - 270, ly, lab, "start", 11);
+    doc.line(L + pw - 300, ly - 4, L + pw - 276, ly - 4, {{"stroke", kColors.at(sys)}, {"stroke-width", 3}});
+    doc.text(L + pw - 270, ly, lab, {{"font-size", 11}});
     ++legend;
   }
-  return svg.str();
+  return doc.finish();
 }
 
 // Bars: median ops/s per system, whiskers min..max over rounds.
@@ -324,47 +304,46 @@ std::string throughput_svg(const std::map<std::string, std::vector<double>>& per
   for (auto& [sys, v] : per_system)
     for (double x : v) top = std::max(top, x);
   if (top <= 0) top = 1;
-  double mag = std::pow(10.0, std::floor(std::log10(top)));
-  double step = mag;
-  for (double s : {mag / 5, mag / 2, mag}) {
-    if (top / s <= 8) { step = s; break; }
-  }
+  const double step = svg::nice_step(top, 8);
   double ymax = std::ceil(top * 1.08 / step) * step;
   auto Y = [&](double v) { return T + (1.0 - v / ymax) * ph; };
 
-  Svg svg(W, H);
-  svg.text(W / 2.0, 24, "throughput: acquire + release pairs per second", "middle", 15, "font-weight=\"bold\"");
-  for (double v = 0; v <= ymax + 1e-9; v += step) {
-    svg.line(L, Y(v), L + pw, Y(v), v == 0 ? "#999999" : "#eeeeee");
-    svg.text(L - 8, Y(v) + 4, fmt_number(v), "end", 11);
-  }
-  svg.text(18, T + ph / 2, "pairs / s", "middle", 12,
-           ("transform=\"rotate(-90 18 " + std::to_string(T + ph / 2) + ")\"").c_str());
+  svg::Document doc(W, H, {{"font-size", 12}});
+  doc.text(W / 2.0, 24, "throughput: acquire + release pairs per second",
+           {{"text-anchor", "middle"}, {"font-size", 15}, {"font-weight", "bold"}});
+  svg::Axis ya = plot_axis(svg::Axis::Side::left, L, T, pw, ph, "pairs / s");
+  for (double v : svg::tick_values(0, ymax, step)) ya.ticks.push_back({Y(v), fmt_number(v), v == 0 ? "#999999" : "#eeeeee"});
+  doc.axis(ya);
+  // The systems as categories along x: labels only.
+  svg::Axis xa = plot_axis(svg::Axis::Side::bottom, L, T, pw, ph, "");
+  xa.label_offset = 20;
+  xa.label_size = 12;
   const double slot = pw / static_cast<double>(kSystems.size());
   for (size_t i = 0; i < kSystems.size(); ++i) {
     const auto& sys = kSystems[i];
     double cx = L + slot * (static_cast<double>(i) + 0.5);
-    svg.text(cx, T + ph + 20, sys, "middle", 12);
+    xa.ticks.push_back({cx, sys});
     auto it = per_system.find(sys);
     if (it == per_system.end() || it->second.empty()) {
-      svg.text(cx, T + ph - 10, "no data", "middle", 11, "fill=\"#888888\"");
+      doc.text(cx, T + ph - 10, "no data", {{"text-anchor", "middle"}, {"font-size", 11}, {"fill", "#888888"}});
       continue;
     }
     double med = median(it->second);
     double mn = *std::min_element(it->second.begin(), it->second.end());
     double mx = *std::max_element(it->second.begin(), it->second.end());
     double bw = slot * 0.55;
-    svg.s << "<rect x=\"" << cx - bw / 2 << "\" y=\"" << Y(med) << "\" width=\"" << bw << "\" height=\""
-          << Y(0) - Y(med) << "\" fill=\"" << kColors.at(sys) << "\"/>\n";
+    doc.rect(cx - bw / 2, Y(med), bw, Y(0) - Y(med), {{"fill", kColors.at(sys)}});
     if (it->second.size() > 1) {
-      svg.line(cx, Y(mx), cx, Y(mn), "#333333", 1.5);
-      svg.line(cx - 8, Y(mx), cx + 8, Y(mx), "#333333", 1.5);
-      svg.line(cx - 8, Y(mn), cx + 8, Y(mn), "#333333", 1.5);
+      const svg::Attrs whisker = {{"stroke", "#333333"}, {"stroke-width", 1.5}};
+      doc.line(cx, Y(mx), cx, Y(mn), whisker);
+      doc.line(cx - 8, Y(mx), cx + 8, Y(mx), whisker);
+      doc.line(cx - 8, Y(mn), cx + 8, Y(mn), whisker);
     }
-    svg.text(cx, Y(mx) - 6, fmt_number(med), "middle", 12, "font-weight=\"bold\"");
+    doc.text(cx, Y(mx) - 6, fmt_number(med), {{"text-anchor", "middle"}, {"font-weight", "bold"}});
   }
-  svg.text(W / 2.0, H - 14, note, "middle", 11, "fill=\"#555555\"");
-  return svg.str();
+  doc.axis(xa);
+  doc.text(W / 2.0, H - 14, note, {{"text-anchor", "middle"}, {"font-size", 11}, {"fill", "#555555"}});
+  return doc.finish();
 }
 
 // SamplesArg is one --samples argument, SYSTEM:SCENARIO=FILE.

@@ -19,6 +19,7 @@ namespace redlock {
 // NodeAddress — one master.
 //   redis://[user:password@]host[:port][/db]   TCP; host is a name, IPv4, or
 //                                              [IPv6]; port defaults to 6379
+//   rediss://…                                 the same over TLS (Config::tls)
 //   unix://[user:password@]/path/to.sock[?db=N]  unix socket
 // user and password may be percent-encoded; a URL with ":password@" and no
 // user authenticates with the password alone (AUTH password); with a user,
@@ -32,6 +33,7 @@ struct REDLOCK_API NodeAddress {
   std::string user;      // empty: no ACL user
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECT db when not 0
+  bool tls = false;      // rediss://: TLS, verified as Config::tls says
 
   // display is the address without credentials: "127.0.0.1:7001",
   // "[::1]:7001", "unix:///tmp/r.sock". Used in outcomes and errors.
@@ -40,10 +42,28 @@ struct REDLOCK_API NodeAddress {
   bool operator==(const NodeAddress&) const = default;
 };
 
+// TlsSettings — how rediss:// nodes are reached (docs/security.md). Files
+// are PEM; they are read when the client is created, and a file that
+// cannot be loaded is an Errc::config error naming the field and the file.
+struct REDLOCK_API TlsSettings {
+  std::string ca_file;      // CAs to trust; with ca_dir empty too, the system's store
+  std::string ca_dir;       // a directory of CAs (c_rehash layout)
+  std::string cert_file;    // client certificate (chain), for mutual TLS
+  std::string key_file;     // its private key; required with cert_file
+  std::string server_name;  // name to send (SNI) and verify; empty: each node's host
+  // false accepts any certificate from anyone: the connection is encrypted
+  // but not authenticated, so any machine on the path can pose as a master
+  // and hand out locks. For tests only.
+  bool verify = true;
+
+  bool operator==(const TlsSettings&) const = default;
+};
+
 // Config — the masters and the options.
 struct REDLOCK_API Config {
   std::vector<NodeAddress> nodes;
   Options options;
+  TlsSettings tls;
 };
 
 // parse_node_url parses one URL (forms above).
@@ -59,7 +79,9 @@ REDLOCK_API Result<std::vector<NodeAddress>> parse_node_list(std::string_view ur
 //    "drift_factor": 0.01, "min_validity_ms": 1, "node_timeout_ms": 50,
 //    "connect_timeout_ms": 200, "reconnect_min_ms": 20,
 //    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
-//    "release_settle_ms": 0, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true}
+//    "release_settle_ms": 0, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true,
+//    "tls_ca_file": "", "tls_ca_dir": "", "tls_cert_file": "", "tls_key_file": "",
+//    "tls_server_name": "", "tls_verify": true}
 // Unknown keys and wrong types are errors. The result is validated.
 REDLOCK_API Result<Config> parse_config_json(std::string_view json_text);
 
@@ -76,7 +98,7 @@ REDLOCK_API Result<Config> config_from_env();
 // default_ttl > 0, default_ttl ≤ max_ttl, default_ttl larger than
 // node_timeout + drift (default_ttl · drift_factor + 2 ms), drift_factor in
 // [0, 0.5), node_timeout > 0, connect_timeout > 0, 0 < reconnect_min ≤
-// reconnect_max, retry_delay ≥ 0, retry_jitter ≥ 0, release_settle ≥ 0, min_validity ≥ 0,
+// reconnect_max, tls_key_file set exactly when tls_cert_file is, retry_delay ≥ 0, retry_jitter ≥ 0, release_settle ≥ 0, min_validity ≥ 0,
 // stall_timeout > node_timeout, max_pending > 0, prefix may be empty.
 REDLOCK_API Result<void> validate_config(const Config& config);
 

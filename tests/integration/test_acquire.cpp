@@ -63,6 +63,13 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   RedisGroup group(3);
   auto a = client_for(group);
   auto b = client_for(group);
+  // Connected everywhere first: a SET queued behind a handshake that takes
+  // longer than node_timeout (a loaded machine) is never written, and a's
+  // lock would then rightly hold on only two nodes.
+  REQUIRE(eventually([&] {
+    auto report = a->nodes();
+    return report.ok() && report->usable() == group.size();
+  }));
   auto lock = a->acquire("row-17");
   REQUIRE(lock.ok());
 

@@ -2,6 +2,8 @@
 // SELECT, unix sockets, IPv6, and EVALSHA after the script cache is flushed.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "helpers.hpp"
 
 using namespace redlock;
@@ -108,4 +110,86 @@ TEST_CASE("a server error reply is an `error` outcome with the server's text, no
   CHECK(lock.error().nodes[0].outcome == Outcome::error);
   CHECK(lock.error().nodes[0].error.find("OOM") != std::string::npos);
   CHECK(server.command({"EXISTS", "redlock:{oom}:lock"}).integer == 0);
+}
+
+namespace {
+
+// The ACL rule of docs/security.md for a lock user (default prefix), with
+// `drop` taken out of its command list.
+std::vector<std::string> lock_user_acl(const std::string& user, const std::string& drop = "") {
+  std::vector<std::string> argv = {"ACL", "SETUSER", user, "reset", "on", ">lock-pw", "~redlock:*", "~redlock-marker",
+                                   "&redlock:*"};
+  for (const char* c : {"+ping", "+info", "+select", "+get", "+set", "+evalsha", "+eval", "+script|load",
+                        "+subscribe", "+unsubscribe", "+publish", "+del", "+pexpire", "+pttl", "+time"}) {
+    if (drop != c) argv.emplace_back(c);
+  }
+  return argv;
+}
+
+}  // namespace
+
+TEST_CASE("a user with exactly the documented ACL rule can do everything; one command less is a clear error") {
+  ServerOptions so;
+  RedisServer server(so);
+  const std::string base = "127.0.0.1:" + std::to_string(server.port());
+  REQUIRE(server.command(lock_user_acl("locker")).str == "OK");
+
+  auto client = client_for({"redis://locker:lock-pw@" + base + "/2"});
+  AcquireOptions fenced;
+  fenced.fence = true;
+  auto lock = client->acquire("acl-all", fenced);
+  REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+  CHECK(lock->fence > 0);
+  auto status = client->status("acl-all");
+  REQUIRE_MESSAGE(status.ok(), status.error().to_string());
+  CHECK(status->nodes.at(0).token == lock->token);
+  auto nodes = client->nodes();
+  REQUIRE(nodes.ok());
+  CHECK(nodes->nodes.at(0).error.empty());
+  // A waiter woken by the release's message (SUBSCRIBE, PUBLISH from the script).
+  AcquireOptions wait;
+  wait.ttl = 5000ms;
+  wait.wait = 3000ms;
+  auto waiter = client->acquire_async("acl-all", wait);
+  auto extended = client->extend(*lock, 5000ms);
+  REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
+  CHECK(client->release(*extended)->released);
+  auto second = waiter.get();
+  REQUIRE_MESSAGE(second.ok(), second.error().to_string());
+  CHECK(client->release(*second)->released);
+
+  // The CLI does the same things with the same rule.
+  const char* cli = std::getenv("REDLOCK_CLI");
+  REQUIRE(cli != nullptr);
+  const std::string run = std::string(cli) + " --no-quarantine --nodes redis://locker:lock-pw@" + base +
+                          " run acl-cli -- true >/dev/null 2>&1";
+  CHECK(std::system(run.c_str()) == 0);
+
+  // Without DEL (called by the release script): the acquire works, the
+  // release does not, and the error says a permission is missing.
+  REQUIRE(server.command(lock_user_acl("no-del", "+del")).str == "OK");
+  auto limited = client_for({"redis://no-del:lock-pw@" + base});
+  auto taken = limited->acquire("acl-less");
+  REQUIRE_MESSAGE(taken.ok(), taken.error().to_string());
+  auto refused = limited->release(*taken);
+  REQUIRE(refused.ok());
+  CHECK_FALSE(refused->released);
+  INFO(refused->nodes.at(0).error);
+  CHECK(refused->nodes.at(0).error.find("can't run this command") != std::string::npos);
+  REQUIRE(server.command({"EXISTS", "redlock:{acl-less}:lock"}).integer == 1);
+
+  // Without INFO or EVALSHA the handshake itself fails, and says so.
+  for (const std::string missing : {"info", "evalsha"}) {
+    REQUIRE(server.command(lock_user_acl("no-" + missing, "+" + missing)).str == "OK");
+    auto blind = client_for({"redis://no-" + missing + ":lock-pw@" + base});
+    std::string why;
+    CHECK(eventually([&] {
+      auto report = blind->nodes();
+      why = report.ok() ? report->nodes.at(0).error : std::string();
+      return why.find("NOPERM") != std::string::npos;
+    }));
+    INFO(why);
+    CHECK(why.find("'" + missing + "'") != std::string::npos);
+    CHECK_FALSE(blind->try_acquire("acl-blind").ok());
+  }
 }

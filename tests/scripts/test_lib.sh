@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_lib.sh — scripts/lib.sh exercised for real: messages and usage
-# errors, waiting with a deadline, process states, free ports, and
+# errors, waiting with a deadline, process states, installing missing
+# packages (against stubs of dpkg-query, id, apt-get and sudo), free ports, and
 # redis-server masters started on free loopback ports in a temp dir, paused,
 # resumed and stopped by pid. Every process it starts is stopped on exit,
 # also when a check fails. Needs redis-server and redis-cli.
@@ -204,6 +205,59 @@ check "... and the process is gone (reaped)" [ -z "$(proc_state "$stubborn")" ]
 
 check_misuse stop_pid "PID [SECONDS]" "abc" "12 x" "0"
 check_misuse wait_state "PID stopped|running|gone" "" "abc gone" "1 asleep" "1 gone x"
+
+# ---- prerequisites ----------------------------------------------------------------------
+
+# install_packages against stubs of dpkg-query (STUB_INSTALLED lists what
+# is installed), id (-u prints STUB_UID), apt-get (logs its arguments, exits
+# STUB_APT_RC) and sudo (logs "sudo ", runs the rest).
+stubs=$tmp/pkg/stubs
+mkdir -p "$stubs" "$tmp/pkg/sudo"
+cat >"$stubs/dpkg-query" <<'EOF'
+#!/bin/sh
+for p; do :; done
+case " $STUB_INSTALLED " in *" $p "*) printf 'install ok installed' ;; *) exit 1 ;; esac
+EOF
+cat >"$stubs/id" <<'EOF'
+#!/bin/sh
+echo "$STUB_UID"
+EOF
+cat >"$stubs/apt-get" <<'EOF'
+#!/bin/sh
+echo "apt-get $*" >>"$STUB_LOG"
+exit "${STUB_APT_RC:-0}"
+EOF
+cat >"$tmp/pkg/sudo/sudo" <<'EOF'
+#!/bin/sh
+printf 'sudo ' >>"$STUB_LOG"
+exec "$@"
+EOF
+chmod +x "$stubs/"* "$tmp/pkg/sudo/sudo"
+export STUB_LOG=$tmp/pkg/log STUB_INSTALLED="pkg-a pkg-b"
+: >"$STUB_LOG"
+PATH=$stubs:$PATH STUB_UID=0 run install_packages pkg-a pkg-b
+check "install_packages, all installed: true" [ "$rc" = 0 ]
+check "... without apt-get" [ ! -s "$STUB_LOG" ]
+check "... and without a word" [ -z "$err$out" ]
+PATH=$stubs:$PATH STUB_UID=0 run install_packages pkg-a pkg-c pkg-b pkg-d
+check "install_packages as root: true" [ "$rc" = 0 ]
+check "... apt-get update, then install of the missing ones only" \
+  [ "$(<"$STUB_LOG")" = $'apt-get update\napt-get install -y pkg-c pkg-d' ]
+check "... saying which" has "$err" "installing missing packages: pkg-c pkg-d"
+: >"$STUB_LOG"
+PATH=$tmp/pkg/sudo:$stubs:$PATH STUB_UID=1000 run install_packages pkg-c
+check "install_packages, not root: through sudo" [ "$rc" = 0 ]
+check "... sudo apt-get update, sudo apt-get install" \
+  [ "$(<"$STUB_LOG")" = $'sudo apt-get update\nsudo apt-get install -y pkg-c' ]
+: >"$STUB_LOG"
+PATH=$stubs STUB_UID=1000 run install_packages pkg-a pkg-c
+check "install_packages, not root and no sudo: false" [ "$rc" = 1 ]
+check "... saying what to install by hand" has "$err" "not root and sudo is not available: install pkg-c by hand"
+check "... without apt-get" [ ! -s "$STUB_LOG" ]
+PATH=$stubs:$PATH STUB_UID=0 STUB_APT_RC=100 run install_packages pkg-c
+check "install_packages, apt-get fails: false" [ "$rc" = 1 ]
+check "... saying so" has "$err" "could not install pkg-c (apt-get failed)"
+check_misuse install_packages "PACKAGE..." ""
 
 # ---- ports and masters ----------------------------------------------------------------------
 

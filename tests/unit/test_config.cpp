@@ -238,8 +238,43 @@ TEST_CASE("parse_node_url: missing scheme separator") {
 
 TEST_CASE("parse_node_url: unknown scheme is named") {
   CHECK(config_failure(parse_node_url("http://h:1")) ==
-        R"("http://h:1": unknown scheme "http" (expected redis or unix))");
-  CHECK(config_failure(parse_node_url("rediss://h")).find(R"(unknown scheme "rediss")") != std::string::npos);
+        R"("http://h:1": unknown scheme "http" (expected redis, rediss or unix))");
+}
+
+TEST_CASE("parse_node_url: rediss:// is TCP over TLS, with everything redis:// has") {
+  const auto node = parse_node_url("rediss://locker:pw@db.example.org:6380/2");
+  REQUIRE(node.ok());
+  CHECK(node->tls);
+  CHECK(node->kind == NodeAddress::Kind::tcp);
+  CHECK(node->host == "db.example.org");
+  CHECK(node->port == 6380);
+  CHECK(node->user == "locker");
+  CHECK(node->db == 2);
+  CHECK_FALSE(parse_node_url("redis://h")->tls);
+  CHECK(parse_node_url("REDISS://h")->tls);
+  CHECK(config_failure(parse_node_url("rediss://u:secret@h:99999")).find("secret") == std::string::npos);
+}
+
+TEST_CASE("parse_config_json: the tls_* keys") {
+  const auto config = parse_config_json(json_with_nodes(
+      R"("tls_ca_file": "/ca.pem", "tls_ca_dir": "/cas", "tls_cert_file": "/c.pem", "tls_key_file": "/k.pem",)"
+      R"( "tls_server_name": "redis.internal", "tls_verify": false)"));
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  CHECK(config->tls.ca_file == "/ca.pem");
+  CHECK(config->tls.ca_dir == "/cas");
+  CHECK(config->tls.cert_file == "/c.pem");
+  CHECK(config->tls.key_file == "/k.pem");
+  CHECK(config->tls.server_name == "redis.internal");
+  CHECK_FALSE(config->tls.verify);
+  CHECK((*parse_config_json(json_with_nodes(""))).tls.verify);
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("tls_verify": "no")"))) ==
+        R"(tls_verify: "no": wrong type (expected true or false))");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("tls_ca_file": 1)"))) ==
+        R"(tls_ca_file: 1: wrong type (expected string))");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("tls_cert_file": "/c.pem")"))) ==
+        "tls_cert_file: set without tls_key_file");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("tls_key_file": "/k.pem")"))) ==
+        "tls_key_file: set without tls_cert_file");
 }
 
 TEST_CASE("parse_node_url: missing host") {
@@ -445,7 +480,8 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction))");
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
+        R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify))");
 }
 
 TEST_CASE("parse_config_json: nodes is required") {

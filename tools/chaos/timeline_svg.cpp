@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 
+#include "svg.hpp"
+
 namespace redlock::chaos {
 namespace {
 
@@ -23,22 +25,6 @@ constexpr const char* kHold = "#4a7ab5";
 constexpr const char* kOverlap = "#d62728";
 constexpr const char* kFault = "#cfcfcf";
 
-// num prints a coordinate compactly: one decimal is well below a pixel.
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-// nice_step is the tick spacing in ms: 1, 2 or 5 × 10^k, about ten ticks.
-double nice_step(double span_ms) {
-  const double raw = std::max(span_ms / 10.0, 1e-6);
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * mag >= raw) return m * mag;
-  return 10.0 * mag;
-}
-
 std::string tick_label(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", std::abs(ms) < 1e-9 ? 0.0 : ms);
@@ -46,25 +32,6 @@ std::string tick_label(double ms) {
 }
 
 }  // namespace
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // Control characters other than tab/newline are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') out += ' ';
-        else out += c;
-    }
-  }
-  return out;
-}
 
 std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& faults, std::int64_t run_start,
                                 std::int64_t run_end, const std::string& title) {
@@ -92,27 +59,24 @@ std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& 
   const double span = static_cast<double>(hi - lo);
   auto x = [&](std::int64_t ns) { return kLeft + static_cast<double>(ns - lo) / span * plot_w; };
 
-  std::string s;
-  s.reserve(4096 + r.windows.size() * 96 + faults.size() * 256);
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(height) +
-       "\" viewBox=\"0 0 " + num(kWidth) + " " + num(height) + "\" font-family=\"sans-serif\">\n";
-  s += "<title>" + xml_escape(title) + "</title>\n";
-  s += "<rect x=\"0\" y=\"0\" width=\"" + num(kWidth) + "\" height=\"" + num(height) + "\" fill=\"white\"/>\n";
+  svg::Document d(kWidth, height);
+  d.title(title);
 
   // Header: title, counts, legend.
-  s += "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">" + xml_escape(title) + "</text>\n";
+  d.text(10, 20, title, {{"font-size", 15}, {"font-weight", "bold"}});
   char counts[512];
   std::snprintf(counts, sizeof counts,
                 "windows %zu · acquisitions %zu of %zu attempts (%.1f %%) · overlaps %zu · lost updates %zu · "
                 "stale writes %zu · leaked keys %zu · max recovery %lld ms",
                 r.windows.size(), r.acquisitions, r.attempts, 100.0 * r.success_rate, r.overlaps, r.lost_updates,
                 r.stale_writes, r.leaked_keys, static_cast<long long>(r.max_recovery_ms));
-  s += "<text x=\"10\" y=\"38\" font-size=\"12\">" + xml_escape(counts) + "</text>\n";
+  d.text(10, 38, counts, {{"font-size", 12}});
   double lx = 10;
   for (auto [colour, label] : {std::pair{kHold, "hold window"}, std::pair{kOverlap, "overlapping window"},
                                std::pair{kFault, "fault"}}) {
-    s += "<rect x=\"" + num(lx) + "\" y=\"48\" width=\"12\" height=\"10\" fill=\"" + colour + "\"/>";
-    s += "<text x=\"" + num(lx + 16) + "\" y=\"57\" font-size=\"11\">" + label + "</text>\n";
+    // Outlined: the light fault swatch must show on white.
+    d.rect(lx, 48, 12, 10, {{"fill", colour}, {"stroke", "#888"}, {"stroke-width", 0.5}});
+    d.text(lx + 16, 57, label, {{"font-size", 11}});
     lx += 150;
   }
 
@@ -121,12 +85,10 @@ std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& 
   const std::size_t label_every = static_cast<std::size_t>(std::ceil(11.0 / row_h));
   for (const auto& [client, i] : row) {
     const double y = rows_top + row_h * static_cast<double>(i);
-    if (i % 2 == 1)
-      s += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(y) + "\" width=\"" + num(plot_w) + "\" height=\"" +
-           num(row_h) + "\" fill=\"#f4f4f4\"/>\n";
+    if (i % 2 == 1) d.rect(kLeft, y, plot_w, row_h, {{"fill", "#f4f4f4"}});
     if (i % label_every == 0)
-      s += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y + row_h / 2 + 4) +
-           "\" font-size=\"10\" text-anchor=\"end\">client " + std::to_string(client) + "</text>\n";
+      d.text(kLeft - 6, y + row_h / 2 + 4, "client " + std::to_string(client),
+             {{"font-size", 10}, {"text-anchor", "end"}});
   }
 
   // Fault bands behind the bars, labels staggered over three lines above
@@ -134,10 +96,8 @@ std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& 
   for (std::size_t k = 0; k < faults.size(); ++k) {
     const auto& f = faults[k];
     const double x0 = x(f.t), w = std::max(x(f.deadline) - x0, 1.0);
-    s += "<rect class=\"fault\" x=\"" + num(x0) + "\" y=\"" + num(kHeaderH) + "\" width=\"" + num(w) +
-         "\" height=\"" + num(kFaultLabelH + rows_h) + "\" fill=\"" + kFault + "\" fill-opacity=\"0.6\"/>\n";
-    s += "<text x=\"" + num(x0 + 2) + "\" y=\"" + num(kHeaderH + 10 + 12 * static_cast<double>(k % 3)) +
-         "\" font-size=\"10\" fill=\"#444\">" + xml_escape(f.error) + "</text>\n";
+    d.rect(x0, kHeaderH, w, kFaultLabelH + rows_h, {{"class", "fault"}, {"fill", kFault}, {"fill-opacity", 0.6}});
+    d.text(x0 + 2, kHeaderH + 10 + 12 * static_cast<double>(k % 3), f.error, {{"font-size", 10}, {"fill", "#444"}});
   }
 
   // Hold windows: one rect each, no text. Overlapping ones are drawn last,
@@ -150,32 +110,26 @@ std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& 
       if (w.overlapped != hot) continue;
       const double y = rows_top + row_h * static_cast<double>(row[w.client]) + (row_h - bar_h) / 2;
       const double x0 = x(w.start);
-      s += std::string("<rect class=\"") + (hot ? "hold overlap" : "hold") + "\" x=\"" + num(x0) + "\" y=\"" +
-           num(y) + "\" width=\"" + num(std::max(x(w.end) - x0, hot ? kMinOverlapW : kMinBarW)) +
-           "\" height=\"" + num(bar_h) + "\" fill=\"" + (hot ? kOverlap : kHold) + "\"/>\n";
+      d.rect(x0, y, std::max(x(w.end) - x0, hot ? kMinOverlapW : kMinBarW), bar_h,
+             {{"class", hot ? "hold overlap" : "hold"}, {"fill", hot ? kOverlap : kHold}});
     }
   }
 
   // Time axis: ms since run_start, ticks at a 1-2-5 step.
-  const double axis_y = rows_top + rows_h + 2;
-  s += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(axis_y) + "\" x2=\"" + num(kLeft + plot_w) + "\" y2=\"" +
-       num(axis_y) + "\" stroke=\"black\"/>\n";
   const double ms_lo = static_cast<double>(lo - run_start) / 1e6, ms_hi = static_cast<double>(hi - run_start) / 1e6;
-  const double step = nice_step(ms_hi - ms_lo);
-  // Ticks by integer index: adding `step` repeatedly would drift (0.1 + 0.2 …).
-  const auto k_lo = static_cast<long long>(std::ceil(ms_lo / step - 1e-9));
-  const auto k_hi = static_cast<long long>(std::floor(ms_hi / step + 1e-9));
-  for (long long k = k_lo; k <= k_hi; ++k) {
-    const double ms = static_cast<double>(k) * step;
-    const double tx = kLeft + (ms - ms_lo) / (ms_hi - ms_lo) * plot_w;
-    s += "<line x1=\"" + num(tx) + "\" y1=\"" + num(axis_y) + "\" x2=\"" + num(tx) + "\" y2=\"" + num(axis_y + 5) +
-         "\" stroke=\"black\"/><text x=\"" + num(tx) + "\" y=\"" + num(axis_y + 17) +
-         "\" font-size=\"10\" text-anchor=\"middle\">" + tick_label(ms) + "</text>\n";
-  }
-  s += "<text x=\"" + num(kLeft + plot_w / 2) + "\" y=\"" + num(axis_y + 34) +
-       "\" font-size=\"11\" text-anchor=\"middle\">ms since run start</text>\n";
-  s += "</svg>\n";
-  return s;
+  svg::Axis axis;
+  axis.start = kLeft;
+  axis.end = kLeft + plot_w;
+  axis.at = rows_top + rows_h + 2;
+  axis.caption = "ms since run start";
+  axis.line_colour = "black";
+  axis.tick_length = 5;
+  axis.label_offset = 17;
+  axis.caption_offset = 34;
+  for (double ms : svg::tick_values(ms_lo, ms_hi, svg::nice_step(ms_hi - ms_lo, 10)))
+    axis.ticks.push_back({kLeft + (ms - ms_lo) / (ms_hi - ms_lo) * plot_w, tick_label(ms)});
+  d.axis(axis);
+  return d.finish();
 }
 
 }  // namespace redlock::chaos

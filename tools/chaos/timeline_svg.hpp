@@ -7,9 +7,10 @@
 // its label. The header line gives the title and the run's counts. Bars
 // carry no text, so thousands of windows stay readable and the file small.
 //
-// Markup the tests (and anyone post-processing) may rely on: every window is
-// exactly one <rect class="hold"> or <rect class="hold overlap">; every
-// fault one <rect class="fault">.
+// Drawn with tools/svg (escaping, the axis). Markup the tests (and anyone
+// post-processing) may rely on: every window is exactly one
+// <rect class="hold"> or <rect class="hold overlap">; every fault one
+// <rect class="fault">.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,5 @@ namespace redlock::chaos {
 
 std::string render_timeline_svg(const CheckResult& result, const std::vector<Event>& faults,
                                 std::int64_t run_start, std::int64_t run_end, const std::string& title);
-
-// xml_escape makes text safe inside SVG/XML elements and attribute values.
-std::string xml_escape(const std::string& s);
 
 }  // namespace redlock::chaos

@@ -1,0 +1,128 @@
+// socket_wire.hpp — the production Wire (src/wire.hpp): one socket of our
+// own on a uv loop, optionally wrapped in TLS.
+//
+// - Connect: a unix socket, or TCP to every address of the host in turn
+//   (numeric hosts at once; names through a Resolver that never blocks the
+//   loop, src/resolver.hpp). Sockets are close-on-exec, TCP_NODELAY and
+//   keepalive. The owner's connect deadline covers resolving, connecting
+//   and the TLS handshake: it destroys the Wire, which cancels them all.
+// - TLS (rediss://): OpenSSL through memory BIOs, so the socket, the
+//   poll and the once-per-turn flush are the same as for plain bytes;
+//   on_connected comes after the TLS handshake and the certificate check.
+// - Commands: our RESP writer (src/resp.hpp), into one output buffer;
+//   every command queued in one loop turn leaves in one send(), right
+//   before the loop polls (a uv_prepare handle), so a healthy connection
+//   keeps one fixed read interest and costs no epoll_ctl per command.
+//   send() with MSG_NOSIGNAL: no write of ours can raise SIGPIPE in the
+//   host. (Not uv_write: libuv writes with writev, which can.)
+// - Replies: hiredis's redisReader (hiredis stays the protocol parser).
+//
+// Loop thread only. Destroying a SocketWire closes its socket at once;
+// bytes not yet sent are dropped (the owner never relies on either, see
+// wire.hpp, "Late bytes").
+#pragma once
+
+#include <uv.h>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redlock/config.hpp"
+#include "resolver.hpp"
+#include "tls.hpp"
+#include "wire.hpp"
+
+struct redisReader;
+
+namespace redlock::detail {
+
+class SocketWire final : public Wire {
+ public:
+  // SocketWire keeps `resolver`, `tls` (null: plain) and `events`, which
+  // must outlive it; `loop` must outlive it too.
+  SocketWire(uv_loop_t* loop, Resolver& resolver, const TlsContext* tls, const NodeAddress& address,
+             WireEvents& events);
+  SocketWire(const SocketWire&) = delete;
+  SocketWire& operator=(const SocketWire&) = delete;
+  ~SocketWire() override;
+
+  bool write(std::span<const std::string_view> argv) override;
+  void read_now() override;
+  std::string waiting_for() const override;
+
+  // The uv callbacks (trampolines in socket_wire.cpp).
+  void polled(int status, int events);
+  void prepared();
+
+ private:
+  enum class State : std::uint8_t { resolving, connecting, tls_handshake, ready, failed };
+  struct Gone;  // notices the Wire's destruction inside its own events
+
+  void start();
+  void resolved(std::vector<SocketAddress> addresses, std::string why);
+  void connect_next();
+  void connect_done();
+  void start_tls();
+  void handshake_step();
+  void read_socket();
+  bool take_bytes(const char* data, std::size_t n);
+  bool deliver_replies();
+  void flush();
+  bool send_out();
+  void fail(std::string why);
+  void report_failure();
+  void watch(int events);
+  void close_socket();
+  void arm_flush();
+
+  uv_loop_t* loop_;
+  Resolver& resolver_;
+  const TlsContext* tls_context_;
+  NodeAddress address_;
+  WireEvents& events_;
+  State state_ = State::resolving;
+  bool* gone_ = nullptr;  // set by the destructor, see Gone
+
+  std::unique_ptr<Lookup> lookup_;
+  std::vector<SocketAddress> addresses_;
+  std::size_t next_address_ = 0;
+  std::string first_error_;  // of the first address that failed (names the usual cause)
+
+  int fd_ = -1;
+  uv_poll_t* poll_ = nullptr;   // heap: freed in its close callback
+  int watching_ = 0;
+  uv_prepare_t* flush_ = nullptr;
+  bool flush_armed_ = false;
+  std::string failure_;  // why the Wire failed (reported once, see report_failure)
+  bool reported_ = false;
+  bool received_any_ = false;
+
+  std::unique_ptr<TlsSession> tls_;
+  std::string plain_out_;  // TLS: commands not yet encrypted
+  std::string out_;        // bytes for the socket (plain commands, or TLS records)
+  std::size_t out_sent_ = 0;
+  redisReader* reader_ = nullptr;
+};
+
+// SocketWireFactory — opens SocketWires on `loop`, which must outlive the
+// factory and every Wire it made. `tls` (null: plain only) must too; a
+// rediss:// address without it fails its connection.
+class SocketWireFactory final : public WireFactory {
+ public:
+  SocketWireFactory(uv_loop_t* loop, const TlsContext* tls, Resolver* resolver = nullptr)
+      : loop_(loop), tls_(tls), own_resolver_(loop), resolver_(resolver != nullptr ? *resolver : own_resolver_) {}
+  std::unique_ptr<Wire> connect(const NodeAddress& address, WireEvents& events) override {
+    return std::make_unique<SocketWire>(loop_, resolver_, tls_, address, events);
+  }
+
+ private:
+  uv_loop_t* loop_;
+  const TlsContext* tls_;
+  ThreadResolver own_resolver_;
+  Resolver& resolver_;
+};
+
+}  // namespace redlock::detail
