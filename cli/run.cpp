@@ -16,6 +16,7 @@
 //            lease is released (a lost lease: whatever is left is deleted).
 #include "run.hpp"
 #include "run_guard.hpp"
+#include "support/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -130,14 +131,6 @@ std::vector<std::string> child_environment(const Lease& lease, bool fence) {
   return env;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // Spawn — the command, in a process group of its own (pgid = pid).
 struct Spawn {
   pid_t pid = -1;
@@ -146,8 +139,8 @@ struct Spawn {
 
 Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& mask) {
   std::vector<std::string> args = command;
-  std::vector<char*> argv = pointers(args);
-  std::vector<char*> envp = pointers(env);
+  std::vector<char*> argv = support::pointers(args);
+  std::vector<char*> envp = support::pointers(env);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);

@@ -4,13 +4,56 @@
 #include <doctest/doctest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "support/process.hpp"
 
 namespace compose_test {
+
+using Env = redlock::support::Environment;
+using RunResult = redlock::support::ProcessResult;
+using redlock::support::current_environment;
+using redlock::support::find_program;
+
+// run runs ARGV (argv[0] a path) with exactly ENV, stdin from /dev/null, in
+// a process group of its own: at TIMEOUT the whole group (a script and what
+// it started) is killed and timed_out is set.
+inline RunResult run(const std::vector<std::string>& argv, const Env& env,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  redlock::support::ProcessOptions o;
+  o.argv = argv;
+  o.env = env;
+  o.new_process_group = true;
+  return redlock::support::run(std::move(o), timeout);
+}
+
+// TempDir — a fresh directory under $TMPDIR (or /tmp), removed by the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/redlock-compose-test.XXXXXX";
+    REQUIRE_MESSAGE(mkdtemp(pattern.data()) != nullptr, "mkdtemp " << pattern);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // The source tree (REDLOCK_SOURCE_ROOT, set by meson test), canonical.
 inline std::string source_root() {

@@ -8,7 +8,6 @@
 // starts nothing).
 #include <doctest/doctest.h>
 
-#include "process.hpp"
 #include "support.hpp"
 #include "yaml_file.hpp"
 
@@ -298,9 +297,9 @@ TEST_CASE("compose bed: every node's persistence is testbed.sh's PERSISTENCE_ALW
   TempDir state;
   std::filesystem::create_directories(state.path() + "/node1");
   std::ofstream(state.path() + "/node1/persistence") << "always\n";
-  Env env = current_env();
+  Env env = current_environment();
   env["REDLOCK_TESTBED_DIR"] = state.path();
-  const std::string bash = find_in_path("bash", env["PATH"]);
+  const std::string bash = find_program("bash", env["PATH"]);
   REQUIRE_MESSAGE(!bash.empty(), "bash not found on PATH");
   const RunResult config = run({bash, bed.root + "/scripts/testbed.sh", "config", "1"}, env);
   REQUIRE_MESSAGE(config.exit_code == 0, "testbed.sh config 1 failed: " << config.err << config.out);

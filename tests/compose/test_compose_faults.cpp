@@ -6,7 +6,6 @@
 // Docker engine, and none is skipped when there is none.
 #include <doctest/doctest.h>
 
-#include "process.hpp"
 #include "support.hpp"
 #include "yaml_file.hpp"
 
@@ -38,8 +37,8 @@ struct Script {
 Script script() {
   Script s;
   s.root = source_root();
-  s.env = current_env();
-  s.bash = find_in_path("bash", s.env["PATH"]);
+  s.env = current_environment();
+  s.bash = find_program("bash", s.env["PATH"]);
   REQUIRE_MESSAGE(!s.bash.empty(), "bash not found on PATH");
   s.path = s.root + "/scripts/compose-faults.sh";
   REQUIRE_MESSAGE(std::filesystem::exists(s.path), s.path << " is missing");
@@ -58,7 +57,7 @@ void make_docker_free_bin(const std::string& dir, const std::string& real_path) 
   std::filesystem::create_directories(dir);
   for (const char* tool : {"bash", "sh", "env", "timeout", "cat", "sed", "grep", "head", "tr", "sleep",
                            "mktemp", "rm", "dirname", "basename", "find", "awk"}) {
-    const std::string found = find_in_path(tool, real_path);
+    const std::string found = find_program(tool, real_path);
     if (!found.empty()) std::filesystem::create_symlink(found, dir + "/" + tool);
   }
   REQUIRE_FALSE(std::filesystem::exists(dir + "/docker"));
@@ -153,7 +152,7 @@ TEST_CASE("compose-faults.sh: no docker, no compose or no engine is exit 3 with 
     env.erase("DOCKER_CONTEXT");
     const RunResult r = faults({"status"}, env);
     CHECK_MESSAGE(r.exit_code == 3, "exit " << r.exit_code << ", stderr: " << r.err);
-    if (find_in_path("docker", env["PATH"]).empty()) {
+    if (find_program("docker", env["PATH"]).empty()) {
       CHECK_MESSAGE(contains(r.err, "docker not found"), r.err);
     } else {
       CHECK_MESSAGE(contains(r.err, "Docker engine is not reachable"), r.err);

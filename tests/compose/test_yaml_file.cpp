@@ -3,7 +3,7 @@
 // the line and the column.
 #include <doctest/doctest.h>
 
-#include "process.hpp"
+#include "support.hpp"
 #include "yaml_file.hpp"
 
 #include <fstream>

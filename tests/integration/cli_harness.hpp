@@ -1,34 +1,24 @@
 // cli_harness.hpp — running the project's programs as real processes in
 // the integration tests: spawn with pipes, read output (whole or until a
 // marker), signal, reap; stopped by pid (SIGKILL) when a test ends early.
+// The processes themselves are support/process.hpp's.
 #pragma once
 
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "redis_server.hpp"
-
-extern char** environ;
+#include "support/process.hpp"
 
 namespace redlock::test::cli_harness {
 
@@ -37,145 +27,49 @@ namespace fs = std::filesystem;
 
 // ---- child processes --------------------------------------------------------
 
-struct ProcResult {
-  int exit_code = -1;  // 128 + signal when killed by a signal
-  std::string out, err;
-  bool timed_out = false;
-};
-
+using ProcResult = support::ProcessResult;
 using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
-// Child — one spawned program with stdout and stderr on pipes. Stopped by
-// pid (SIGKILL) if it is destroyed before wait() collected it.
+// Child — one spawned program with stdout and stderr on pipes
+// (support::Process). Stopped by pid (SIGKILL) if it is destroyed before
+// wait() collected it.
 class Child {
  public:
-  Child(const std::string& path, const std::vector<std::string>& args, const EnvVars& env = {}) {
-    int out[2], err[2];
-    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(err, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  Child(const std::string& path, const std::vector<std::string>& args, const EnvVars& env = {})
+      : process_(options(path, args, env)) {}
 
-    std::vector<std::string> argv_s{path};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    // The child's environment: ours without REDLOCK_NODES (so a developer's
-    // setting cannot leak in) and without the names set here, plus `env`.
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string_view kv(*e);
-      std::string_view name = kv.substr(0, kv.find('='));
-      bool overridden = name == "REDLOCK_NODES";
-      for (const auto& [k, v] : env) overridden = overridden || name == k;
-      if (!overridden) env_s.emplace_back(kv);
-    }
-    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-
-    const int rc = posix_spawn(&pid_, path.c_str(), &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    close(err[1]);
-    out_fd_ = out[0];
-    err_fd_ = err[0];
-    if (rc != 0) {
-      pid_ = -1;
-      FAIL("cannot start " << path << ": " << std::strerror(rc));
-    }
-  }
-
-  ~Child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_fd_ >= 0) close(out_fd_);
-    if (err_fd_ >= 0) close(err_fd_);
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  pid_t pid() const noexcept { return pid_; }
+  pid_t pid() const noexcept { return process_.pid(); }
   // signal sends `sig` to the child (by pid, while it is ours).
-  void signal(int sig) const {
-    if (pid_ > 0) ::kill(pid_, sig);
-  }
+  void signal(int sig) const { process_.signal(sig); }
 
   // wait_for reads stdout until it contains `text` (true) or the timeout
   // passes / stdout ends (false). What was read stays for wait().
   bool wait_for(const std::string& text, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out_.find(text) == std::string::npos) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || out_fd_ < 0) return false;
-      pollfd fd{out_fd_, POLLIN, 0};
-      const int n = ::poll(&fd, 1, static_cast<int>(left.count()));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) continue;
-      char buf[4096];
-      const ssize_t got = ::read(out_fd_, buf, sizeof buf);
-      if (got > 0) {
-        out_.append(buf, static_cast<std::size_t>(got));
-      } else if (got == 0) {
-        return out_.find(text) != std::string::npos;
-      }
-    }
-    return true;
+    return process_.wait_for_output(text, timeout);
   }
-  const std::string& out_so_far() const noexcept { return out_; }
+  const std::string& out_so_far() const noexcept { return process_.output(); }
 
   // wait reads stdout and stderr to their end and reaps the child; past the
   // timeout the child is killed (by pid) and the result says timed_out.
-  ProcResult wait(std::chrono::seconds timeout = std::chrono::seconds(30)) {
-    ProcResult r;
-    r.out = std::move(out_);
-    out_.clear();
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string* sinks[2] = {&r.out, &r.err};
-    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
-    while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        ::kill(pid_, SIGKILL);
-        r.timed_out = true;
-        break;
-      }
-      const int n = ::poll(fds, 2, static_cast<int>(left.count()));
-      if (n < 0 && errno == EINTR) continue;
-      REQUIRE(n >= 0);
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-        char buf[4096];
-        const ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-        if (got > 0) {
-          sinks[i]->append(buf, static_cast<std::size_t>(got));
-        } else if (got == 0 || errno != EINTR) {
-          fds[i].fd = -1;  // EOF (or a read error): this stream is done
-        }
-      }
-    }
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return r;
-  }
+  ProcResult wait(std::chrono::seconds timeout = std::chrono::seconds(30)) { return process_.finish(timeout); }
 
  private:
-  pid_t pid_ = -1;
-  int out_fd_ = -1, err_fd_ = -1;
-  std::string out_;  // stdout read by wait_for
+  // The child's environment: ours without REDLOCK_NODES (so a developer's
+  // setting cannot leak in), plus `env`.
+  static support::ProcessOptions options(const std::string& path, const std::vector<std::string>& args,
+                                         const EnvVars& env) {
+    support::ProcessOptions o;
+    o.argv = {path};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.env = support::current_environment();
+    o.env->erase("REDLOCK_NODES");
+    o.env_set = env;
+    o.out = support::Stream::pipe();
+    o.err = support::Stream::pipe();
+    return o;
+  }
+
+  support::Process process_;
 };
 
 inline std::string program(const char* env_name) {

@@ -3,23 +3,18 @@
 // reentrancy, and fencing tokens (monotonic over 10,000 handoffs under
 // faults; a holder paused past its validity is fenced off).
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <thread>
 
 #include "fenced_store.hpp"
 #include "helpers.hpp"
-
-extern char** environ;
+#include "support/process.hpp"
 
 using namespace redlock;
 using namespace redlock::test;
@@ -298,68 +293,41 @@ TEST_CASE("fencing tokens strictly increase over 10000 handoffs, with a master k
 
 namespace {
 
-// Writer — examples/fenced_writer as a child process, driven over pipes.
+// Writer — examples/fenced_writer as a child process, driven over pipes
+// (support::Process).
 class Writer {
  public:
-  Writer(const std::string& nodes, const std::string& store, const std::string& resource) {
-    const char* path = std::getenv("REDLOCK_FENCED_WRITER");
-    REQUIRE_MESSAGE(path != nullptr, "REDLOCK_FENCED_WRITER is not set (meson sets it)");
-    int in[2], out[2];
-    REQUIRE(pipe2(in, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<std::string> args = {path, "--nodes", nodes, "--store", store, "--resource", resource, "--ttl", "400"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, path, &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = fdopen(out[0], "r");
-    REQUIRE(rc == 0);
-  }
-  ~Writer() {
-    if (to_ >= 0) close(to_);
-    if (from_ != nullptr) fclose(from_);
-    if (pid_ > 0) {
-      kill(pid_, SIGCONT);
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  Writer(const std::string& nodes, const std::string& store, const std::string& resource)
+      : process_(options(nodes, store, resource)) {}
   std::string ask(const std::string& line) {
-    const std::string text = line + "\n";
-    REQUIRE(write(to_, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    char buf[1024];
-    REQUIRE(fgets(buf, sizeof buf, from_) != nullptr);
-    return buf;
+    process_.write_input(line + "\n");
+    const std::optional<std::string> reply = process_.read_line(20s);
+    REQUIRE_MESSAGE(reply.has_value(), "fenced_writer did not answer '" << line << "'");
+    return *reply;
   }
-  void stop_process() {
-    kill(pid_, SIGSTOP);
-    int status = 0;
-    REQUIRE(waitpid(pid_, &status, WUNTRACED) == pid_);
-    REQUIRE(WIFSTOPPED(status));
-  }
-  void continue_process() { kill(pid_, SIGCONT); }
+  void stop_process() { REQUIRE(process_.pause()); }
+  void continue_process() { REQUIRE(process_.resume()); }
   // quit asks the writer to exit and returns its exit status.
   int quit() {
-    const std::string text = "quit\n";
-    REQUIRE(write(to_, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    int status = 0;
-    REQUIRE(waitpid(pid_, &status, 0) == pid_);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    process_.write_input("quit\n");
+    const std::optional<int> code = process_.wait(20s);
+    REQUIRE_MESSAGE(code.has_value(), "fenced_writer did not quit");
+    return *code;
   }
 
  private:
-  pid_t pid_ = -1;
-  int to_ = -1;
-  FILE* from_ = nullptr;
+  static support::ProcessOptions options(const std::string& nodes, const std::string& store,
+                                         const std::string& resource) {
+    const char* path = std::getenv("REDLOCK_FENCED_WRITER");
+    REQUIRE_MESSAGE(path != nullptr, "REDLOCK_FENCED_WRITER is not set (meson sets it)");
+    support::ProcessOptions o;
+    o.argv = {path, "--nodes", nodes, "--store", store, "--resource", resource, "--ttl", "400"};
+    o.in = support::Stream::pipe();
+    o.out = support::Stream::pipe();
+    return o;
+  }
+
+  support::Process process_;
 };
 
 }  // namespace

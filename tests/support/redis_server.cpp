@@ -1,18 +1,14 @@
 // redis_server.cpp — see redis_server.hpp. Real redis-server children on
-// free loopback ports; every signal goes to the pid we forked, never by name.
+// free loopback ports; every signal goes to the pid we started, never by name.
 #include "redis_server.hpp"
 
 #include <hiredis/hiredis.h>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,7 +22,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 
 namespace redlock::test {
 namespace {
@@ -135,30 +130,14 @@ Reply command_at(int port, const Auth& auth, const std::vector<std::string>& arg
   return copy_reply(r.get());
 }
 
-// ---- process / file helpers -------------------------------------------------
+// ---- file helpers -------------------------------------------------------------
 
-// proc_state returns the state letter from /proc/<pid>/stat, or 0.
-char proc_state(pid_t pid) {
-  if (pid <= 0) return 0;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  auto rp = line.rfind(')');
-  if (rp == std::string::npos || rp + 2 >= line.size()) return 0;
-  return line[rp + 2];
-}
-
-std::string find_in_path(const std::string& name) {
+std::string find_redis_server() {
   const char* path = std::getenv("PATH");
-  std::string p = path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::stringstream ss(p);
-  std::string d;
-  while (std::getline(ss, d, ':')) {
-    if (d.empty()) d = ".";
-    std::string cand = d + "/" + name;
-    if (::access(cand.c_str(), X_OK) == 0) return cand;
-  }
-  throw std::runtime_error(name + " not found in PATH (install redis-server: scripts/bootstrap.sh)");
+  std::string found = support::find_program(
+      "redis-server", path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin");
+  if (found.empty()) throw std::runtime_error("redis-server not found in PATH (install redis-server: scripts/bootstrap.sh)");
+  return found;
 }
 
 std::uintmax_t file_size_or_zero(const std::string& path) {
@@ -191,31 +170,10 @@ std::string tail_lines(const std::string& text, std::size_t n) {
   return out.empty() ? "  | (log is empty)\n" : out;
 }
 
-// reap_nohang: true when the child has exited (status in *st).
-bool reap_nohang(pid_t pid, int* st) {
-  for (;;) {
-    pid_t r = ::waitpid(pid, st, WNOHANG);
-    if (r == pid) return WIFEXITED(*st) || WIFSIGNALED(*st);
-    if (r == 0) return false;
-    if (errno == EINTR) continue;
-    // ECHILD: someone else reaped it (e.g. SIGCHLD set to SIG_IGN): gone.
-    *st = 0;
-    return true;
-  }
-}
-
-void kill_and_reap(pid_t pid) {
-  if (pid <= 0) return;
-  ::kill(pid, SIGKILL);  // also ends a stopped process
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-}
-
-std::string status_text(int st) {
-  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
-  if (WIFSIGNALED(st)) return std::string("killed by signal ") + strsignal(WTERMSIG(st));
-  return "exited";
+// exit_text says how a process ended, from support::Process's exit code.
+std::string exit_text(int code) {
+  if (code > 128) return std::string("killed by signal ") + strsignal(code - 128);
+  return "exited with status " + std::to_string(code);
 }
 
 std::string make_temp_dir(bool short_path) {
@@ -266,8 +224,7 @@ RedisServer::RedisServer(ServerOptions opts) : opts_(std::move(opts)) {
   try {
     start();
   } catch (...) {
-    kill_and_reap(pid_);
-    pid_ = -1;
+    process_.reset();  // killed by pid and reaped
     std::error_code ec;
     fs::remove_all(dir_, ec);
     throw;
@@ -286,21 +243,17 @@ RedisServer::~RedisServer() {
 int RedisServer::port() const { return port_; }
 const std::string& RedisServer::dir() const { return dir_; }
 const std::string& RedisServer::unix_path() const { return unix_path_; }
-pid_t RedisServer::pid() const { return pid_; }
-
-bool RedisServer::running() const {
-  if (pid_ <= 0) return false;
-  char s = proc_state(pid_);
-  return s != 0 && s != 'Z' && s != 'X';
-}
+pid_t RedisServer::pid() const { return process_ ? process_->pid() : -1; }
+bool RedisServer::running() const { return process_ && process_->running(); }
+bool RedisServer::paused() const { return process_ && process_->stopped(); }
 
 std::string RedisServer::address() const { return "127.0.0.1:" + std::to_string(port_); }
 std::string RedisServer::url() const { return "redis://" + address(); }
 
 void RedisServer::start() {
-  if (pid_ > 0) throw std::runtime_error(address() + ": start: already running (pid " + std::to_string(pid_) + ")");
+  if (process_) throw std::runtime_error(address() + ": start: already running (pid " + std::to_string(pid()) + ")");
   const bool fixed_port = port_ != 0;  // restart keeps its port; the first start may pick again
-  const std::string exe = find_in_path("redis-server");
+  const std::string exe = find_redis_server();
   const std::string log = dir_ + "/redis.log";
 
   std::string last_error;
@@ -324,73 +277,25 @@ void RedisServer::start() {
     if (opts_.unix_socket) args.insert(args.end(), {"--unixsocket", unix_path_, "--unixsocketperm", "700"});
     args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
 
-    // Everything the child touches is prepared before fork: after fork in a
-    // multi-threaded process only async-signal-safe calls are allowed.
-    std::vector<char*> cargv;
-    for (auto& a : args) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
     // The server's environment: ours, with opts_.env set on top (LD_PRELOAD
-    // of the clock-skew shim, say).
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string_view entry(*e);
-      const std::string_view name = entry.substr(0, entry.find('='));
-      bool overridden = false;
-      for (const auto& [k, v] : opts_.env) overridden = overridden || name == k;
-      if (!overridden) env_strings.emplace_back(entry);
-    }
-    for (const auto& [k, v] : opts_.env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> cenv;
-    for (auto& e : env_strings) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
+    // of the clock-skew shim, say). Its output goes to the log.
+    support::ProcessOptions po;
+    po.argv = std::move(args);
+    po.env_set = opts_.env;
+    po.out = support::Stream::file(log);
+    po.err = support::Stream::file(log);
     const std::uintmax_t log_offset = file_size_or_zero(log);
-    const pid_t parent = ::getpid();
-
-    pid_t child = ::fork();
-    if (child < 0) throw std::runtime_error(address() + ": " + errno_text("fork", errno));
-    if (child == 0) {
-      // Child: die with the parent (test binary crash), and close the race
-      // where the parent already died before prctl.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (fd >= 0) {
-        ::dup2(fd, STDOUT_FILENO);
-        ::dup2(fd, STDERR_FILENO);
-      }
-      int nul = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (nul >= 0) ::dup2(nul, STDIN_FILENO);
-      // Don't leak the test binary's descriptors (pipes, sockets) into redis.
-#ifdef SYS_close_range
-      if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-#endif
-      {
-        for (int i = 3; i < 4096; ++i) ::close(i);
-      }
-      sigset_t all;
-      sigemptyset(&all);
-      ::sigprocmask(SIG_SETMASK, &all, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::signal(SIGINT, SIG_DFL);
-      ::execve(cargv[0], cargv.data(), cenv.data());
-      static const char msg[] = "redis_server fixture: execv redis-server failed\n";
-      ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-      (void)ignored;
-      ::_exit(127);
-    }
-    pid_ = child;
+    process_ = std::make_unique<support::Process>(std::move(po));
 
     // Wait until our process answers on the port (any reply counts, except
     // LOADING), or it exits (bind failure etc.), or 10 s pass.
     const auto deadline = std::chrono::steady_clock::now() + kReadyTimeout;
     bool ready = false;
     bool exited = false;
-    int st = 0;
     std::string probe_err;
     const Auth auth = auth_for(opts_);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (reap_nohang(pid_, &st)) {
+      if (!process_->running()) {
         exited = true;
         break;
       }
@@ -412,7 +317,7 @@ void RedisServer::start() {
           if (info->type == REDIS_REPLY_STRING) {
             std::string text(info->str, info->len);
             auto p = text.find("process_id:");
-            if (p != std::string::npos && std::atol(text.c_str() + p + 11) != static_cast<long>(pid_)) {
+            if (p != std::string::npos && std::atol(text.c_str() + p + 11) != static_cast<long>(pid())) {
               ours = false;
               probe_err = "port answered by another process";
             }
@@ -434,7 +339,11 @@ void RedisServer::start() {
           break;
         }
       }
-      std::this_thread::sleep_for(kPollInterval);
+      // Ask again shortly; an exit ends the wait at once.
+      if (process_->wait(kPollInterval)) {
+        exited = true;
+        break;
+      }
     }
 
     if (ready) {
@@ -452,13 +361,13 @@ void RedisServer::start() {
 
     const std::string new_log = read_from(log, log_offset);
     if (!exited) {
-      kill_and_reap(pid_);
-      pid_ = -1;
+      process_.reset();
       throw std::runtime_error(address() + ": redis-server (" + exe + ") not ready after 10 s (" + probe_err +
                                "); log tail:\n" + tail_lines(new_log, kLogTailLines));
     }
-    pid_ = -1;
-    last_error = address() + ": redis-server " + status_text(st) + " during start; log tail:\n" +
+    const int code = process_->wait();
+    process_.reset();
+    last_error = address() + ": redis-server " + exit_text(code) + " during start; log tail:\n" +
                  tail_lines(new_log, kLogTailLines);
     const bool port_taken = new_log.find("Address already in use") != std::string::npos;
     if (!port_taken || fixed_port) break;  // only a lost port race is worth another try
@@ -466,49 +375,22 @@ void RedisServer::start() {
   throw std::runtime_error(last_error);
 }
 
-void RedisServer::kill() {
-  if (pid_ <= 0) return;
-  kill_and_reap(pid_);
-  pid_ = -1;
-}
+void RedisServer::kill() { process_.reset(); }  // SIGKILL by pid, reaped
 
 void RedisServer::pause() {
-  if (pid_ <= 0) throw std::runtime_error(address() + ": pause: not running");
-  if (proc_state(pid_) == 'T') return;  // already stopped: no new stop report would come
-  if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error(address() + ": " + errno_text("kill(SIGSTOP)", errno));
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid_, &st, WUNTRACED);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error(address() + ": " + errno_text("waitpid(WUNTRACED)", errno));
-    }
-    if (WIFSTOPPED(st)) return;
-    if (WIFEXITED(st) || WIFSIGNALED(st)) {
-      pid_ = -1;
-      throw std::runtime_error(address() + ": pause: redis-server " + status_text(st));
-    }
-  }
+  if (!process_) throw std::runtime_error(address() + ": pause: not running");
+  if (process_->pause()) return;
+  const int code = process_->wait();
+  process_.reset();
+  throw std::runtime_error(address() + ": pause: redis-server " + exit_text(code));
 }
 
 void RedisServer::resume() {
-  if (pid_ <= 0) throw std::runtime_error(address() + ": resume: not running");
-  const bool stopped = proc_state(pid_) == 'T';
-  if (::kill(pid_, SIGCONT) != 0) throw std::runtime_error(address() + ": " + errno_text("kill(SIGCONT)", errno));
-  if (!stopped) return;  // it was running: no "continued" report will come
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid_, &st, WCONTINUED);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error(address() + ": " + errno_text("waitpid(WCONTINUED)", errno));
-    }
-    if (WIFCONTINUED(st)) return;
-    if (WIFEXITED(st) || WIFSIGNALED(st)) {
-      pid_ = -1;
-      throw std::runtime_error(address() + ": resume: redis-server " + status_text(st));
-    }
-  }
+  if (!process_) throw std::runtime_error(address() + ": resume: not running");
+  if (process_->resume()) return;
+  const int code = process_->wait();
+  process_.reset();
+  throw std::runtime_error(address() + ": resume: redis-server " + exit_text(code));
 }
 
 void RedisServer::restart(bool wipe) {
@@ -578,7 +460,7 @@ std::size_t RedisGroup::keys_everywhere(const std::string& pattern) const {
   std::size_t n = 0;
   for (const auto& s : servers_) {
     // Killed nodes have no keys to count; paused ones cannot answer.
-    if (!s->running() || proc_state(s->pid()) == 'T') continue;
+    if (!s->running() || s->paused()) continue;
     n += s->keys(pattern).size();
   }
   return n;

@@ -1,7 +1,8 @@
 // redis_server.hpp — the integration-test fixture: real redis-server
 // processes on free loopback ports, each in its own temp dir, stopped by pid
 // (also when a test fails: destructors, plus PR_SET_PDEATHSIG so a crashed
-// test binary takes its servers with it). Never kills by name.
+// test binary takes its servers with it; support/process.hpp). Never kills
+// by name.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +12,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "support/process.hpp"
 
 namespace redlock::test {
 
@@ -50,6 +53,7 @@ class RedisServer {
   const std::string& unix_path() const;  // empty unless opts.unix_socket
   pid_t pid() const;                     // -1 when not running
   bool running() const;
+  bool paused() const;                   // stopped by pause()
   std::string address() const;           // "127.0.0.1:<port>"
   std::string url() const;               // "redis://127.0.0.1:<port>" (no credentials)
 
@@ -72,7 +76,7 @@ class RedisServer {
   std::string dir_;
   std::string unix_path_;
   int port_ = 0;
-  pid_t pid_ = -1;
+  std::unique_ptr<support::Process> process_;  // null when not running
 };
 
 // RedisGroup — N independent masters (the test bed of one test).

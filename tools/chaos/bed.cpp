@@ -1,9 +1,6 @@
 // bed.cpp — masters, counter and fault intervals of one chaos scenario.
 #include "bed.hpp"
 
-#include <signal.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
@@ -151,14 +148,14 @@ void ChaosBed::flushall(std::size_t i) {
   if (r.str != "OK") throw std::runtime_error("FLUSHALL on node " + std::to_string(i + 1) + ": " + r.str);
 }
 
-void ChaosBed::pause_process(pid_t pid, const std::string& what) {
-  ::kill(pid, SIGSTOP);
-  open("pid" + std::to_string(pid), what);
+void ChaosBed::pause_process(support::Process& worker, const std::string& what) {
+  worker.pause();
+  open("pid" + std::to_string(worker.pid()), what);
 }
 
-void ChaosBed::resume_process(pid_t pid) {
-  ::kill(pid, SIGCONT);
-  close("pid" + std::to_string(pid));
+void ChaosBed::resume_process(support::Process& worker) {
+  worker.resume();
+  close("pid" + std::to_string(worker.pid()));
 }
 
 void ChaosBed::heal_all() {

@@ -6,8 +6,6 @@
 // (a `fault` event of history.hpp) for the checker and the timeline.
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +14,7 @@
 #include "faultproxy/process.hpp"
 #include "history.hpp"
 #include "redis_server.hpp"
+#include "support/process.hpp"
 
 namespace redlock::chaos {
 
@@ -67,9 +66,10 @@ class ChaosBed {
   // e.g. "delay_up=5 jitter_up=10"; unproxy clears them.
   void proxy(std::size_t i, const std::string& listener, const std::string& settings);
   void unproxy(std::size_t i, const std::string& listener);
-  // Client-process faults: SIGSTOP / SIGCONT a worker by pid.
-  void pause_process(pid_t pid, const std::string& what);
-  void resume_process(pid_t pid);
+  // Client-process faults: stop a worker (SIGSTOP, returns once it is
+  // stopped) and let it run again (SIGCONT).
+  void pause_process(support::Process& worker, const std::string& what);
+  void resume_process(support::Process& worker);
 
   // heal_all resumes paused masters and restarts killed ones (data kept),
   // ending every open interval.

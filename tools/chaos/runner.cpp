@@ -8,9 +8,6 @@
 // DIR/NAME.json and DIR/NAME.svg. Exit 0 when every scenario showed what it
 // must (safe: no violation; broken on purpose: a violation caught), 1
 // otherwise, 2 on bad arguments.
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -95,21 +92,14 @@ std::optional<int> parse(int argc, char** argv, Args& a) {
 
 std::string here() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
 
-pid_t spawn(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env) {
-  std::vector<char*> argv;
-  std::vector<std::string> copy = args;
-  for (auto& s : copy) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+// spawn starts a worker with our environment and ENV on top; it dies with
+// the runner.
+std::unique_ptr<redlock::support::Process> spawn(std::vector<std::string> args,
+                                                 std::vector<std::pair<std::string, std::string>> env) {
+  redlock::support::ProcessOptions o;
+  o.argv = std::move(args);
+  o.env_set = std::move(env);
+  return std::make_unique<redlock::support::Process>(std::move(o));
 }
 
 struct WorkerExits {
@@ -118,25 +108,17 @@ struct WorkerExits {
 };
 
 // wait_all waits for the workers until `deadline`; stragglers are killed.
-WorkerExits wait_all(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
+WorkerExits wait_all(std::vector<std::unique_ptr<redlock::support::Process>>& workers,
+                     std::chrono::steady_clock::time_point deadline) {
   WorkerExits exits;
-  for (pid_t pid : pids) {
-    for (;;) {
-      int status = 0;
-      const pid_t r = waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++exits.failed;
-        break;
-      }
-      if (r < 0) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGCONT);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        ++exits.killed;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  for (auto& worker : workers) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const std::optional<int> code = worker->wait(std::max(left, std::chrono::milliseconds{0}));
+    if (!code) {
+      worker->kill();
+      ++exits.killed;
+    } else if (*code != 0) {
+      ++exits.failed;
     }
   }
   return exits;
@@ -251,7 +233,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
                                            (asan != nullptr && *asan != '\0' ? ":" : "") +
                                            "verify_asan_link_order=0");
     }
-    stage.workers.push_back(spawn(args, env));
+    stage.workers.push_back(spawn(std::move(args), std::move(env)));
   }
 
   auto plan = sc.nemesis(duration_ms, rng);

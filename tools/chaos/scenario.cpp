@@ -212,11 +212,11 @@ std::vector<Action> client_pauses(int d, long ttl_ms) {
   for (int k = 0; k < 4; ++k) {
     const int start = at(d, 0.1 + 0.2 * k);
     plan.push_back({start, [k, length](Stage& s) {
-                      const pid_t pid = s.workers[static_cast<std::size_t>(k) % s.workers.size()];
-                      s.bed.pause_process(pid, "pause client " + std::to_string(k));
+                      auto& worker = *s.workers[static_cast<std::size_t>(k) % s.workers.size()];
+                      s.bed.pause_process(worker, "pause client " + std::to_string(k));
                     }});
     plan.push_back({start + length, [k](Stage& s) {
-                      s.bed.resume_process(s.workers[static_cast<std::size_t>(k) % s.workers.size()]);
+                      s.bed.resume_process(*s.workers[static_cast<std::size_t>(k) % s.workers.size()]);
                     }});
   }
   return plan;
@@ -256,11 +256,11 @@ std::vector<Action> soak(int d, std::mt19937& rng) {
       default: {  // a client instead
         const int k = uniform(0, 5);
         plan.push_back({t, [k](Stage& s) {
-                          s.bed.pause_process(s.workers[static_cast<std::size_t>(k) % s.workers.size()],
+                          s.bed.pause_process(*s.workers[static_cast<std::size_t>(k) % s.workers.size()],
                                               "pause client " + std::to_string(k));
                         }});
         plan.push_back({t + length, [k](Stage& s) {
-                          s.bed.resume_process(s.workers[static_cast<std::size_t>(k) % s.workers.size()]);
+                          s.bed.resume_process(*s.workers[static_cast<std::size_t>(k) % s.workers.size()]);
                         }});
         busy.pop_back();
       }
@@ -415,8 +415,8 @@ std::vector<Scenario> build() {
       std::vector<Action> plan = slow_replies(d, rng);
       for (int t = at(d, 0.1); t + 700 < at(d, 0.9); t += 1100) {
         const std::size_t k = static_cast<std::size_t>(std::uniform_int_distribution<int>(0, 3)(rng));
-        plan.push_back({t, [k](Stage& st) { st.bed.pause_process(st.workers[k], "pause client " + std::to_string(k)); }});
-        plan.push_back({t + 700, [k](Stage& st) { st.bed.resume_process(st.workers[k]); }});
+        plan.push_back({t, [k](Stage& st) { st.bed.pause_process(*st.workers[k], "pause client " + std::to_string(k)); }});
+        plan.push_back({t + 700, [k](Stage& st) { st.bed.resume_process(*st.workers[k]); }});
       }
       return plan;
     };

@@ -1,9 +1,8 @@
 // scenario.hpp — the named, repeatable chaos runs and their pass criteria.
 #pragma once
 
-#include <sys/types.h>
-
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +20,7 @@ enum class Expect { safe, violation };
 // Stage — what the nemesis may touch while a scenario runs.
 struct Stage {
   ChaosBed& bed;
-  std::vector<pid_t> workers;
+  std::vector<std::unique_ptr<support::Process>> workers;
   std::mt19937& rng;
 };
 

@@ -1,7 +1,8 @@
-// process.hpp — run the faultproxy command as a child process: spawn it,
-// read the JSON line it prints once it is listening, and stop it by pid
-// (never by name). The child dies with its parent (PR_SET_PDEATHSIG), so a
-// crashed test does not leave proxies behind.
+// process.hpp — run the faultproxy command as a child process
+// (support/process.hpp): spawn it, read the JSON line it prints once it is
+// listening, and stop it by pid (never by name). The child dies with its
+// parent (PR_SET_PDEATHSIG), so a crashed test does not leave proxies
+// behind.
 #pragma once
 
 #include <sys/types.h>
@@ -11,11 +12,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "faultproxy/control_client.hpp"
+#include "support/process.hpp"
 
 namespace faultproxy {
 
@@ -41,8 +44,8 @@ class FaultProxyProcess {
   FaultProxyProcess(const FaultProxyProcess&) = delete;
   FaultProxyProcess& operator=(const FaultProxyProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
+  bool running() const { return process_ && process_->running(); }
   const nlohmann::json& startup_info() const { return info_; }
   const std::string& control_address() const { return control_; }
   const std::vector<std::string>& listeners() const { return listeners_; }  // "ADDR:PORT" each
@@ -60,7 +63,7 @@ class FaultProxyProcess {
  private:
   void spawn(const FaultProxyOptions& options);
 
-  pid_t pid_ = -1;
+  std::unique_ptr<redlock::support::Process> process_;  // null once stopped
   nlohmann::json info_;
   std::string control_;
   std::vector<std::string> listeners_;

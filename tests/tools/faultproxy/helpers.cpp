@@ -6,10 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -291,50 +288,10 @@ nlohmann::json wait_status(faultproxy::FaultProxyControl& control, const std::st
   }
 }
 
-RunResult run_binary(const std::vector<std::string>& argv_in) {
-  std::vector<std::string> args = argv_in;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out[2];
-  int err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error(errno_text("pipe"));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(errno_text("fork"));
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  RunResult res;
-  const auto deadline = Clock::now() + 10s;
-  bool out_open = true;
-  bool err_open = true;
-  while ((out_open || err_open) && Clock::now() < deadline) {
-    pollfd p[2] = {{out_open ? out[0] : -1, POLLIN, 0}, {err_open ? err[0] : -1, POLLIN, 0}};
-    if (::poll(p, 2, 100) <= 0) continue;
-    char buf[4096];
-    for (int i = 0; i < 2; ++i) {
-      if (p[i].revents == 0) continue;
-      const ssize_t r = ::read(i == 0 ? out[0] : err[0], buf, sizeof buf);
-      if (r > 0) (i == 0 ? res.out : res.err).append(buf, static_cast<std::size_t>(r));
-      else (i == 0 ? out_open : err_open) = false;
-    }
-  }
-  ::kill(pid, SIGKILL);  // no-op when it exited; ends a hung one
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  ::close(out[0]);
-  ::close(err[0]);
-  res.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return res;
+redlock::support::ProcessResult run_binary(const std::vector<std::string>& argv) {
+  redlock::support::ProcessOptions o;
+  o.argv = argv;
+  return redlock::support::run(std::move(o), 10s);
 }
 
 }  // namespace fptest

@@ -1,7 +1,8 @@
 // helpers.hpp — what the faultproxy tests share: the binary under test, a
 // hiredis client with a timeout, a raw TCP client (for byte-exact checks
 // and for RST vs FIN), a tiny echo server with half-close, a bounded wait
-// on a STATUS condition, and running the binary to collect its exit status.
+// on a STATUS condition, and running the binary to collect its exit status
+// (support/process.hpp).
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "faultproxy/process.hpp"
+#include "support/process.hpp"
 
 namespace fptest {
 
@@ -110,12 +112,8 @@ nlohmann::json wait_status(faultproxy::FaultProxyControl& control, const std::st
                            const std::function<bool(const nlohmann::json&)>& pred,
                            std::chrono::milliseconds bound = 5000ms);
 
-// RunResult / run_binary: run a command to completion (10 s bound).
-struct RunResult {
-  int status = -1;  // exit status, or 128 + signal
-  std::string out;
-  std::string err;
-};
-RunResult run_binary(const std::vector<std::string>& argv);
+// run_binary: run a command to completion (10 s bound), capturing stdout
+// and stderr.
+redlock::support::ProcessResult run_binary(const std::vector<std::string>& argv);
 
 }  // namespace fptest

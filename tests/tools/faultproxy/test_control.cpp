@@ -121,11 +121,11 @@ TEST_CASE("non-loopback or malformed addresses are refused with exit status 2") 
   for (const auto& c : cases) {
     std::vector<std::string> argv{bin};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    const RunResult r = run_binary(argv);
+    const auto r = run_binary(argv);
     std::string cmd;
     for (const auto& a : c.args) cmd += a + " ";
     INFO("args: ", cmd, " stderr: ", r.err);
-    CHECK(r.status == 2);
+    CHECK(r.exit_code == 2);
     CHECK(r.err.find(c.expected) != std::string::npos);
     CHECK(r.out.empty());  // no startup line: nothing was bound
   }
@@ -133,10 +133,10 @@ TEST_CASE("non-loopback or malformed addresses are refused with exit status 2") 
 
 TEST_CASE("--help exits 0; a listen address in use exits 1 naming it") {
   const std::string bin = faultproxy_bin();
-  CHECK(run_binary({bin, "--help"}).status == 0);
+  CHECK(run_binary({bin, "--help"}).exit_code == 0);
   EchoServer echo;  // its port is taken
-  const RunResult r = run_binary({bin, "--target", echo.address(), "--listen", echo.address()});
+  const auto r = run_binary({bin, "--target", echo.address(), "--listen", echo.address()});
   INFO("stderr: ", r.err);
-  CHECK(r.status == 1);
+  CHECK(r.exit_code == 1);
   CHECK(r.err.find("cannot listen on " + echo.address()) != std::string::npos);
 }

@@ -5,18 +5,13 @@
 // load, fork, jemalloc's background thread).
 //
 // Environment (set by meson): SKEWCLOCK_LIB, SKEWCLOCK_PROBE, SKEWCLOCK_SET.
-// Every child process is started here with fork/execve, gets
-// PR_SET_PDEATHSIG, and is killed by pid.
+// Every child process is a support::Process (PR_SET_PDEATHSIG, killed by
+// pid); redis-server is the fixture's RedisServer.
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,16 +29,16 @@
 #include <thread>
 #include <vector>
 
-#include "redis_server.hpp"  // free_port, Reply
+#include "redis_server.hpp"
 #include "skewclock.hpp"
-
-extern char** environ;
+#include "support/process.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using redlock::test::Reply;
+namespace support = redlock::support;
 
 constexpr std::int64_t kMs = 1000000;  // ns per ms
 constexpr std::int64_t kSec = 1000 * kMs;
@@ -106,149 +101,52 @@ std::map<std::string, long long> parse_kv(const std::string& line) {
 
 // ---- child processes ---------------------------------------------------------
 
-// Child — one process started with fork/execve, with extra environment
-// variables (replacing same-named ones; inherited SKEWCLOCK_* and LD_PRELOAD
-// are dropped). Optional pipes for stdin/stdout; stderr (and stdout without
-// pipes) go to log_path. Killed by pid in the destructor.
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::vector<std::string>& extra_env, bool pipes,
-        const std::string& log_path) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string s = *e;
-      std::string name = s.substr(0, s.find('='));
-      bool replaced = name == "LD_PRELOAD" || name.rfind("SKEWCLOCK_", 0) == 0;
-      for (const auto& x : extra_env) replaced = replaced || x.substr(0, x.find('=')) == name;
-      if (!replaced) env.push_back(s);
-    }
-    for (const auto& x : extra_env) env.push_back(x);
-    std::vector<char*> cargv, cenv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    for (auto& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
+// shim_environment: ours without LD_PRELOAD and SKEWCLOCK_* (nothing the
+// caller runs under may leak in), with the shim preloaded and EXTRA
+// ("NAME=value" each) on top.
+support::Environment shim_environment(const std::vector<std::string>& extra) {
+  support::Environment env = support::current_environment();
+  std::erase_if(env, [](const auto& kv) { return kv.first == "LD_PRELOAD" || kv.first.rfind("SKEWCLOCK_", 0) == 0; });
+  env["LD_PRELOAD"] = lib_path();
+  for (const auto& x : extra) env[x.substr(0, x.find('='))] = x.substr(x.find('=') + 1);
+  return env;
+}
 
-    int to_child[2] = {-1, -1}, from_child[2] = {-1, -1};
-    if (pipes && (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0))
-      throw std::runtime_error("pipe2 failed");
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (pipes) {
-        ::dup2(to_child[0], STDIN_FILENO);
-        ::dup2(from_child[1], STDOUT_FILENO);
-      } else {
-        int nul = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (nul >= 0) ::dup2(nul, STDIN_FILENO);
-        if (log >= 0) ::dup2(log, STDOUT_FILENO);
-      }
-      if (log >= 0) ::dup2(log, STDERR_FILENO);
-      ::syscall(SYS_close_range, 3U, ~0U, 0U);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::execve(cargv[0], cargv.data(), cenv.data());
-      ::_exit(127);
-    }
-    if (pipes) {
-      ::close(to_child[0]);
-      ::close(from_child[1]);
-      in_ = to_child[1];
-      out_ = from_child[0];
-    }
-  }
-  ~Child() {
-    kill();
-    if (in_ >= 0) ::close(in_);
-    if (out_ >= 0) ::close(out_);
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  pid_t pid() const { return pid_; }
-
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
-
-  // exited: true once the process is gone (reaped here).
-  bool exited() {
-    if (pid_ <= 0) return true;
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-
-  std::string read_line(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) throw std::runtime_error("child: no reply line within the timeout");
-      struct pollfd p{out_, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) continue;
-      char chunk[4096];
-      ssize_t n = ::read(out_, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("child: stdout closed (did it crash?)");
-      buf_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-
-  std::string request(const std::string& line, std::chrono::milliseconds timeout = 10s) {
-    std::string l = line + "\n";
-    if (::write(in_, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
-      throw std::runtime_error("child: write to stdin failed");
-    return read_line(timeout);
-  }
-
- private:
-  pid_t pid_ = -1;
-  int in_ = -1;
-  int out_ = -1;
-  std::string buf_;
-};
-
-// Probe — skewclock_probe under the shim.
+// Probe — skewclock_probe under the shim, asked over its stdin and stdout;
+// its stderr goes to LOG.
 class Probe {
  public:
-  explicit Probe(std::vector<std::string> env, const std::string& log = "/dev/null")
-      : child_({env_path("SKEWCLOCK_PROBE")}, with_lib(std::move(env)), true, log) {
-    std::string hello = child_.read_line(10s);
+  explicit Probe(const std::vector<std::string>& env, const std::string& log = "/dev/null")
+      : process_(options(env, log)) {
+    std::string hello = next_line(10s);
     REQUIRE_MESSAGE(hello.rfind("ready", 0) == 0, "probe said: " << hello);
   }
-  pid_t pid() const { return child_.pid(); }
-  std::map<std::string, long long> now() { return parse_kv(child_.request("now")); }
+  pid_t pid() const { return process_.pid(); }
+  std::map<std::string, long long> now() { return parse_kv(request("now")); }
   std::string request(const std::string& line, std::chrono::milliseconds timeout = 10s) {
-    return child_.request(line, timeout);
+    process_.write_input(line + "\n");
+    return next_line(timeout);
   }
 
  private:
-  static std::vector<std::string> with_lib(std::vector<std::string> env) {
-    env.push_back("LD_PRELOAD=" + lib_path());
-    return env;
+  static support::ProcessOptions options(const std::vector<std::string>& env, const std::string& log) {
+    support::ProcessOptions o;
+    o.argv = {env_path("SKEWCLOCK_PROBE")};
+    o.env = shim_environment(env);
+    o.in = support::Stream::pipe();
+    o.out = support::Stream::pipe();
+    o.err = support::Stream::file(log);
+    return o;
   }
-  Child child_;
+  std::string next_line(std::chrono::milliseconds timeout) {
+    std::optional<std::string> line = process_.read_line(timeout);
+    if (!line)
+      throw std::runtime_error(process_.output_ended() ? "probe: stdout closed (did it crash?)"
+                                                       : "probe: no reply line within the timeout");
+    return *line;
+  }
+
+  support::Process process_;
 };
 
 // applied_by: wait until the probe acknowledged the last version written by
@@ -289,63 +187,14 @@ Reply copy_reply(const redisReply* r) {
   return out;
 }
 
-class SkewedRedis {
+// SkewedRedis — the fixture's redis-server under the shim, reading its
+// settings from SETTINGS_FILE, with DEBUG allowed; commands go over one
+// kept connection (5 s timeout).
+class SkewedRedis : public redlock::test::RedisServer {
  public:
-  // Starts redis-server with LD_PRELOAD=<lib> SKEWCLOCK_FILE=<settings> on a
-  // free loopback port, in its own temp dir; waits until it answers PING.
-  explicit SkewedRedis(const std::string& settings_file, std::vector<std::string> extra_env = {}) {
-    std::vector<std::string> env = {"LD_PRELOAD=" + lib_path(), "SKEWCLOCK_FILE=" + settings_file};
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
-    std::string last_error;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      port_ = redlock::test::free_port();
-      std::vector<std::string> argv = {find_redis(), "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                       "--dir", dir_.path, "--daemonize", "no", "--save", "",
-                                       "--appendonly", "no", "--protected-mode", "no",
-                                       "--enable-debug-command", "yes"};
-      child_ = std::make_unique<Child>(argv, env, false, log());
-      const auto deadline = std::chrono::steady_clock::now() + 10s;
-      while (std::chrono::steady_clock::now() < deadline) {
-        if (child_->exited()) break;
-        struct timeval tv{0, 100000};
-        ContextPtr c(redisConnectWithTimeout("127.0.0.1", port_, tv));
-        if (c && c->err == 0) {
-          redisSetTimeout(c.get(), tv);
-          auto* r = static_cast<redisReply*>(redisCommand(c.get(), "PING"));
-          if (r != nullptr) {
-            bool pong = r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-            if (pong && info_field("server", "process_id") == child_->pid()) return;
-          }
-        }
-        std::this_thread::sleep_for(10ms);
-      }
-      last_error = "redis-server under the shim not ready within 10 s; log:\n" + slurp(log());
-      child_.reset();
-      if (slurp(log()).find("Address already in use") == std::string::npos) break;
-    }
-    throw std::runtime_error(last_error);
-  }
+  explicit SkewedRedis(const std::string& settings_file) : RedisServer(options(settings_file)) {}
 
-  pid_t pid() const { return child_ ? child_->pid() : -1; }
-  int port() const { return port_; }
-  std::string log() const { return dir_ / "redis.log"; }
-
-  Reply command(const std::vector<std::string>& argv) const {
-    redisContext* c = conn();
-    std::vector<const char*> p;
-    std::vector<std::size_t> l;
-    for (const auto& a : argv) {
-      p.push_back(a.data());
-      l.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(c, static_cast<int>(argv.size()), p.data(), l.data()));
-    if (r == nullptr) throw std::runtime_error(std::string("redis: ") + c->errstr);
-    Reply out = copy_reply(r);
-    freeReplyObject(r);
-    return out;
-  }
+  Reply command(const std::vector<std::string>& argv) const { return pipeline({argv}).front(); }
 
   // pipeline sends every command, then reads every reply.
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& cmds) const {
@@ -397,17 +246,16 @@ class SkewedRedis {
   }
 
  private:
-  static std::string find_redis() {
-    for (const char* d : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
-      std::string p = std::string(d) + "/redis-server";
-      if (::access(p.c_str(), X_OK) == 0) return p;
-    }
-    throw std::runtime_error("redis-server not found (install redis-server)");
+  static redlock::test::ServerOptions options(const std::string& settings_file) {
+    redlock::test::ServerOptions o;
+    o.env = {{"LD_PRELOAD", lib_path()}, {"SKEWCLOCK_FILE", settings_file}};
+    o.extra_args = {"--enable-debug-command", "yes"};
+    return o;
   }
   redisContext* conn() const {
     if (!conn_ || conn_->err) {
       struct timeval tv{5, 0};
-      conn_.reset(redisConnectWithTimeout("127.0.0.1", port_, tv));
+      conn_.reset(redisConnectWithTimeout("127.0.0.1", port(), tv));
       if (!conn_ || conn_->err)
         throw std::runtime_error("redis: connect failed: " + std::string(conn_ ? conn_->errstr : "alloc"));
       redisSetTimeout(conn_.get(), tv);
@@ -415,9 +263,6 @@ class SkewedRedis {
     return conn_.get();
   }
 
-  TempDir dir_;
-  int port_ = 0;
-  std::unique_ptr<Child> child_;
   mutable ContextPtr conn_;
 };
 
@@ -490,29 +335,31 @@ TEST_CASE("Control writes atomically with increasing versions; skewclock-set mer
   CHECK(again.current() == c.current());
 
   const std::string set = env_path("SKEWCLOCK_SET");
-  auto run = [&](const std::string& args) {
-    int st = std::system((set + " " + args + " >/dev/null 2>&1").c_str());
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto run = [&](const std::vector<std::string>& args) {
+    support::ProcessOptions o;
+    o.argv = {set};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    return support::run(std::move(o), 10s).exit_code;
   };
-  CHECK(run(file + " offset_ms=-250") == 0);
+  CHECK(run({file, "offset_ms=-250"}) == 0);
   CHECK(skewclock::parse(slurp(file)) == skewclock::Settings{-250, 0.5, false, 3});
-  CHECK(run(file + " rate=1.25 monotonic=1") == 0);
+  CHECK(run({file, "rate=1.25", "monotonic=1"}) == 0);
   CHECK(skewclock::parse(slurp(file)) == skewclock::Settings{-250, 1.25, true, 4});
-  CHECK(run(d / "new" + " rate=2") == 0);  // a new file: defaults for the rest
+  CHECK(run({d / "new", "rate=2"}) == 0);  // a new file: defaults for the rest
   CHECK(skewclock::parse(slurp(d / "new")) == skewclock::Settings{0, 2.0, false, 1});
-  CHECK(run(file + " --show") == 0);
-  CHECK(run(file + " rate=0") == 2);
-  CHECK(run(file + " speed=2") == 2);
-  CHECK(run(file) == 2);
-  CHECK(run("") == 2);
-  CHECK(run("--help") == 0);
-  CHECK(run(file + " --show rate=2") == 2);  // --show takes no settings, nor --wait
-  CHECK(run(file + " --show --wait 20") == 2);
-  CHECK(run(file + " rate=2 --wait -1") == 2);
-  CHECK(run(file + " pid=7") == 2);  // the shim's keys are not ours to set
-  CHECK(run(file + " rate=2 --wait 20") == 3);  // written, never acknowledged
+  CHECK(run({file, "--show"}) == 0);
+  CHECK(run({file, "rate=0"}) == 2);
+  CHECK(run({file, "speed=2"}) == 2);
+  CHECK(run({file}) == 2);
+  CHECK(run({}) == 2);
+  CHECK(run({"--help"}) == 0);
+  CHECK(run({file, "--show", "rate=2"}) == 2);  // --show takes no settings, nor --wait
+  CHECK(run({file, "--show", "--wait", "20"}) == 2);
+  CHECK(run({file, "rate=2", "--wait", "-1"}) == 2);
+  CHECK(run({file, "pid=7"}) == 2);  // the shim's keys are not ours to set
+  CHECK(run({file, "rate=2", "--wait", "20"}) == 3);  // written, never acknowledged
   CHECK(skewclock::parse(slurp(file)).rate == 2.0);
-  CHECK(run(d / "no-such-dir/skew rate=2") == 1);
+  CHECK(run({d / "no-such-dir/skew", "rate=2"}) == 1);
 }
 
 // ==== a preloaded process ==========================================================
