@@ -92,7 +92,7 @@ Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
 namespace {
 
 struct Args {
-  std::string nodes, scenario, samples_path;
+  std::string nodes, scenario, samples_path, tls_ca;
   double seconds = 3;
   long concurrency = 64;
   long locks = 100000;
@@ -152,6 +152,7 @@ Args parse_args(int argc, char** argv) {
       ->type_name("C")
       ->check(CLI::Range(1L, 1'000'000'000L))
       ->capture_default_str();
+  app.add_option("--tls-ca", a.tls_ca, "CA file for rediss:// masters")->type_name("FILE");
   app.add_option("--samples", a.samples_path, "Write every sample (µs) here, one a line")->type_name("FILE");
   app.add_option("--locks", a.locks, "memory: locks to hold")
       ->type_name("N")
@@ -191,6 +192,7 @@ int main(int argc, char** argv) {
 
   redlock::Config config;
   config.nodes = std::move(*nodes);
+  config.tls.ca_file = args.tls_ca;
   config.options.quarantine = false;  // the masters were just started: see the header comment
 
   uv_loop_t loop;

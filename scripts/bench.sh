@@ -15,7 +15,8 @@
 #   --concurrency C workers of the throughput scenario (default 64)
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
-#                   degraded-proxy-0ms, degraded-slow-2ms (default: all)
+#                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls
+#                   (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -25,6 +26,9 @@
 # (degraded-slow-2ms: `SET * delay_up=2`). degraded-proxy-0ms is the same
 # topology with no delay: the proxy process itself takes CPU on the shared
 # cores, so the slow master's own cost is slow-2ms against proxy-0ms.
+# latency-tls is the latency scenario over rediss:// to the same masters'
+# TLS ports (certificates made by openssl for the run), redlock only: the
+# floor and node-redlock are plain-text programs.
 #
 # Programs (override with the environment variables):
 #   REDLOCK_BENCH   build/bench/redlock_bench   (skipped with a warning if absent)
@@ -56,7 +60,7 @@ NODE_DIR=bench/peers/node
 DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
-ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms)
+ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -153,11 +157,26 @@ cleanup() {
 }
 on_exit cleanup
 
+want_tls=0
+[[ " ${scenarios[*]} " == *" latency-tls "* ]] && want_tls=1
+TLS_ARGS=()
+if ((want_tls)); then
+  make_test_certs "$WORK/tls" || die "could not make the certificates of latency-tls"
+fi
+NODES_TLS=
 for i in 0 1 2 3 4; do
-  start_master any "$WORK/master$i" || die "could not start redis-server master $((i + 1)) (see $WORK/master$i/redis.log)"
+  if ((want_tls)); then
+    TLS_PORTS[i]=$(free_port)
+    TLS_ARGS=(--tls-port "${TLS_PORTS[i]}" --tls-cert-file "$WORK/tls/server.crt"
+              --tls-key-file "$WORK/tls/server.key" --tls-ca-cert-file "$WORK/tls/ca.crt" --tls-auth-clients no)
+    NODES_TLS+="rediss://127.0.0.1:${TLS_PORTS[i]},"
+  fi
+  start_master any "$WORK/master$i" "${TLS_ARGS[@]}" ||
+    die "could not start redis-server master $((i + 1)) (see $WORK/master$i/redis.log)"
   MASTER_PIDS[i]=$MASTER_PID
   MASTER_PORTS[i]=$MASTER_PORT
 done
+NODES_TLS=${NODES_TLS%,}
 NODES_OK=$(for p in "${MASTER_PORTS[@]}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
 NODES_OK=${NODES_OK%,}
 log "masters on 127.0.0.1 ports ${MASTER_PORTS[*]} (pids ${MASTER_PIDS[*]}), data in $WORK"
@@ -239,6 +258,7 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
   local samples="" out="" rc=0 line limit summary
   read -r -a cmd <<<"${PROGRAM[$sys]}"
   args=(--nodes "$nodes" --scenario "$scen" --seconds "$seconds")
+  [[ $nodes == rediss://* ]] && args+=(--tls-ca "$WORK/tls/ca.crt")
   case $scen in
     throughput) args+=(--concurrency "$concurrency") ;;
     memory) args+=(--locks "$locks") ;;
@@ -292,6 +312,10 @@ for ((round = 1; round <= rounds; round++)); do
     case $label in
       degraded-1-paused) scen=latency ;;
       degraded-2-paused) scen=latency ;;
+      latency-tls)
+        scen=latency
+        nodes=$NODES_TLS
+        ;;
       degraded-proxy-0ms | degraded-slow-2ms)
         ((want_slow)) || continue
         scen=latency
@@ -301,6 +325,7 @@ for ((round = 1; round <= rounds; round++)); do
     esac
     for sys in "${SYSTEMS[@]}"; do
       [[ -n ${PROGRAM[$sys]:-} ]] || continue
+      [[ $label == latency-tls && $sys != redlock ]] && continue
       case $label in
         degraded-1-paused) pause_masters 4 ;;
         degraded-2-paused) pause_masters 3 4 ;;

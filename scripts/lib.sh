@@ -347,3 +347,30 @@ start_master_on() {
 master_started() {  # master_started PORT PID: ready, or PID gone (the wait is over)
   master_is "$1" "$2" || ! pid_alive "$2"
 }
+
+# make_test_certs DIR: a throw-away CA and, signed by it, a server
+# certificate for 127.0.0.1 and localhost and a client certificate (P-256,
+# valid 2 days), as DIR/{ca,server,client}.{crt,key}. For TLS test beds and
+# benchmarks only. 1 (with openssl's output in DIR/openssl.log) on failure.
+make_test_certs() {
+  local dir=${1:-} who
+  local -a new_key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  if [[ -z $dir ]]; then
+    log "make_test_certs: expected DIR"
+    return 2
+  fi
+  mkdir -p "$dir" || return 1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+  (
+    cd "$dir" &&
+      openssl req -x509 "${new_key[@]}" -keyout ca.key -out ca.crt -days 2 -subj /CN=redlock-test-ca &&
+      for who in server client; do
+        openssl req "${new_key[@]}" -keyout "$who.key" -out "$who.csr" -subj "/CN=$who" &&
+          openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -out "$who.crt" -extfile san.ext || exit 1
+      done
+  ) >>"$dir/openssl.log" 2>&1 || {
+    log "make_test_certs: openssl failed (see $dir/openssl.log)"
+    return 1
+  }
+}

@@ -55,7 +55,7 @@ namespace svg = redlock::svg;
 const std::vector<std::string> kSystems = {"redlock", "node-redlock", "floor"};
 const std::vector<std::string> kScenarioOrder = {"latency",           "throughput",        "handoff",
                                                  "memory",            "degraded-1-paused", "degraded-2-paused",
-                                                 "degraded-proxy-0ms", "degraded-slow-2ms"};
+                                                 "degraded-proxy-0ms", "degraded-slow-2ms", "latency-tls"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `bound_*` names what the floor reaches on the
@@ -85,6 +85,8 @@ const std::vector<Target> kTargets = {
     {"CPU per pair vs node-redlock", "throughput", "redlock", "cpu_us_per_op", "throughput", "node-redlock",
      "cpu_us_per_op", true, 0.1, false},
     {"bytes per held lock", "memory", "redlock", "bytes_per_lock", "", "", "", true, 256, false},
+    {"TLS latency p50 vs plain p50", "latency-tls", "redlock", "p50_us", "latency", "redlock", "p50_us", true, 1.3,
+     false},
 };
 // Metrics shown in the table, in this order (all numeric ones go to latest.json).
 const std::vector<std::string> kTableMetrics = {"p50_us",         "p90_us",          "p99_us",

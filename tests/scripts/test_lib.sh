@@ -342,6 +342,15 @@ check "MASTER_PID is empty after a failed start" [ -z "$MASTER_PID" ]
 
 check_misuse start_master "[--detach] PORT|any DIR" "" "x dir" "1234" "any" "--detach" "0 dir"
 
+# make_test_certs: a CA, and server and client certificates it signed.
+check "make_test_certs makes the certificates" make_test_certs "$tmp/tls"
+check "... the server certificate verifies against the CA for 127.0.0.1" \
+  openssl verify -CAfile "$tmp/tls/ca.crt" -verify_ip 127.0.0.1 "$tmp/tls/server.crt"
+check "... and for localhost" openssl verify -CAfile "$tmp/tls/ca.crt" -verify_hostname localhost "$tmp/tls/client.crt"
+check "... each key matches its certificate" \
+  [ "$(openssl pkey -in "$tmp/tls/server.key" -pubout)" = "$(openssl x509 -in "$tmp/tls/server.crt" -noout -pubkey)" ]
+check_misuse make_test_certs "DIR" ""
+
 if ((failures > 0)); then
   die "$failures of $checks checks failed"
 fi

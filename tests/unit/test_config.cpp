@@ -727,7 +727,7 @@ TEST_CASE("validate_config: default_ttl must not exceed max_ttl") {
   o.default_ttl = 70000ms;
   CHECK(validation_failure(o) == "default_ttl_ms: 70000: must be <= max_ttl_ms (60000)");
   o.max_ttl = 70000ms;
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: default_ttl must exceed node_timeout plus drift") {
@@ -742,7 +742,7 @@ TEST_CASE("validate_config: ttl versus node_timeout plus drift at the boundary")
   o.default_ttl = 52ms;
   CHECK(validation_failure(o) == "default_ttl_ms: 52: must be larger than node_timeout_ms (50) + drift (2 ms)");
   o.default_ttl = 53ms;
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: drift_factor must be in [0, 0.5)") {
@@ -754,7 +754,7 @@ TEST_CASE("validate_config: drift_factor must be in [0, 0.5)") {
   o.drift_factor = std::nan("");
   CHECK(validation_failure(o) == "drift_factor: nan: must be in [0, 0.5)");
   o.drift_factor = 0.49;
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: node_timeout must be positive") {
@@ -780,7 +780,7 @@ TEST_CASE("validate_config: reconnect_min must not exceed reconnect_max") {
   o.reconnect_min = 2000ms;
   CHECK(validation_failure(o) == "reconnect_min_ms: 2000: must be <= reconnect_max_ms (1000)");
   o.reconnect_max = 2000ms;
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: retry_delay, retry_jitter and min_validity must not be negative") {
@@ -809,7 +809,7 @@ TEST_CASE("validate_config: zero retry_delay, retry_jitter and min_validity are 
   o.retry_delay = 0ms;
   o.retry_jitter = 0ms;
   o.min_validity = 0ms;
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: stall_timeout must exceed node_timeout") {
@@ -827,7 +827,7 @@ TEST_CASE("validate_config: max_pending must be positive") {
 TEST_CASE("validate_config: empty prefix is allowed") {
   Options o;
   o.prefix.clear();
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: extreme durations are judged without overflow") {
@@ -855,7 +855,7 @@ TEST_CASE("validate_config: every duration has an upper bound, so no deadline ar
   o = Options{};
   o.max_ttl = milliseconds{std::numeric_limits<std::int32_t>::max()};
   o.default_ttl = o.max_ttl;
-  CHECK(validate_config(Config{one_node_config().nodes, o}).ok());
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: a prefix may not hold a brace (keys could then collide)") {
