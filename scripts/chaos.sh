@@ -2,11 +2,12 @@
 # chaos.sh — the fault-injection suite: every scenario (or the ones named)
 # against its own freshly started masters, checked by the history checker.
 #
-#   scripts/chaos.sh [--long] [--seconds N] [--scenario NAME[,NAME...]] [--json FILE] [--list]
+#   scripts/chaos.sh [--long] [--seconds N] [--scenario NAME[,NAME...]] [--tls] [--json FILE] [--list]
 #
 #   --long          60 s per scenario (default 3 s each)
 #   --seconds N     N s per scenario
 #   --scenario ...  only these (see --list)
+#   --tls           the clients reach the masters over TLS (rediss://)
 #   --json FILE     all results as one JSON array
 # Per-scenario JSON and SVG timelines go to build/chaos-out/. Exit 0 when
 # every scenario showed what it must (docs/chaos.md), 1 otherwise.

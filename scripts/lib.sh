@@ -349,7 +349,8 @@ master_started() {  # master_started PORT PID: ready, or PID gone (the wait is o
 }
 
 # make_test_certs DIR: a throw-away CA and, signed by it, a server
-# certificate for 127.0.0.1 and localhost and a client certificate (P-256,
+# certificate for 127.0.0.1, 127.0.0.2 (the chaos bed's second client
+# group) and localhost and a client certificate (P-256,
 # valid 2 days), as DIR/{ca,server,client}.{crt,key}. For TLS test beds and
 # benchmarks only. 1 (with openssl's output in DIR/openssl.log) on failure.
 make_test_certs() {
@@ -360,7 +361,7 @@ make_test_certs() {
     return 2
   fi
   mkdir -p "$dir" || return 1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+  printf 'subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost\n' >"$dir/san.ext"
   (
     cd "$dir" &&
       openssl req -x509 "${new_key[@]}" -keyout ca.key -out ca.crt -days 2 -subj /CN=redlock-test-ca &&

@@ -1,17 +1,16 @@
 // test_tls.cpp — rediss:// against real redis-servers with a TLS port:
-// certificates made by `openssl` in a temp dir (a CA, a server certificate
-// for 127.0.0.1 and localhost, a client certificate, and a second CA that
-// signed nothing we trust); TLS masters, mutual TLS, TLS and plain mixed,
+// certificates made for the test (tests/support/test_certs.hpp: a CA, a
+// server certificate for 127.0.0.1 and localhost, a client certificate,
+// and a second CA that signed nothing we trust); TLS masters, mutual TLS, TLS and plain mixed,
 // and each way a TLS connection can be wrong, with its error in words.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 
 #include "helpers.hpp"
+#include "test_certs.hpp"
 
 using namespace redlock;
 using namespace redlock::test;
@@ -19,35 +18,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Certs — the certificates of one test, in a temp dir removed at the end.
-struct Certs {
-  std::string dir;
-
-  Certs() {
-    char tmpl[] = "/tmp/redlock-tls-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    dir = tmpl;
-    std::ofstream(dir + "/san.ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
-    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    run("openssl req -x509" + key + " -keyout ca.key -out ca.crt -days 2 -subj /CN=redlock-test-ca");
-    run("openssl req -x509" + key + " -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=other-ca");
-    for (const char* who : {"server", "client"}) {
-      const std::string w = who;
-      run("openssl req" + key + " -keyout " + w + ".key -out " + w + ".csr -subj /CN=" + w);
-      run("openssl x509 -req -in " + w + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out " + w +
-          ".crt -extfile san.ext");
-    }
-  }
-  ~Certs() { std::filesystem::remove_all(dir); }
-  Certs(const Certs&) = delete;
-  Certs& operator=(const Certs&) = delete;
-
-  void run(const std::string& command) const {
-    const std::string line = "cd " + dir + " && " + command + " >>openssl.log 2>&1";
-    if (std::system(line.c_str()) != 0) throw std::runtime_error("failed: " + command + " (see " + dir + "/openssl.log)");
-  }
-  std::string path(const std::string& name) const { return dir + "/" + name; }
-};
+using Certs = TestCerts;
 
 // TlsServer — a redis-server with a TLS port beside its plain one (the
 // fixture administers it over the plain port; the clients under test use
@@ -62,11 +33,7 @@ struct TlsServer {
 
   static ServerOptions options(const Certs& certs, int port, bool client_certs) {
     ServerOptions so;
-    so.extra_args = {"--tls-port",         std::to_string(port),
-                     "--tls-cert-file",    certs.path("server.crt"),
-                     "--tls-key-file",     certs.path("server.key"),
-                     "--tls-ca-cert-file", certs.path("ca.crt"),
-                     "--tls-auth-clients", client_certs ? "yes" : "no"};
+    so.extra_args = certs.server_args(port, client_certs);
     return so;
   }
   std::string url(const std::string& host = "127.0.0.1") const {

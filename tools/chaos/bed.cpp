@@ -25,9 +25,14 @@ ChaosBed::ChaosBed(const BedOptions& options) {
     if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
     skew_dir_ = tmpl;
   }
+  if (options.tls) certs_ = std::make_unique<test::TestCerts>();
   for (std::size_t i = 0; i < options.nodes; ++i) {
     test::ServerOptions so;
     so.appendfsync_always = options.appendfsync_always;
+    if (certs_ != nullptr) {
+      tls_ports_.push_back(test::free_port());
+      so.extra_args = certs_->server_args(tls_ports_.back(), false);
+    }
     if (!skew_dir_.empty()) {
       skewclock::Control(skew_file(skew_dir_, i)).set(skewclock::Settings{});
       so.env = {{"LD_PRELOAD", options.skew_lib}, {"SKEWCLOCK_FILE", skew_file(skew_dir_, i)}};
@@ -36,7 +41,7 @@ ChaosBed::ChaosBed(const BedOptions& options) {
     if (!options.proxy_bin.empty()) {
       faultproxy::FaultProxyOptions po;
       po.binary = options.proxy_bin;
-      po.target = masters_.back()->address();
+      po.target = certs_ != nullptr ? "127.0.0.1:" + std::to_string(tls_ports_.back()) : masters_.back()->address();
       po.listen = {"127.0.0.1:0", "127.0.0.2:0"};
       po.extra_args = {"--keep-in-flight"};
       proxies_.push_back(std::make_unique<faultproxy::FaultProxyProcess>(po));
@@ -75,8 +80,10 @@ void ChaosBed::unskew(std::size_t i) {
 std::string ChaosBed::urls(int group) const {
   std::string out;
   for (std::size_t i = 0; i < masters_.size(); ++i) {
-    const std::string url = proxies_.empty() ? masters_[i]->url()
-                                             : "redis://" + proxies_[i]->listener(static_cast<std::size_t>(group));
+    const std::string scheme = certs_ != nullptr ? "rediss://" : "redis://";
+    const std::string direct = certs_ != nullptr ? "rediss://127.0.0.1:" + std::to_string(tls_ports_[i]) : masters_[i]->url();
+    const std::string url =
+        proxies_.empty() ? direct : scheme + proxies_[i]->listener(static_cast<std::size_t>(group));
     out += (out.empty() ? "" : ",") + url;
   }
   return out;

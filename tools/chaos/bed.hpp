@@ -14,6 +14,7 @@
 #include "faultproxy/process.hpp"
 #include "history.hpp"
 #include "redis_server.hpp"
+#include "test_certs.hpp"
 #include "support/process.hpp"
 
 namespace redlock::chaos {
@@ -31,6 +32,11 @@ struct BedOptions {
   // connection still reach the master, after their delay (a real network
   // delivers what the client's kernel sent).
   std::string proxy_bin;
+  // The clients reach every master over TLS: each master gets a TLS port
+  // beside its plain one (which the bed keeps for itself), with
+  // certificates made for the bed; urls() are rediss:// (through the
+  // proxies, which carry the TLS bytes untouched); ca_file() is their CA.
+  bool tls = false;
 };
 
 class ChaosBed {
@@ -45,6 +51,8 @@ class ChaosBed {
   // proxy listener when the bed has proxies).
   std::string urls(int group = 0) const;
   int counter_port() const { return counter_->port(); }
+  // ca_file: the CA of the masters' certificates; empty without tls.
+  std::string ca_file() const { return certs_ != nullptr ? certs_->path("ca.crt") : std::string(); }
   test::RedisServer& master(std::size_t i) { return *masters_.at(i); }
   test::RedisServer& counter() { return *counter_; }
 
@@ -97,6 +105,8 @@ class ChaosBed {
   void close(const std::string& key);
 
   std::string skew_dir_;  // settings files of the clock-skew shim
+  std::unique_ptr<test::TestCerts> certs_;  // tls only
+  std::vector<int> tls_ports_;              // tls only: each master's TLS port
   std::vector<std::unique_ptr<test::RedisServer>> masters_;
   std::vector<std::unique_ptr<faultproxy::FaultProxyProcess>> proxies_;
   std::unique_ptr<test::RedisServer> counter_;

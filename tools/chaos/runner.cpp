@@ -46,6 +46,7 @@ struct Args {
   unsigned seed = 0;  // 0: from the clock
   bool keep_histories = false;
   bool list = false;
+  bool tls = false;
 };
 
 // parse reads the command line into `a`; returns the exit status when the
@@ -81,6 +82,7 @@ std::optional<int> parse(int argc, char** argv, Args& a) {
       ->type_name("N");
   app.add_flag("--keep-histories", a.keep_histories, "Keep the workers' histories in DIR/NAME.histories");
   app.add_flag("--list", a.list, "List the scenarios and exit");
+  app.add_flag("--tls", a.tls, "The clients reach the masters over TLS (rediss://)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -199,7 +201,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const int duration_ms = std::max(a.seconds > 0 ? a.seconds : (a.long_run ? 60 : 3), sc.min_seconds) * 1000;
   const std::string skew_lib = here() + "/../skewclock/libskewclock.so";
   ChaosBed bed({5, sc.appendfsync_always, sc.skew ? skew_lib : "",
-                sc.proxied ? here() + "/../faultproxy/faultproxy" : ""});
+                sc.proxied ? here() + "/../faultproxy/faultproxy" : "", a.tls});
   if (sc.quarantine) wait_until_voting(bed, sc);
 
   const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);
@@ -216,6 +218,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
                                   "--wait", std::to_string(sc.wait_ms), "--max-ttl", std::to_string(sc.max_ttl_ms),
                                   "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", sc.hold_ms,
                                   "--rest-ms", sc.rest_ms};
+    if (a.tls) args.insert(args.end(), {"--tls-ca", bed.ca_file()});
     if (sc.greedy) args.push_back("--greedy");
     if (sc.threads > 1) args.insert(args.end(), {"--threads", std::to_string(sc.threads)});
     if (sc.quarantine) args.push_back("--quarantine");

@@ -4,7 +4,7 @@
 // (history.hpp) and flushed, so a worker paused or killed mid-run leaves a
 // history up to its last step.
 //
-//   chaos_worker --nodes URLS --counter-port P --client N --history FILE
+//   chaos_worker --nodes URLS [--tls-ca FILE] --counter-port P --client N --history FILE
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
 //                [--greedy] [--quarantine] [--polling] [--threads T] [--rest-ms A:B]
@@ -36,6 +36,7 @@ namespace {
 
 struct Args {
   std::string nodes, history, resource = "chaos";
+  std::string tls_ca;  // CA of rediss:// masters
   int counter_port = 0, client = 0, threads = 1;
   std::int64_t until_ns = 0;
   long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
@@ -72,6 +73,7 @@ Args parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(k + ": needs a value");
     const char* v = argv[++i];
     if (k == "--nodes") a.nodes = v;
+    else if (k == "--tls-ca") a.tls_ca = v;
     else if (k == "--history") a.history = v;
     else if (k == "--resource") a.resource = v;
     else if (k == "--counter-port") a.counter_port = static_cast<int>(number("--counter-port", v));
@@ -206,6 +208,7 @@ int main(int argc, char** argv) {
   if (!nodes) usage(nodes.error().to_string());
   Config config;
   config.nodes = *nodes;
+  config.tls.ca_file = a.tls_ca;
   config.options.quarantine = a.quarantine;
   config.options.wake_ups = !a.polling;  // --polling: retry every retry_delay, no release notifications
   config.options.max_ttl = milliseconds{a.max_ttl};
