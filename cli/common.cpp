@@ -76,6 +76,31 @@ void apply_tls(const Globals& g, TlsSettings& tls) {
   if (g.tls_insecure) tls.verify = false;
 }
 
+// apply_credentials: a password from --password-file, REDLOCK_PASSWORD_FILE
+// or REDLOCK_PASSWORD (in that order) for the nodes whose URLs carry none.
+void apply_credentials(const Globals& g, Config& config) {
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "");
+  };
+  std::string user = !g.user.empty() ? g.user : env("REDLOCK_USER");
+  std::string source = !g.password_file.empty() ? "--password-file" : "REDLOCK_PASSWORD_FILE";
+  std::string file = !g.password_file.empty() ? g.password_file : env("REDLOCK_PASSWORD_FILE");
+  std::string password;
+  if (!file.empty()) {
+    auto read = read_password_file(file);
+    if (!read) throw UsageError(source + ": " + read.error().message);
+    password = std::move(*read);
+  } else {
+    password = env("REDLOCK_PASSWORD");
+  }
+  if (password.empty()) {
+    if (!g.user.empty()) throw UsageError("--user: needs a password (--password-file, REDLOCK_PASSWORD_FILE or REDLOCK_PASSWORD)");
+    return;
+  }
+  apply_default_credentials(config.nodes, user, password);
+}
+
 }  // namespace
 
 Config load_config(const Globals& g) {
@@ -103,6 +128,7 @@ Config load_config(const Globals& g) {
   }
   if (g.no_quarantine) config.options.quarantine = false;
   apply_tls(g, config.tls);
+  apply_credentials(g, config);
   config.options.node_outcomes = true;  // the output lists every node
   // A one-shot command can afford to wait for every master's answer: let
   // release report every node (a config file may still set its own value).

@@ -39,6 +39,9 @@ struct Globals {
   // which win over a --config file's tls_* keys.
   std::string tls_ca, tls_ca_dir, tls_cert, tls_key, tls_server_name;
   bool tls_insecure = false;
+  // Credentials for nodes whose URLs carry none: --user / --password-file,
+  // else REDLOCK_USER / REDLOCK_PASSWORD_FILE / REDLOCK_PASSWORD.
+  std::string user, password_file;
   bool json = false;   // --json
   bool human = false;  // --human
 };

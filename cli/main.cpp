@@ -297,6 +297,11 @@ Commands build(CLI::App& app, Args& a) {
       ->type_name("NAME");
   app.add_flag("--tls-insecure", a.g.tls_insecure,
                "Do not verify the masters' certificates (UNSAFE: anyone on the path can pose as a master)");
+  app.add_option("--user", a.g.user, "ACL user for nodes whose URLs name none [env REDLOCK_USER]")->type_name("NAME");
+  app.add_option("--password-file", a.g.password_file,
+                 "Password (first line of FILE) for nodes whose URLs carry none [env REDLOCK_PASSWORD_FILE, "
+                 "or the password itself in REDLOCK_PASSWORD]")
+      ->type_name("FILE");
   auto* json_flag = app.add_flag("--json", a.g.json, "Print one JSON object (run: one JSON line on stderr)");
   app.add_flag("--human", a.g.human, "Print a human-readable table")->excludes(json_flag);
   app.footer(std::string(kNodeHelp) +

@@ -115,13 +115,15 @@ bool is_job_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SI
 // child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN and (with
 // --fence) REDLOCK_FENCE set for the command, and without credentials:
 // REDLOCK_NODES is dropped when one of its URLs carries a password
-// (user:password@), and so is REDLOCK_TLS_KEY (docs/security.md).
+// (user:password@), and so are REDLOCK_PASSWORD and REDLOCK_TLS_KEY
+// (docs/security.md).
 std::vector<std::string> child_environment(const Lease& lease, bool fence) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v(*e);
     if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE=") ||
-        v.starts_with("REDLOCK_TLS_KEY=") || (v.starts_with("REDLOCK_NODES=") && v.find('@') != std::string_view::npos))
+        v.starts_with("REDLOCK_TLS_KEY=") || v.starts_with("REDLOCK_PASSWORD=") ||
+        (v.starts_with("REDLOCK_NODES=") && v.find('@') != std::string_view::npos))
       continue;
     env.emplace_back(v);
   }

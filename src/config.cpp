@@ -352,7 +352,28 @@ constexpr Key keys[] = {
 Error unknown_key(std::string_view name) {
   std::string known;
   for (const auto& key : keys) known += cat(known.empty() ? "" : ", ", key.name);
+  known += ", user, password_file";
   return config_error(cat("unknown key ", quote(name), " (known: ", known, ")"));
+}
+
+// credentials_from_json applies "user" and "password_file" (read here,
+// after every node is known).
+Result<void> credentials_from_json(const json& document, Config& config) {
+  std::string user, file;
+  for (const auto& [name, field] : {std::pair<const char*, std::string*>{"user", &user}, {"password_file", &file}}) {
+    if (!document.contains(name)) continue;
+    const json& value = document.at(name);
+    if (!value.is_string()) return wrong_type(name, value, "string");
+    *field = value.get<std::string>();
+  }
+  if (file.empty()) {
+    if (!user.empty()) return config_error("user: set without password_file");
+    return {};
+  }
+  auto password = read_password_file(file);
+  if (!password) return in_context("password_file", std::move(password).error());
+  apply_default_credentials(config.nodes, user, *password);
+  return {};
 }
 
 Result<Config> config_from_json(const json& document) {
@@ -360,12 +381,14 @@ Result<Config> config_from_json(const json& document) {
   if (!document.contains("nodes")) return config_error("nodes: missing (at least one node is required)");
   Config config;
   for (const auto& [name, value] : document.items()) {
+    if (name == "user" || name == "password_file") continue;  // credentials_from_json
     const Key* key = nullptr;
     for (const auto& candidate : keys)
       if (candidate.name == name) key = &candidate;
     if (!key) return unknown_key(name);
     if (auto applied = key->set(name, value, config); !applied) return applied.error();
   }
+  if (auto applied = credentials_from_json(document, config); !applied) return applied.error();
   if (auto valid = validate_config(config); !valid) return valid.error();
   return config;
 }
@@ -553,6 +576,22 @@ Result<Config> parse_config_json(std::string_view json_text) {
     return config_error(json_failure(failure));
   }
   return config_from_json(document);
+}
+
+Result<std::string> read_password_file(const std::string& path) {
+  auto text = read_file(path);
+  if (!text) return in_context(quote(path), std::move(text).error());
+  std::string password = text->substr(0, text->find_first_of("\r\n"));
+  if (password.empty()) return config_error(cat(quote(path), ": empty password"));
+  return password;
+}
+
+void apply_default_credentials(std::vector<NodeAddress>& nodes, const std::string& user, const std::string& password) {
+  for (NodeAddress& node : nodes) {
+    if (!node.password.empty()) continue;
+    node.user = user;
+    node.password = password;
+  }
 }
 
 Result<Config> load_config_file(const std::string& path) {

@@ -73,6 +73,17 @@ REDLOCK_API Result<NodeAddress> parse_node_url(std::string_view url);
 // ignored), as in REDLOCK_NODES and --nodes. Empty items are an error.
 REDLOCK_API Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls);
 
+// read_password_file reads a password from a file: its first line, without
+// the line end (so `echo secret > file` works). An unreadable file, or an
+// empty password, is an Errc::config error naming the path.
+REDLOCK_API Result<std::string> read_password_file(const std::string& path);
+
+// apply_default_credentials gives every node whose URL carries no
+// credentials `password` (and `user`, when not empty: an ACL user), so
+// the password need not be written in URLs, configs or `ps`.
+REDLOCK_API void apply_default_credentials(std::vector<NodeAddress>& nodes, const std::string& user,
+                                           const std::string& password);
+
 // parse_config_json parses a JSON document:
 //   {"nodes": ["redis://127.0.0.1:7001", …],        required, non-empty
 //    "prefix": "redlock:", "default_ttl_ms": 10000, "max_ttl_ms": 60000,
@@ -81,7 +92,11 @@ REDLOCK_API Result<std::vector<NodeAddress>> parse_node_list(std::string_view ur
 //    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
 //    "release_settle_ms": 0, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true,
 //    "tls_ca_file": "", "tls_ca_dir": "", "tls_cert_file": "", "tls_key_file": "",
-//    "tls_server_name": "", "tls_verify": true}
+//    "tls_server_name": "", "tls_verify": true,
+//    "user": "", "password_file": ""}
+// "password_file" (with "user" for an ACL user) gives the nodes whose URLs
+// carry no credentials their password (read_password_file,
+// apply_default_credentials).
 // Unknown keys and wrong types are errors. The result is validated.
 REDLOCK_API Result<Config> parse_config_json(std::string_view json_text);
 

@@ -3,7 +3,10 @@
 // poll a server-side condition with a bound instead of sleeping blindly.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,6 +44,13 @@ inline std::unique_ptr<Client> client_for(const std::vector<std::string>& urls,
 
 inline std::unique_ptr<Client> client_for(const RedisGroup& group, const std::function<void(Options&)>& tune = {}) {
   return client_for(group.urls(), tune);
+}
+
+// shell_status runs `line` with sh (output discarded) and returns its exit
+// status, -1 when it did not exit normally.
+inline int shell_status(const std::string& line) {
+  const int rc = std::system((line + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 // eventually polls `cond` every 5 ms until it holds or `bound` passes.

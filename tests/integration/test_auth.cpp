@@ -1,8 +1,13 @@
 // test_auth.cpp — how the client reaches a master: password and ACL AUTH,
 // SELECT, unix sockets, IPv6, and EVALSHA after the script cache is flushed.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "helpers.hpp"
 
@@ -192,4 +197,34 @@ TEST_CASE("a user with exactly the documented ACL rule can do everything; one co
     CHECK(why.find("'" + missing + "'") != std::string::npos);
     CHECK_FALSE(blind->try_acquire("acl-blind").ok());
   }
+}
+
+TEST_CASE("the password from a file or the environment, not the URL; redlock run does not pass it on") {
+  ServerOptions so;
+  so.password = "file-pw";
+  RedisServer server(so);
+  char tmpl[] = "/tmp/redlock-pw-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "file-pw\n", 8) == 8);
+  ::close(fd);
+  const std::string file = tmpl;
+  const char* cli = std::getenv("REDLOCK_CLI");
+  REQUIRE(cli != nullptr);
+  const std::string base = std::string(cli) + " --no-quarantine --nodes " + server.url() + " ";
+  CHECK(shell_status(base + "--password-file " + file + " acquire pw-file --ttl 5000") == 0);
+  CHECK(shell_status("REDLOCK_PASSWORD_FILE=" + file + " " + base + "acquire pw-env-file --ttl 5000") == 0);
+  CHECK(shell_status("REDLOCK_PASSWORD=file-pw " + base + "acquire pw-env --ttl 5000") == 0);
+  CHECK(shell_status(base + "acquire pw-none --ttl 5000") == 1);                        // NOAUTH: not done
+  CHECK(shell_status(base + "--password-file /nonexistent/pw acquire pw-x --ttl 5000") == 2);  // usage
+  CHECK(server.keys("redlock:{pw-*").size() == 3);
+  // The command of `redlock run` sees neither the password nor the file's name in use.
+  const std::string seen = file + ".env";
+  CHECK(shell_status("REDLOCK_PASSWORD=file-pw " + base + "run pw-run -- sh -c 'env > " + seen + "'") == 0);
+  std::ifstream env_file(seen);
+  const std::string env((std::istreambuf_iterator<char>(env_file)), std::istreambuf_iterator<char>());
+  CHECK(env.find("REDLOCK_RESOURCE=pw-run") != std::string::npos);
+  CHECK(env.find("file-pw") == std::string::npos);
+  std::remove(seen.c_str());
+  std::remove(file.c_str());
 }

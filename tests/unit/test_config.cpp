@@ -255,6 +255,26 @@ TEST_CASE("parse_node_url: rediss:// is TCP over TLS, with everything redis:// h
   CHECK(config_failure(parse_node_url("rediss://u:secret@h:99999")).find("secret") == std::string::npos);
 }
 
+TEST_CASE("parse_config_json: password_file (and user) give the nodes without credentials their password") {
+  TempFile pw("s3cret\nignored second line\n");
+  const auto config = parse_config_json(R"({"nodes": ["redis://127.0.0.1:7001", "redis://:own@127.0.0.1:7002"],)"
+                                        R"( "user": "locker", "password_file": ")" + pw.path() + R"("})");
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  CHECK(config->nodes[0].user == "locker");
+  CHECK(config->nodes[0].password == "s3cret");
+  CHECK(config->nodes[1].user.empty());  // its URL's credentials stay
+  CHECK(config->nodes[1].password == "own");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("password_file": "/nonexistent/pw")"))) ==
+        R"(password_file: "/nonexistent/pw": No such file or directory)");
+  TempFile empty("\n");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("password_file": ")" + empty.path() + R"(")"))) ==
+        "password_file: \"" + empty.path() + "\": empty password");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("user": "locker")"))) ==
+        "user: set without password_file");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("password_file": 7)"))) ==
+        "password_file: 7: wrong type (expected string)");
+}
+
 TEST_CASE("parse_config_json: the tls_* keys") {
   const auto config = parse_config_json(json_with_nodes(
       R"("tls_ca_file": "/ca.pem", "tls_ca_dir": "/cas", "tls_cert_file": "/c.pem", "tls_key_file": "/k.pem",)"
@@ -481,7 +501,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
         R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
-        R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify))");
+        R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify, user, password_file))");
 }
 
 TEST_CASE("parse_config_json: nodes is required") {
