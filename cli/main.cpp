@@ -281,6 +281,7 @@ struct Commands {
 
 Commands build(CLI::App& app, Args& a) {
   app.fallthrough();  // global options are accepted after the subcommand, too
+  app.set_version_flag("--version", "redlock " + std::string(redlock::version()));
   app.require_subcommand(0, 1);
   app.allow_extras();
   app.add_option("--nodes", a.g.nodes, "Comma-separated node URLs")->type_name("URL,URL,...");

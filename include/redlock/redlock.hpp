@@ -9,3 +9,4 @@
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 #include "redlock/status.hpp"
+#include "redlock/version.hpp"

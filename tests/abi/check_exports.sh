@@ -5,7 +5,8 @@
 #   check_exports.sh --installed BUILD_DIR
 #
 # Every symbol `nm -DC --defined-only` lists must be one that a REDLOCK_API
-# declaration in INCLUDE_DIR/redlock/*.hpp names: redlock::X or
+# declaration in INCLUDE_DIR/redlock/*.hpp (and *.hpp.in, the templates of
+# generated headers, in the source tree) names: redlock::X or
 # redlock::X::member (also its typeinfo or vtable), where X is a class,
 # struct or function declared with REDLOCK_API. Nothing in a detail
 # namespace, nothing of std:: or nlohmann::, no internal class of redlock::.
@@ -29,7 +30,9 @@ if [[ ${1-} == --installed ]]; then
 fi
 (($# == 2)) || fail "usage: check_exports.sh LIBRARY INCLUDE_DIR"
 library=$1
-headers=("$2"/redlock/*.hpp)
+shopt -s nullglob
+headers=("$2"/redlock/*.hpp "$2"/redlock/*.hpp.in)
+shopt -u nullglob
 
 # The names the public headers export: `class REDLOCK_API Client`,
 # `struct REDLOCK_API Lock`, `REDLOCK_API Result<Config> config_from_env(`.
