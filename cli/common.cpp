@@ -60,13 +60,17 @@ namespace {
 
 // apply_tls: --tls-* flags, else REDLOCK_TLS_CA / _CERT / _KEY, else what
 // the config file said.
+// flag_or_env: the flag's value when given, else the environment
+// variable's (none when `variable` is null), else empty.
+std::string flag_or_env(const std::string& flag, const char* variable) {
+  if (!flag.empty()) return flag;
+  const char* env = variable != nullptr ? std::getenv(variable) : nullptr;
+  return env != nullptr ? env : "";
+}
+
 void apply_tls(const Globals& g, TlsSettings& tls) {
   const auto pick = [](const std::string& flag, const char* variable, std::string& field) {
-    if (!flag.empty()) {
-      field = flag;
-    } else if (const char* env = variable != nullptr ? std::getenv(variable) : nullptr; env != nullptr && *env != '\0') {
-      field = env;
-    }
+    if (std::string value = flag_or_env(flag, variable); !value.empty()) field = std::move(value);
   };
   pick(g.tls_ca, "REDLOCK_TLS_CA", tls.ca_file);
   pick(g.tls_ca_dir, nullptr, tls.ca_dir);
@@ -79,20 +83,18 @@ void apply_tls(const Globals& g, TlsSettings& tls) {
 // apply_credentials: a password from --password-file, REDLOCK_PASSWORD_FILE
 // or REDLOCK_PASSWORD (in that order) for the nodes whose URLs carry none.
 void apply_credentials(const Globals& g, Config& config) {
-  const auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v != nullptr ? v : "");
-  };
-  std::string user = !g.user.empty() ? g.user : env("REDLOCK_USER");
-  std::string source = !g.password_file.empty() ? "--password-file" : "REDLOCK_PASSWORD_FILE";
-  std::string file = !g.password_file.empty() ? g.password_file : env("REDLOCK_PASSWORD_FILE");
+  const std::string user = flag_or_env(g.user, "REDLOCK_USER");
+  const std::string file = flag_or_env(g.password_file, "REDLOCK_PASSWORD_FILE");
   std::string password;
   if (!file.empty()) {
     auto read = read_password_file(file);
-    if (!read) throw UsageError(source + ": " + read.error().message);
+    if (!read) {
+      throw UsageError((g.password_file.empty() ? "REDLOCK_PASSWORD_FILE: " : "--password-file: ") +
+                       read.error().message);
+    }
     password = std::move(*read);
   } else {
-    password = env("REDLOCK_PASSWORD");
+    password = flag_or_env("", "REDLOCK_PASSWORD");
   }
   if (password.empty()) {
     if (!g.user.empty()) throw UsageError("--user: needs a password (--password-file, REDLOCK_PASSWORD_FILE or REDLOCK_PASSWORD)");

@@ -298,6 +298,13 @@ Result<void> set_tls_verify(std::string_view key, const json& value, Config& con
   return {};
 }
 
+// user and password_file are only type-checked here: credentials_from_json
+// applies them once every node is known.
+Result<void> check_text(std::string_view key, const json& value, Config&) {
+  if (!value.is_string()) return wrong_type(key, value, "string");
+  return {};
+}
+
 Result<void> set_nodes(std::string_view key, const json& value, Config& config) {
   if (value.is_string())  // likely a single URL: echo it masked, like a URL error
     return config_error(cat(key, ": ", quote(redact(value.get<std::string>())),
@@ -347,25 +354,21 @@ constexpr Key keys[] = {
     {"tls_key_file", set_tls_text<&TlsSettings::key_file>},
     {"tls_server_name", set_tls_text<&TlsSettings::server_name>},
     {"tls_verify", set_tls_verify},
+    {"user", check_text},
+    {"password_file", check_text},
 };
 
 Error unknown_key(std::string_view name) {
   std::string known;
   for (const auto& key : keys) known += cat(known.empty() ? "" : ", ", key.name);
-  known += ", user, password_file";
   return config_error(cat("unknown key ", quote(name), " (known: ", known, ")"));
 }
 
 // credentials_from_json applies "user" and "password_file" (read here,
 // after every node is known).
 Result<void> credentials_from_json(const json& document, Config& config) {
-  std::string user, file;
-  for (const auto& [name, field] : {std::pair<const char*, std::string*>{"user", &user}, {"password_file", &file}}) {
-    if (!document.contains(name)) continue;
-    const json& value = document.at(name);
-    if (!value.is_string()) return wrong_type(name, value, "string");
-    *field = value.get<std::string>();
-  }
+  const std::string user = document.value("user", std::string());
+  const std::string file = document.value("password_file", std::string());
   if (file.empty()) {
     if (!user.empty()) return config_error("user: set without password_file");
     return {};
@@ -381,7 +384,6 @@ Result<Config> config_from_json(const json& document) {
   if (!document.contains("nodes")) return config_error("nodes: missing (at least one node is required)");
   Config config;
   for (const auto& [name, value] : document.items()) {
-    if (name == "user" || name == "password_file") continue;  // credentials_from_json
     const Key* key = nullptr;
     for (const auto& candidate : keys)
       if (candidate.name == name) key = &candidate;
