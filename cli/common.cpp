@@ -1,53 +1,11 @@
 // common.cpp — see common.hpp.
 #include "common.hpp"
 
-#include <charconv>
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
-#include <limits>
 
 namespace redlock::cli {
-
-std::string quote(std::string_view s) { return json(std::string(s)).dump(); }
-
-namespace {
-
-long long parse_whole(std::string_view name, const std::string& text, long long min, long long max,
-                      const char* what) {
-  long long v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec == std::errc::invalid_argument || p != end)
-    throw UsageError(std::string(name) + ": " + quote(text) + " is not " + what);
-  if (ec == std::errc::result_out_of_range || v > max)
-    throw UsageError(std::string(name) + ": " + quote(text) + " is out of range (at most " + std::to_string(max) +
-                     ")");
-  if (v < min)
-    throw UsageError(std::string(name) + ": " + quote(text) +
-                     (min == 1 ? " must be greater than 0" : min == 0 ? " must not be negative"
-                                                                      : " must be at least " + std::to_string(min)));
-  return v;
-}
-
-}  // namespace
-
-milliseconds parse_ms(std::string_view name, const std::string& text, long long min) {
-  return milliseconds{parse_whole(name, text, min, std::numeric_limits<int>::max(), "a number of milliseconds")};
-}
-
-int parse_int(std::string_view name, const std::string& text, int min, int max) {
-  return static_cast<int>(parse_whole(name, text, min, max, "a whole number"));
-}
-
-void check_token(std::string_view name, const std::string& token) {
-  auto ok_char = [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
-  };
-  bool ok = !token.empty() && token.size() <= 128;
-  for (char c : token) ok = ok && ok_char(c);
-  if (!ok)
-    throw UsageError(std::string(name) + ": " + quote(token) + " must be 1-128 characters of [0-9A-Za-z_-]");
-}
 
 // Only the empty name is caught here (before connecting); the library's own
 // rules (length) come back as invalid_argument, which throw_if_usage turns
@@ -106,27 +64,44 @@ void apply_credentials(const Globals& g, Config& config) {
 }  // namespace
 
 Config load_config(const Globals& g) {
+  // The file: --config, else REDLOCK_CONFIG. The nodes: --nodes, else the
+  // --config file's, else REDLOCK_NODES, else the REDLOCK_CONFIG file's — a
+  // flag wins over a variable, and a node list over a file's nodes.
+  const char* env_nodes = std::getenv("REDLOCK_NODES");
+  const char* env_config = std::getenv("REDLOCK_CONFIG");
+  const bool have_env_nodes = env_nodes != nullptr && *env_nodes != '\0';
+  const bool file_from_flag = !g.config_file.empty();
+  const std::string file = file_from_flag ? g.config_file : env_config != nullptr ? env_config : "";
+  const std::string file_source = file_from_flag ? "--config" : "REDLOCK_CONFIG";
   Config config;
   std::string source;
-  if (!g.config_file.empty()) {
-    source = "--config";
-    auto loaded = load_config_file(g.config_file);
-    if (!loaded) throw UsageError("--config: " + loaded.error().message);
+  if (!file.empty()) {
+    source = file_source;
+    auto loaded = load_config_file(file);
+    if (!loaded) throw UsageError(file_source + ": " + loaded.error().message);
     config = std::move(*loaded);
+  } else if (env_config != nullptr && !file_from_flag) {
+    throw UsageError("REDLOCK_CONFIG: is set but empty (unset it, or name a config file)");
   }
   if (!g.nodes.empty()) {
     source = "--nodes";
     auto nodes = parse_node_list(g.nodes);
     if (!nodes) throw UsageError("--nodes: " + nodes.error().message);
     config.nodes = std::move(*nodes);
-  } else if (g.config_file.empty()) {
-    const char* env = std::getenv("REDLOCK_NODES");
-    if (env == nullptr || *env == '\0')
-      throw UsageError("no nodes: give --nodes URL,URL,..., --config FILE, or set REDLOCK_NODES");
-    source = "REDLOCK_NODES";
-    auto from_env = config_from_env();  // its messages name REDLOCK_NODES
-    if (!from_env) throw UsageError(from_env.error().message);
-    config = std::move(*from_env);
+  } else if (!file_from_flag && have_env_nodes) {
+    if (file.empty()) {
+      source = "REDLOCK_NODES";
+      auto from_env = config_from_env();  // the default options; its messages name REDLOCK_NODES
+      if (!from_env) throw UsageError(from_env.error().message);
+      config = std::move(*from_env);
+    } else {
+      source = "REDLOCK_NODES (with REDLOCK_CONFIG's options)";
+      auto nodes = parse_node_list(env_nodes);
+      if (!nodes) throw UsageError("REDLOCK_NODES: " + nodes.error().message);
+      config.nodes = std::move(*nodes);
+    }
+  } else if (file.empty()) {
+    throw UsageError("no nodes: give --nodes URL,URL,..., --config FILE, or set REDLOCK_NODES or REDLOCK_CONFIG");
   }
   if (g.no_quarantine) config.options.quarantine = false;
   apply_tls(g, config.tls);
@@ -148,12 +123,57 @@ std::unique_ptr<Client> make_client(const Globals& g) {
 void check_ttl(const Client& client, milliseconds ttl) {
   const milliseconds max = client.config().options.max_ttl;
   if (ttl > max)
-    throw UsageError("--ttl: " + std::to_string(ttl.count()) + " exceeds max_ttl (" + std::to_string(max.count()) +
-                     " ms; max_ttl_ms in a --config file raises it)");
+    throw UsageError("--ttl: " + format_duration(ttl) + " (" + std::to_string(ttl.count()) + " ms) exceeds max_ttl (" +
+                     format_duration(max) + "; max_ttl_ms in a --config file raises it)");
 }
 
 void throw_if_usage(const Error& e) {
   if (e.code == Errc::invalid_argument || e.code == Errc::config) throw UsageError(e.message);
+}
+
+namespace {
+
+// cannot_count: a master whose answer could not count toward a majority.
+bool cannot_count(Outcome o) { return o == Outcome::error || o == Outcome::timeout || o == Outcome::quarantined; }
+
+}  // namespace
+
+bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes) {
+  if (code != Errc::held && code != Errc::not_held && code != Errc::too_late) return true;
+  // "pending" counts as able: the round was decided without its answer.
+  std::size_t out = 0;
+  for (const auto& n : nodes) out += cannot_count(n.outcome) ? 1 : 0;
+  return !nodes.empty() && nodes.size() - out < nodes.size() / 2 + 1;
+}
+
+std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& nodes) {
+  std::size_t quarantined = 0, usable = 0;
+  for (const auto& n : nodes) {
+    quarantined += n.outcome == Outcome::quarantined ? 1 : 0;
+    usable += cannot_count(n.outcome) ? 0 : 1;
+  }
+  const std::size_t quorum = nodes.size() / 2 + 1;
+  if (quarantined == 0 || usable >= quorum || usable + quarantined < quorum) return {};
+  auto report = client.nodes();
+  if (!report) return {};
+  // The time until enough of them count: the (quorum - usable)-th shortest
+  // quarantine among the reachable quarantined masters that will ever count.
+  // Counted from the masters' answers now: the round may have been decided
+  // before every quarantined master's answer came in.
+  std::vector<milliseconds> left;
+  for (const NodeHealth& h : report->nodes)
+    if (h.reachable && h.quarantined && h.excluded.empty()) left.push_back(h.quarantine_left);
+  quarantined = std::max(quarantined, left.size());
+  std::sort(left.begin(), left.end());
+  const std::size_t need = quorum - std::min(quorum, report->usable());
+  std::string when;
+  if (need > 0 && need <= left.size()) {
+    const auto s = std::chrono::ceil<std::chrono::seconds>(left[need - 1]).count();
+    when = " for another " + std::to_string(s) + " s";
+  }
+  return std::to_string(quarantined) + " of " + std::to_string(report->nodes.size()) + " masters " +
+         (quarantined == 1 ? "is" : "are") + " in restart quarantine" + when +
+         " (see redlock nodes)";
 }
 
 // --- output -------------------------------------------------------------------

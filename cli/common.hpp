@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arguments.hpp"
 #include "redlock/redlock.hpp"
 
 namespace redlock::cli {
@@ -23,17 +24,14 @@ using std::chrono::milliseconds;
 constexpr int kExitOk = 0;
 constexpr int kExitNotDone = 1;
 constexpr int kExitUsage = 2;
-
-// UsageError — a bad argument, option, environment value or config file.
-// Caught in main(): message on stderr, exit status 2, nothing on stdout.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// No quorum of usable masters (EX_UNAVAILABLE of sysexits.h): an outage,
+// told apart from "held by another" (kExitNotDone).
+constexpr int kExitUnavailable = 69;
 
 // Global options, as given on the command line.
 struct Globals {
   std::string nodes;        // --nodes
-  std::string config_file;  // --config
+  std::string config_file;  // --config (else REDLOCK_CONFIG)
   bool no_quarantine = false;
   // TLS for rediss:// nodes: flags win over REDLOCK_TLS_CA / _CERT / _KEY,
   // which win over a --config file's tls_* keys.
@@ -46,20 +44,11 @@ struct Globals {
   bool human = false;  // --human
 };
 
-// quote renders a user-given value in an error message.
-std::string quote(std::string_view s);
-
-// parse_ms reads a whole number of milliseconds in [min, INT_MAX].
-milliseconds parse_ms(std::string_view name, const std::string& text, long long min);
-// parse_int reads a whole number in [min, max].
-int parse_int(std::string_view name, const std::string& text, int min, int max);
-
-// check_token applies the library's token rule: 1-128 characters of [0-9A-Za-z_-].
-void check_token(std::string_view name, const std::string& token);
 void check_resource(const std::string& resource);
 
-// load_config picks the node source: --nodes, else --config, else
-// REDLOCK_NODES; errors name the source.
+// load_config reads the config file (--config, else REDLOCK_CONFIG) and
+// picks the nodes: --nodes, else --config's, else REDLOCK_NODES, else
+// REDLOCK_CONFIG's. Errors name the source.
 Config load_config(const Globals& g);
 std::unique_ptr<Client> make_client(const Globals& g);
 // check_ttl: a TTL above the config's max_ttl is refused before any node is asked.
@@ -67,6 +56,49 @@ void check_ttl(const Client& client, milliseconds ttl);
 
 // throw_if_usage: argument and config errors found by the library are usage errors.
 void throw_if_usage(const Error& e);
+
+// unavailable tells an outage from a conflict: true when a failure was not
+// decided by other owners — no_quorum, validity_too_short, closed, internal,
+// or a held / not_held / too_late round in which fewer than a majority of
+// the masters could answer (refused, timed out, quarantined). False means
+// another owner holds the resource (or our token is not there) as far as a
+// majority of masters can tell.
+bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes);
+
+// quarantine_note says why a failed round may succeed later without anyone
+// releasing anything: when masters in restart quarantine are what keeps a
+// majority from answering, "3 of 5 masters are in restart quarantine for
+// another 58 s (see redlock nodes)", with the time until enough of them
+// count again (asked of the masters: Client::nodes). Empty otherwise.
+std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& nodes);
+
+// Waited — what first_then_wait got: the last call's result, and the acquire
+// rounds of the call before it.
+template <class T>
+struct Waited {
+  Result<T> result;
+  int earlier_attempts = 0;
+};
+
+// first_then_wait runs attempt(0 ms) — one round — and, when that fails and
+// `wait` allows more, tells `say` once why the wait may be long when masters
+// in restart quarantine are the reason (quarantine_note), then runs
+// attempt(what is left of `wait`). A newcomer's first lock on fresh masters
+// thus says why it hangs for a minute; a lock taken at once costs nothing more.
+template <class T, class Attempt, class Say>
+Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Say say) {
+  if (wait.count() <= 0) return {attempt(wait), 0};
+  const auto start = std::chrono::steady_clock::now();
+  Result<T> first = attempt(milliseconds{0});
+  if (first) return {std::move(first), 0};
+  const Errc code = first.error().code;
+  if (code == Errc::cancelled || code == Errc::invalid_argument || code == Errc::config || code == Errc::closed)
+    return {std::move(first), 0};
+  if (std::string note = quarantine_note(client, first.error().nodes); !note.empty()) say(note);
+  const auto spent = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  if (spent >= wait) return {std::move(first), 0};
+  return {attempt(wait - spent), first.error().attempts};
+}
 
 // --- output -------------------------------------------------------------------
 

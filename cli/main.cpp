@@ -1,27 +1,34 @@
 // cli/main.cpp — the `redlock` command: one lock across N independent Redis
 // masters, from a shell.
 //
-//   redlock acquire RESOURCE [--ttl MS] [--wait MS] [--token TOKEN]
-//   redlock extend  RESOURCE TOKEN --ttl MS
+//   redlock acquire RESOURCE [--ttl DURATION] [-w DURATION] [--token TOKEN]
+//   redlock extend  RESOURCE TOKEN --ttl DURATION
 //   redlock release RESOURCE TOKEN
 //   redlock run     [options] RESOURCE -- CMD [ARGS...]   (a distributed flock)
 //   redlock status  RESOURCE
-//   redlock nodes
+//   redlock nodes   [--watch [--interval DURATION]]
 //
-// Nodes come from --nodes, else --config, else REDLOCK_NODES. Output: one
-// JSON object (--json; the default for acquire, extend, release) or a human
-// table (--human; the default for status and nodes; run prints only
-// messages unless --json). Exit status: 0 done, 1 not done, 2 usage or
-// configuration error; run exits with its command's status. docs/cli.md is
-// the reference.
+// Nodes come from --nodes, else --config, else REDLOCK_NODES, else
+// REDLOCK_CONFIG. Output: one JSON object (--json; the default for acquire,
+// extend, release) or a human table (--human; the default for status and
+// nodes; run prints only messages unless --json). Exit status: 0 done, 1
+// not done (held elsewhere, not held), 69 no quorum of usable masters, 2
+// usage or configuration error; run exits with its command's status.
+// docs/cli.md is the reference.
 #include <CLI/CLI.hpp>
+#include <poll.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "common.hpp"
 #include "run.hpp"
+#include "signal_watch.hpp"
 
 namespace redlock::cli {
 namespace {
@@ -30,26 +37,36 @@ namespace {
 struct Args {
   Globals g;
   std::string resource;
-  std::string token;      // extend/release: positional; acquire: --token
-  std::string ttl, wait;  // acquire/extend: raw text, validated by parse_ms
+  std::string token;         // extend/release: positional; acquire: --token
+  bool token_given = false;  // acquire: --token was given (perhaps as '')
+  std::string ttl, wait;     // acquire/extend: raw text, validated by parse_duration
+  bool watch = false;        // nodes --watch
+  std::string interval;      // nodes --interval (only with --watch)
   RunArgs run;
 };
 
 // --- acquire / extend / release -------------------------------------------------
 
-// finish prints the JSON object or the human text and returns the exit status.
-int finish(bool as_json, const json& out, const std::string& human, bool done) {
+// finish prints the JSON object or the human text and returns `status`.
+int finish(bool as_json, const json& out, const std::string& human, int status) {
   if (as_json) {
     std::cout << out.dump() << '\n' << std::flush;
   } else {
     std::cout << human << std::flush;
   }
-  return done ? kExitOk : kExitNotDone;
+  return status;
+}
+
+// failure_status: 69 when the masters could not decide (an outage), 1 when
+// they said no (held elsewhere, our token not there).
+int failure_status(Errc code, const std::vector<NodeOutcome>& nodes) {
+  return unavailable(code, nodes) ? kExitUnavailable : kExitNotDone;
 }
 
 // print_lock_result renders an acquire or extend: `verb` is "acquired" or "extended".
+// `earlier_attempts` counts rounds of calls before the one that gave `r`.
 int print_lock_result(const Globals& g, const char* verb, const std::string& resource, const json& token,
-                      const Result<Lock>& r) {
+                      const Result<Lock>& r, int earlier_attempts = 0) {
   json out;
   out[verb] = r.ok();
   out["resource"] = resource;
@@ -69,34 +86,41 @@ int print_lock_result(const Globals& g, const char* verb, const std::string& res
     out["token"] = token;
     out["validity_ms"] = nullptr;
     out["elapsed_us"] = r.error().elapsed.count();
-    out["attempts"] = r.error().attempts;
+    out["attempts"] = r.error().attempts + earlier_attempts;
     out["nodes"] = nodes_json(r.error().nodes);
     add_error(out, r.error().code, r.error().to_string());
     human = std::string("not ") + verb + " " + quote(resource) + ": " + r.error().to_string() + "\n" +
             human_node_outcomes(r.error().nodes);
   }
-  return finish(use_json(g, true), out, human, r.ok());
+  return finish(use_json(g, true), out, human, r ? kExitOk : failure_status(r.error().code, r.error().nodes));
 }
 
 int run_acquire(const Args& a) {
   check_resource(a.resource);
   AcquireOptions opts;
-  if (!a.ttl.empty()) opts.ttl = parse_ms("--ttl", a.ttl, 1);
-  if (!a.wait.empty()) opts.wait = parse_ms("--wait", a.wait, 0);
-  if (!a.token.empty()) check_token("--token", a.token);
+  if (!a.ttl.empty()) opts.ttl = parse_duration("--ttl", a.ttl, 1);
+  if (!a.wait.empty()) opts.wait = parse_duration("--wait", a.wait, 0);
+  if (a.token_given) check_token("--token", a.token);
   opts.token = a.token;
   auto client = make_client(a.g);
   check_ttl(*client, opts.ttl);
-  auto r = client->acquire(a.resource, opts);
+  auto r = first_then_wait<Lock>(*client, opts.wait, [&](milliseconds wait) {
+    AcquireOptions o = opts;
+    o.wait = wait;
+    return client->acquire(a.resource, o);
+  }, [](const std::string& note) { std::cerr << "redlock: acquire: waiting: " << note << '\n' << std::flush; });
+  if (r.result) r.result->attempts += r.earlier_attempts;
+
   // Without --token the library draws one; a failed attempt does not report
   // it, so the output says null rather than inventing one.
-  return print_lock_result(a.g, "acquired", a.resource, a.token.empty() ? json(nullptr) : json(a.token), r);
+  return print_lock_result(a.g, "acquired", a.resource, a.token_given ? json(a.token) : json(nullptr), r.result,
+                           r.earlier_attempts);
 }
 
 int run_extend(const Args& a) {
   check_resource(a.resource);
   check_token("TOKEN", a.token);
-  const milliseconds ttl = parse_ms("--ttl", a.ttl, 1);
+  const milliseconds ttl = parse_duration("--ttl", a.ttl, 1);
   auto client = make_client(a.g);
   check_ttl(*client, ttl);
   // The CLI does not know when the lock was taken, so it cannot know the old
@@ -115,9 +139,7 @@ int run_extend(const Args& a) {
 // no_quorum when a node could not be asked (error, timeout), else not_held
 // (every node that answered said our token is not there).
 void describe_release_failure(json& out, const ReleaseResult& rr) {
-  bool unreachable = false;
-  for (const auto& n : rr.nodes) unreachable = unreachable || n.outcome == Outcome::error || n.outcome == Outcome::timeout;
-  const auto code = unreachable ? Errc::no_quorum : Errc::not_held;
+  const auto code = unavailable(Errc::not_held, rr.nodes) ? Errc::no_quorum : Errc::not_held;
   std::string msg = "released on " + std::to_string(rr.released_nodes) + " of " + std::to_string(rr.nodes.size()) +
                     " nodes";
   for (const auto& n : rr.nodes)
@@ -149,7 +171,11 @@ int run_release(const Args& a) {
                                      fmt_us(r->elapsed.count()) + ")\n"
                                : "not released " + quote(a.resource) + ": " + out["error"].get<std::string>() + "\n";
   human += human_node_outcomes(r ? r->nodes : r.error().nodes);
-  return finish(use_json(a.g, true), out, human, released);
+  const int status = released ? kExitOk
+                     : r      ? failure_status(out["code"] == errc_name(Errc::no_quorum) ? Errc::no_quorum : Errc::not_held,
+                                               r->nodes)
+                              : failure_status(r.error().code, r.error().nodes);
+  return finish(use_json(a.g, true), out, human, status);
 }
 
 // --- status ------------------------------------------------------------------------
@@ -167,14 +193,17 @@ int run_status(const Args& a) {
   json nodes = json::array();
   Table table({"NODE", "STATE", "TOKEN", "TTL", "FENCE", "RTT", "DETAIL"});
   for (const NodeHolding& n : st.nodes) {
+    // A wrong_type master answered (it holds no lock of anyone's), but its
+    // fence counter was not read.
     const bool up = n.state != NodeHolding::State::unreachable;
+    const bool read = up && n.state != NodeHolding::State::wrong_type;
     answered += up && !n.quarantined ? 1 : 0;
     const bool held = n.state == NodeHolding::State::held;
     nodes.push_back({{"address", n.address},
                      {"state", state_name(n.state)},
                      {"token", held ? json(n.token) : json(nullptr)},
                      {"ttl_ms", held ? json(n.ttl.count()) : json(nullptr)},
-                     {"fence", up ? json(n.fence) : json(nullptr)},
+                     {"fence", read ? json(n.fence) : json(nullptr)},
                      {"quarantined", n.quarantined},
                      {"rtt_us", up ? json(n.rtt.count()) : json(nullptr)},
                      {"error", n.error.empty() ? json(nullptr) : json(n.error)}});
@@ -183,7 +212,7 @@ int run_status(const Args& a) {
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
     table.add({n.address, state_name(n.state), held ? short_token(n.token) : "-",
                held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
-               up ? std::to_string(n.fence) : "-", up ? fmt_us(n.rtt.count()) : "-", detail});
+               read ? std::to_string(n.fence) : "-", up ? fmt_us(n.rtt.count()) : "-", detail});
   }
   const bool known = answered >= st.quorum;
   json out = {{"resource", st.resource},
@@ -213,14 +242,20 @@ int run_status(const Args& a) {
             ")\n";
   }
   human += table.render();
-  return finish(use_json(a.g, false), out, human, known);
+  return finish(use_json(a.g, false), out, human, known ? kExitOk : kExitNotDone);
 }
 
 // --- nodes ---------------------------------------------------------------------------
 
-int run_nodes(const Args& a) {
-  auto client = make_client(a.g);
-  auto r = client->nodes();
+// NodesView — one `nodes` report, in both forms, and its exit status.
+struct NodesView {
+  json out;
+  std::string human;
+  int status = kExitOk;
+};
+
+NodesView view_nodes(Client& client) {
+  auto r = client.nodes();
   if (!r) throw std::runtime_error(r.error().to_string());
   const NodesReport& rep = *r;
   const std::int64_t now_us = unix_us_now();
@@ -248,29 +283,110 @@ int run_nodes(const Args& a) {
                h.version.empty() ? "-" : h.version, h.run_id.empty() ? "-" : h.run_id.substr(0, 8),
                fmt_duration_s(h.uptime.count()), quarantine, h.error.empty() ? h.excluded : h.error});
   }
-  json out = {{"nodes", nodes}, {"usable", rep.usable()}, {"quorum", rep.quorum}, {"can_lock", rep.can_lock()}};
-  std::string human = table.render() + std::to_string(rep.usable()) + " of " + std::to_string(rep.nodes.size()) +
-                      " masters usable (up and not quarantined; quorum " + std::to_string(rep.quorum) + "): " +
-                      (rep.can_lock() ? "locks can be taken\n" : "NO lock can be taken now\n");
-  return finish(use_json(a.g, false), out, human, rep.can_lock());
+  NodesView v;
+  v.out = {{"nodes", nodes}, {"usable", rep.usable()}, {"quorum", rep.quorum}, {"can_lock", rep.can_lock()}};
+  v.human = table.render() + std::to_string(rep.usable()) + " of " + std::to_string(rep.nodes.size()) +
+            " masters usable (up and not quarantined; quorum " + std::to_string(rep.quorum) + "): " +
+            (rep.can_lock() ? "locks can be taken\n" : "NO lock can be taken now\n");
+  v.status = rep.can_lock() ? kExitOk : kExitNotDone;
+  return v;
+}
+
+// write_out writes all of `text` to stdout; false once stdout is closed
+// (EPIPE: SIGPIPE is blocked while watching) or fails.
+bool write_out(std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// watch_nodes refreshes the report every `interval`, like watch(1), until
+// SIGINT or SIGTERM (exit 0) or until stdout is closed (exit 0: whoever
+// read it has stopped). JSON: one line per refresh; human: the screen is
+// cleared first on a terminal, else the tables follow one another after
+// a blank line. Refreshes start `interval` apart; a slow one (masters
+// timing out) is followed by the next at once, never by a pile of them.
+int watch_nodes(const Globals& g, milliseconds interval) {
+  // Signals first: the client's loop thread inherits the blocked mask.
+  // SIGPIPE too: a closed stdout is then an EPIPE we can see, not a death.
+  SignalWatch signals{SIGINT, SIGTERM, SIGPIPE};
+  auto client = make_client(g);
+  const bool as_json = use_json(g, false);
+  const bool clear = !as_json && ::isatty(STDOUT_FILENO) == 1;
+  const std::string header = "Every " + format_duration(interval) + ": redlock nodes";
+  for (bool first = true;; first = false) {
+    const auto due = std::chrono::steady_clock::now() + interval;
+    const NodesView v = view_nodes(*client);
+    const std::string heading = header + "    " + iso_utc(unix_us_now()) + "\n";
+    const std::string text = as_json ? v.out.dump() + "\n"
+                             : clear ? "\033[H\033[2J" + heading + "\n" + v.human
+                                     : (first ? "" : "\n") + heading + v.human;
+    if (!write_out(text)) return kExitOk;
+    // Wait for the next refresh, a signal, or the reader going away (a
+    // pipe's write end reports POLLERR once its reader closed it).
+    for (;;) {
+      const auto left = std::chrono::ceil<milliseconds>(due - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {STDOUT_FILENO, 0, 0}};
+      const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), 60'000)));
+      if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
+      if (n <= 0) continue;
+      if (fds[0].revents != 0 && signals.next() != 0) return kExitOk;
+      if ((fds[1].revents & (POLLERR | POLLHUP)) != 0) return kExitOk;
+    }
+  }
+}
+
+int run_nodes(const Args& a) {
+  if (!a.interval.empty() && !a.watch)
+    throw UsageError("--interval needs --watch (redlock nodes --watch --interval " + a.interval + ")");
+  if (a.watch)
+    return watch_nodes(a.g, a.interval.empty() ? milliseconds{1000} : parse_duration("--interval", a.interval, 1));
+  auto client = make_client(a.g);
+  const NodesView v = view_nodes(*client);
+  return finish(use_json(a.g, false), v.out, v.human, v.status);
 }
 
 // --- command line -----------------------------------------------------------------------
 
 constexpr const char* kGlobalHelp =
-    "\nAlso: --nodes URL,URL,... | --config FILE | REDLOCK_NODES, --no-quarantine,\n"
-    "--tls-ca FILE, --tls-cert FILE, --tls-key FILE, ..., --json | --human (see redlock --help).\n";
+    "\nAlso: --nodes URL,URL,... | --config FILE | REDLOCK_NODES | REDLOCK_CONFIG,\n"
+    "--no-quarantine, --tls-ca FILE, --tls-cert FILE, --tls-key FILE, ...,\n"
+    "--json | --human (see redlock --help). DURATION: milliseconds, or a number\n"
+    "with a unit: 500ms, 30s, 1.5m, 1h. A RESOURCE that starts with \"-\":\n"
+    "--resource=-NAME.\n";
 
 constexpr const char* kNodeHelp =
-    "\nNodes: --nodes wins, then --config, then the environment variable REDLOCK_NODES\n"
-    "(comma-separated redis://[user:password@]host[:port][/db], rediss://... (TLS)\n"
-    "or unix:///path URLs).\n"
+    "\nNodes: --nodes wins, then --config FILE's nodes, then the environment\n"
+    "variable REDLOCK_NODES, then the nodes of the file REDLOCK_CONFIG names\n"
+    "(--config wins over REDLOCK_CONFIG; a config file's options apply to nodes\n"
+    "from --nodes or REDLOCK_NODES). Node URLs: redis://[user:password@]host[:port][/db],\n"
+    "rediss://... (TLS) or unix:///path, comma-separated.\n"
+    "Durations (--ttl, --wait, ...): a plain number is milliseconds; or 500ms, 30s,\n"
+    "1.5m, 1h.\n"
     "Output: --json (one JSON object; the default for acquire, extend, release) or\n"
     "--human (a table; the default for status and nodes). Exit status: 0 done,\n"
-    "1 not done (held elsewhere, no quorum, not held), 2 usage or configuration\n"
-    "error; run exits with the command's status (see redlock run --help).\n";
+    "1 not done (held elsewhere, not held), 69 no quorum of usable masters\n"
+    "(down, unreachable, in restart quarantine), 2 usage or configuration error;\n"
+    "run exits with the command's status (see redlock run --help).\n";
+
+// RunUsage — `run`'s usage line ends with "-- CMD [ARGS...]": the command
+// is split off before CLI11 parses, so CLI11 does not know about it.
+class RunUsage : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string usage = CLI::Formatter::make_usage(app, std::move(name));
+    if (!usage.empty() && usage.back() == '\n') usage.pop_back();
+    return usage + " -- CMD [ARGS...]\n";
+  }
+};
 
 struct Commands {
+  CLI::Option* token = nullptr;  // acquire --token
   CLI::App* acquire = nullptr;
   CLI::App* extend = nullptr;
   CLI::App* release = nullptr;
@@ -312,83 +428,128 @@ Commands build(CLI::App& app, Args& a) {
              "  redlock run --no-wait --fence job -- ./job.sh   # fail at once if held; REDLOCK_FENCE set\n"
              "  redlock status nightly-report\n"
              "  redlock nodes\n"
-             "  redlock acquire nightly-report --ttl 30000 --wait 5000\n"
-             "  redlock extend nightly-report 3f9c0a...e1 --ttl 30000\n"
+             "  redlock acquire nightly-report --ttl 30s --wait 5s\n"
+             "  redlock extend nightly-report 3f9c0a...e1 --ttl 30s\n"
              "  redlock release nightly-report 3f9c0a...e1\n");
+
+  // RESOURCE is positional, and also --resource=NAME for a name that starts
+  // with "-" (which CLI11 would read as an option).
+  const auto resource = [](CLI::App* cmd, std::string& into) {
+    cmd->add_option("RESOURCE,--resource", into, "Name of the lock (--resource=-NAME for one that starts with \"-\")")
+        ->required();
+  };
 
   Commands c;
   c.acquire = app.add_subcommand("acquire", "Take RESOURCE on a majority of the nodes");
-  c.acquire->add_option("RESOURCE", a.resource, "Name of the lock")->required();
-  c.acquire->add_option("--ttl", a.ttl, "Lock time-to-live (default: the config's default_ttl, 10000)")->type_name("MS");
-  c.acquire->add_option("--wait", a.wait, "Keep retrying this long (default 0: one attempt)")->type_name("MS");
-  c.acquire->add_option("--token", a.token,
-                        "Token to use (default: a fresh random one); re-acquiring with a held token refreshes the TTL")
-      ->type_name("TOKEN");
+  resource(c.acquire, a.resource);
+  c.acquire->add_option("--ttl", a.ttl, "Lock time-to-live (default: the config's default_ttl, 10s)")
+      ->type_name("DURATION");
+  c.acquire->add_option("-w,--wait", a.wait, "Keep retrying this long (default 0: one attempt)")->type_name("DURATION");
+  c.token = c.acquire->add_option("--token", a.token,
+                                  "Token to use, 1-128 of [0-9A-Za-z_-] (default: a fresh random one); re-acquiring "
+                                  "with a held token refreshes the TTL")
+                ->type_name("TOKEN");
   c.acquire->footer(std::string(kGlobalHelp) +
                     "\nExamples:\n"
                     "  redlock acquire nightly-report --nodes redis://127.0.0.1:7001,redis://127.0.0.1:7002,"
                     "redis://127.0.0.1:7003\n"
-                    "  redlock acquire nightly-report --ttl 30000 --wait 5000\n"
-                    "  redlock acquire nightly-report --ttl 30000 --token host1-job42 --human\n");
+                    "  redlock acquire nightly-report --ttl 30s --wait 5s\n"
+                    "  redlock acquire nightly-report --ttl 30s --token host1-job42 --human\n"
+                    "\nExit status: 0 acquired, 1 held elsewhere, 69 no quorum of usable masters,\n"
+                    "2 usage error.\n");
 
   c.extend = app.add_subcommand("extend", "Move the expiry of a lock we hold to TTL from now");
-  c.extend->add_option("RESOURCE", a.resource, "Name of the lock")->required();
+  resource(c.extend, a.resource);
   c.extend->add_option("TOKEN", a.token, "Token printed by acquire")->required();
-  c.extend->add_option("--ttl", a.ttl, "New time-to-live")->type_name("MS")->required();
-  c.extend->footer(std::string(kGlobalHelp) + "\nExample:\n  redlock extend nightly-report 3f9c0a...e1 --ttl 30000\n");
+  c.extend->add_option("--ttl", a.ttl, "New time-to-live")->type_name("DURATION")->required();
+  c.extend->footer(std::string(kGlobalHelp) +
+                   "\nExit status: 0 extended, 1 not held (expired, taken over), 69 no quorum of\n"
+                   "usable masters, 2 usage error.\n"
+                   "\nExample:\n  redlock extend nightly-report 3f9c0a...e1 --ttl 30s\n");
 
   c.release = app.add_subcommand("release", "Delete the lock on every node where TOKEN holds it");
-  c.release->add_option("RESOURCE", a.resource, "Name of the lock")->required();
+  resource(c.release, a.resource);
   c.release->add_option("TOKEN", a.token, "Token printed by acquire")->required();
-  c.release->footer(std::string(kGlobalHelp) + "\nExample:\n  redlock release nightly-report 3f9c0a...e1\n");
+  c.release->footer(std::string(kGlobalHelp) +
+                    "\nExit status: 0 released, 1 not held (expired, released, another's), 69 no\n"
+                    "quorum of usable masters (the lock may still be held), 2 usage error.\n"
+                    "\nExample:\n  redlock release nightly-report 3f9c0a...e1\n");
 
   RunArgs& r = a.run;
   c.run = app.add_subcommand("run", "Run a command while holding RESOURCE (a distributed flock)");
-  c.run->add_option("RESOURCE", r.resource, "Name of the lock")->required();
-  c.run->add_option("--ttl", r.ttl, "Lease time-to-live, extended at 1/3 of it while CMD runs (default 10000)")
-      ->type_name("MS");
-  c.run->add_option("--wait", r.wait, "Give up after waiting this long for the lock (default: wait indefinitely)")
-      ->type_name("MS");
-  c.run->add_flag("--no-wait", r.no_wait, "Give up at once if the lock is held");
+  c.run->formatter(std::make_shared<RunUsage>());
+  resource(c.run, r.resource);
+  c.run->add_option("--ttl", r.ttl, "Lease time-to-live, extended at 1/3 of it while CMD runs (default 10s)")
+      ->type_name("DURATION");
+  c.run->add_option("-w,--wait", r.wait, "Give up after waiting this long for the lock (default: wait indefinitely)")
+      ->type_name("DURATION");
+  c.run->add_flag("-n,--no-wait", r.no_wait, "Give up at once if the lock is held");
   c.run->add_flag("--fence", r.fence, "Take a fencing token too; CMD gets it in REDLOCK_FENCE");
-  c.run->add_option("--conflict-exit-code", r.conflict_exit_code,
-                    "Exit status when the lock was not acquired (default 1)")
+  c.run->add_option("-E,--conflict-exit-code", r.conflict_exit_code,
+                    "Exit status when the lock is held by another (default 1)")
+      ->type_name("N");
+  c.run->add_option("--unavailable-exit-code", r.unavailable_exit_code,
+                    "Exit status when no quorum of masters is usable: down, unreachable, quarantined (default 69)")
       ->type_name("N");
   c.run->add_option("--lost-exit-code", r.lost_exit_code, "Exit status when the lease was lost while CMD ran (default 3)")
       ->type_name("N");
-  c.run->add_option("--kill-after", r.kill_after, "SIGTERM to SIGKILL when the lease ends: at most TTL/3 - margin (default 1000, or that maximum)")
-      ->type_name("MS");
-  c.run->add_option("--max-hold", r.max_hold, "Stop extending after this long: the lease is then lost")->type_name("MS");
+  c.run->add_option("-s,--signal", r.signal,
+                    "Signal that ends CMD's process group when the lease ends (default TERM); SIGKILL follows "
+                    "--kill-after later")
+      ->type_name("SIG");
+  c.run->add_option("--kill-after", r.kill_after,
+                    "From --signal to SIGKILL when the lease ends: at most TTL/3 - margin (default 1s, or that maximum)")
+      ->type_name("DURATION");
+  c.run->add_option("--max-hold", r.max_hold, "Stop extending after this long: the lease is then lost")
+      ->type_name("DURATION");
+  c.run->add_option("--report", r.report_file,
+                    "Append the JSON report (one line) to FILE, not to stderr (implies a report without --json)")
+      ->type_name("FILE");
+  c.run->add_flag("--foreground", r.foreground,
+                  "Give CMD the terminal (an interactive CMD: it reads the tty, Ctrl-C and Ctrl-Z reach it)");
   c.run->footer(
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
       "(--fence) REDLOCK_FENCE set. SIGINT, SIGTERM and SIGHUP are passed on to it;\n"
       "the lock is released once it exits. If the lease is lost, or is about to\n"
-      "run out unextended, the group gets SIGTERM, then SIGKILL after --kill-after,\n"
-      "and never later than just before the lease's deadline. A guard process does\n"
-      "the same if redlock is stopped (SIGSTOP) or killed; Ctrl-Z stops CMD with it.\n"
+      "run out unextended, the group gets --signal (SIGTERM), then SIGKILL after\n"
+      "--kill-after, and never later than just before the lease's deadline. A guard\n"
+      "process does the same if redlock is stopped (SIGSTOP) or killed; Ctrl-Z\n"
+      "stops CMD with it. --foreground makes CMD's group the terminal's foreground\n"
+      "group while it runs (when redlock's is), so the terminal's signals go to\n"
+      "CMD directly; the kill schedule is the same.\n"
       "\nExit status: CMD's (128+N if it died of signal N); the conflict code (1)\n"
-      "when the lock was not acquired; the lost code (3) when the lease was lost;\n"
+      "when the lock is held by another; the unavailable code (69) when no quorum\n"
+      "of masters is usable; the lost code (3) when the lease was lost; 125 when\n"
+      "CMD succeeded but the final release failed (the lock stays until its TTL);\n"
       "2 usage error; 126 CMD could not be run, 127 CMD not found; 128+N when\n"
       "signal N interrupted the wait.\n"
       "\nExamples:\n"
       "  redlock run nightly-report -- ./report.sh --date today\n"
-      "  redlock run --no-wait --conflict-exit-code 0 cron-job -- ./job.sh   # skip if running\n"
-      "  redlock run --fence --ttl 5000 --wait 60000 writer -- sh -c 'write-with-fence \"$REDLOCK_FENCE\"'\n"
-      "  redlock run --json job -- ./job.sh 2>>runs.jsonl   # one JSON line per run on stderr\n");
+      "  redlock run -n -E 0 cron-job -- ./job.sh   # skip if running; an outage still fails (69)\n"
+      "  redlock run --fence --ttl 5s --wait 1m writer -- sh -c 'write-with-fence \"$REDLOCK_FENCE\"'\n"
+      "  redlock run --report runs.jsonl job -- ./job.sh   # one JSON line per run\n"
+      "  redlock run --foreground -w 10s edit-config -- vi /etc/app.conf\n");
 
   c.status = app.add_subcommand("status", "Show who holds RESOURCE on each master");
-  c.status->add_option("RESOURCE", a.resource, "Name of the lock")->required();
+  resource(c.status, a.resource);
   c.status->footer(std::string(kGlobalHelp) +
                    "\nExit status: 0 when a quorum of masters answered (held or free), 1 when\n"
                    "too few did to tell.\n"
                    "\nExamples:\n  redlock status nightly-report\n  redlock status nightly-report --json | jq .held\n");
 
   c.nodes = app.add_subcommand("nodes", "Show each master's health, version, uptime and quarantine");
+  c.nodes->add_flag("--watch", a.watch,
+                    "Refresh every second (--interval) until interrupted; --json: one JSON line per refresh");
+  c.nodes->add_option("--interval", a.interval, "Time between refreshes with --watch (default 1s)")
+      ->type_name("DURATION");
   c.nodes->footer(std::string(kGlobalHelp) +
                   "\nExit status: 0 when a quorum of masters is up and out of quarantine (a\n"
-                  "lock can be taken), 1 otherwise.\n"
-                  "\nExamples:\n  redlock nodes\n  until redlock nodes >/dev/null; do sleep 0.5; done   # wait for a usable quorum\n");
+                  "lock can be taken), 1 otherwise. --watch: 0 when SIGINT or SIGTERM ends it\n"
+                  "or stdout is closed.\n"
+                  "\nExamples:\n  redlock nodes\n  until redlock nodes >/dev/null; do sleep 0.5; done   # wait for a usable quorum\n"
+                  "  redlock nodes --watch --interval 500ms\n"
+                  "  redlock nodes --watch --json | jq -c '{usable, can_lock}'\n");
   return c;
 }
 
@@ -401,17 +562,44 @@ CLI::App* parse_into(CLI::App& app, const Commands& c, Args& a, int argc, char**
     help = app.exit(e);  // --help: prints the help of the subcommand asked about
     return nullptr;
   } catch (const CLI::ParseError& e) {
+    if (std::string_view(e.what()) == "--resource is required")
+      throw UsageError("RESOURCE is required (one that starts with \"-\": --resource=-NAME)");
     throw UsageError(e.what());
   }
   // Extras are allowed by the parser so that they can be named here.
-  if (const auto rest = app.remaining(true); !rest.empty()) {
+  // CLI11 keeps a "--" that ended a command's options among the extras.
+  std::vector<std::string> rest = app.remaining(true);
+  std::erase(rest, "--");
+  if (!rest.empty()) {
+    if (c.run->parsed()) {
+      // `redlock run job ./report.sh`: the command without "--".
+      for (const auto& word : rest) {
+        if (word.starts_with('-')) continue;
+        std::string cmd;
+        for (const auto& w : rest) cmd += " " + w;
+        const std::string& res = a.run.resource;
+        throw UsageError("run: put the command after \"--\": redlock run [OPTIONS] " +
+                         (res.starts_with('-') ? "--resource=" + res : res) + " --" + cmd);
+      }
+    }
     if (rest[0].starts_with('-')) throw UsageError("unknown option " + quote(rest[0]));
     if (app.get_subcommands().empty())
       throw UsageError("unknown command " + quote(rest[0]) +
                        " (expected acquire, extend, release, run, status or nodes)");
     throw UsageError("unexpected argument " + quote(rest[0]));
   }
-  (void)a;
+  a.token_given = c.token->count() > 0;
+  // An option given an empty value ("--ttl ''") is refused, not taken as
+  // "not given" (--token: by check_token, as TOKEN is).
+  std::vector<const CLI::App*> levels{&app};
+  for (const CLI::App* sub : app.get_subcommands()) levels.push_back(sub);
+  for (const CLI::App* level : levels) {
+    for (const CLI::Option* o : level->get_options()) {
+      if (o == c.token || o->get_positional() || o->get_type_size() == 0 || o->count() == 0) continue;
+      for (const auto& v : o->results())
+        if (v.empty()) throw UsageError(o->get_name() + ": must not be empty");
+    }
+  }
   for (CLI::App* cmd : {c.acquire, c.extend, c.release, c.run, c.status, c.nodes})
     if (cmd->parsed()) return cmd;
   return nullptr;
@@ -431,18 +619,31 @@ int run(int argc, char** argv) {
   CLI::App app{"redlock — one lock across N independent Redis masters (Redlock).", "redlock"};
   Commands c = build(app, a);
   std::optional<int> help;
-  CLI::App* cmd = parse_into(app, c, a, dash >= 0 ? dash : argc, argv, help);
+  CLI::App* cmd = nullptr;
+  std::optional<UsageError> split_error;
+  try {
+    cmd = parse_into(app, c, a, dash >= 0 ? dash : argc, argv, help);
+  } catch (const UsageError& e) {
+    if (dash < 0) throw;
+    split_error = e;  // perhaps not `run`: then "--" only ends the options (acquire -- -name)
+  }
   if (help) return *help;
   if (cmd != c.run && dash >= 0) {
     // Not `run`: "--" means "no more options" as usual; parse everything.
     a = Args{};
     CLI::App again{"redlock", "redlock"};
     c = build(again, a);
-    cmd = parse_into(again, c, a, argc, argv, help);
+    try {
+      cmd = parse_into(again, c, a, argc, argv, help);
+    } catch (const UsageError&) {
+      if (split_error && c.run->parsed()) throw *split_error;  // run's own options are before "--"
+      throw;
+    }
     if (help) return *help;
+    if (cmd == c.run && split_error) throw *split_error;
   }
   if (cmd == c.run) {
-    if (dash < 0) throw UsageError("run: give the command after \"--\" (redlock run RESOURCE -- CMD [ARGS...])");
+    if (dash < 0) throw UsageError("run: give the command after \"--\": redlock run [OPTIONS] RESOURCE -- CMD [ARGS...]");
     a.run.command.assign(argv + dash + 1, argv + argc);
   }
   if (cmd == c.acquire) return run_acquire(a);

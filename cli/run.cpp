@@ -8,18 +8,26 @@
 //            in its environment while the lease's watchdog extends the
 //            lock. INT/TERM/HUP/CONT are passed on to the group; TSTP/TTIN/
 //            TTOU stop the group, then us (as a shell would). The group is
-//            terminated by KillSchedule (run_guard.hpp): SIGTERM at once
-//            when the lease is lost, or kill_after + margin before its
-//            validity deadline; SIGKILL margin before it. The guard
+//            terminated by KillSchedule (run_guard.hpp): --signal (SIGTERM)
+//            at once when the lease is lost, or kill_after + margin before
+//            its validity deadline; SIGKILL margin before it. The guard
 //            process, forked before any thread, keeps the same schedule
 //            when we cannot (stopped, killed). When the command exits the
-//            lease is released (a lost lease: whatever is left is deleted).
+//            lease is released (a lost lease: whatever is left is deleted);
+//            a release that fails is reported, and turns the command's 0
+//            into kRunReleaseFailed.
+//   --foreground  the group is also the terminal's foreground process
+//            group while the command runs (as a shell's job): the terminal's
+//            signals go to it, not to us; when it stops (Ctrl-Z) we take the
+//            terminal back and stop too, and give it back when continued.
 #include "run.hpp"
 #include "run_guard.hpp"
+#include "signal_watch.hpp"
 #include "support/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <termios.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
@@ -77,38 +85,6 @@ struct LostSignal {
   int efd = -1;
 };
 
-// SignalWatch — INT, TERM, HUP, CHLD and the job-control signals TSTP,
-// TTIN, TTOU and CONT, blocked in every thread and read through a signalfd
-// (a blocked SIGCONT still continues the process). The destructor
-// restores the original mask (the client's thread is gone by then).
-class SignalWatch {
- public:
-  SignalWatch() {
-    sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT}) sigaddset(&set_, s);
-    pthread_sigmask(SIG_BLOCK, &set_, &original_);
-    fd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
-  }
-  SignalWatch(const SignalWatch&) = delete;
-  SignalWatch& operator=(const SignalWatch&) = delete;
-  ~SignalWatch() {
-    ::close(fd_);
-    pthread_sigmask(SIG_SETMASK, &original_, nullptr);
-  }
-  int fd() const noexcept { return fd_; }
-  const sigset_t& original() const noexcept { return original_; }
-  // next returns the next pending signal, or 0.
-  int next() {
-    signalfd_siginfo info{};
-    return ::read(fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info) ? static_cast<int>(info.ssi_signo) : 0;
-  }
-
- private:
-  sigset_t set_{}, original_{};
-  int fd_ = -1;
-};
-
 bool is_forwarded(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
 bool is_job_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
 
@@ -139,7 +115,11 @@ struct Spawn {
   int error = 0;  // errno when it could not be started
 };
 
-Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& mask) {
+// spawn_command starts the command in a new process group; with `tty` >= 0
+// that group becomes the terminal's foreground group before it runs (in the
+// child, so that it never reads the terminal from the background).
+Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& mask,
+                    int tty) {
   std::vector<std::string> args = command;
   std::vector<char*> argv = support::pointers(args);
   std::vector<char*> envp = support::pointers(env);
@@ -148,31 +128,74 @@ Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::st
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &mask);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // glibc runs file actions after setpgid and with every signal blocked,
+  // so the child's tcsetpgrp is not stopped by SIGTTOU.
+  if (tty >= 0) posix_spawn_file_actions_addtcsetpgrp_np(&actions, tty);
   Spawn s;
-  s.error = posix_spawnp(&s.pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+  s.error = posix_spawnp(&s.pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (s.error != 0) s.pid = -1;
   return s;
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    case SIGKILL: return "SIGKILL";
-    default: return "a signal";
+// Terminal — the controlling terminal, for --foreground: handed to the
+// command's group while it runs, taken back when it stops or ends. Inactive
+// (fd -1) without a controlling terminal, or when redlock is not in its
+// foreground group (started in the background: the shell keeps it). Our
+// tcsetpgrp calls from the background are allowed because SIGTTOU is
+// blocked (SignalWatch).
+class Terminal {
+ public:
+  explicit Terminal(bool wanted) {
+    if (!wanted) return;
+    fd_ = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (fd_ >= 0 && ::tcgetpgrp(fd_) != ::getpgrp()) {
+      ::close(fd_);
+      fd_ = -1;
+    }
   }
-}
+  Terminal(const Terminal&) = delete;
+  Terminal& operator=(const Terminal&) = delete;
+  ~Terminal() {
+    take_back();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int fd() const noexcept { return fd_; }
+  bool active() const noexcept { return fd_ >= 0; }
+  // give: to `group`, if we have it now (not when continued by `bg`).
+  void give(pid_t group) const {
+    if (fd_ >= 0 && ::tcgetpgrp(fd_) == ::getpgrp()) ::tcsetpgrp(fd_, group);
+  }
+  // take_back: to our own group, if the terminal is not with someone else.
+  void take_back() const {
+    if (fd_ >= 0 && ::tcgetpgrp(fd_) != ::getpgrp()) ::tcsetpgrp(fd_, ::getpgrp());
+  }
 
-// Report — what the run did, printed once at the end (--json: one line on
-// stderr; stdout belongs to the command).
+ private:
+  int fd_ = -1;
+};
+
+// Report — what the run did, printed once at the end: --report FILE appends
+// it there; else --json puts it on stderr (stdout belongs to the command).
 struct Report {
   json j;
-  bool as_json = false;
+  bool as_json = false;  // --json: no human messages
+  int fd = -1;           // --report FILE, opened before anything was done
   void print() const {
-    if (as_json) std::cerr << j.dump() << '\n' << std::flush;
+    if (fd >= 0) {
+      const std::string line = j.dump() + '\n';
+      // One write: O_APPEND keeps concurrent runs' lines whole.
+      if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        std::cerr << "redlock: run: --report: cannot write: " << std::strerror(errno) << '\n';
+    } else if (as_json) {
+      std::cerr << j.dump() << '\n' << std::flush;
+    }
   }
+  // human: messages for a person on stderr — not with --json.
+  bool human() const noexcept { return !as_json; }
 };
 
 }  // namespace
@@ -183,31 +206,45 @@ int run_command(const Globals& g, const RunArgs& a) {
     throw UsageError("run: no command given after \"--\" (redlock run RESOURCE -- CMD [ARGS...])");
   if (a.command.front().empty()) throw UsageError("run: CMD: must not be empty");
   LeaseOptions lo;
-  if (!a.ttl.empty()) lo.ttl = parse_ms("--ttl", a.ttl, 1);
+  if (!a.ttl.empty()) lo.ttl = parse_duration("--ttl", a.ttl, 1);
   if (a.no_wait && !a.wait.empty()) throw UsageError("--wait and --no-wait: give only one of them");
   const bool wait_forever = !a.no_wait && a.wait.empty();
   lo.wait = a.no_wait ? milliseconds{0}
             : wait_forever ? milliseconds{std::numeric_limits<int>::max()}
-                           : parse_ms("--wait", a.wait, 0);
+                           : parse_duration("--wait", a.wait, 0);
   const milliseconds kill_after_asked =
-      a.kill_after.empty() ? milliseconds{1000} : parse_ms("--kill-after", a.kill_after, 0);
-  if (!a.max_hold.empty()) lo.max_hold = parse_ms("--max-hold", a.max_hold, 1);
+      a.kill_after.empty() ? milliseconds{1000} : parse_duration("--kill-after", a.kill_after, 0);
+  if (!a.max_hold.empty()) lo.max_hold = parse_duration("--max-hold", a.max_hold, 1);
   const int conflict_code =
       a.conflict_exit_code.empty() ? kExitNotDone : parse_int("--conflict-exit-code", a.conflict_exit_code, 0, 255);
+  const int unavailable_code = a.unavailable_exit_code.empty()
+                                   ? kExitUnavailable
+                                   : parse_int("--unavailable-exit-code", a.unavailable_exit_code, 0, 255);
   const int lost_code =
       a.lost_exit_code.empty() ? kRunLostDefault : parse_int("--lost-exit-code", a.lost_exit_code, 0, 255);
+  const int term_signal = a.signal.empty() ? SIGTERM : parse_signal("--signal", a.signal);
+  const std::string term_name = signal_name(term_signal);
   lo.fence = a.fence;
   lo.auto_extend = true;
 
   Report report;
   report.as_json = use_json(g, false);
+  std::optional<Fd> report_file;
+  if (!a.report_file.empty()) {
+    // Opened now: a report that cannot be written is a usage error before
+    // anything is locked or run.
+    report_file.emplace(::open(a.report_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666));
+    if (report_file->fd < 0) throw UsageError("--report: " + quote(a.report_file) + ": " + std::strerror(errno));
+    report.fd = report_file->fd;
+  }
   report.j = {{"command", "run"}, {"resource", a.resource}};
   const std::int64_t started_us = unix_us_now();
   const auto started = clock::now();
   report.j["started_at_us"] = started_us;
 
   // Signals first: the client's loop thread inherits the blocked mask.
-  SignalWatch signals;
+  // INT, TERM, HUP, CHLD and the job-control signals, read as data.
+  SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
   Fd acquired_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto lost = std::make_shared<LostSignal>();
   Fd lost_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -226,8 +263,9 @@ int run_command(const Globals& g, const RunArgs& a) {
   const milliseconds margin = kill_margin(ttl);
   const milliseconds kill_after = std::min(kill_after_asked, max_kill_after(ttl));  // the default fits any TTL
   if (!a.kill_after.empty() && kill_after_asked > kill_after)
-    throw UsageError("--kill-after: " + a.kill_after + " ms does not fit a lease of " + std::to_string(ttl.count()) +
-                     " ms: SIGTERM is sent --kill-after + " + std::to_string(margin.count()) +
+    throw UsageError("--kill-after: " + quote(a.kill_after) + " (" + std::to_string(kill_after_asked.count()) +
+                     " ms) does not fit a lease of " + std::to_string(ttl.count()) + " ms: " + term_name +
+                     " is sent --kill-after + " + std::to_string(margin.count()) +
                      " ms before the lease's validity deadline, so at most TTL/3 - " +
                      std::to_string(margin.count()) + " = " + std::to_string(kill_after.count()) + " ms");
 
@@ -241,8 +279,18 @@ int run_command(const Globals& g, const RunArgs& a) {
   std::stop_source cancel;
   lo.cancel = cancel.get_token();
   std::optional<Result<Lease>> taken;
+  int earlier_attempts = 0;
   std::thread acquirer([&] {
-    taken.emplace(client->lock(a.resource, std::move(lo)));
+    auto waited = first_then_wait<Lease>(*client, lo.wait, [&](milliseconds wait) {
+      LeaseOptions o = lo;
+      o.wait = wait;
+      return client->lock(a.resource, std::move(o));
+    }, [&](const std::string& note) {
+      // Not with --json alone: stderr is then the report's.
+      if (report.human() || report.fd >= 0) std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
+    });
+    earlier_attempts = waited.earlier_attempts;
+    taken.emplace(std::move(waited.result));
     notify(acquired_efd.fd);
   });
   int interrupted = 0;
@@ -269,19 +317,21 @@ int run_command(const Globals& g, const RunArgs& a) {
     report.j["token"] = nullptr;
     report.j["fence"] = nullptr;
     report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
-    report.j["attempts"] = e.attempts;
+    report.j["attempts"] = e.attempts + earlier_attempts;
     add_error(report.j, e.code, e.to_string());
-    const int status = interrupted != 0 ? 128 + interrupted : conflict_code;
+    const bool outage = interrupted == 0 && unavailable(e.code, e.nodes);
+    const int status = interrupted != 0 ? 128 + interrupted : outage ? unavailable_code : conflict_code;
+    report.j["unavailable"] = outage;
     report.j["exit_status"] = status;
     report.print();
-    if (!report.as_json) {
+    if (report.human()) {
       if (interrupted != 0) {
         std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << " while waiting for "
                   << quote(a.resource) << "; the command was not run\n";
       } else {
         std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
-                  << (a.no_wait ? "" : wait_forever ? "" : " within " + a.wait + " ms") << ": " << e.to_string()
-                  << '\n';
+                  << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.wait))
+                  << (outage ? " (no quorum of usable masters)" : "") << ": " << e.to_string() << '\n';
       }
     }
     return status;
@@ -292,7 +342,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["fence"] = a.fence ? json(lease.fence()) : json(nullptr);
   report.j["acquired_at_us"] = unix_us(acquired);
   report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
-  report.j["attempts"] = lease.attempts();
+  report.j["attempts"] = lease.attempts() + earlier_attempts;
   // Until CMD has run (it may never: a signal, a failed spawn).
   for (const char* field : {"lost", "child_pid", "child_status", "child_signal"}) report.j[field] = nullptr;
 
@@ -307,10 +357,29 @@ int run_command(const Globals& g, const RunArgs& a) {
     report.j["released_at_us"] = unix_us_now();
     const bool was_lost = lease.lost().has_value();
     Result<ReleaseResult> rel = lease.release();
-    report.j["released"] = rel && rel->released;
-    if (!rel && !was_lost) {
-      report.j["release_error"] = rel.error().to_string();
-      if (!report.as_json) std::cerr << "redlock: run: release: " << rel.error().to_string() << '\n';
+    const bool released = rel && rel->released;
+    report.j["released"] = released;
+    // A lost lease's key is expected to be gone or another's; any other
+    // release that did not free the lock leaves it held until its TTL.
+    if (!released && !was_lost) {
+      std::string why;
+      if (!rel) {
+        why = rel.error().to_string();
+      } else {
+        why = std::string(errc_name(unavailable(Errc::not_held, rel->nodes) ? Errc::no_quorum : Errc::not_held)) +
+              ": released on " + std::to_string(rel->released_nodes) + " of " + std::to_string(rel->nodes.size()) +
+              " masters";
+        for (const auto& n : rel->nodes)
+          if (n.outcome != Outcome::ok)
+            why += "; " + n.address + " " + std::string(outcome_name(n.outcome)) + (n.error.empty() ? "" : ": " + n.error);
+      }
+      report.j["release_error"] = why;
+      if (rel) report.j["release_nodes"] = nodes_json(rel->nodes);
+      if (status == 0) status = kRunReleaseFailed;
+      // Always on stderr, --json or not: the lock stays until its TTL.
+      std::cerr << "redlock: run: the lock on " << quote(a.resource) << " was not released (it stays until its TTL, "
+                << fmt_ms(ttl.count()) << " at most): " << why
+                << (status == kRunReleaseFailed ? "; exit status 125" : "") << '\n' << std::flush;
     }
     report.j["exit_status"] = status;
     report.print();
@@ -318,29 +387,30 @@ int run_command(const Globals& g, const RunArgs& a) {
   };
 
   if (interrupted != 0) {  // a signal came just as the lock was taken
-    if (!report.as_json)
+    if (report.human())
       std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << "; the command was not run\n";
     return finish_with_release(128 + interrupted);
   }
 
   // ---- hold: run the command ------------------------------------------------
-  Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original());
+  Terminal terminal(a.foreground);
+  Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original(), terminal.fd());
   if (child.pid < 0) {
     const int status = child.error == ENOENT ? kRunNotFound : kRunCannotExec;
     report.j["error"] = "cannot run " + quote(a.command.front()) + ": " + std::strerror(child.error);
-    if (!report.as_json) std::cerr << "redlock: run: " << report.j["error"].get<std::string>() << '\n';
+    if (report.human()) std::cerr << "redlock: run: " << report.j["error"].get<std::string>() << '\n';
     return finish_with_release(status);
   }
   report.j["child_pid"] = child.pid;
   const pid_t group = child.pid;  // its process group's id
 
   KillSchedule plan(kill_after, margin, lease.deadline());
-  guard.watch(group, kill_after, margin, plan.deadline());
+  guard.watch(group, kill_after, margin, plan.deadline(), term_signal);
   // How often a moved deadline reaches the guard: far inside the third of
   // the validity that an extension has before SIGTERM's point.
   const milliseconds sync_every = std::clamp(ttl / 20, milliseconds{5}, milliseconds{200});
   auto tell = [&](const std::string& text) {
-    if (!report.as_json) std::cerr << "redlock: run: " << text << '\n';
+    if (report.human()) std::cerr << "redlock: run: " << text << '\n';
   };
 
   std::optional<std::string> lost_reason;
@@ -375,16 +445,29 @@ int run_command(const Globals& g, const RunArgs& a) {
         // keeps the lease's deadline meanwhile.
         guard.deadline(lease.deadline());
         ::kill(-group, SIGSTOP);
+        terminal.take_back();
         ::raise(SIGSTOP);
         resume_group = true;
       } else if (sig == SIGCONT) {
         resume_group = true;
+      } else if (sig == SIGCHLD && terminal.active()) {
+        // --foreground: the terminal's Ctrl-Z stopped the command's group,
+        // not us. Stop with it, so that the shell sees its job stop and
+        // gets the terminal back.
+        siginfo_t info{};
+        if (::waitid(P_PID, child.pid, &info, WSTOPPED | WNOHANG) == 0 && info.si_pid == child.pid &&
+            info.si_code == CLD_STOPPED) {
+          guard.deadline(lease.deadline());
+          terminal.take_back();
+          ::raise(SIGSTOP);
+          resume_group = true;
+        }
       }
     }
     plan.set_deadline(lease.deadline());
     guard.deadline(plan.deadline());
     for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
-      signal_group(group, step);
+      signal_group(group, step, term_signal);
       if (step == KillSchedule::Step::term) {
         guard.terminated(plan.term_sent_at());
         if (!lost_reason) {
@@ -392,17 +475,20 @@ int run_command(const Globals& g, const RunArgs& a) {
           lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
                         std::to_string(left) + " ms)";
         }
-        tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + "); sent SIGTERM to the command (pid " +
-             std::to_string(child.pid) + ")");
+        tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + "); sent " + term_name +
+             " to the command (pid " + std::to_string(child.pid) + ")");
       } else {
         const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
-        tell(plan.terminating() ? "the command had not exited " + std::to_string(after) +
-                                      " ms after SIGTERM; sent SIGKILL to its process group"
+        tell(plan.terminating() ? "the command had not exited " + std::to_string(after) + " ms after " + term_name +
+                                      "; sent SIGKILL to its process group"
                                 : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
       }
     }
     // Continued only if the lease still allows it (checked just above).
-    if (resume_group && !plan.killed()) ::kill(-group, SIGCONT);
+    if (resume_group && !plan.killed()) {
+      terminal.give(group);
+      ::kill(-group, SIGCONT);
+    }
     // Exited? Not reaped yet (WNOWAIT): until then its group id is ours.
     siginfo_t info{};
     if (::waitid(P_PID, child.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 ? info.si_pid == child.pid
@@ -422,6 +508,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   }
   if (lost_reason) ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
   guard.done();  // the guard is gone before the group id can be reused
+  terminal.take_back();
   int wstatus = 0;
   while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
@@ -432,7 +519,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["child_signal"] = by_signal ? json(WTERMSIG(wstatus)) : json(nullptr);
   report.j["lost"] = lost_reason ? json(*lost_reason) : json(nullptr);
   if (lost_reason) {
-    report.j["killed"] = plan.killed() ? json("SIGKILL") : plan.terminating() ? json("SIGTERM") : json(nullptr);
+    report.j["killed"] = plan.killed() ? json("SIGKILL") : plan.terminating() ? json(term_name) : json(nullptr);
     return finish_with_release(lost_code);
   }
   return finish_with_release(child_status);

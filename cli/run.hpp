@@ -13,17 +13,21 @@ namespace redlock::cli {
 // The options of `run`, as given (validated by run_command).
 struct RunArgs {
   std::string resource;
-  std::string ttl, wait, kill_after, max_hold, conflict_exit_code, lost_exit_code;
+  std::string ttl, wait, kill_after, max_hold;  // durations (parse_duration)
+  std::string conflict_exit_code, unavailable_exit_code, lost_exit_code;
+  std::string signal;       // -s/--signal: what ends the command (default SIGTERM)
+  std::string report_file;  // --report: the JSON report goes there, appended
   bool no_wait = false;
   bool fence = false;
+  bool foreground = false;  // --foreground: the command gets the terminal
   std::vector<std::string> command;  // after "--"
 };
 
 // Exit statuses of `run` besides the command's own.
-constexpr int kRunLostDefault = 3;     // the lease was lost while the command ran
-constexpr int kRunCannotExec = 126;    // the command exists but could not be run
-constexpr int kRunNotFound = 127;      // the command was not found
-constexpr int kRunFailedDefault = 125; // redlock itself failed after taking the lock
+constexpr int kRunLostDefault = 3;       // the lease was lost while the command ran
+constexpr int kRunReleaseFailed = 125;   // the command succeeded, the final release did not
+constexpr int kRunCannotExec = 126;      // the command exists but could not be run
+constexpr int kRunNotFound = 127;        // the command was not found
 
 int run_command(const Globals& g, const RunArgs& a);
 

@@ -47,10 +47,10 @@ steady::time_point KillSchedule::next() const noexcept {
   return std::min(term, kill_point());
 }
 
-void signal_group(pid_t pgid, KillSchedule::Step step) noexcept {
+void signal_group(pid_t pgid, KillSchedule::Step step, int term_signal) noexcept {
   if (pgid <= 0) return;
   if (step == KillSchedule::Step::term) {
-    ::kill(-pgid, SIGTERM);
+    ::kill(-pgid, term_signal);
     ::kill(-pgid, SIGCONT);  // a stopped process sees SIGTERM only once continued
   } else if (step == KillSchedule::Step::kill) {
     ::kill(-pgid, SIGKILL);
@@ -64,6 +64,8 @@ struct Message {
   std::int32_t kind = 0;
   std::int32_t pgid = 0;  // kWatch
   std::int64_t a = 0, b = 0, c = 0;
+  std::int32_t sig = 0;  // kWatch: the termination signal
+  std::int32_t unused = 0;
 };
 enum Kind : std::int32_t { kWatch = 1, kDeadline, kTerminated, kDone };
 
@@ -101,6 +103,7 @@ void say(const std::string& text) {
 
   std::optional<KillSchedule> plan;
   pid_t pgid = 0;
+  int term_signal = SIGTERM;
   bool orphaned = false;  // the supervisor is gone
   for (;;) {
     timespec wait{}, *timeout = nullptr;
@@ -123,6 +126,7 @@ void say(const std::string& text) {
         switch (m.kind) {
           case kWatch:  // a: kill_after, b: margin, c: deadline
             pgid = m.pgid;
+            term_signal = m.sig;
             plan.emplace(std::chrono::duration_cast<milliseconds>(nanoseconds(m.a)),
                          std::chrono::duration_cast<milliseconds>(nanoseconds(m.b)), from_ns(m.c),
                          kGuardTermDelay);
@@ -145,7 +149,7 @@ void say(const std::string& text) {
     }
     if (plan) {
       for (auto step = plan->due(steady::now()); step != KillSchedule::Step::none; step = plan->due(steady::now())) {
-        signal_group(pgid, step);
+        signal_group(pgid, step, term_signal);
         if (step == KillSchedule::Step::kill) ::_exit(0);
       }
     }
@@ -195,8 +199,9 @@ Guard::~Guard() {
   if (pid_ > 0 && !watching_) reap(pid_, milliseconds{1000});
 }
 
-void Guard::send(std::int32_t kind, pid_t pgid, std::int64_t a, std::int64_t b, std::int64_t c) {
+void Guard::send(std::int32_t kind, pid_t pgid, std::int64_t a, std::int64_t b, std::int64_t c, std::int32_t sig) {
   Message m;
+  m.sig = sig;
   m.kind = kind;
   m.pgid = pgid;
   m.a = a;
@@ -206,8 +211,9 @@ void Guard::send(std::int32_t kind, pid_t pgid, std::int64_t a, std::int64_t b, 
   [[maybe_unused]] const ssize_t n = ::send(fd_, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-void Guard::watch(pid_t pgid, milliseconds kill_after, milliseconds margin, steady::time_point deadline) {
-  send(kWatch, pgid, nanoseconds(kill_after).count(), nanoseconds(margin).count(), to_ns(deadline));
+void Guard::watch(pid_t pgid, milliseconds kill_after, milliseconds margin, steady::time_point deadline,
+                  int term_signal) {
+  send(kWatch, pgid, nanoseconds(kill_after).count(), nanoseconds(margin).count(), to_ns(deadline), term_signal);
   watching_ = true;
   sent_deadline_ = deadline;
 }

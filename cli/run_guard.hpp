@@ -28,6 +28,7 @@ std::chrono::milliseconds kill_margin(std::chrono::milliseconds ttl);
 std::chrono::milliseconds max_kill_after(std::chrono::milliseconds ttl);
 
 // KillSchedule — the one rule both the supervisor and the guard follow.
+// "SIGTERM" below is the termination signal, run -s's (SIGTERM by default).
 // SIGTERM (then SIGCONT, so that a stopped group sees it) is due at
 // deadline − kill_after − margin (+ term_delay), or at once after
 // request_termination(); SIGKILL at min(SIGTERM's time + kill_after,
@@ -65,8 +66,9 @@ class KillSchedule {
   bool requested_ = false, killed_ = false;
 };
 
-// signal_group sends a step's signals to process group `pgid`.
-void signal_group(pid_t pgid, KillSchedule::Step step) noexcept;
+// signal_group sends a step's signals to process group `pgid`: for term,
+// `term_signal` (SIGTERM unless run -s said otherwise) and SIGCONT.
+void signal_group(pid_t pgid, KillSchedule::Step step, int term_signal) noexcept;
 
 // Guard — the supervisor's handle on the guard process. The constructor
 // forks it: construct it before any thread exists (the Client's loop
@@ -86,9 +88,10 @@ class Guard {
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
 
-  // watch: CMD's group, just spawned (its leader not reaped until done()).
+  // watch: CMD's group, just spawned (its leader not reaped until done()),
+  // ended by `term_signal` then SIGKILL.
   void watch(pid_t pgid, std::chrono::milliseconds kill_after, std::chrono::milliseconds margin,
-             steady::time_point deadline);
+             steady::time_point deadline, int term_signal);
   // deadline: the lease's validity deadline, sent when it moved.
   void deadline(steady::time_point d);
   // terminated: the supervisor sent SIGTERM to the group at `t`.
@@ -99,7 +102,8 @@ class Guard {
   void done();
 
  private:
-  void send(std::int32_t kind, pid_t pgid, std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0);
+  void send(std::int32_t kind, pid_t pgid, std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0,
+            std::int32_t sig = 0);
   int fd_ = -1;
   pid_t pid_ = -1;
   bool watching_ = false;

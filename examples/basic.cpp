@@ -1,8 +1,11 @@
-// basic.cpp — the README's example: take a lock across N Redis masters, do
-// the work while it is valid, release it.
+// basic.cpp — a complete program around the plain calls: take a lock
+// across N Redis masters with acquire(), do the work while it is valid,
+// release() it; every error printed. (The README's snippet, with a Lease,
+// is examples/readme.cpp.) Every client of a lock must be given the same
+// masters: on the local bed, all five.
 //
-//   REDLOCK_NODES=redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003 ./basic
-//   ./basic redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003
+//   REDLOCK_NODES=$(scripts/testbed.sh urls) ./basic
+//   ./basic redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,redis://127.0.0.1:7004,redis://127.0.0.1:7005
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

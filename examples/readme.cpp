@@ -9,9 +9,10 @@ using namespace std::chrono_literals;
 
 int main() {
   // README:begin
-  redlock::Config config;
+  redlock::Config config;  // the same masters and prefix in every client of the lock
   config.nodes = *redlock::parse_node_list(
-      "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003");
+      "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,"
+      "redis://127.0.0.1:7004,redis://127.0.0.1:7005");
   auto client = redlock::Client::create(config);            // Result<unique_ptr<Client>>
   auto lease = (*client)->lock("nightly-report", {.ttl = 10s, .wait = 2s, .fence = true});
   if (!lease) { std::puts(lease.error().to_string().c_str()); return 1; }

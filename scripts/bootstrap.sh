@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# bootstrap.sh — install the Debian packages the build needs (only the missing
-# ones), configure the meson build dir once, and build it.
+# bootstrap.sh — install the Debian packages the build and the tests need
+# (only the missing ones), configure the meson build dir once, and build it.
+# Node.js and npm (for the benchmark's node-redlock peer, which
+# scripts/test.sh runs once as a smoke test) are installed only when `node`
+# or `npm` is missing, so a Node.js from elsewhere (nodesource) is kept.
+# At the end it says where the built `redlock` command is: it is not on
+# PATH unless LINK_DIR is given or the build is installed
+# (`meson install -C build`, then `ldconfig`).
 #   BUILD_DIR   build directory (default: build)
 #   MESON_ARGS  extra arguments for `meson setup` (word-split), e.g.
 #               MESON_ARGS="-Db_sanitize=address,undefined -Dbuildtype=debug"
+#   LINK_DIR    also make LINK_DIR/redlock a symlink to the built command,
+#               e.g. LINK_DIR=~/.local/bin (a directory on your PATH)
 # Idempotent: a second run installs nothing and only runs ninja.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -13,10 +21,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 MESON_ARGS=${MESON_ARGS:-}
+LINK_DIR=${LINK_DIR:-}
 
+# cmake, man-db: the packaging tests build a consumer with CMake and render
+# redlock(1) with `man -l`.
 packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev
           nlohmann-json3-dev doctest-dev redis-server libcli11-dev liblua5.1-0-dev
-          libyaml-cpp-dev shellcheck libssl-dev openssl)
+          libyaml-cpp-dev shellcheck libssl-dev openssl cmake man-db)
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 install_packages "${packages[@]}" || exit 1
 
@@ -30,4 +44,24 @@ fi
 
 log "ninja -C $BUILD_DIR"
 ninja -C "$BUILD_DIR"
+
+build_path=$BUILD_DIR
+[[ $build_path == /* ]] || build_path=$PWD/$build_path
+redlock_cmd=$build_path/cli/redlock
+if [[ -n $LINK_DIR ]]; then
+  mkdir -p "$LINK_DIR" || die "could not create $LINK_DIR"
+  ln -sfn "$redlock_cmd" "$LINK_DIR/redlock" || die "could not link $LINK_DIR/redlock to $redlock_cmd"
+  log "linked $LINK_DIR/redlock -> $redlock_cmd"
+fi
+on_path=$(command -v redlock 2>/dev/null || true)
+if [[ -z $on_path ]]; then
+  log "the redlock command is $redlock_cmd; it is not on your PATH. Either of:"
+elif ! [[ $on_path -ef $redlock_cmd ]]; then
+  log "the redlock command is $redlock_cmd; \`redlock\` on your PATH is another one, $on_path. Either of:"
+fi
+if [[ -z $on_path || ! $on_path -ef $redlock_cmd ]]; then
+  note "  export PATH=\"$build_path/cli:\$PATH\"   # for this shell"
+  note "  LINK_DIR=~/.local/bin scripts/bootstrap.sh   # a symlink in a directory on your PATH"
+  note "  meson install -C $BUILD_DIR && ldconfig   # lib, headers, redlock(1), completion into /usr/local"
+fi
 log "done"

@@ -18,6 +18,7 @@
 #include "keys.hpp"
 #include "operation.hpp"
 #include "sabotage.hpp"
+#include "telemetry.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -76,7 +77,9 @@ void AcquireOperation::step(Event event) {
 
 void AcquireOperation::on_wake(WakeListener::Why why) {
   switch (why) {
-    case WakeListener::Why::released: return step(Event::released);
+    case WakeListener::Why::released:
+      if (Telemetry* t = engine_.telemetry()) t->woken(keys_.resource);
+      return step(Event::released);
     case WakeListener::Why::subscribed: return step(Event::subscribed);
     case WakeListener::Why::resubscribed: return step(Event::resubscribed);
   }
@@ -117,10 +120,8 @@ void AcquireOperation::wake(Event why) {
 
 Call AcquireOperation::attempt_call() const {
   const std::string ttl = std::to_string(ttl_.count());
+  if (fence_) return {CommandId::fenced_acquire, keys_.key, token_, ttl, fenced_keys(), {}};
   if (keys_.multi()) return {CommandId::multi_acquire, keys_.key, token_, ttl, keys_.more_keys, {}};
-  if (fence_) {
-    return {CommandId::fenced_acquire, keys_.key, token_, ttl, {fence_key(options().prefix, keys_.resource)}, {}};
-  }
   // A value drawn for this attempt is on no master yet: a plain SET NX PX
   // says all. A caller's value may be (a refresh), and so may the one value
   // the broken "reused value" variant keeps for retries.
@@ -148,12 +149,32 @@ void AcquireOperation::start_attempt() {
 // value still is; the lock (with F) is granted only if a majority confirms
 // within the validity that began at phase 1's T1.
 void AcquireOperation::start_fence_phase() {
-  fence_value_ = static_cast<std::uint64_t>(std::max(round_->max_counter(), 0LL)) + 1;
+  const auto counter = static_cast<std::uint64_t>(std::max(round_->max_counter(), 0LL));
+  if (counter >= max_fence) {
+    // The script refuses such a counter; this guards the arithmetic (and
+    // the simulator's masters) all the same: a fence is never rounded.
+    std::vector<NodeOutcome> nodes = take_outcomes();
+    rollback();
+    Error e = make_error(Errc::no_quorum, "fence counter of " + keys_.resource + " is " + std::to_string(counter) +
+                                              ", at or above 2^53 (" + std::to_string(max_fence) +
+                                              "): fences are exact only below it; refused");
+    e.nodes = std::move(nodes);
+    return fail(std::move(e));
+  }
+  fence_value_ = counter + 1;
   drop_round();
   state_ = State::fencing;
-  launch({CommandId::fence_raise, keys_.key, token_, std::to_string(fence_value_),
-          {fence_key(options().prefix, keys_.resource)}, {}},
+  launch({CommandId::fence_raise, keys_.key, token_, std::to_string(fence_value_), fenced_keys(), {}},
          RoundMode::majority);
+}
+
+// fenced_keys: what the two fence scripts take after the first lock key —
+// the other lock keys, then every lock key's fence counter, in order.
+std::vector<std::string> AcquireOperation::fenced_keys() const {
+  std::vector<std::string> keys = keys_.more_keys;
+  keys.push_back(fence_key_of(keys_.key));
+  for (const std::string& key : keys_.more_keys) keys.push_back(fence_key_of(key));
+  return keys;
 }
 
 // rollback undoes this attempt: its value, and only its value, is deleted
@@ -221,6 +242,7 @@ void AcquireOperation::evaluate() {
     lock.attempts = attempts_;
     lock.fence = fence_value_;
     if (options().node_outcomes) lock.nodes = round_->outcomes();
+    tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
     return finish(std::move(lock));
   }
 
@@ -230,6 +252,7 @@ void AcquireOperation::evaluate() {
     e = make_error(Errc::no_quorum, "fence " + std::to_string(fence_value_) + " not confirmed by a majority " +
                                         round_summary(tally, nodes));
   }
+  tell_round(OpKind::acquire, &e, attempts_, elapsed, nodes);
   // A failed attempt may have set its value anywhere it did not hear "held".
   rollback(state_ == State::attempting ? nodes : std::vector<NodeOutcome>{});
   e.nodes = std::move(nodes);
@@ -266,10 +289,20 @@ void AcquireOperation::retry_after_failure(Error e, const QuorumTally& tally, Ti
 // then the caller polls.
 bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left) {
   const Options& o = options();
-  if (!o.wake_ups || keys_.multi()) return false;  // multi-resource waiters poll
+  if (!o.wake_ups) return false;
   if (!watching_) {
-    const WatchState watch = engine_.transport().watch(channel(), this);
-    if (watch == WatchState::unavailable) return false;
+    // Every resource's channel (a multi-resource lock frees when any of
+    // its parts does); ready only when all of them are.
+    const std::vector<std::string> all = channels();
+    WatchState watch = WatchState::ready;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const WatchState w = engine_.transport().watch(all[i], this);
+      if (w == WatchState::unavailable) {
+        for (std::size_t j = 0; j < i; ++j) engine_.transport().unwatch(all[j], this);
+        return false;
+      }
+      if (w == WatchState::pending) watch = WatchState::pending;
+    }
     watching_ = true;
     woken_ = false;
     if (watch == WatchState::pending) {
@@ -300,7 +333,11 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
   return true;
 }
 
-std::string AcquireOperation::channel() const { return channel_of(keys_.key); }
+std::vector<std::string> AcquireOperation::channels() const {
+  std::vector<std::string> out{channel_of(keys_.key)};
+  for (const std::string& key : keys_.more_keys) out.push_back(channel_of(key));
+  return out;
+}
 
 Error AcquireOperation::cancelled_error() const {
   Error e = make_error(Errc::cancelled, "acquire of " + keys_.resource + " cancelled by the caller");
@@ -310,7 +347,7 @@ Error AcquireOperation::cancelled_error() const {
 
 void AcquireOperation::stop_watching() {
   if (!watching_) return;
-  engine_.transport().unwatch(channel(), this);
+  for (const std::string& c : channels()) engine_.transport().unwatch(c, this);
   watching_ = false;
 }
 
@@ -321,6 +358,7 @@ void AcquireOperation::fail(Error e) {
 
 void AcquireOperation::finish(Result<Lock> r) {
   state_ = State::done;
+  tell_finished(OpKind::acquire);
   stop_watching();
   LockCallback done = std::move(done_);
   close();

@@ -13,6 +13,7 @@
 #include "engine.hpp"
 #include "keys.hpp"
 #include "node_set.hpp"
+#include "telemetry.hpp"
 #include "socket_wire.hpp"
 #include "survey.hpp"
 #include "uv_runtime.hpp"
@@ -35,8 +36,15 @@ class ClientCore final {
         engine_(runtime_, nodes_, config_.options) {
     uv_timer_init(loop_, &reaper_);
     reaper_.data = this;
+    // AsyncLease::release reaches the client through this until it closes
+    // (on the loop thread: the task runs at once).
+    lease_host_->post = [this](detail::LeaseHost::Task task) {
+      if (owner_ != nullptr) task(*owner_);
+    };
     nodes_.start();
   }
+
+  void set_owner(AsyncClient* owner) noexcept { owner_ = owner; }
 
   detail::Engine& engine() noexcept { return engine_; }
 
@@ -56,12 +64,43 @@ class ClientCore final {
   }
   const Config& config() const noexcept { return config_; }
 
+  // lock: acquire (`resources` sorted; several: acquire_many), then a
+  // lease kept by a watchdog on this loop.
+  void lock(std::vector<std::string> resources, LeaseOptions opts, LeaseCallback done) {
+    std::string problem = detail::lease_options_problem(opts);
+    if (problem.empty() && opts.reentrant) {
+      problem = "reentrant: reentrancy is per owner thread, a Client feature; an AsyncClient runs on one thread";
+    }
+    if (!problem.empty()) return complete_later(make_error(Errc::invalid_argument, std::move(problem)), std::move(done));
+    if (closing_) return complete_later(closed_error(), std::move(done));
+    AcquireOptions acquire_opts;
+    acquire_opts.ttl = opts.ttl;
+    acquire_opts.wait = opts.wait;
+    acquire_opts.fence = opts.fence;
+    acquire_opts.cancel = opts.cancel;
+    std::vector<std::string> more(resources.size() > 1 ? resources.begin() + 1 : resources.end(), resources.end());
+    auto taken_cb = [this, opts = std::move(opts), more, done = std::move(done)](Result<Lock> taken) mutable {
+      if (!taken) return done(std::move(taken).error());
+      std::shared_ptr<detail::LeaseState> state =
+          detail::make_lease(std::move(*taken), std::move(opts), {}, lease_host_, std::move(more));
+      start_watchdog(state);
+      done(AsyncLease(std::move(state)));
+    };
+    if (resources.size() == 1) return engine_.acquire(std::move(resources.front()), std::move(acquire_opts), std::move(taken_cb));
+    engine_.acquire_many(std::move(resources), std::move(acquire_opts), std::move(taken_cb));
+  }
+  Stats stats() const { return nodes_.shared_telemetry()->snapshot(); }
+
   // status: every node's view of `resource` (inspect script), on the loop.
-  void status(std::string resource, std::function<void(ResourceStatus)> done) {
+  // After close(), or when the client closes while it is on its way:
+  // Errc::closed, like every other operation.
+  void status(std::string resource, StatusCallback done) {
+    if (closing_) return complete_closed(std::move(done));
     detail::Call call{detail::CommandId::inspect, detail::lock_key(config_.options.prefix, resource), {}, {},
                       {detail::fence_key(config_.options.prefix, resource)}, {}};
     start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                                       std::vector<detail::SurveyAnswer> answers) mutable {
+      if (closing_) return done(closed_error());  // the answers say only "client closed"
       ResourceStatus st;
       st.resource = std::move(resource);
       st.nodes.resize(answers.size());
@@ -87,9 +126,12 @@ class ClientCore final {
   }
 
   // probe: PING every node; report it with what the last handshake read.
-  void probe(std::function<void(NodesReport)> done) {
+  // Errc::closed as for status.
+  void probe(NodesCallback done) {
+    if (closing_) return complete_closed(std::move(done));
     detail::Call call{detail::CommandId::ping, {}, {}, {}, {}, {}};
     start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
+      if (closing_) return done(closed_error());
       NodesReport report;
       report.quorum = detail::majority_of(nodes_.size());
       report.nodes.resize(answers.size());
@@ -126,6 +168,10 @@ class ClientCore final {
     }
     if (closing_) return;
     closing_ = true;
+    {
+      std::lock_guard<std::mutex> lock(lease_host_->mu);
+      lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
+    }
     for (detail::Watchdog* w = watchdogs_; w != nullptr;) {
       detail::Watchdog* next = w->next;  // shutdown may not unlink yet (its timers close first)
       w->shutdown();
@@ -144,12 +190,51 @@ class ClientCore final {
   // owner_gone: the AsyncClient was destroyed.
   void owner_gone() {
     owner_gone_ = true;
+    owner_ = nullptr;
     close({});
     if (fully_closed_) delete this;
   }
 
  private:
   ~ClientCore() = default;
+
+  static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
+
+  // complete_closed: `done` gets Errc::closed on a later loop turn, never
+  // on the caller's stack. Counted with the surveys: close() waits for it.
+  template <class Done>
+  void complete_closed(Done done) {
+    complete_later(closed_error(), std::move(done));
+  }
+
+  // complete_later: `done` gets `e` on a later loop turn.
+  template <class Done>
+  void complete_later(Error e, Done done) {
+    struct Deferred {
+      uv_timer_t timer;
+      ClientCore* core;
+      Error e;
+      Done done;
+    };
+    auto* d = new Deferred{{}, this, std::move(e), std::move(done)};
+    ++live_surveys_;
+    uv_timer_init(loop_, &d->timer);
+    d->timer.data = d;
+    uv_timer_start(
+        &d->timer,
+        [](uv_timer_t* t) {
+          // Told in the timer callback, in the order the calls came (close
+          // callbacks run last-closed first); freed in the close callback.
+          auto* d = static_cast<Deferred*>(t->data);
+          d->done(std::move(d->e));  // the count keeps the core alive through it
+          uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) {
+            std::unique_ptr<Deferred> d(static_cast<Deferred*>(h->data));
+            --d->core->live_surveys_;
+            d->core->maybe_finish();
+          });
+        },
+        0, 0);
+  }
 
   void start_survey(detail::Call call, detail::Survey::Done done) {
     ++live_surveys_;
@@ -196,6 +281,8 @@ class ClientCore final {
   detail::NodeSet nodes_;
   detail::Engine engine_;
   uv_timer_t reaper_;
+  AsyncClient* owner_ = nullptr;
+  std::shared_ptr<detail::LeaseHost> lease_host_ = std::make_shared<detail::LeaseHost>();
   std::vector<std::function<void()>> closed_callbacks_;
   detail::Watchdog* watchdogs_ = nullptr;  // intrusive list of live watchdogs
   std::size_t live_watchdogs_ = 0;
@@ -216,9 +303,13 @@ Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config
   return std::unique_ptr<AsyncClient>(new AsyncClient(new ClientCore(loop, std::move(config), std::move(tls))));
 }
 
-AsyncClient::AsyncClient(ClientCore* core) noexcept : core_(core) {}
+AsyncClient::AsyncClient(ClientCore* core) noexcept : core_(core) { core_->set_owner(this); }
 
 AsyncClient::~AsyncClient() { core_->owner_gone(); }
+
+void AsyncClient::lock(std::string resource, LeaseOptions opts, LeaseCallback done) {
+  core_->lock({std::move(resource)}, std::move(opts), std::move(done));
+}
 
 void AsyncClient::acquire(std::string resource, AcquireOptions opts, LockCallback done) {
   core_->engine().acquire(std::move(resource), std::move(opts), std::move(done));
@@ -248,6 +339,7 @@ void deliver_multi(const MultiLockCallback& done, std::vector<std::string> resou
   m.validity_deadline = l.validity_deadline;
   m.elapsed = l.elapsed;
   m.attempts = l.attempts;
+  m.fence = l.fence;
   m.nodes = std::move(l.nodes);
   done(std::move(m));
 }
@@ -268,6 +360,10 @@ void AsyncClient::acquire_many(std::vector<std::string> resources, AcquireOption
                                });
 }
 
+void AsyncClient::lock_many(std::vector<std::string> resources, LeaseOptions opts, LeaseCallback done) {
+  core_->lock(sorted_unique(std::move(resources)), std::move(opts), std::move(done));
+}
+
 void AsyncClient::extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done) {
   std::vector<std::string> sorted = sorted_unique(std::move(lock.resources));
   Lock first;
@@ -275,6 +371,7 @@ void AsyncClient::extend_many(MultiLock lock, milliseconds ttl, MultiLockCallbac
   first.token = std::move(lock.token);
   first.ttl = lock.ttl;
   first.validity_deadline = lock.validity_deadline;
+  first.fence = lock.fence;
   const std::vector<std::string> more(sorted.size() > 1 ? sorted.begin() + 1 : sorted.end(), sorted.end());
   core_->engine().extend(
       std::move(first), ttl,
@@ -293,16 +390,18 @@ void AsyncClient::status(std::string resource, StatusCallback done) {
   if (std::string problem = detail::check_resource(resource); !problem.empty()) {
     return done(make_error(Errc::invalid_argument, std::move(problem)));
   }
-  core_->status(std::move(resource), [done = std::move(done)](ResourceStatus st) { done(std::move(st)); });
+  core_->status(std::move(resource), std::move(done));
 }
 
 void AsyncClient::nodes(NodesCallback done) {
-  core_->probe([done = std::move(done)](NodesReport r) { done(std::move(r)); });
+  core_->probe(std::move(done));
 }
 
 void AsyncClient::close(std::function<void()> on_closed) { core_->close(std::move(on_closed)); }
 
 const Config& AsyncClient::config() const noexcept { return core_->config(); }
+
+Stats AsyncClient::stats() const { return core_->stats(); }
 
 namespace detail {
 

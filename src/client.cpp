@@ -11,6 +11,7 @@
 
 #include <cassert>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -26,6 +27,8 @@ struct Client::Impl {
   std::unique_ptr<AsyncClient> async;        // loop thread only (after start)
   Config config;
   std::thread thread;
+  std::thread::id loop_id;          // the thread's id, set once before create() returns
+  bool destroyed_on_loop = false;   // loop thread only: ~Client ran on it; the thread frees this
   // The leases' link to this client (outlives it; cleared in ~Client).
   std::shared_ptr<detail::LeaseHost> host = std::make_shared<detail::LeaseHost>();
 
@@ -47,6 +50,44 @@ struct Client::Impl {
       start(*async, [promise](Result<T> r) { promise->set_value(std::move(r)); });
     });
     return future;
+  }
+
+  bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_id; }
+
+  // wait is call(start).get() for the blocking members — except on the loop
+  // thread itself, where the operation could never run while we block it:
+  // there it fails at once (Errc::invalid_argument), starting nothing.
+  template <class T, class Start>
+  Result<T> wait(const char* member, Start start) {
+    if (on_loop_thread()) return on_loop_error(member);
+    return call<T>(std::move(start)).get();
+  }
+
+  // call_async is call() for the _async members; on the loop thread the
+  // future is ready at once with the refusal, so waiting for it there never
+  // blocks.
+  template <class T, class Start>
+  std::future<Result<T>> call_async(const char* member, Start start) {
+    if (!on_loop_thread()) return call<T>(std::move(start));
+    std::promise<Result<T>> refused;
+    refused.set_value(on_loop_error(member));
+    return refused.get_future();
+  }
+
+  // finish: the loop has run out (every handle closed); close it and free.
+  static void finish(Impl* p) noexcept {
+    // Every handle of ours is closed by now; the tests run with asserts on.
+    const int rc = uv_loop_close(&p->loop);
+    assert(rc == 0 && "a uv handle was left open on the client's loop");
+    (void)rc;
+    delete p;
+  }
+
+  static Error on_loop_error(const char* member) {
+    return make_error(Errc::invalid_argument,
+                      std::string("Client::") + member +
+                          " called on the client's own loop thread (inside on_lost?): it would wait for the "
+                          "loop it blocks; call it from another thread");
   }
 
   void drain() {
@@ -82,12 +123,19 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
     sigaddset(&pipe_only, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
     uv_run(&p->loop, UV_RUN_DEFAULT);
+    if (p->destroyed_on_loop) Impl::finish(p);  // nobody joins us: free what ~Client left
   });
+  impl->loop_id = impl->thread.get_id();
   {
     std::lock_guard<std::mutex> lock(impl->host->mu);
-    impl->host->loop_thread = impl->thread.get_id();
+    impl->host->loop_thread = impl->loop_id;
     const Options& o = impl->config.options;
-    impl->host->release_bound = o.node_timeout + o.release_settle + milliseconds{250};
+    // Every round of a release: a node timeout and the settle time; between
+    // rounds, the retry delay and its jitter; and room for a busy loop.
+    const auto rounds = static_cast<long long>(o.release_retries) + 1;
+    impl->host->release_bound = (o.node_timeout + o.release_settle) * rounds +
+                                (o.retry_delay + o.retry_jitter) * (rounds - 1) + milliseconds{250};
+    impl->host->default_ttl = o.default_ttl;
     impl->host->post = [p = impl.get()](detail::LeaseHost::Task task) {
       p->post([p, task = std::move(task)] {
         if (p->async) task(*p->async);
@@ -100,7 +148,7 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
 Client::Client(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
 
 Client::~Client() {
-  Impl* p = impl_.get();
+  Impl* p = impl_.release();
   {
     // Leases that outlive the client can no longer reach the loop.
     std::lock_guard<std::mutex> lock(p->host->mu);
@@ -110,83 +158,95 @@ Client::~Client() {
     p->async->close([p] { uv_close(reinterpret_cast<uv_handle_t*>(&p->wake), nullptr); });
     p->async.reset();
   });
+  if (p->on_loop_thread()) {
+    // Destroyed inside on_lost (or another callback on the loop thread):
+    // the thread cannot join itself. The close above runs once this
+    // callback returns; the thread then closes the loop, frees the rest and
+    // ends on its own.
+    p->destroyed_on_loop = true;
+    p->thread.detach();
+    return;
+  }
   p->thread.join();
-  // Every handle of ours is closed by now; the tests run with asserts on.
-  const int rc = uv_loop_close(&p->loop);
-  assert(rc == 0 && "a uv handle was left open on the client's loop");
-  (void)rc;
+  Impl::finish(p);
 }
 
 std::future<Result<Lock>> Client::acquire_async(std::string_view resource, AcquireOptions opts) {
-  return impl_->call<Lock>([resource = std::string(resource), opts = std::move(opts)](
+  return impl_->call_async<Lock>("acquire_async", [resource = std::string(resource), opts = std::move(opts)](
                                AsyncClient& c, LockCallback done) mutable {
     c.acquire(std::move(resource), std::move(opts), std::move(done));
   });
 }
 
 std::future<Result<Lock>> Client::extend_async(const Lock& lock, milliseconds ttl) {
-  return impl_->call<Lock>([lock, ttl](AsyncClient& c, LockCallback done) mutable {
+  return impl_->call_async<Lock>("extend_async", [lock, ttl](AsyncClient& c, LockCallback done) mutable {
     c.extend(std::move(lock), ttl, std::move(done));
   });
 }
 
 std::future<Result<ReleaseResult>> Client::release_async(std::string_view resource, std::string_view token) {
-  return impl_->call<ReleaseResult>([resource = std::string(resource), token = std::string(token)](
+  return impl_->call_async<ReleaseResult>("release_async", [resource = std::string(resource), token = std::string(token)](
                                         AsyncClient& c, ReleaseCallback done) mutable {
     c.release(std::move(resource), std::move(token), std::move(done));
   });
 }
 
+// The blocking members: the _async ones, waited for; refused on the loop
+// thread (see Impl::wait).
 Result<Lock> Client::acquire(std::string_view resource, AcquireOptions opts) {
+  if (impl_->on_loop_thread()) return Impl::on_loop_error("acquire");
   return acquire_async(resource, std::move(opts)).get();
 }
 
 Result<Lock> Client::try_acquire(std::string_view resource, milliseconds ttl) {
+  if (impl_->on_loop_thread()) return Impl::on_loop_error("try_acquire");
   AcquireOptions opts;
   opts.ttl = ttl;
   return acquire_async(resource, std::move(opts)).get();
 }
 
-Result<Lock> Client::extend(const Lock& lock, milliseconds ttl) { return extend_async(lock, ttl).get(); }
+Result<Lock> Client::extend(const Lock& lock, milliseconds ttl) {
+  if (impl_->on_loop_thread()) return Impl::on_loop_error("extend");
+  return extend_async(lock, ttl).get();
+}
 
-Result<ReleaseResult> Client::release(const Lock& lock) { return release_async(lock.resource, lock.token).get(); }
+Result<ReleaseResult> Client::release(const Lock& lock) { return release(lock.resource, lock.token); }
 
 Result<ReleaseResult> Client::release(std::string_view resource, std::string_view token) {
+  if (impl_->on_loop_thread()) return Impl::on_loop_error("release");
   return release_async(resource, token).get();
 }
 
 Result<MultiLock> Client::acquire_many(std::vector<std::string> resources, AcquireOptions opts) {
-  return impl_->call<MultiLock>([resources = std::move(resources), opts = std::move(opts)](
+  return impl_->wait<MultiLock>("acquire_many", [resources = std::move(resources), opts = std::move(opts)](
                                     AsyncClient& c, MultiLockCallback done) mutable {
            c.acquire_many(std::move(resources), std::move(opts), std::move(done));
-         })
-      .get();
+         });
 }
 
 Result<MultiLock> Client::extend_many(const MultiLock& lock, milliseconds ttl) {
-  return impl_->call<MultiLock>([lock, ttl](AsyncClient& c, MultiLockCallback done) mutable {
+  return impl_->wait<MultiLock>("extend_many", [lock, ttl](AsyncClient& c, MultiLockCallback done) mutable {
            c.extend_many(std::move(lock), ttl, std::move(done));
-         })
-      .get();
+         });
 }
 
 Result<ReleaseResult> Client::release_many(const MultiLock& lock) {
-  return impl_->call<ReleaseResult>([resources = lock.resources, token = lock.token](
+  return impl_->wait<ReleaseResult>("release_many", [resources = lock.resources, token = lock.token](
                                         AsyncClient& c, ReleaseCallback done) mutable {
            c.release_many(std::move(resources), std::move(token), std::move(done));
-         })
-      .get();
+         });
 }
 
 Result<ResourceStatus> Client::status(std::string_view resource) {
-  return impl_->call<ResourceStatus>([resource = std::string(resource)](AsyncClient& c, StatusCallback done) mutable {
+  return impl_->wait<ResourceStatus>("status", [resource = std::string(resource)](AsyncClient& c, StatusCallback done) mutable {
            c.status(std::move(resource), std::move(done));
-         })
-      .get();
+         });
 }
 
+Stats Client::stats() const { return impl_->async->stats(); }
+
 Result<NodesReport> Client::nodes() {
-  return impl_->call<NodesReport>([](AsyncClient& c, NodesCallback done) { c.nodes(std::move(done)); }).get();
+  return impl_->wait<NodesReport>("nodes", [](AsyncClient& c, NodesCallback done) { c.nodes(std::move(done)); });
 }
 
 namespace {
@@ -197,30 +257,103 @@ std::string this_thread_owner() {
   return out.str();
 }
 
+std::string ms(milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+// reentry_problem: why a re-entry with `inner` would get less than it asks
+// of the held lease `held` (its options are fixed once taken), or "".
+std::string reentry_problem(const detail::LeaseState& held, const LeaseOptions& inner, milliseconds default_ttl,
+                            std::chrono::steady_clock::time_point now) {
+  const LeaseOptions& outer = held.options;
+  const milliseconds ttl = inner.ttl.count() == 0 ? default_ttl : inner.ttl;
+  if (inner.fence && !outer.fence) return "asks for a fencing token; the held lease was taken without one";
+  if (ttl > held.ttl) return "asks for a ttl of " + ms(ttl) + "; the held lease has " + ms(held.ttl);
+  if (inner.on_lost) {
+    return "gives its own on_lost; only the lock() that took the lease is told of a loss (watch stop_token() "
+           "instead)";
+  }
+  if (!inner.auto_extend) return {};  // asks for no extension: any lease gives at least that
+  if (!outer.auto_extend) return "asks for auto_extend; the held lease is not extended";
+  if (outer.max_extensions > 0 && (inner.max_extensions == 0 || inner.max_extensions > outer.max_extensions)) {
+    return "asks for " + (inner.max_extensions == 0 ? std::string("unlimited") : std::to_string(inner.max_extensions)) +
+           " extensions; the held lease stops at max_extensions " + std::to_string(outer.max_extensions);
+  }
+  if (outer.max_hold.count() > 0 &&
+      (inner.max_hold.count() == 0 || now + inner.max_hold > held.taken + outer.max_hold)) {
+    return "asks to be extended " +
+           (inner.max_hold.count() == 0 ? std::string("without a max_hold") : "for up to " + ms(inner.max_hold)) +
+           "; the held lease stops at its max_hold (" + ms(outer.max_hold) + " from when it was taken)";
+  }
+  return {};
+}
+
+// AcquiringMark — this thread is taking (resource, owner) for its owner: the
+// owner's other threads wait for the outcome (Client::lock). Cleared on
+// every way out, and the waiters told.
+class AcquiringMark {
+ public:
+  AcquiringMark(detail::LeaseHost& host, detail::LeaseHost::ReentryKey key) : host_(host), key_(std::move(key)) {}
+  AcquiringMark(const AcquiringMark&) = delete;
+  AcquiringMark& operator=(const AcquiringMark&) = delete;
+  ~AcquiringMark() {
+    std::lock_guard<std::mutex> lock(host_.mu);
+    auto it = host_.reentrant.find(key_);
+    if (it != host_.reentrant.end() && it->second.acquiring) host_.reentrant.erase(it);
+    host_.reentry_settled.notify_all();
+  }
+  const detail::LeaseHost::ReentryKey& key() const noexcept { return key_; }
+
+ private:
+  detail::LeaseHost& host_;
+  detail::LeaseHost::ReentryKey key_;
+};
+
 }  // namespace
 
 Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
-  if (!(opts.extend_at > 0.0 && opts.extend_at < 1.0)) {
-    return make_error(Errc::invalid_argument,
-                      "extend_at: " + std::to_string(opts.extend_at) + " (must be between 0 and 1, exclusive)");
+  if (std::string problem = detail::lease_options_problem(opts); !problem.empty()) {
+    return make_error(Errc::invalid_argument, std::move(problem));
   }
-  if (opts.max_extensions < 0) return make_error(Errc::invalid_argument, "max_extensions: must be >= 0");
-  if (opts.max_hold < milliseconds{0}) return make_error(Errc::invalid_argument, "max_hold: must be >= 0");
+  if (impl_->on_loop_thread()) return Impl::on_loop_error("lock");
   detail::LeaseHost& host = *impl_->host;
   std::string owner;
+  std::optional<AcquiringMark> mark;
   if (opts.reentrant) {
     owner = opts.owner.empty() ? this_thread_owner() : opts.owner;
-    std::lock_guard<std::mutex> lock(host.mu);
-    auto it = host.reentrant.find(std::string(resource));
-    if (it != host.reentrant.end()) {
-      if (std::shared_ptr<detail::LeaseState> held = it->second.lock(); held && held->owner == owner) {
+    detail::LeaseHost::ReentryKey key{std::string(resource), owner};
+    std::unique_lock<std::mutex> lock(host.mu);
+    for (;;) {
+      auto it = host.reentrant.find(key);
+      if (it == host.reentrant.end()) break;
+      if (it->second.acquiring) {
+        // Another thread of this owner is taking it: wait for its outcome
+        // and join the lease it gets (or, if it fails, try ourselves).
+        const bool settled = host.reentry_settled.wait(lock, opts.cancel, [&] {
+          auto now_at = host.reentrant.find(key);
+          return now_at == host.reentrant.end() || !now_at->second.acquiring;
+        });
+        if (!settled) {
+          return make_error(Errc::cancelled, "lock of " + key.first + " cancelled while another thread of owner " +
+                                                 owner + " was taking it");
+        }
+        continue;
+      }
+      if (std::shared_ptr<detail::LeaseState> held = it->second.lease.lock()) {
         std::lock_guard<std::mutex> state_lock(held->mu);
-        if (!held->released && !held->lost && std::chrono::steady_clock::now() < held->deadline) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!held->released && !held->lost && now < held->deadline) {
+          if (std::string problem = reentry_problem(*held, opts, host.default_ttl, now); !problem.empty()) {
+            return make_error(Errc::invalid_argument,
+                              "reentrant lock of " + key.first + " by owner " + owner + ": " + problem);
+          }
           ++held->holds;  // re-entered: no network round
           return Lease(held);
         }
       }
+      host.reentrant.erase(it);  // released, lost or expired: take it anew
+      break;
     }
+    host.reentrant[key].acquiring = true;
+    mark.emplace(host, std::move(key));
   }
   AcquireOptions acquire_opts;
   acquire_opts.ttl = opts.ttl;
@@ -228,26 +361,46 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
   acquire_opts.fence = opts.fence;
   acquire_opts.cancel = opts.cancel;
   Result<Lock> taken = acquire(resource, std::move(acquire_opts));
-  if (!taken) return std::move(taken).error();
+  if (!taken) return std::move(taken).error();  // the mark tells the owner's waiters
 
-  auto state = std::make_shared<detail::LeaseState>();
-  state->resource = std::move(taken->resource);
-  state->token = std::move(taken->token);
-  state->fence = taken->fence;
-  state->attempts = taken->attempts;
-  state->ttl = taken->ttl;
-  state->owner = std::move(owner);
-  state->taken = taken->validity_deadline - taken->validity;  // about when the round began
-  state->deadline = taken->validity_deadline;
-  state->host = impl_->host;
-  state->options = std::move(opts);
+  std::shared_ptr<detail::LeaseState> state =
+      detail::make_lease(std::move(*taken), std::move(opts), std::move(owner), impl_->host);
   {
     std::lock_guard<std::mutex> lock(host.mu);
-    if (!state->owner.empty()) host.reentrant[state->resource] = state;
+    if (mark) host.reentrant[mark->key()] = detail::Reentry{state, false};  // the mark's end wakes the waiters
     impl_->post([p = impl_.get(), state] {
       if (p->async) detail::start_watchdog(*p->async, state);
     });
   }
+  return Lease(std::move(state));
+}
+
+Result<Lease> Client::lock_many(std::vector<std::string> resources, LeaseOptions opts) {
+  std::string problem = detail::lease_options_problem(opts);
+  if (problem.empty() && opts.reentrant) problem = "reentrant: a multi-resource lease is not reentrant";
+  if (!problem.empty()) return make_error(Errc::invalid_argument, std::move(problem));
+  if (impl_->on_loop_thread()) return Impl::on_loop_error("lock_many");
+  AcquireOptions acquire_opts;
+  acquire_opts.ttl = opts.ttl;
+  acquire_opts.wait = opts.wait;
+  acquire_opts.cancel = opts.cancel;
+  acquire_opts.fence = opts.fence;
+  Result<MultiLock> taken = acquire_many(std::move(resources), std::move(acquire_opts));
+  if (!taken) return std::move(taken).error();
+  Lock first;
+  first.resource = taken->resources.front();
+  first.token = std::move(taken->token);
+  first.ttl = taken->ttl;
+  first.validity = taken->validity;
+  first.validity_deadline = taken->validity_deadline;
+  first.attempts = taken->attempts;
+  first.fence = taken->fence;
+  std::vector<std::string> more(taken->resources.begin() + 1, taken->resources.end());
+  std::shared_ptr<detail::LeaseState> state =
+      detail::make_lease(std::move(first), std::move(opts), {}, impl_->host, std::move(more));
+  impl_->post([p = impl_.get(), state] {
+    if (p->async) detail::start_watchdog(*p->async, state);
+  });
   return Lease(std::move(state));
 }
 

@@ -266,6 +266,14 @@ Result<void> set_max_pending(std::string_view key, const json& value, Config& co
   return {};
 }
 
+Result<void> set_release_retries(std::string_view key, const json& value, Config& config) {
+  auto count = json_integer(key, value, "integer from 0 to 10");
+  if (!count) return std::move(count).error();
+  if (*count < 0 || *count > 10) return value_error(key, value, "must be from 0 to 10");
+  config.options.release_retries = static_cast<int>(*count);
+  return {};
+}
+
 Result<void> set_drift_factor(std::string_view key, const json& value, Config& config) {
   if (!value.is_number()) return wrong_type(key, value, "number");
   config.options.drift_factor = value.get<double>();
@@ -339,6 +347,7 @@ constexpr Key keys[] = {
     {"retry_delay_ms", set_duration<&Options::retry_delay>},
     {"retry_jitter_ms", set_duration<&Options::retry_jitter>},
     {"release_settle_ms", set_duration<&Options::release_settle>},
+    {"release_retries", set_release_retries},
     {"stall_timeout_ms", set_duration<&Options::stall_timeout>},
     {"max_pending", set_max_pending},
     {"quarantine", set_flag<&Options::quarantine>},
@@ -494,6 +503,8 @@ Result<void> validate_options(const Options& o) {
           {o.retry_delay >= 0ms, "retry_delay_ms", ms(o.retry_delay), "must be >= 0"},
           {o.retry_jitter >= 0ms, "retry_jitter_ms", ms(o.retry_jitter), "must be >= 0"},
           {o.release_settle >= 0ms, "release_settle_ms", ms(o.release_settle), "must be >= 0"},
+          {o.release_retries >= 0 && o.release_retries <= 10, "release_retries", std::to_string(o.release_retries),
+           "must be from 0 to 10"},
           {o.wake_jitter >= 0ms, "wake_jitter_ms", ms(o.wake_jitter), "must be >= 0"},
           {o.wake_safety_net > 0ms, "wake_safety_net_ms", ms(o.wake_safety_net), "must be > 0"},
           {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},

@@ -8,6 +8,7 @@
 
 #include "keys.hpp"
 #include "operation.hpp"
+#include "telemetry.hpp"
 #include "token.hpp"
 #include "validity.hpp"
 
@@ -80,7 +81,7 @@ std::string check_resource(const std::string& resource) {
 }
 
 Engine::Engine(Runtime& runtime, Transport& transport, const Options& options) noexcept
-    : runtime_(runtime), transport_(transport), options_(options) {}
+    : runtime_(runtime), transport_(transport), options_(options), telemetry_(transport.telemetry()) {}
 
 Engine::~Engine() = default;
 
@@ -168,9 +169,7 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
       problem = "resources[" + std::to_string(i) + "]" + p.substr(8);  // "resource: …" → "resources[i]: …"
     }
   }
-  if (problem.empty() && opts.fence) problem = "fence: not available for multi-resource locks";
   if (problem.empty()) problem = check_acquire(ttl, opts, options_);
-  opts.fence = false;
   std::string first = resources.empty() ? std::string() : resources.front();
   const std::vector<std::string> more(resources.begin() + (resources.empty() ? 0 : 1), resources.end());
   const std::stop_token cancel = opts.cancel;

@@ -61,6 +61,8 @@ class Engine {
   Runtime& runtime() noexcept { return runtime_; }
   Transport& transport() noexcept { return transport_; }
   const Options& options() const noexcept { return options_; }
+  // telemetry: the transport's counters and observer (null: none).
+  Telemetry* telemetry() const noexcept { return telemetry_; }
 
   // For Operation only: the list of live operations.
   void enlist(Operation* op) noexcept;
@@ -75,6 +77,7 @@ class Engine {
   Runtime& runtime_;
   Transport& transport_;
   const Options& options_;
+  Telemetry* telemetry_;
   Operation* head_ = nullptr;  // intrusive list of live operations
   std::size_t live_ = 0;
   bool closing_ = false;

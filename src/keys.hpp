@@ -44,11 +44,18 @@ inline std::string release_channel(std::string_view prefix, std::string_view res
   return resource_name(prefix, resource, ":released");
 }
 
-// channel_of is the release channel of a lock key (…}:lock → …}:released).
-inline std::string channel_of(std::string_view lock_key) {
+// sibling_of is the name of another kind for a lock key's resource
+// (…}:lock → …}{suffix}).
+inline std::string sibling_of(std::string_view lock_key, std::string_view suffix) {
   std::string out(lock_key.substr(0, lock_key.size() - std::string_view(":lock").size()));
-  out += ":released";
+  out += suffix;
   return out;
 }
+
+// channel_of is the release channel of a lock key (…}:lock → …}:released).
+inline std::string channel_of(std::string_view lock_key) { return sibling_of(lock_key, ":released"); }
+
+// fence_key_of is the fence counter of a lock key (…}:lock → …}:fence).
+inline std::string fence_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":fence"); }
 
 }  // namespace redlock::detail

@@ -8,6 +8,7 @@
 #include "lease_state.hpp"
 #include "engine.hpp"
 #include "quorum.hpp"
+#include "telemetry.hpp"
 
 namespace redlock {
 
@@ -30,6 +31,39 @@ milliseconds until(TimePoint t, TimePoint now) {
 }
 
 }  // namespace
+
+std::string lease_options_problem(const LeaseOptions& opts) {
+  if (!(opts.extend_at > 0.0 && opts.extend_at < 1.0)) {
+    return "extend_at: " + std::to_string(opts.extend_at) + " (must be between 0 and 1, exclusive)";
+  }
+  if (opts.max_extensions < 0) return "max_extensions: must be >= 0";
+  if (opts.max_hold < milliseconds{0}) return "max_hold: must be >= 0";
+  return {};
+}
+
+std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::string owner,
+                                       std::shared_ptr<LeaseHost> host, std::vector<std::string> more) {
+  auto state = std::make_shared<LeaseState>();
+  state->resources.push_back(taken.resource);
+  state->resources.insert(state->resources.end(), more.begin(), more.end());
+  state->resource = std::move(taken.resource);
+  state->token = std::move(taken.token);
+  state->fence = taken.fence;
+  state->attempts = taken.attempts;
+  state->ttl = taken.ttl;
+  state->owner = std::move(owner);
+  state->taken = taken.validity_deadline - taken.validity;  // about when the round began
+  state->deadline = taken.validity_deadline;
+  state->host = std::move(host);
+  state->options = std::move(opts);
+  return state;
+}
+
+void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done) {
+  if (state->watchdog != nullptr) state->watchdog->stop();
+  if (state->resources.size() > 1) return client.release_many(state->resources, state->token, std::move(done));
+  client.release(state->resource, state->token, std::move(done));
+}
 
 Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone)
     : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(std::move(gone)) {
@@ -93,7 +127,12 @@ void Watchdog::on_extend_timer() {
   lock.fence = state_->fence;
   lock.validity_deadline = current_deadline();
   extending_ = true;
-  engine_.extend(std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); });
+  // A multi-resource lease extends every key (a lease built without
+  // make_lease has no list: one resource).
+  const std::vector<std::string> more =
+      state_->resources.size() > 1 ? std::vector<std::string>(state_->resources.begin() + 1, state_->resources.end())
+                                   : std::vector<std::string>{};
+  engine_.extend(std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); }, more);
 }
 
 void Watchdog::on_extended(Result<Lock> r) {
@@ -107,6 +146,7 @@ void Watchdog::on_extended(Result<Lock> r) {
       ++state_->extensions;
     }
     last_failure_.reset();
+    if (Telemetry* t = engine_.telemetry()) t->lease_extended(state_->resource, r->validity);
     arm_deadline();
     arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
     return;
@@ -155,6 +195,7 @@ void Watchdog::lose(std::string why, std::vector<NodeOutcome> nodes) {
     }
   }
   if (first) {
+    if (Telemetry* t = engine_.telemetry()) t->lease_lost(state_->resource, e.message);
     state_->stop.request_stop();
     if (state_->options.on_lost) state_->options.on_lost(e);
   }
@@ -205,14 +246,14 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
   {
     std::lock_guard<std::mutex> lock(host.mu);
     if (!s->owner.empty()) {
-      auto it = host.reentrant.find(s->resource);
-      if (it != host.reentrant.end() && it->second.lock() == s) host.reentrant.erase(it);
+      auto it = host.reentrant.find({s->resource, s->owner});
+      if (it != host.reentrant.end() && !it->second.acquiring && it->second.lease.lock() == s) {
+        host.reentrant.erase(it);
+      }
     }
     if (host.post) {
       host.post([s, promise](AsyncClient& client) {
-        if (s->watchdog != nullptr) s->watchdog->stop();
-        client.release(s->resource, s->token,
-                       [promise](Result<ReleaseResult> r) { promise->set_value(std::move(r)); });
+        detail::release_lease(client, s, [promise](Result<ReleaseResult> r) { promise->set_value(std::move(r)); });
       });
       posted = true;
     }
@@ -232,7 +273,7 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
 }  // namespace
 
 Lease::Lease() noexcept = default;
-Lease::Lease(std::shared_ptr<detail::LeaseState> state) noexcept : state_(std::move(state)) {}
+Lease::Lease(std::shared_ptr<detail::LeaseState> state) noexcept : LeaseView(std::move(state)) {}
 Lease::Lease(Lease&& other) noexcept = default;
 
 Lease& Lease::operator=(Lease&& other) noexcept {
@@ -251,44 +292,48 @@ Lease::~Lease() {
   }
 }
 
-bool Lease::valid() const noexcept {
+bool LeaseView::valid() const noexcept {
   if (state_ == nullptr) return false;
   std::lock_guard<std::mutex> lock(state_->mu);
   return !state_->released && !state_->lost && std::chrono::steady_clock::now() < state_->deadline;
 }
 
-const std::string& Lease::resource() const noexcept { return state_ ? state_->resource : empty_string; }
-const std::string& Lease::token() const noexcept { return state_ ? state_->token : empty_string; }
-std::uint64_t Lease::fence() const noexcept { return state_ ? state_->fence : 0; }
-int Lease::attempts() const noexcept { return state_ ? state_->attempts : 0; }
+const std::string& LeaseView::resource() const noexcept { return state_ ? state_->resource : empty_string; }
+const std::vector<std::string>& LeaseView::resources() const noexcept {
+  static const std::vector<std::string> none;
+  return state_ ? state_->resources : none;
+}
+const std::string& LeaseView::token() const noexcept { return state_ ? state_->token : empty_string; }
+std::uint64_t LeaseView::fence() const noexcept { return state_ ? state_->fence : 0; }
+int LeaseView::attempts() const noexcept { return state_ ? state_->attempts : 0; }
 
-std::chrono::steady_clock::time_point Lease::deadline() const noexcept {
+std::chrono::steady_clock::time_point LeaseView::deadline() const noexcept {
   if (state_ == nullptr) return {};
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->deadline;
 }
 
-milliseconds Lease::remaining() const noexcept {
+milliseconds LeaseView::remaining() const noexcept {
   const auto left = deadline() - std::chrono::steady_clock::now();
   return left > std::chrono::steady_clock::duration::zero() ? std::chrono::duration_cast<milliseconds>(left)
                                                             : milliseconds{0};
 }
 
-int Lease::extensions() const noexcept {
+int LeaseView::extensions() const noexcept {
   if (state_ == nullptr) return 0;
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->extensions;
 }
 
-int Lease::holds() const noexcept {
+int LeaseView::holds() const noexcept {
   if (state_ == nullptr) return 0;
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->holds;
 }
 
-std::stop_token Lease::stop_token() const noexcept { return state_ ? state_->stop.get_token() : std::stop_token{}; }
+std::stop_token LeaseView::stop_token() const noexcept { return state_ ? state_->stop.get_token() : std::stop_token{}; }
 
-std::optional<Error> Lease::lost() const {
+std::optional<Error> LeaseView::lost() const {
   if (state_ == nullptr) return std::nullopt;
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->lost;
@@ -298,6 +343,61 @@ Result<ReleaseResult> Lease::release() {
   if (state_ == nullptr) return make_error(Errc::not_held, "empty lease: nothing to release");
   auto state = std::move(state_);
   return release_state(state);
+}
+
+// ---- AsyncLease ----------------------------------------------------------------------
+
+namespace {
+
+// release_async: stop the watchdog and release, on the loop thread the
+// caller is on. `done` may be empty.
+void release_async(std::shared_ptr<detail::LeaseState> s, std::function<void(Result<ReleaseResult>)> done) {
+  auto tell = [&done](Error e) {
+    if (done) done(std::move(e));
+  };
+  if (s == nullptr) return tell(make_error(Errc::not_held, "empty lease: nothing to release"));
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->released) return tell(make_error(Errc::not_held, "lease on " + s->resource + " already released"));
+    s->released = true;
+  }
+  std::function<void(detail::LeaseHost::Task)> post;
+  {
+    std::lock_guard<std::mutex> lock(s->host->mu);
+    post = s->host->post;
+  }
+  if (!post) return tell(make_error(Errc::closed, "the client is closed; the lock on " + s->resource + " expires by its TTL"));
+  post([s, done = std::move(done)](AsyncClient& client) mutable {
+    detail::release_lease(client, s, [done = std::move(done)](Result<ReleaseResult> r) {
+      if (done) done(std::move(r));
+    });
+  });
+}
+
+}  // namespace
+
+AsyncLease::AsyncLease() noexcept = default;
+AsyncLease::AsyncLease(std::shared_ptr<detail::LeaseState> state) noexcept : LeaseView(std::move(state)) {}
+AsyncLease::AsyncLease(AsyncLease&& other) noexcept = default;
+
+AsyncLease& AsyncLease::operator=(AsyncLease&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) release_async(std::move(state_), {});
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+AsyncLease::~AsyncLease() {
+  if (state_ == nullptr) return;
+  try {
+    release_async(std::move(state_), {});
+  } catch (...) {  // never throw from a destructor
+  }
+}
+
+void AsyncLease::release(std::function<void(Result<ReleaseResult>)> done) {
+  release_async(std::move(state_), std::move(done));
 }
 
 }  // namespace redlock

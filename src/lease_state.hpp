@@ -5,9 +5,12 @@
 // guarded by its mutex. LeaseHost is the client's side of the link: it
 // posts work to the loop for as long as the client lives (the Client clears
 // it before it closes), and it keeps the reentrancy registry.
+//
+// Lock order: LeaseHost::mu before LeaseState::mu, never the other way.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +18,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "redlock/async_client.hpp"
@@ -26,19 +30,32 @@ namespace redlock::detail {
 class Engine;
 class Watchdog;
 
+// Reentry — one (resource, owner) of the reentrancy registry: the lease
+// that owner holds, or `acquiring` while one of its threads is taking it
+// (the owner's other threads wait for that outcome instead of contending
+// with their own owner).
+struct Reentry {
+  std::weak_ptr<struct LeaseState> lease;
+  bool acquiring = false;
+};
+
 struct LeaseHost {
   using Task = std::function<void(AsyncClient&)>;
+  using ReentryKey = std::pair<std::string, std::string>;  // resource, owner
   std::mutex mu;
   // post runs a task on the loop thread; empty once the client is gone.
   std::function<void(Task)> post;                               // guarded by mu
   std::thread::id loop_thread;                                  // set once, before any lease exists
   milliseconds release_bound{0};                                // how long a release may block a caller
-  std::map<std::string, std::weak_ptr<struct LeaseState>> reentrant;  // resource → held reentrant lease; mu
+  milliseconds default_ttl{0};                                  // Options::default_ttl, for re-entry checks
+  std::map<ReentryKey, Reentry> reentrant;                      // guarded by mu
+  std::condition_variable_any reentry_settled;                  // an `acquiring` entry got its outcome
 };
 
 struct LeaseState {
   // Fixed when the lease is taken.
   std::string resource;
+  std::vector<std::string> resources;  // every resource, sorted (one: {resource})
   std::string token;
   std::uint64_t fence = 0;
   int attempts = 0;  // the acquire's rounds
@@ -60,6 +77,19 @@ struct LeaseState {
   // Loop thread only.
   Watchdog* watchdog = nullptr;
 };
+
+// lease_options_problem: what is wrong with `opts` (extend_at outside
+// (0, 1), negative caps); empty when nothing is.
+std::string lease_options_problem(const LeaseOptions& opts);
+
+// make_lease: the state of a lease just taken as `taken`; `more`: the
+// other resources of a multi-resource lease (sorted, after taken.resource).
+std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::string owner,
+                                       std::shared_ptr<LeaseHost> host, std::vector<std::string> more = {});
+
+// release_lease: release the lease's lock (every resource) through
+// `client`, on its loop thread; the watchdog stops first.
+void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done);
 
 // Watchdog — keeps one lease extended and declares it lost. Lives on the
 // loop, on the engine's Runtime (so it runs in the simulator too); owns two

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 
-#include "connection.hpp"
 #include "keys.hpp"
 #include "sabotage.hpp"
 #include "scripts.hpp"
@@ -66,6 +65,13 @@ constexpr milliseconds deadline_slack{2};
 
 long long to_ms(Clock::duration d) { return duration_cast<milliseconds>(d).count(); }
 
+// public_state: the observer's name for a Connection state (the same order).
+ConnectionState public_state(Connection::State s) noexcept {
+  static_assert(static_cast<int>(Connection::State::closed) == static_cast<int>(ConnectionState::closed));
+  static_assert(static_cast<int>(Connection::State::ready) == static_cast<int>(ConnectionState::ready));
+  return static_cast<ConnectionState>(s);
+}
+
 }  // namespace
 
 NodeSession::NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
@@ -76,28 +82,21 @@ NodeSession::NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress addre
       display_(address_.display()),
       options_(options),
       shas_(shas),
-      on_closed_(std::move(on_closed)),
       on_ready_(std::move(on_ready)),
       deadline_timer_(runtime.timer([this] { on_deadline(); })),
-      conn_timer_(runtime.timer([this] { on_conn_timer(); })),
-      check_timer_(runtime.timer([this] { on_check_timer(); })) {}
+      check_timer_(runtime.timer([this] { on_check_timer(); })),
+      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {}
 
 NodeSession::~NodeSession() = default;
 
-void NodeSession::start() { connect(); }
-
-void NodeSession::connect() {
-  if (closing_) return;
-  wire_ = wires_.connect(address_, *this);
-  state_ = State::connecting;
-  conn_timer_->start(options_.connect_timeout);
-  if (!queue_handshake()) drop_connection("cannot queue the handshake");
+void NodeSession::start() {
+  if (!closing_) conn_.start();
 }
 
-bool NodeSession::queue_handshake() {
-  if (const AuthCommand auth(address_); auth.argc > 0) {
-    if (!queue_raw(Kind::handshake, auth.args())) return false;
-  }
+// on_open: a new connection (its AUTH already written). The rest of the
+// handshake goes right behind it; the connect deadline runs until the
+// marker's answer completes it.
+bool NodeSession::on_open() {
   if (address_.db != 0) {
     const std::string db = std::to_string(address_.db);
     const std::string_view argv[2] = {"SELECT", db};
@@ -141,20 +140,15 @@ bool NodeSession::queue_vote_check() {
 // connection's commands run in order). Also while closing: acquires
 // written before close() still need their check.
 void NodeSession::on_flush() {
-  if (!check_owed_ || wire_ == nullptr) return;
+  if (!check_owed_ || !conn_.live()) return;
   check_owed_ = false;
-  if (!queue_vote_check()) drop_connection("cannot queue the data-loss vote check");
-}
-
-void NodeSession::on_connected() {
-  // Nothing to do: the handshake was written with the connect, and the
-  // connect timeout runs until the handshake completes.
+  if (!queue_vote_check()) conn_.drop("cannot queue the data-loss vote check");
 }
 
 // queue_raw writes a handshake or check command. It goes before the
 // commands still waiting for the handshake: replies come in write order.
 bool NodeSession::queue_raw(Kind kind, std::span<const std::string_view> argv) {
-  if (!wire_->write(argv)) return false;
+  if (!conn_.write(argv)) return false;
   Pending p;
   p.kind = kind;
   p.sent = runtime_.now();
@@ -186,7 +180,7 @@ bool NodeSession::queue_call(const Call& call, bool as_eval) {
       for (const std::string& arg : call.more_args) argv_.push_back(arg);
     }
   }
-  return wire_->write(argv_);
+  return conn_.write(argv_);
 }
 
 bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
@@ -194,8 +188,8 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
     why = "client closed";
     return false;
   }
-  if (wire_ == nullptr) {
-    why = last_error_;
+  if (!conn_.live()) {
+    why = conn_.last_error();
     return false;
   }
   if (!duplicate_.empty() && !is_release(call.command)) {
@@ -215,7 +209,7 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
   // Before the handshake completed nothing is written: the command waits.
   // An acquire is followed by the vote check: its yes counts only if the
   // master still has the marker it had (it lost no data up to the SET).
-  const bool write_now = state_ == State::ready;
+  const bool write_now = conn_.state() == State::ready;
   if (write_now && !queue_call(call, false)) {
     why = "connection is closing";
     return false;
@@ -253,8 +247,8 @@ void NodeSession::on_reply(const WireReply& reply) {
     } else if (reply.type == WireReply::Type::error) {
       const char* what = p.kind == Kind::info     ? "INFO"
                          : p.kind == Kind::marker ? "the data-loss marker (redlock-marker)"
-                                                  : "connection setup (AUTH/SELECT/SCRIPT LOAD)";
-      drop_connection(std::string(what) + " failed: " + std::string(reply.str));
+                                                  : "connection setup (SELECT/SCRIPT LOAD)";
+      conn_.drop(std::string(what) + " failed: " + std::string(reply.str));
     } else if (p.kind == Kind::info) {
       handle_info(reply, now);
     } else if (p.kind == Kind::marker) {
@@ -284,8 +278,8 @@ void NodeSession::on_reply(const WireReply& reply) {
     }
   }
   // A graceful close ends with the last answer it waited for.
-  if (closing_ && wire_ != nullptr && pending_.empty() && held_.empty()) {
-    drop_connection("client closed");
+  if (closing_ && conn_.live() && pending_.empty() && held_.empty()) {
+    conn_.drop("client closed");
     return;
   }
   rearm();
@@ -299,6 +293,7 @@ void NodeSession::deliver(const Pending& p, const WireReply& reply, clock::time_
   ev.server = server_;
   ev.quarantined = quarantined(now);
   if (ev.quarantined) ev.text = quarantine_text_;
+  if (telemetry_ != nullptr && reply.type == WireReply::Type::error) telemetry_->node_error(index_);
   p.sink->on_node_event(p.slot, ev);
 }
 
@@ -307,6 +302,7 @@ void NodeSession::fail(const Pending& p, std::string_view why, clock::time_point
   ev.kind = EventKind::failed;
   ev.rtt = duration_cast<microseconds>(now - p.sent);
   ev.text = why;
+  if (telemetry_ != nullptr && !closing_) telemetry_->node_error(index_);
   p.sink->on_node_event(p.slot, ev);
 }
 
@@ -334,7 +330,7 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
     excluded_ = "maxmemory-policy " + policy + " (maxmemory " + maxmemory +
                 ") may evict lock keys: not counted toward a majority (accept_eviction)";
   }
-  if (!queue_marker()) drop_connection("cannot queue the data-loss marker check");
+  if (!queue_marker()) conn_.drop("cannot queue the data-loss marker check");
 }
 
 // handle_vote_check: the marker as the master had it right after an
@@ -351,8 +347,8 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
     raise_quarantine(now + quarantine_period(options_.max_ttl, options_.drift_factor),
                      "lost its data (redlock-marker missing or replaced)");
     marker_epoch_.clear();  // the marker script learns (or writes) the new one
-    if (!marker_in_flight_ && state_ == State::ready && !queue_marker()) {
-      drop_connection("cannot queue the data-loss marker check");
+    if (!marker_in_flight_ && conn_.state() == State::ready && !queue_marker()) {
+      conn_.drop("cannot queue the data-loss marker check");
     }
   }
   // A held yes counts only if nothing raised a quarantine since it came:
@@ -392,7 +388,7 @@ void NodeSession::fail_held() {
 void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   bool well_formed = reply.type == WireReply::Type::array && reply.elements.size() == 4;
   for (std::size_t i = 0; well_formed && i < 4; ++i) well_formed = reply.elements[i].type == WireReply::Type::string;
-  if (!well_formed) return drop_connection("unexpected reply to the data-loss marker script");
+  if (!well_formed) return conn_.drop("unexpected reply to the data-loss marker script");
   const std::string_view state = reply.elements[0].str;
   const std::string epoch(reply.elements[1].str);
   const milliseconds declared{to_number(reply.elements[2].str)};
@@ -416,22 +412,39 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
     const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
     if (up < period) raise_quarantine(info_at_ + (period - up), "restarted recently");
   }
-  if (state_ != State::ready) become_ready();
+  if (conn_.state() == State::handshaking) become_ready();
 }
 
 void NodeSession::raise_quarantine(clock::time_point until, std::string reason) {
   if (until <= quarantine_until_) return;
+  const clock::time_point now = runtime_.now();
+  const bool fresh = quarantine_until_ <= now;
   quarantine_until_ = until;
   quarantine_reason_ = std::move(reason);
+  if (telemetry_ == nullptr || !options_.quarantine) return;
+  // A new quarantine is counted and told; a longer one only moves the
+  // moment the observer hears it is over.
+  if (fresh) telemetry_->quarantine(index_, true, std::chrono::ceil<milliseconds>(until - now), quarantine_reason_);
+  if (!telemetry_->observed() || closing_) return;
+  if (quarantine_timer_ == nullptr) quarantine_timer_ = runtime_.timer([this] { on_quarantine_over(); });
+  quarantine_timer_->start(std::chrono::ceil<milliseconds>(until - now));
+}
+
+// on_quarantine_over: the observer hears that the master counts again.
+void NodeSession::on_quarantine_over() {
+  const clock::time_point now = runtime_.now();
+  if (now < quarantine_until_) {  // raised meanwhile
+    quarantine_timer_->start(std::chrono::ceil<milliseconds>(quarantine_until_ - now));
+    return;
+  }
+  telemetry_->quarantine(index_, false, milliseconds{0}, quarantine_reason_);
 }
 
 // become_ready: the handshake succeeded. Only now are the commands that
 // waited for it written, in the order they came.
 void NodeSession::become_ready() {
-  state_ = State::ready;
-  failures_ = 0;
+  conn_.ready();
   unresponsive_ = false;  // it answered the whole handshake
-  conn_timer_->stop();
   if (on_ready_) on_ready_();  // may find this master a duplicate of another
   // Write what waited, in order; to a duplicate only releases (its votes
   // must not count, and its writes would answer for the other spelling).
@@ -455,14 +468,14 @@ void NodeSession::become_ready() {
   }
   const clock::time_point now = runtime_.now();
   for (const Pending& p : refused) fail(p, duplicate_, now);
-  if (unwritten_ > 0) return drop_connection("cannot write a queued command");
+  if (unwritten_ > 0) return conn_.drop("cannot write a queued command");
   check_timer_->start(options_.data_check_interval);
 }
 
 void NodeSession::on_check_timer() {
-  if (state_ != State::ready || closing_) return;
+  if (conn_.state() != State::ready || closing_) return;
   check_timer_->start(options_.data_check_interval);
-  if (!marker_in_flight_ && !queue_marker()) drop_connection("cannot queue the data-loss marker check");
+  if (!marker_in_flight_ && !queue_marker()) conn_.drop("cannot queue the data-loss marker check");
 }
 
 // fail_unwritten: the connection is gone, or closing, before its handshake
@@ -473,7 +486,7 @@ void NodeSession::fail_unwritten() {
   unwritten_ = 0;
   scanned_ = std::min(scanned_, pending_.size());
   const clock::time_point now = runtime_.now();
-  for (const Pending& p : failed) fail(p, closing_ ? std::string_view("client closed") : last_error_, now);
+  for (const Pending& p : failed) fail(p, closing_ ? std::string_view("client closed") : conn_.last_error(), now);
 }
 
 // fail_written: the connection is gone; what was written on it will never
@@ -484,7 +497,7 @@ void NodeSession::fail_written() {
   scanned_ = 0;
   const clock::time_point now = runtime_.now();
   for (const Pending& p : gone) {
-    if (p.kind == Kind::script) fail(p, closing_ ? std::string_view("client closed") : last_error_, now);
+    if (p.kind == Kind::script) fail(p, closing_ ? std::string_view("client closed") : conn_.last_error(), now);
   }
 }
 
@@ -509,53 +522,27 @@ bool NodeSession::quarantined(clock::time_point now) {
   return true;
 }
 
-void NodeSession::on_lost(std::string_view why) {
-  drop_connection(std::string(why));  // copied first: `why` may live in the Wire
-}
-
-// drop_connection lets the Wire go (its late bytes may still reach the
-// master: nothing relies on them being lost) and fails what was on it.
-void NodeSession::drop_connection(std::string reason) {
-  if (wire_ == nullptr) return;
-  wire_.reset();
-  state_ = closing_ ? State::closed : State::disconnected;
-  last_error_ = std::move(reason);
-  connection_gone();
-}
-
-void NodeSession::connection_gone() {
+// on_down: the connection is gone (its late bytes may still reach the
+// master: nothing relies on them being lost); what was on it fails. The
+// Connection reconnects after its backoff, unless closing.
+void NodeSession::on_down(std::string_view) {
   if (check_timer_) check_timer_->stop();
   marker_in_flight_ = false;
   check_owed_ = false;
   unwritten_ = 0;  // fail_written fails them too, in order
   fail_written();
   fail_held();
-  if (closing_) {
-    finish_close();
-  } else {
-    schedule_reconnect();
-  }
 }
 
-void NodeSession::schedule_reconnect() {
-  if (closing_) return;
-  conn_timer_->start(reconnect_delay(options_, failures_, runtime_));
-}
-
-void NodeSession::on_conn_timer() {
-  if (finished_) {
-    report_closed(conn_timer_, on_closed_);  // on a later turn than close()
-  } else if (closing_) {
-    drop_connection("client closed");  // the graceful close took too long
-  } else if (state_ == State::disconnected) {
-    connect();
-  } else if (state_ == State::connecting) {
-    std::string why = "connect timeout after " + std::to_string(options_.connect_timeout.count()) + " ms";
-    if (std::string stage = wire_ != nullptr ? wire_->waiting_for() : std::string(); !stage.empty()) {
-      why += ", waiting for " + stage;
-    }
-    drop_connection(std::move(why));
-  }
+// on_state: once closed, the session lets go of its timers (the Connection
+// reports the close on a later turn).
+void NodeSession::on_state(State from, State to, std::string_view reason) {
+  if (telemetry_ != nullptr) telemetry_->connection(index_, false, public_state(from), public_state(to), reason);
+  if (to != State::closed) return;
+  deadline_timer_.reset();
+  check_timer_.reset();
+  quarantine_timer_.reset();
+  armed_ = false;
 }
 
 void NodeSession::on_deadline() {
@@ -566,13 +553,14 @@ void NodeSession::on_deadline() {
   // timeout. A timer that fires on time follows a poll that read
   // everything, so it skips the read: with a paused master that read would
   // be one EAGAIN per command.
-  if (wire_ != nullptr && runtime_.now() > armed_due_ + milliseconds{1}) wire_->read_now();
+  if (runtime_.now() > armed_due_ + milliseconds{1}) conn_.read_now();
   const clock::time_point now = runtime_.now();
   while (scanned_ < pending_.size()) {
     Pending& p = pending_[scanned_];
     if (p.kind == Kind::script && !p.timed_out) {
       if (p.deadline > now) break;
       p.timed_out = true;
+      if (telemetry_ != nullptr) telemetry_->node_timeout(index_);
       if (!unresponsive_) {
         unresponsive_ = true;
         unresponsive_since_ = p.sent;
@@ -584,8 +572,9 @@ void NodeSession::on_deadline() {
     }
     ++scanned_;
   }
-  if (state_ == State::ready && !pending_.empty() && now - pending_.front().sent >= options_.stall_timeout) {
-    drop_connection("no reply for " + std::to_string(to_ms(now - pending_.front().sent)) +
+  if (conn_.state() == State::ready && !pending_.empty() && now - pending_.front().sent >= options_.stall_timeout) {
+    if (telemetry_ != nullptr) telemetry_->stalled(index_);
+    conn_.drop("no reply for " + std::to_string(to_ms(now - pending_.front().sent)) +
                     " ms (stalled); reconnecting");
     return;
   }
@@ -608,7 +597,7 @@ void NodeSession::rearm() {
       break;
     }
   }
-  if (state_ == State::ready && !pending_.empty()) {
+  if (conn_.state() == State::ready && !pending_.empty()) {
     const clock::time_point stall = pending_.front().sent + options_.stall_timeout;
     due = have ? std::min(due, stall) : stall;
     have = true;
@@ -618,7 +607,7 @@ void NodeSession::rearm() {
 
 // arm_at makes the deadline timer fire by `due` (an earlier arming stays).
 void NodeSession::arm_at(clock::time_point due) {
-  if (closing_ || (armed_ && armed_due_ <= due)) return;
+  if (closing_ || deadline_timer_ == nullptr || (armed_ && armed_due_ <= due)) return;
   armed_ = true;
   armed_due_ = due;
   deadline_timer_->start(std::max(std::chrono::ceil<milliseconds>(due - runtime_.now()), milliseconds{0}));
@@ -627,33 +616,16 @@ void NodeSession::arm_at(clock::time_point due) {
 void NodeSession::close() {
   if (closing_) return;
   closing_ = true;
-  state_ = State::closed;
   deadline_timer_->stop();
   armed_ = false;
-  conn_timer_->stop();
   check_timer_->stop();
+  if (quarantine_timer_) quarantine_timer_->stop();
   fail_unwritten();  // a handshake still on its way will not complete now
-  if (wire_ == nullptr || pending_.empty()) {
-    drop_connection("client closed");
-    finish_close();
-    return;
-  }
   // Commands may still be on their way — the release of a failed attempt,
   // say. Wait for their replies; a node that does not answer within the
   // connect timeout plus one node timeout (it may still be connecting) is
   // dropped.
-  conn_timer_->start(options_.connect_timeout + options_.node_timeout);
-}
-
-// finish_close lets go of the Wire and the timers, and reports the close
-// on a later loop turn.
-void NodeSession::finish_close() {
-  if (finished_) return;
-  finished_ = true;
-  wire_.reset();
-  deadline_timer_.reset();
-  check_timer_.reset();
-  conn_timer_->start(milliseconds{0});
+  conn_.close(pending_.empty() ? milliseconds{0} : options_.connect_timeout + options_.node_timeout);
 }
 
 }  // namespace redlock::detail

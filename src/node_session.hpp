@@ -1,18 +1,19 @@
 // node_session.hpp — one master, as a state machine with no I/O of its
-// own: it talks to the master through a Wire (src/wire.hpp) and takes time,
-// timers and jitter from a Runtime (src/runtime.hpp). Production runs it on
-// a HiredisWire and a UvRuntime; the deterministic simulator (tools/sim) on
-// simulated ones. It adds what a bare connection lacks: a connect timeout,
-// a deadline on every command, stall detection, reconnect with capped
-// exponential backoff and jitter, the restart quarantine read from INFO on
-// every (re)connect, and the data-loss marker (docs/design.md, §5).
+// own: its Connection (src/connection.hpp) opens Wires, authenticates,
+// bounds the connect and backs off between reconnects, as it does for the
+// wake-up subscribers; the session adds what a lock needs: a deadline on
+// every command, stall detection, the restart quarantine read from INFO on
+// every (re)connect, and the data-loss marker (docs/design.md, §5). Time,
+// timers and jitter come from a Runtime (src/runtime.hpp): production runs
+// it on SocketWires and a UvRuntime, the deterministic simulator
+// (tools/sim) on simulated ones.
 //
 // Commands are accepted while the connection is being set up, but nothing
-// of theirs is written before the whole handshake succeeded: AUTH, SELECT,
-// SCRIPT LOAD, INFO, then the data-loss marker. They wait in the FIFO,
-// unwritten (with their deadlines running), and are written in order the
-// moment the handshake completes; a failed handshake fails them, and
-// nothing else goes down that connection.
+// of theirs is written before the whole handshake succeeded: AUTH (the
+// Connection's), SELECT, SCRIPT LOAD, INFO, then the data-loss marker. They
+// wait in the FIFO, unwritten (with their deadlines running), and are
+// written in order the moment the handshake completes; a failed handshake
+// fails them, and nothing else goes down that connection.
 //
 // Loop thread only. Every event a sink receives comes from a Wire event or
 // a Runtime timer, never from inside send().
@@ -30,16 +31,18 @@
 #include <vector>
 
 #include "redlock/config.hpp"
+#include "connection.hpp"
 #include "runtime.hpp"
+#include "telemetry.hpp"
 #include "transport.hpp"
 #include "wire.hpp"
 
 namespace redlock::detail {
 
-class NodeSession final : private WireEvents {
+class NodeSession final : private ConnectionOwner {
  public:
   using clock = Clock;
-  enum class State : std::uint8_t { disconnected, connecting, ready, closed };
+  using State = Connection::State;
 
   // NodeSession keeps references to `runtime`, `wires`, `options` and
   // `shas` (script_count SHA-1s; all owned by the NodeSet, which outlives
@@ -62,8 +65,8 @@ class NodeSession final : private WireEvents {
   void close();
 
   const std::string& address() const noexcept { return display_; }
-  State state() const noexcept { return state_; }
-  const std::string& last_error() const noexcept { return last_error_; }
+  State state() const noexcept { return conn_.state(); }
+  const std::string& last_error() const noexcept { return conn_.last_error(); }
   clock::time_point quarantined_until() const noexcept { return quarantine_until_; }
   const std::string& server_version() const noexcept { return version_; }
   const std::string& run_id() const noexcept { return run_id_; }
@@ -81,6 +84,11 @@ class NodeSession final : private WireEvents {
   // configured one, named in `text`; empty clears it. Set by the NodeSet
   // whenever a handshake completes (one server, one vote).
   void set_duplicate_of(std::string text) { duplicate_ = std::move(text); }
+  // observe: report to `telemetry` (may be null) as node `index`.
+  void observe(Telemetry* telemetry, std::size_t index) noexcept {
+    telemetry_ = telemetry;
+    index_ = index;
+  }
 
  private:
   // vote_check: the GET of the data-loss marker written behind the
@@ -108,22 +116,17 @@ class NodeSession final : private WireEvents {
     clock::time_point sent{};
   };
 
-  // WireEvents
-  void on_connected() override;
+  // ConnectionOwner
+  bool on_open() override;
   void on_reply(const WireReply& reply) override;
   void on_flush() override;
-  void on_lost(std::string_view why) override;
+  void on_down(std::string_view why) override;
+  void on_state(State from, State to, std::string_view reason) override;
 
-  void connect();
-  bool queue_handshake();
   bool queue_raw(Kind kind, std::span<const std::string_view> argv);
   bool queue_call(const Call& call, bool as_eval);
   bool queue_marker();
   bool queue_vote_check();
-  void drop_connection(std::string reason);
-  void connection_gone();
-  void finish_close();
-  void schedule_reconnect();
   void handle_info(const WireReply& reply, clock::time_point now);
   void handle_marker(const WireReply& reply, clock::time_point now);
   void handle_vote_check(const WireReply& reply, clock::time_point now);
@@ -135,11 +138,11 @@ class NodeSession final : private WireEvents {
   void deliver(const Pending& p, const WireReply& reply, clock::time_point now);
   void fail(const Pending& p, std::string_view why, clock::time_point now);
   void on_deadline();
-  void on_conn_timer();
   void on_check_timer();
   void rearm();
   void arm_at(clock::time_point due);
   bool quarantined(clock::time_point now);
+  void on_quarantine_over();
 
   Runtime& runtime_;
   WireFactory& wires_;
@@ -147,15 +150,8 @@ class NodeSession final : private WireEvents {
   std::string display_;
   const Options& options_;
   const std::string* shas_;
-  std::function<void()> on_closed_;
   std::function<void()> on_ready_;
-
-  std::unique_ptr<Wire> wire_;
-  State state_ = State::disconnected;
-  bool closing_ = false;
-  bool finished_ = false;  // closed: on_closed_ is due on the conn timer
-  unsigned failures_ = 0;
-  std::string last_error_ = "not connected yet";
+  bool closing_ = false;  // close() was called: nothing new is accepted
 
   // A command passed its deadline unanswered and no reply has come since:
   // new acquire and extend commands fail at once instead of piling up behind
@@ -189,8 +185,12 @@ class NodeSession final : private WireEvents {
   clock::time_point info_at_{};    // when that reply came
 
   std::unique_ptr<Timer> deadline_timer_;  // per-command deadlines and stall detection
-  std::unique_ptr<Timer> conn_timer_;      // connect timeout, reconnect backoff, close bound, on_closed
   std::unique_ptr<Timer> check_timer_;     // the periodic data-loss check while ready
+  // Only with an observer: tells it when a quarantine has run out.
+  std::unique_ptr<Timer> quarantine_timer_;
+  Telemetry* telemetry_ = nullptr;
+  std::size_t index_ = 0;
+  Connection conn_;                        // last: destroyed first
 };
 
 }  // namespace redlock::detail

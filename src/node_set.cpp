@@ -2,6 +2,7 @@
 #include "node_set.hpp"
 
 #include "sha1.hpp"
+#include "telemetry.hpp"
 
 namespace redlock::detail {
 
@@ -13,6 +14,11 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
     sessions_.push_back(std::make_unique<NodeSession>(runtime, wires, address, config.options, shas_.data(),
                                                       [this] { session_closed(); }, [this] { mark_duplicates(); }));
   }
+  std::vector<std::string> addresses;
+  for (const auto& session : sessions_) addresses.push_back(session->address());
+  telemetry_ = std::make_shared<Telemetry>(config.options.observer, std::move(addresses));
+  for (std::size_t i = 0; i < sessions_.size(); ++i) sessions_[i]->observe(telemetry_.get(), i);
+  wake_.observe(telemetry_.get());
 }
 
 NodeSet::~NodeSet() = default;
@@ -42,7 +48,9 @@ void NodeSet::close(std::function<void()> on_closed) {
 const std::string& NodeSet::address(std::size_t node) const { return sessions_[node]->address(); }
 
 bool NodeSet::send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
-  return sessions_[node]->send(call, sink, slot, why);
+  if (sessions_[node]->send(call, sink, slot, why)) return true;
+  telemetry_->node_error(node);
+  return false;
 }
 
 // mark_duplicates: one server, one vote. Two configured masters that

@@ -5,7 +5,7 @@
 // to. It also keeps "one server, one vote" (masters that report the same
 // run id) and closes every session and subscriber gracefully.
 //
-// Production builds it on a UvRuntime and a HiredisWireFactory (ClientCore
+// Production builds it on a UvRuntime and a SocketWireFactory (ClientCore
 // in src/async_client.cpp); the simulator (tools/sim) on simulated time and
 // simulated connections. The same code decides in both.
 #pragma once
@@ -52,6 +52,9 @@ class NodeSet final : public Transport {
   void unwatch(const std::string& channel, WakeListener* listener) override { wake_.unwatch(channel, listener); }
 
   const NodeSession& node(std::size_t i) const { return *sessions_[i]; }
+  Telemetry* telemetry() noexcept override { return telemetry_.get(); }
+  // shared_telemetry: for a client's stats(), read from any thread.
+  const std::shared_ptr<Telemetry>& shared_telemetry() const noexcept { return telemetry_; }
 
  private:
   void mark_duplicates();
@@ -59,6 +62,7 @@ class NodeSet final : public Transport {
   void maybe_closed();
 
   Runtime& runtime_;
+  std::shared_ptr<Telemetry> telemetry_;  // before the sessions and subscribers: they report to it
   std::array<std::string, script_count> shas_;
   std::vector<std::unique_ptr<NodeSession>> sessions_;
   WakeHub wake_;

@@ -2,9 +2,11 @@
 // extend and release. Acquire is in src/acquire.cpp.
 #include "operation.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "keys.hpp"
+#include "telemetry.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -46,7 +48,7 @@ Call LockKeys::release_call(const std::string& value, bool announce) const {
 // ---- Operation ---------------------------------------------------------------------
 
 Operation::Operation(Engine& engine, LockKeys keys, std::string token)
-    : engine_(engine), keys_(std::move(keys)), token_(std::move(token)) {
+    : engine_(engine), keys_(std::move(keys)), token_(std::move(token)), started_(engine.runtime().now()) {
   timer_ = engine_.runtime().timer([this] {
     if (closed_) {  // the step after the last: free (the timer may be destroyed inside its own fire)
       engine_.delist(this);
@@ -65,8 +67,8 @@ void Operation::arm(milliseconds delay) {
   timer_->start(delay);
 }
 
-void Operation::launch(Call call, RoundMode mode) {
-  round_ = QuorumRound::launch(engine_.transport(), std::move(call), mode, this);
+void Operation::launch(Call call, RoundMode mode, const std::vector<bool>& skip) {
+  round_ = QuorumRound::launch(engine_.transport(), std::move(call), mode, this, skip);
   if (round_->decided()) arm(milliseconds{0});
 }
 
@@ -87,6 +89,16 @@ void Operation::close() {
   drop_round();
   on_cancel.reset();
   arm(milliseconds{0});
+}
+
+void Operation::tell_round(OpKind op, const Error* failure, int attempt, microseconds elapsed,
+                           const std::vector<NodeOutcome>& nodes) const noexcept {
+  if (Telemetry* t = engine_.telemetry()) t->round(op, keys_.resource, failure, attempt, elapsed, nodes);
+}
+
+void Operation::tell_finished(OpKind op) noexcept {
+  if (Telemetry* t = engine_.telemetry())
+    t->finished(op, std::chrono::duration_cast<microseconds>(engine_.runtime().now() - started_));
 }
 
 std::optional<Error> Operation::early_error() const {
@@ -165,10 +177,12 @@ void ExtendOperation::evaluate() {
     lock.attempts = 1;
     lock.fence = fence_;
     if (options().node_outcomes) lock.nodes = round_->outcomes();
+    tell_round(OpKind::extend, nullptr, 1, elapsed, round_->outcomes());
     return finish(std::move(lock));
   }
   std::vector<NodeOutcome> nodes = take_outcomes();
   Error e = round_error(tally, nodes, validity, in_time, true);
+  tell_round(OpKind::extend, &e, 1, elapsed, nodes);
   e.nodes = std::move(nodes);
   e.attempts = 1;
   e.elapsed = elapsed;
@@ -177,6 +191,7 @@ void ExtendOperation::evaluate() {
 
 void ExtendOperation::finish(Result<Lock> r) {
   state_ = State::done;
+  tell_finished(OpKind::extend);
   LockCallback done = std::move(done_);
   close();
   if (done) done(std::move(r));
@@ -185,7 +200,33 @@ void ExtendOperation::finish(Result<Lock> r) {
 // ---- ReleaseOperation --------------------------------------------------------------
 
 ReleaseOperation::ReleaseOperation(Engine& engine, LockKeys keys, std::string token, ReleaseCallback done)
-    : Operation(engine, std::move(keys), std::move(token)), done_(std::move(done)) {}
+    : Operation(engine, std::move(keys), std::move(token)),
+      retries_left_(engine.options().release_retries),
+      done_(std::move(done)) {}
+
+namespace {
+
+// unsure: our value may still be on that node (the command may or may not
+// have run there).
+bool unsure(const NodeOutcome& n) noexcept {
+  return n.outcome == Outcome::timeout || n.outcome == Outcome::error || n.outcome == Outcome::pending;
+}
+
+// may_hold_majority: so many nodes are unsure that our value may still be
+// on a majority of them.
+bool may_hold_majority(const std::vector<NodeOutcome>& nodes) noexcept {
+  return static_cast<std::size_t>(std::count_if(nodes.begin(), nodes.end(), unsure)) >= majority_of(nodes.size());
+}
+
+QuorumTally release_tally(const std::vector<NodeOutcome>& nodes) {
+  QuorumTally tally(nodes.size(), RoundMode::release);
+  for (const NodeOutcome& n : nodes) {
+    if (n.outcome != Outcome::pending) tally.record(n.outcome);
+  }
+  return tally;
+}
+
+}  // namespace
 
 void ReleaseOperation::step(Event event) {
   switch (state_) {
@@ -208,24 +249,74 @@ void ReleaseOperation::step(Event event) {
     case State::settling:
       if (event == Event::settled || event == Event::abort) return arm(milliseconds{0});
       if (event == Event::timer && engine_.closing()) return finish(closed_error());
-      if (event == Event::timer) return report();
+      if (event == Event::timer) return round_over();
+      return;
+    case State::retry_wait:
+      if (event == Event::abort) return arm(milliseconds{0});
+      if (event == Event::timer) return relaunch();
       return;
     case State::done: return;
   }
 }
 
+void ReleaseOperation::merge_round() {
+  if (round_ == nullptr) return;
+  const std::vector<NodeOutcome>& now_said = round_->outcomes();
+  if (outcomes_.empty()) {
+    outcomes_ = now_said;
+    return;
+  }
+  for (std::size_t i = 0; i < outcomes_.size() && i < now_said.size(); ++i) {
+    if (unsure(outcomes_[i]) && now_said[i].outcome != Outcome::pending) outcomes_[i] = now_said[i];
+  }
+}
+
+// round_over: the round is decided and settled (or its settle time is up).
+// Unless our value may still be on a majority (then the lock stays taken
+// until its TTL) and retries are left, report. Else retry the unsure nodes.
+// The round stays attached meanwhile: answers that come during the wait
+// still count.
+void ReleaseOperation::round_over() {
+  merge_round();
+  if (!may_hold_majority(outcomes_) || retries_left_ <= 0) return report();
+  state_ = State::retry_wait;
+  arm(options().retry_delay + engine_.runtime().random_delay(options().retry_jitter));
+}
+
+void ReleaseOperation::relaunch() {
+  merge_round();
+  drop_round();
+  if (engine_.closing() || !may_hold_majority(outcomes_)) return report();
+  --retries_left_;
+  ++rounds_;
+  std::vector<bool> skip(outcomes_.size());
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) skip[i] = !unsure(outcomes_[i]);
+  state_ = State::releasing;
+  launch(keys_.release_call(token_, true), RoundMode::release, skip);
+}
+
 void ReleaseOperation::report() {
-  const QuorumTally tally = round_->tally();
+  merge_round();
+  drop_round();
+  const QuorumTally tally = release_tally(outcomes_);
   ReleaseResult r;
   r.released = tally.success();
   r.released_nodes = static_cast<int>(tally.ok());
   r.elapsed = std::chrono::duration_cast<microseconds>(now() - t1_);
-  r.nodes = take_outcomes();
+  r.nodes = std::move(outcomes_);
+  if (r.released) {
+    tell_round(OpKind::release, nullptr, rounds_, r.elapsed, r.nodes);
+  } else {
+    const Error why = make_error(tally.ok() == 0 && !may_hold_majority(r.nodes) ? Errc::not_held : Errc::no_quorum,
+                                 "not released");
+    tell_round(OpKind::release, &why, rounds_, r.elapsed, r.nodes);
+  }
   finish(std::move(r));
 }
 
 void ReleaseOperation::finish(Result<ReleaseResult> r) {
   state_ = State::done;
+  tell_finished(OpKind::release);
   ReleaseCallback done = std::move(done_);
   close();
   if (done) done(std::move(r));

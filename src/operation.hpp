@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "redlock/observer.hpp"
 #include "engine.hpp"
 #include "validity.hpp"
 #include "quorum.hpp"
@@ -83,9 +84,9 @@ class Operation : public RoundListener {
   void arm(milliseconds delay);
   TimePoint now() { return engine_.runtime().now(); }
   const Options& options() const noexcept { return engine_.options(); }
-  // launch sends `call` to every node; a decision inside launch itself is
-  // stepped on the next loop turn.
-  void launch(Call call, RoundMode mode);
+  // launch sends `call` to every node (but those `skip` marks); a decision
+  // inside launch itself is stepped on the next loop turn.
+  void launch(Call call, RoundMode mode, const std::vector<bool>& skip = {});
   // drop_round lets the round in flight go (it frees itself once final).
   void drop_round() noexcept;
   // take_outcomes copies the per-node outcomes and drops the round.
@@ -99,12 +100,18 @@ class Operation : public RoundListener {
   static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
   Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
                     bool in_time, bool extend) const;
+  // tell_round / tell_finished: the telemetry's view of a decided round
+  // (`failure` null: it succeeded) and of the operation's completion.
+  void tell_round(OpKind op, const Error* failure, int attempt, microseconds elapsed,
+                  const std::vector<NodeOutcome>& nodes) const noexcept;
+  void tell_finished(OpKind op) noexcept;
 
   Engine& engine_;
   LockKeys keys_;
   std::string token_;
   QuorumRound* round_ = nullptr;
   TimePoint due_{};  // when the timer was last armed to fire
+  TimePoint started_{};  // when the operation was created (its latency)
 
  private:
   std::unique_ptr<Timer> timer_;
@@ -141,8 +148,10 @@ class AcquireOperation final : public Operation, public WakeListener {
   void rollback(const std::vector<NodeOutcome>& attempt = {});
   void abort_attempt();
   Call attempt_call() const;
+  std::vector<std::string> fenced_keys() const;
   milliseconds wake_jitter() { return engine_.runtime().random_delay(wake_spread_); }
-  std::string channel() const;
+  // channels: the release channel of every resource of the lock.
+  std::vector<std::string> channels() const;
   Error cancelled_error() const;
   void finish(Result<Lock> r);
   void fail(Error e);  // finish with `e`, counting the attempts made
@@ -192,20 +201,38 @@ class ExtendOperation final : public Operation {
 // ReleaseOperation — delete our value everywhere and announce the release.
 // Once its outcome is certain it waits up to release_settle for the
 // stragglers of a healthy cluster (so the count is exact there); a hung
-// minority costs at most that.
+// minority costs at most that. A release after which our value may still
+// be on a majority — so many nodes timed out or failed — is sent again to
+// those nodes only, up to
+// Options::release_retries times, retry_delay + jitter apart: deleting our
+// own value is idempotent, and a lock left to its TTL blocks everyone.
+//   starting     the first round is due on the next loop turn
+//   releasing    a round is in flight
+//   settling     decided; waiting up to release_settle for the rest
+//   retry_wait   not released; the next round to the unsure nodes is due
+//   done
 class ReleaseOperation final : public Operation {
  public:
-  enum class State : std::uint8_t { starting, releasing, settling, done };
+  enum class State : std::uint8_t { starting, releasing, settling, retry_wait, done };
 
   ReleaseOperation(Engine& engine, LockKeys keys, std::string token, ReleaseCallback done);
   void step(Event event) override;
 
  private:
+  // merge_round folds the round in flight into outcomes_: a node's answer
+  // from an earlier round stays unless it was unsure (timeout, error,
+  // pending) and this round has a better one.
+  void merge_round();
+  void round_over();
+  void relaunch();
   void report();
   void finish(Result<ReleaseResult> r);
 
   State state_ = State::starting;
   TimePoint t1_{};
+  int retries_left_ = 0;
+  int rounds_ = 1;
+  std::vector<NodeOutcome> outcomes_;  // merged over the rounds so far
   ReleaseCallback done_;
 };
 

@@ -35,6 +35,11 @@ enum class CommandId : std::uint8_t {
 };
 inline constexpr std::size_t script_count = 10;  // every id before set_nx
 
+// max_fence — the largest fencing token: 2^53, the last integer a Lua
+// number (a double) holds exactly, so every fence the scripts compare and
+// return is exact. fenced_acquire refuses a counter at or above it.
+inline constexpr std::uint64_t max_fence = std::uint64_t{1} << 53;
+
 // Every name a script touches comes in KEYS (lock keys, fence counters) or,
 // for release channels, in ARGV; no script builds a name (src/keys.hpp).
 
@@ -77,46 +82,76 @@ return 0
 // rollback of a failed attempt publishes nothing — it freed nothing that
 // anyone held, and announcing it made every waiter retry on every failed
 // attempt of every other waiter (a wake-up storm).
+// The PUBLISH runs under redis.pcall: a script is not rolled back, so once
+// the DEL ran the lock is gone, and an error from the PUBLISH after it (an
+// ACL without PUBLISH) would report "not released" for a key that no
+// longer exists. A refused PUBLISH wakes nobody: waiters fall back to the
+// holder's TTL and their safety net (docs/design.md, "Waiting").
 inline constexpr std::string_view release_script = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if ARGV[2] then redis.call('PUBLISH', ARGV[2], ARGV[1]) end
+  if ARGV[2] then redis.pcall('PUBLISH', ARGV[2], ARGV[1]) end
   return 1
 end
 return 0
 )lua";
 
-// fenced_acquire: KEYS[1] lock key, KEYS[2] its fence counter (never
-// expiring); ARGV[1] value, ARGV[2] ttl ms. Phase 1 of a fenced acquire:
-// the acquire script, and in the same atomic step it reads the counter.
-// Set or refreshed → [1, counter]; held by another → [0, counter, PTTL].
+// fenced_acquire: KEYS the n lock keys (one, or a multi-resource lock's,
+// sorted), then their n fence counters (never expiring), in the same
+// order; ARGV[1] value, ARGV[2] ttl ms. Phase 1 of a fenced acquire: the
+// acquire (all or none, as multi_acquire; for one key the acquire script's
+// SET NX or refresh), and in the same atomic step it reads the counters.
+// Set or refreshed → [1, highest counter]; a key held by another →
+// [0, highest counter, that key's PTTL], nothing set. Lua numbers are
+// doubles, exact integers only below 2^53 (max_fence): a larger counter
+// would come back rounded (2^53 + 1 read as 2^53, and a fence equal to an
+// earlier one) or, beyond 2^63, as garbage. So a counter at or above 2^53,
+// or not an integer, is refused with an error reply and never rounded.
+// Rounding to a double is monotonic, so `counter < 2^53` decides exactly
+// for any decimal string.
 inline constexpr std::string_view fenced_acquire_script = R"lua(
-local raw = redis.call('GET', KEYS[2])
+local n = #KEYS / 2
 local counter = 0
-if raw then
-  counter = tonumber(raw)
-  if not counter then return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not a number') end
+for i = n + 1, 2 * n do
+  local raw = redis.call('GET', KEYS[i])
+  if raw then
+    local c = tonumber(raw)
+    if not c then return redis.error_reply('fence counter ' .. KEYS[i] .. ' is not a number') end
+    if not (c < 9007199254740992) or c ~= math.floor(c) then
+      return redis.error_reply('fence counter ' .. KEYS[i] .. ' is at or above 2^53 (9007199254740992) ' ..
+        'or not an integer: fences are exact only below 2^53; refused, never rounded')
+    end
+    if c > counter then counter = c end
+  end
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, counter}
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  if v and v ~= ARGV[1] then return {0, counter, redis.call('PTTL', KEYS[i])} end
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, counter}
+for i = 1, n do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-return {0, counter, redis.call('PTTL', KEYS[1])}
+return {1, counter}
 )lua";
 
-// fence_raise: KEYS[1] lock key, KEYS[2] its fence counter; ARGV[1] value,
-// ARGV[2] the fence F. Phase 2: only while our value is still there, raise
-// the counter to F → :1. Our value gone, or a counter already at F or above
-// (which the majority argument rules out; refusing keeps F strictly above
-// it) → :0.
+// fence_raise: KEYS the n lock keys, then their n fence counters; ARGV[1]
+// value, ARGV[2] the fence F. Phase 2: only while our value is still on
+// every lock key, raise every counter to F → :1. Our value gone from any,
+// or any counter already at F or above (which the majority argument rules
+// out; refusing keeps F strictly above it) → :0, nothing raised.
 inline constexpr std::string_view fence_raise_script = R"lua(
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if current == nil or current >= tonumber(ARGV[2]) then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
+local n = #KEYS / 2
+for i = 1, n do
+  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+local f = tonumber(ARGV[2])
+for i = n + 1, 2 * n do
+  local current = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if current == nil or current >= f then return 0 end
+end
+for i = n + 1, 2 * n do
+  redis.call('SET', KEYS[i], ARGV[2])
+end
 return 1
 )lua";
 
@@ -152,13 +187,14 @@ return 1
 
 // multi_release: KEYS the lock keys; ARGV[1] value; ARGV[1 + i] the release
 // channel of KEYS[i] (none for a rollback). Deletes every key that holds
-// our value, publishing each release → :1 if any was ours, else :0.
+// our value, publishing each release → :1 if any was ours, else :0. A
+// refused PUBLISH does not undo the report of a DEL that ran (as release).
 inline constexpr std::string_view multi_release_script = R"lua(
 local released = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     redis.call('DEL', KEYS[i])
-    if ARGV[1 + i] then redis.call('PUBLISH', ARGV[1 + i], ARGV[1]) end
+    if ARGV[1 + i] then redis.pcall('PUBLISH', ARGV[1 + i], ARGV[1]) end
     released = 1
   end
 end
@@ -169,12 +205,23 @@ return released
 // nothing: the holder's value, its PTTL and the fence counter, as one
 // string (so the reply needs no array of mixed types): "PTTL FENCE VALUE"
 // when held (PTTL -1: no expiry), "-2 FENCE" when free. The value comes
-// last: it may hold spaces when some other client wrote the key.
+// last: it may hold spaces when some other client wrote the key. A key
+// that holds no string (someone else's list at our name) is named, not
+// failed on: "wrongtype TYPE KEY" — so that `status` tells such a master
+// from one that did not answer (TYPE under pcall: for a user without it
+// TYPE is "unknown", and the key is still named).
 inline constexpr std::string_view inspect_script = R"lua(
-local fence = redis.call('GET', KEYS[2]) or '0'
-local token = redis.call('GET', KEYS[1])
-if not token then return '-2 ' .. fence end
-return redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. token
+local got = {}
+for i = 1, 2 do
+  got[i] = redis.pcall('GET', KEYS[i])
+  if type(got[i]) == 'table' then
+    local kind = redis.pcall('TYPE', KEYS[i])['ok'] or 'unknown'
+    return 'wrongtype ' .. kind .. ' ' .. KEYS[i]
+  end
+end
+local fence = got[2] or '0'
+if not got[1] then return '-2 ' .. fence end
+return redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
 )lua";
 
 // marker: KEYS[1] the master's data-loss marker (src/keys.hpp); ARGV[1] a

@@ -94,6 +94,18 @@ bool parse_int(std::string_view text, long long& v) {
 }  // namespace
 
 bool parse_inspect(std::string_view text, NodeHolding& out) {
+  if (text.starts_with("wrongtype ")) {
+    const std::string_view rest = text.substr(std::string_view("wrongtype ").size());
+    const std::size_t sp = rest.find(' ');
+    if (sp != std::string_view::npos && sp > 0 && sp + 1 < rest.size()) {
+      const std::string_view kind = rest.substr(0, sp), key = rest.substr(sp + 1);
+      out.state = NodeHolding::State::wrong_type;
+      out.error = "WRONGTYPE: the key " + std::string(key) + " holds " +
+                  (kind == "unknown" ? std::string("a value of another type") : "a " + std::string(kind)) +
+                  (key.ends_with(":fence") ? ", not a fence counter" : ", not a lock");
+      return true;
+    }
+  }
   const std::size_t sp1 = text.find(' ');
   long long pttl = 0, fence = 0;
   bool ok = sp1 != std::string_view::npos && parse_int(text.substr(0, sp1), pttl);
@@ -160,6 +172,7 @@ const char* state_name(NodeHolding::State s) noexcept {
     case NodeHolding::State::free: return "free";
     case NodeHolding::State::held: return "held";
     case NodeHolding::State::unreachable: return "unreachable";
+    case NodeHolding::State::wrong_type: return "wrong_type";
   }
   return "unreachable";
 }

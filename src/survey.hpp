@@ -65,8 +65,10 @@ class Survey final : public ReplySink {
 };
 
 // parse_inspect fills `out` (state, token, ttl, fence) from an inspect
-// script's reply text ("PTTL FENCE TOKEN" or "-2 FENCE"); false when the
-// text has neither form (then `out.error` says so).
+// script's reply text ("PTTL FENCE TOKEN", "-2 FENCE", or "wrongtype TYPE
+// KEY": state wrong_type, `out.error` names the key and its type, TYPE
+// "unknown" when the user may not run TYPE); false
+// when the text has none of these forms (then `out.error` says so).
 bool parse_inspect(std::string_view text, NodeHolding& out);
 
 // summarize fills the verdict of `status` (quorum, token, agreeing, held,

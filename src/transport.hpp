@@ -94,6 +94,8 @@ class WakeListener {
 // follows), or one already confirmed.
 enum class WatchState : std::uint8_t { unavailable, pending, ready };
 
+class Telemetry;
+
 // Transport — N nodes addressed by index.
 class Transport {
  public:
@@ -118,6 +120,9 @@ class Transport {
     (void)channel;
     (void)listener;
   }
+  // telemetry: the client's counters and observer (src/telemetry.hpp);
+  // none by default (a test's fake transport).
+  virtual Telemetry* telemetry() noexcept { return nullptr; }
 };
 
 }  // namespace redlock::detail

@@ -3,80 +3,58 @@
 
 #include <algorithm>
 
-#include "connection.hpp"
 
 namespace redlock::detail {
 
 // ---- Subscriber -----------------------------------------------------------------
 
-Subscriber::Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
-                       WakeHub& hub, std::function<void()> on_closed)
-    : runtime_(runtime),
-      wires_(wires),
-      address_(std::move(address)),
-      options_(options),
+Subscriber::Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address, std::size_t index,
+                       const Options& options, WakeHub& hub, std::function<void()> on_closed)
+    : address_(std::move(address)),
+      index_(index),
       hub_(hub),
-      on_closed_(std::move(on_closed)),
       anchor_(options.prefix + "wake-anchor"),
-      timer_(runtime.timer([this] { on_timer(); })) {}
+      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {}
 
-void Subscriber::start() { connect(); }
+void Subscriber::start() { conn_.start(); }
 
-void Subscriber::connect() {
-  if (closing_) return;
-  wire_ = wires_.connect(address_, *this);
-  connected_ = false;
-  auth_pending_ = 0;
+// on_open: the anchor, and everything watched right now, in one SUBSCRIBE.
+// The anchor stays subscribed for the connection's life, so the connection
+// never leaves subscribed mode (an UNSUBSCRIBE reply counting 0 would end
+// it), and its confirmation completes the handshake.
+bool Subscriber::on_open() {
   ++connections_;
-  timer_->start(options_.connect_timeout);
-  if (const AuthCommand auth(address_); auth.argc > 0) {
-    if (!wire_->write(auth.args())) return drop();
-    auth_pending_ = 1;
-  }
-  // The anchor, and everything watched right now, in one SUBSCRIBE. The
-  // anchor stays subscribed for the connection's life: hiredis 0.14 leaves
-  // subscribed mode when an UNSUBSCRIBE reply counts 0 subscriptions, and a
-  // SUBSCRIBE reply already on its way would then find no callback and
-  // abort the process (async.c's assertion).
   std::vector<std::string_view> argv{"SUBSCRIBE", anchor_};
   for (const auto& [channel, listeners] : hub_.listeners()) argv.push_back(channel);
-  if (!wire_->write(argv)) drop();
+  return conn_.write(argv);
 }
 
 void Subscriber::subscribe(const std::string& channel) {
-  if (wire_ == nullptr) return;  // subscribed on the next connect
+  if (!conn_.live()) return;  // subscribed on the next connect
   const std::string_view argv[2] = {"SUBSCRIBE", channel};
-  if (!wire_->write(argv)) drop();
+  if (!conn_.write(argv)) conn_.drop("cannot queue SUBSCRIBE");
 }
 
 void Subscriber::unsubscribe(const std::string& channel) {
   if (channel == anchor_) return;
   confirmed_.erase(channel);
-  if (wire_ == nullptr) return;
   const std::string_view argv[2] = {"UNSUBSCRIBE", channel};
-  wire_->write(argv);  // refused only by a failing connection, whose loss is reported anyway
+  conn_.write(argv);  // refused only without a connection, or by a failing one, whose loss is reported anyway
 }
 
-void Subscriber::on_connected() {
-  connected_ = true;
-  failures_ = 0;
-  timer_->stop();
-}
-
-// on_reply: AUTH's answer first, then pub/sub messages: ["subscribe",
-// channel, count], ["message", channel, payload], ["unsubscribe", …].
+// on_reply: pub/sub messages: ["subscribe", channel, count], ["message",
+// channel, payload], ["unsubscribe", …] (AUTH's answer is the
+// Connection's).
 void Subscriber::on_reply(const WireReply& reply) {
-  if (auth_pending_ > 0) {
-    --auth_pending_;
-    if (reply.type == WireReply::Type::error) drop();  // the command connection reports the reason
-    return;
-  }
+  if (reply.type == WireReply::Type::error) return conn_.drop("SUBSCRIBE failed: " + std::string(reply.str));
   if (reply.type != WireReply::Type::array || reply.elements.size() < 3) return;
   const std::string_view kind = reply.elements[0].str;
   const std::string channel(reply.elements[1].str);
   if (kind == "message") {
     hub_.released(channel);
-  } else if (kind == "subscribe" && channel != anchor_) {
+  } else if (kind == "subscribe" && channel == anchor_) {
+    conn_.ready();
+  } else if (kind == "subscribe") {
     if (hub_.listeners().count(channel) == 0) {
       unsubscribe(channel);  // its last watcher left before the confirmation came
     } else if (confirmed_.insert(channel).second) {
@@ -85,38 +63,20 @@ void Subscriber::on_reply(const WireReply& reply) {
   }
 }
 
-void Subscriber::on_lost(std::string_view) { drop(); }
-
-// drop lets the connection go; the watchers of what it had confirmed can
-// no longer count on it.
-void Subscriber::drop() {
-  if (wire_ == nullptr) return;
-  wire_.reset();
-  connected_ = false;
+// on_down: the connection went; the watchers of what it had confirmed can
+// no longer count on it. The Connection reconnects after its backoff.
+void Subscriber::on_down(std::string_view) {
   for (const std::string& channel : confirmed_) hub_.unconfirmed(channel);
   confirmed_.clear();
-  schedule_reconnect();
 }
 
-void Subscriber::schedule_reconnect() {
-  if (closing_) return;
-  timer_->start(reconnect_delay(options_, failures_, runtime_));
+void Subscriber::on_state(Connection::State from, Connection::State to, std::string_view reason) {
+  if (Telemetry* t = hub_.telemetry()) {
+    t->connection(index_, true, static_cast<ConnectionState>(from), static_cast<ConnectionState>(to), reason);
+  }
 }
 
-void Subscriber::on_timer() {
-  if (finished_) return report_closed(timer_, on_closed_);  // on a later turn than close()
-  if (closing_) return;
-  if (wire_ == nullptr) return connect();
-  if (!connected_) drop();  // the connect took too long
-}
-
-void Subscriber::close() {
-  if (closing_) return;
-  closing_ = true;
-  drop();  // pub/sub has nothing to flush
-  finished_ = true;
-  timer_->start(std::chrono::milliseconds{0});
-}
+void Subscriber::close() { conn_.close(std::chrono::milliseconds{0}); }  // pub/sub has nothing to flush
 
 // ---- WakeHub --------------------------------------------------------------------
 
@@ -127,9 +87,9 @@ WakeHub::WakeHub(Runtime& runtime, WireFactory& wires, const std::vector<NodeAdd
 WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {
   if (!options_.wake_ups || closing_) return WatchState::unavailable;
   if (subscribers_.empty()) {
-    for (const NodeAddress& address : nodes_) {
-      subscribers_.push_back(
-          std::make_unique<Subscriber>(runtime_, wires_, address, options_, *this, [this] { subscriber_closed(); }));
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      subscribers_.push_back(std::make_unique<Subscriber>(runtime_, wires_, nodes_[i], i, options_, *this,
+                                                          [this] { subscriber_closed(); }));
       ++open_subscribers_;
     }
     for (auto& s : subscribers_) s->start();

@@ -10,10 +10,11 @@
 // resubscribe; watchers are then told to retry once, since notifications
 // may have been missed meanwhile.
 //
-// Like the node sessions, subscribers do no I/O of their own: they run on
-// a Wire (src/wire.hpp; in subscribed mode every pub/sub message arrives
-// through on_reply) and take timers and jitter from the Runtime, so the
-// simulator runs wake-ups too.
+// A subscriber's connection is a Connection (src/connection.hpp), the same
+// state machine as the node sessions': AUTH, the connect deadline, backoff
+// and close are its. The subscriber's handshake is its first SUBSCRIBE: the
+// connection is ready when the server confirmed it. No I/O of its own, so
+// the simulator runs wake-ups too.
 #pragma once
 
 #include <functional>
@@ -23,8 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "connection.hpp"
 #include "redlock/config.hpp"
 #include "runtime.hpp"
+#include "telemetry.hpp"
 #include "transport.hpp"
 #include "wire.hpp"
 
@@ -34,10 +37,11 @@ class WakeHub;
 
 // Subscriber — one master's pub/sub connection. on_closed runs once, on a
 // later loop turn than close(), after it has let go of its Wire and timer.
-class Subscriber final : private WireEvents {
+class Subscriber final : private ConnectionOwner {
  public:
-  Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options, WakeHub& hub,
-             std::function<void()> on_closed);
+  // `index`: the master's place in the configured list (for the observer).
+  Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address, std::size_t index, const Options& options,
+             WakeHub& hub, std::function<void()> on_closed);
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
@@ -47,33 +51,19 @@ class Subscriber final : private WireEvents {
   void close();
 
  private:
-  // WireEvents
-  void on_connected() override;
+  // ConnectionOwner
+  bool on_open() override;
   void on_reply(const WireReply& reply) override;
-  void on_flush() override {}
-  void on_lost(std::string_view why) override;
+  void on_down(std::string_view why) override;
+  void on_state(Connection::State from, Connection::State to, std::string_view reason) override;
 
-  void connect();
-  void drop();
-  void schedule_reconnect();
-  void on_timer();
-
-  Runtime& runtime_;
-  WireFactory& wires_;
   NodeAddress address_;
-  const Options& options_;
+  std::size_t index_;
   WakeHub& hub_;
-  std::function<void()> on_closed_;
-  std::unique_ptr<Wire> wire_;
-  bool connected_ = false;             // the Wire said on_connected
-  unsigned auth_pending_ = 0;          // AUTH replies still due (they come before any message)
   unsigned connections_ = 0;           // connections opened so far
-  unsigned failures_ = 0;
-  bool closing_ = false;
-  bool finished_ = false;              // closed: on_closed_ is due on the timer
-  std::string anchor_;                 // a channel always subscribed (see connect())
+  std::string anchor_;                 // a channel always subscribed (see on_open())
   std::set<std::string> confirmed_;    // channels this connection confirmed
-  std::unique_ptr<Timer> timer_;       // connect timeout, reconnect backoff, on_closed
+  Connection conn_;                    // last: destroyed first
 };
 
 class WakeHub {
@@ -95,6 +85,9 @@ class WakeHub {
   void confirmed(const std::string& channel, bool resubscribed);
   void unconfirmed(const std::string& channel);
   void released(const std::string& channel);
+  // observe: report the subscribers' connections to `telemetry` (may be null).
+  void observe(Telemetry* telemetry) noexcept { telemetry_ = telemetry; }
+  Telemetry* telemetry() const noexcept { return telemetry_; }
 
  private:
   void subscriber_closed();
@@ -104,6 +97,7 @@ class WakeHub {
   WireFactory& wires_;
   std::vector<NodeAddress> nodes_;
   const Options& options_;
+  Telemetry* telemetry_ = nullptr;
   std::vector<std::unique_ptr<Subscriber>> subscribers_;
   std::map<std::string, std::vector<WakeListener*>> listeners_;
   std::map<std::string, int> confirmations_;  // channel → subscribers that confirmed it

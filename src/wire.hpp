@@ -1,7 +1,7 @@
-// wire.hpp — one connection to one master as a node session sees it:
+// wire.hpp — one connection to one master as a Connection sees it:
 // commands go out in order, replies come back in the same order, and the
 // connection can be lost. Nothing about sockets, hiredis or uv: production
-// runs a NodeSession on a HiredisWire (src/hiredis_wire.hpp), the
+// runs a Connection on a SocketWire (src/socket_wire.hpp), the
 // deterministic simulator (tools/sim) on a simulated connection whose bytes
 // it delays, drops and delivers late.
 //
@@ -81,7 +81,7 @@ class Wire {
   virtual std::string waiting_for() const { return {}; }
 };
 
-// WireFactory — opens connections (production: hiredis on a uv loop).
+// WireFactory — opens connections (production: SocketWireFactory, on a uv loop).
 class WireFactory {
  public:
   virtual ~WireFactory() = default;

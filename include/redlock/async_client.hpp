@@ -22,7 +22,9 @@
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
 #include "redlock/export.hpp"
+#include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
+#include "redlock/observer.hpp"
 #include "redlock/options.hpp"
 #include "redlock/status.hpp"
 
@@ -42,6 +44,7 @@ using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
 using MultiLockCallback = std::function<void(Result<MultiLock>)>;
 using StatusCallback = std::function<void(Result<ResourceStatus>)>;
 using NodesCallback = std::function<void(Result<NodesReport>)>;
+using LeaseCallback = std::function<void(Result<AsyncLease>)>;
 
 // AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
 // thread-safe: every member must be called on the loop's thread. Move and
@@ -77,12 +80,25 @@ class REDLOCK_API AsyncClient {
   // invalid_argument, closed.
   void release(std::string resource, std::string token, ReleaseCallback done);
 
+  // lock takes `resource` as an AsyncLease: acquired as by acquire(), then
+  // kept extended by a watchdog on this loop until it is released or lost
+  // (lease.hpp: LeaseOptions, on_lost, the stop token). Errors: as
+  // acquire(); invalid_argument for bad LeaseOptions, and for `reentrant`
+  // (reentrancy is per thread: a Client feature). A lease still held when
+  // the client closes is lost ("the client was closed").
+  void lock(std::string resource, LeaseOptions opts, LeaseCallback done);
+  // lock_many: a lease on several resources together (acquire_many; the
+  // watchdog extends them all in one round per master).
+  void lock_many(std::vector<std::string> resources, LeaseOptions opts, LeaseCallback done);
+
   // acquire_many takes several resources together — for a transfer
   // between two accounts, say: on each master one script takes all of them
   // or none, and the majority is counted over masters. Resources are sorted
   // (two clients locking overlapping sets ask for the keys in the same
-  // order) and duplicates dropped. Waiters poll (retry_delay + jitter);
-  // fencing is not available. Errors as for acquire.
+  // order) and duplicates dropped. A waiter is woken by the release of any
+  // of them (Options::wake_ups), as for acquire. With opts.fence the set
+  // gets one fence (MultiLock::fence) above every earlier fence of each of
+  // its resources. Errors as for acquire.
   void acquire_many(std::vector<std::string> resources, AcquireOptions opts, MultiLockCallback done);
   // extend_many / release_many act on every resource of the lock.
   void extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done);
@@ -94,7 +110,8 @@ class REDLOCK_API AsyncClient {
   // quarantine. Both wait for every master's answer or node_timeout; an
   // unreachable master is part of the result, not an error. An invalid
   // resource name fails with invalid_argument (then `done` runs inside the
-  // call).
+  // call). Issued after close(), or still in flight when it comes, they
+  // complete with Errc::closed like every other operation.
   void status(std::string resource, StatusCallback done);
   void nodes(NodesCallback done);
 
@@ -105,6 +122,11 @@ class REDLOCK_API AsyncClient {
 
   // config returns the validated config in use.
   const Config& config() const noexcept;
+
+  // stats: the client's counters since it was created (redlock/observer.hpp).
+  // Unlike the rest of AsyncClient it may be called from any thread, also
+  // after close(); it reads atomic counters and never stops the loop.
+  Stats stats() const;
 
  private:
   friend void detail::start_watchdog(AsyncClient& client, std::shared_ptr<detail::LeaseState> state);

@@ -8,6 +8,18 @@
 // complete with Errc::closed first, and live leases are lost (their watchdog
 // stops; the locks expire by their TTL unless released before).
 //
+// The loop thread (where on_lost runs) is the one thread that must not wait
+// for the client, and the client says so instead of deadlocking:
+//   - every member except config() called on it fails at once with
+//     Errc::invalid_argument ("... called on the client's own loop
+//     thread"), starting nothing; an _async member's future is then
+//     already ready with that error. Hand the work to another thread.
+//   - destroying the Client on it (inside on_lost) is allowed: the
+//     destructor does not join its own thread but returns at once; leases
+//     are lost as above, and the thread closes the connections and the
+//     loop, frees what is left and ends by itself once on_lost returns.
+//   - Lease::release and ~Lease there start the release without waiting.
+//
 // Two ways to hold a lock:
 //   lock()     a Lease: RAII, kept extended by a watchdog, with a lost
 //              signal, optional fencing token and reentrancy (lease.hpp);
@@ -46,8 +58,17 @@ class REDLOCK_API Client {
 
   // lock takes `resource` as a Lease (see lease.hpp): released when the
   // Lease is destroyed, extended by a watchdog while it lives. Errors: as
-  // acquire().
+  // acquire(); invalid_argument for bad LeaseOptions and for a reentrant
+  // lock() that asks for more than the held lease gives (lease.hpp);
+  // cancelled when opts.cancel ends it, also while it waits for another
+  // thread of its owner.
   Result<Lease> lock(std::string_view resource, LeaseOptions opts = {});
+  // lock_many: a Lease on several resources together (acquire_many: each
+  // master takes all or none; the watchdog extends them all in one round
+  // per master; the release frees all). Not reentrant (invalid_argument);
+  // with fence, one fence for the set (Lease::fence()). Lease::resources()
+  // lists them, sorted.
+  Result<Lease> lock_many(std::vector<std::string> resources, LeaseOptions opts = {});
 
   // with_lock runs fn(std::stop_token) under a lease on `resource` and
   // releases it afterwards (also when fn throws). The token is requested
@@ -86,6 +107,10 @@ class REDLOCK_API Client {
 
   // config returns the validated config in use.
   const Config& config() const noexcept;
+
+  // stats: the client's counters since it was created (redlock/observer.hpp);
+  // any thread, also inside callbacks on the loop thread; never waits.
+  Stats stats() const;
 
  private:
   struct Impl;

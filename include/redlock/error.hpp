@@ -31,7 +31,9 @@ enum class Errc : std::uint8_t {
   validity_too_short,  // a majority said yes, but too late: the remaining validity was not above the minimum
   not_held,            // extend/release: our token is not present on a majority (expired, released, or foreign)
   too_late,            // extend: the majority answered after the lock's validity deadline had passed
-  invalid_argument,    // a call's argument is malformed (empty resource, ttl out of range, bad token)
+  invalid_argument,    // a call's argument is malformed (empty resource, ttl out of range, bad token),
+                       // or the call is misused: a blocking Client call on the client's own loop thread,
+                       // a reentrant lock() asking for more than the held lease gives
   config,              // a configuration value is wrong; the message names the field and the value
   closed,              // the client was closed before the operation could complete
   internal,            // a bug or resource exhaustion inside the library (out of memory, uv error)

@@ -1,6 +1,6 @@
 // redlock/lease.hpp — a lock that keeps itself held and says when it is lost.
 //
-// A Lease comes from Client::lock(). While it lives, a watchdog on the
+// A Lease comes from Client::lock(), an AsyncLease from AsyncClient::lock(). While it lives, a watchdog on the
 // client's loop extends it (a quorum round, token-checked, never recreating
 // a missing key) once `extend_at` of its validity has passed. It is lost when
 // an extension is refused by so many nodes that no majority can say yes any
@@ -12,8 +12,10 @@
 // client's loop thread), with an Error of code Errc::lost saying why.
 //
 // Destroying a Lease releases the lock (it never throws; it waits at most
-// node_timeout + release_settle + 250 ms for the release to complete, and
-// not at all when called on the client's loop thread). Move-only.
+// (release_retries + 1) × (node_timeout + release_settle) + release_retries ×
+// (retry_delay + retry_jitter) + 250 ms for the release to complete — 600 ms
+// with the defaults — and not at all when called on the client's loop
+// thread). Move-only. (An AsyncLease starts the release and never waits.)
 #pragma once
 
 #include <chrono>
@@ -23,6 +25,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "redlock/error.hpp"
 #include "redlock/export.hpp"
@@ -37,6 +40,9 @@ struct LeaseState;
 
 // LostCallback — told once, on the client's loop thread, why a lease was
 // lost. Keep it short; it must not block (the loop serves every lock).
+// Blocking Client calls made in it fail at once with invalid_argument
+// instead of waiting for the loop they block; it may destroy the Client
+// (client.hpp: "The loop thread").
 using LostCallback = std::function<void(const Error&)>;
 
 // LeaseOptions — how to take and keep a lease.
@@ -60,8 +66,24 @@ struct REDLOCK_API LeaseOptions {
   bool fence = false;
   // Reentrancy: a second lock() of the same resource by the same owner while
   // the first lease is held succeeds at once, with no network round, and
-  // adds a hold; the lock is released when the last hold is. `owner` names
-  // the owner; empty means the calling thread. Other owners contend as usual.
+  // adds a hold; the lock is released when the last hold is. A lock() by
+  // the owner while another of its threads is still taking the lease waits
+  // for that outcome (cancel ends the wait) and joins the lease it gets; if
+  // that one fails, it tries itself. Other owners contend as usual.
+  //
+  // The inner lock() gets the held lease as it is, so it must not ask for
+  // more: a fence the lease was taken without, a longer ttl (zero means
+  // Options::default_ttl here too), auto_extend on an unextended lease,
+  // more extensions than the lease's max_extensions or max_hold allow (no
+  // cap counts as more), or an on_lost of its own (only the first lock()'s is told; watch stop_token())
+  // — each fails with invalid_argument, naming it. Asking for less (a
+  // shorter ttl, no extension) is fine.
+  //
+  // `owner` names the owner; empty means the calling thread
+  // ("thread:<id>"). In a thread pool give each task its own owner (a
+  // request or job id): with the default, a later task that runs on the
+  // same thread would re-enter a lease that an earlier task still holds
+  // and never meant to share.
   bool reentrant = false;
   std::string owner;
   // Told once, on the loop thread, when the lease is lost.
@@ -71,22 +93,20 @@ struct REDLOCK_API LeaseOptions {
   std::stop_token cancel;
 };
 
-class REDLOCK_API Lease {
+// LeaseView — what a held lease tells, for both handles: Lease (Client)
+// and AsyncLease (AsyncClient). Every member may be called from any thread.
+class REDLOCK_API LeaseView {
  public:
-  Lease() noexcept;  // empty: holds nothing
-  ~Lease();
-  Lease(Lease&& other) noexcept;
-  Lease& operator=(Lease&& other) noexcept;
-  Lease(const Lease&) = delete;
-  Lease& operator=(const Lease&) = delete;
-
   // valid: held, not lost, not released, and before the local validity
   // deadline (read from the monotonic clock now: true to the moment, even
   // with the network gone).
   bool valid() const noexcept;
   bool empty() const noexcept { return state_ == nullptr; }
 
+  // resource: the (first, for a multi-resource lease) resource;
+  // resources: all of them, sorted.
   const std::string& resource() const noexcept;
+  const std::vector<std::string>& resources() const noexcept;
   const std::string& token() const noexcept;
   // fence is the fencing token (LeaseOptions::fence), 0 without fencing.
   std::uint64_t fence() const noexcept;
@@ -106,17 +126,64 @@ class REDLOCK_API Lease {
   // lost says why the lease was lost (empty while it is not).
   std::optional<Error> lost() const;
 
+ protected:
+  LeaseView() noexcept = default;
+  REDLOCK_LOCAL explicit LeaseView(std::shared_ptr<detail::LeaseState> state) noexcept : state_(std::move(state)) {}
+  ~LeaseView() = default;
+  LeaseView(LeaseView&&) noexcept = default;
+  LeaseView& operator=(LeaseView&&) noexcept = default;
+
+  std::shared_ptr<detail::LeaseState> state_;
+};
+
+class REDLOCK_API Lease : public LeaseView {
+ public:
+  Lease() noexcept;  // empty: holds nothing
+  ~Lease();
+  Lease(Lease&& other) noexcept;
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+
   // release gives this hold back: the last hold of a lease stops the
   // watchdog and releases the lock on every node (waiting for the result,
   // bounded as for the destructor). An earlier hold of a reentrant lease
   // only drops the count (released = false, no nodes). Afterwards the Lease
-  // is empty. Errors: not_held (an empty Lease), closed (the client is gone).
+  // is empty. Errors: not_held (an empty Lease), closed (the client is gone),
+  // internal (called on the client's loop thread: the release was started
+  // but not waited for).
   Result<ReleaseResult> release();
 
  private:
   friend class Client;
   REDLOCK_LOCAL explicit Lease(std::shared_ptr<detail::LeaseState> state) noexcept;
-  std::shared_ptr<detail::LeaseState> state_;
+};
+
+// AsyncLease — a lease from AsyncClient::lock(): the same watchdog and lost
+// signal (on_lost and the stop token, on the client's loop), but nothing
+// blocks. Loop thread only, apart from the LeaseView members. Destroying
+// it starts the release and does not wait for it (call release() to hear
+// the outcome); once the client is closed there is nothing to release
+// with, and the key expires by its TTL. Not reentrant. Move-only.
+class REDLOCK_API AsyncLease : public LeaseView {
+ public:
+  AsyncLease() noexcept;  // empty: holds nothing
+  ~AsyncLease();
+  AsyncLease(AsyncLease&& other) noexcept;
+  AsyncLease& operator=(AsyncLease&& other) noexcept;
+  AsyncLease(const AsyncLease&) = delete;
+  AsyncLease& operator=(const AsyncLease&) = delete;
+
+  // release stops the watchdog and releases the lock on every master;
+  // `done` (may be empty) gets the result on a later loop turn, like any
+  // AsyncClient operation — Errc::not_held for an empty or already
+  // released lease, Errc::closed once the client is closed. Afterwards the
+  // AsyncLease is empty.
+  void release(std::function<void(Result<ReleaseResult>)> done = {});
+
+ private:
+  friend class ClientCore;
+  REDLOCK_LOCAL explicit AsyncLease(std::shared_ptr<detail::LeaseState> state) noexcept;
 };
 
 }  // namespace redlock

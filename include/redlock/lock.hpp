@@ -58,7 +58,10 @@ struct REDLOCK_API Lock {
   // The fencing token (AcquireOptions::fence), 0 without fencing: strictly
   // greater than the fence of every earlier fenced holder of this resource.
   // Pass it along with every write to the protected resource, which rejects
-  // a write whose fence is below the highest it has seen.
+  // a write whose fence is below the highest it has seen. At most 2^53
+  // (9007199254740992): the masters' scripts compute in Lua numbers
+  // (doubles), exact only up to there, so a counter at or beyond it is
+  // refused rather than rounded (AcquireOptions::fence).
   std::uint64_t fence = 0;
   // The outcomes of the deciding round, one per node — only with
   // Options::node_outcomes on; empty otherwise.
@@ -82,6 +85,9 @@ struct REDLOCK_API MultiLock {
   std::chrono::steady_clock::time_point validity_deadline{};
   std::chrono::microseconds elapsed{0};
   int attempts = 0;
+  // The fencing token (AcquireOptions::fence), 0 without: one F for the
+  // whole set, above every earlier fence of each of its resources.
+  std::uint64_t fence = 0;
   std::vector<NodeOutcome> nodes;  // with Options::node_outcomes
 
   bool valid() const noexcept { return std::chrono::steady_clock::now() < validity_deadline; }

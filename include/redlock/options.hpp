@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <stop_token>
 #include <string>
 
@@ -12,6 +13,8 @@
 namespace redlock {
 
 using std::chrono::milliseconds;
+
+class Observer;  // redlock/observer.hpp
 
 // Options — per-client settings, shared by every lock the client takes.
 // Validated by validate_config() (config.hpp); Client::create and
@@ -64,6 +67,16 @@ struct REDLOCK_API Options {
   // uses node_timeout so its count is complete.
   milliseconds release_settle{0};
 
+  // A release after which our value may still be on a majority of the
+  // masters (so many timed out or failed that the lock is not free) is sent
+  // again to those masters, up to this many times, retry_delay + jitter
+  // apart. Deleting our own value is idempotent: a retry cannot free anyone
+  // else's lock, and a lock left to its TTL blocks every waiter. A hung
+  // majority costs each release up to release_retries × (node_timeout +
+  // release_settle + retry_delay + retry_jitter) more. 0: one round only.
+  // Default 2.
+  int release_retries = 2;
+
   // A connection whose oldest command has gone unanswered this long is closed
   // and reconnected (a paused or blackholed master). Must exceed
   // node_timeout. Default 1 s.
@@ -113,6 +126,12 @@ struct REDLOCK_API Options {
   // (Error::nodes), and so do releases (ReleaseResult::nodes). The CLI
   // switches them on.
   bool node_outcomes = false;
+
+  // Told, on the loop thread, of connection changes, quarantines, rounds,
+  // leases extended and lost, and wake-ups (redlock/observer.hpp states
+  // the contract: it must not block). Empty (the default): no event is
+  // built. Counters (stats()) are kept either way.
+  std::shared_ptr<Observer> observer;
 };
 
 // AcquireOptions — per-call settings for an acquire.
@@ -132,8 +151,13 @@ struct REDLOCK_API AcquireOptions {
   // hold); what it set expires by its TTL.
   std::string token;
   // Fencing: also obtain a fencing token (Lock::fence), strictly greater
-  // than the fence of every earlier holder of this resource that also used
+  // than the fence of every earlier holder of this resource (of each of the
+  // resources, for acquire_many: one fence for the set) that also used
   // fencing. Costs one more round trip (docs/design.md, "Fencing tokens").
+  // Fences are exact integers from 1 to 2^53 (Lock::fence): a master whose
+  // counter is at or above 2^53 answers with an error reply (never a
+  // rounded fence); when too many do, the acquire fails with no_quorum,
+  // saying so.
   bool fence = false;
   // Cancellation: once stop is requested (from any thread), a waiting
   // acquire ends with Errc::cancelled; an attempt on its way is finished

@@ -7,6 +7,7 @@
 #include "redlock/error.hpp"
 #include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
+#include "redlock/observer.hpp"
 #include "redlock/options.hpp"
 #include "redlock/status.hpp"
 #include "redlock/version.hpp"

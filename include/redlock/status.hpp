@@ -54,14 +54,17 @@ struct REDLOCK_API NodesReport {
 };
 
 // NodeHolding — what one master holds for a resource.
-//   state        free, held (token set), or unreachable (error set: no
-//                answer within node_timeout, refused, error reply)
+//   state        free, held (token set), wrong_type (the lock key or the
+//                fence counter holds something else than a string — a list,
+//                a hash: no lock can be taken there; error names the key
+//                and its type), or unreachable (error set: no answer within
+//                node_timeout, refused, error reply)
 //   token        the holder's token on this master (held only)
 //   ttl          its remaining time to live (-1 ms: the key has no expiry)
 //   fence        this master's fence counter for the resource (0: none)
 //   quarantined  the master restarted recently: its answer does not count
 struct REDLOCK_API NodeHolding {
-  enum class State : std::uint8_t { free, held, unreachable };
+  enum class State : std::uint8_t { free, held, unreachable, wrong_type };
   std::string address;
   State state = State::unreachable;
   std::string token;
@@ -91,7 +94,7 @@ struct REDLOCK_API ResourceStatus {
   std::size_t free_nodes = 0;
 };
 
-// state_name returns "free", "held" or "unreachable".
+// state_name returns "free", "held", "unreachable" or "wrong_type".
 REDLOCK_API const char* state_name(NodeHolding::State s) noexcept;
 
 }  // namespace redlock

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -48,6 +49,13 @@ class Child {
     return process_.wait_for_output(text, timeout);
   }
   const std::string& out_so_far() const noexcept { return process_.output(); }
+  // read_line returns the next line of stdout (consumed: wait() no longer
+  // has it); nullopt when stdout ended or the timeout passed.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    return process_.read_line(timeout);
+  }
+  // close_output stops reading stdout: the child's next write fails (EPIPE).
+  void close_output() { process_.close_output(); }
 
   // wait reads stdout and stderr to their end and reaps the child; past the
   // timeout the child is killed (by pid) and the result says timed_out.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <uv.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -45,6 +46,28 @@ inline std::unique_ptr<Client> client_for(const std::vector<std::string>& urls,
 inline std::unique_ptr<Client> client_for(const RedisGroup& group, const std::function<void(Options&)>& tune = {}) {
   return client_for(group.urls(), tune);
 }
+
+// AsyncBed — an AsyncClient (see config_for) on a private loop that the
+// test runs itself.
+struct AsyncBed {
+  uv_loop_t loop;
+  std::unique_ptr<AsyncClient> client;
+  explicit AsyncBed(const RedisGroup& group, const std::function<void(Options&)>& tune = {}) {
+    uv_loop_init(&loop);
+    auto made = AsyncClient::create(&loop, config_for(group.urls(), tune));
+    if (!made) throw std::runtime_error(made.error().to_string());
+    client = std::move(*made);
+  }
+  AsyncBed(const AsyncBed&) = delete;
+  AsyncBed& operator=(const AsyncBed&) = delete;
+  void run() { uv_run(&loop, UV_RUN_DEFAULT); }
+  // closed_clean: frees the client (closed by the test, its loop run to
+  // the end) and closes the loop; true when no handle was left.
+  bool closed_clean() {
+    client.reset();
+    return uv_loop_close(&loop) == 0;
+  }
+};
 
 // shell_status runs `line` with sh (output discarded) and returns its exit
 // status, -1 when it did not exit normally.

@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -222,6 +223,39 @@ TEST_CASE("operations in flight when the client closes complete with closed") {
   client->reset();  // destroying the client closes it
   uv_run(&loop, UV_RUN_DEFAULT);
   CHECK(codes == std::vector<Errc>{Errc::closed, Errc::closed, Errc::closed});
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("status and nodes complete with closed when issued after close() or in flight at it") {
+  RedisGroup group(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto client = AsyncClient::create(&loop, config_for(group.urls()));
+  REQUIRE(client.ok());
+  AsyncClient& c = **client;
+  std::vector<std::string> order;
+  auto code_of = [](const auto& r) { return r.ok() ? std::string("ok") : std::string(errc_name(r.error().code)); };
+  c.acquire("looked-at", {}, [&](Result<Lock> lock) {
+    REQUIRE(lock.ok());  // the connections are up now
+    // In flight when close() comes: their PINGs and scripts are sent.
+    c.status("looked-at", [&](Result<ResourceStatus> r) { order.push_back("status in flight: " + code_of(r)); });
+    c.nodes([&](Result<NodesReport> r) { order.push_back("nodes in flight: " + code_of(r)); });
+    c.close([&] {
+      // After the client is fully closed, too.
+      c.status("looked-at", [&](Result<ResourceStatus> r) { order.push_back("status after on_closed: " + code_of(r)); });
+    });
+    // After close(), before it is done.
+    c.status("looked-at", [&](Result<ResourceStatus> r) { order.push_back("status after close: " + code_of(r)); });
+    c.nodes([&](Result<NodesReport> r) { order.push_back("nodes after close: " + code_of(r)); });
+    CHECK(order.empty());  // never on the caller's stack
+  });
+  uv_run(&loop, UV_RUN_DEFAULT);
+  std::sort(order.begin(), order.end());
+  CHECK(order == std::vector<std::string>{"nodes after close: redlock.closed", "nodes in flight: redlock.closed",
+                                          "status after close: redlock.closed",
+                                          "status after on_closed: redlock.closed",
+                                          "status in flight: redlock.closed"});
+  client->reset();
   CHECK(uv_loop_close(&loop) == 0);
 }
 

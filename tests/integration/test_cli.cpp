@@ -306,7 +306,7 @@ TEST_CASE("cli: usage errors exit 2 and name the argument") {
     std::vector<std::string> stderr_names;  // each must appear in the message
   };
   const std::vector<Case> cases = {
-      {"no nodes", {"acquire", "job"}, {"--nodes", "REDLOCK_NODES"}},
+      {"no nodes", {"acquire", "job"}, {"--nodes", "REDLOCK_NODES", "REDLOCK_CONFIG"}},
       {"bad URL in --nodes", {"acquire", "job", "--nodes", nodes + ",redis://127.0.0.1:99999"},
        {"--nodes", "99999"}},
       {"--ttl abc", {"acquire", "job", "--nodes", nodes, "--ttl", "abc"}, {"--ttl", "\"abc\""}},
@@ -321,6 +321,11 @@ TEST_CASE("cli: usage errors exit 2 and name the argument") {
       {"unknown option", {"acquire", "job", "--nodes", nodes, "--frob"}, {"--frob"}},
       {"no subcommand", {"--nodes", nodes}, {"acquire"}},
       {"bad --token", {"acquire", "job", "--nodes", nodes, "--token", "bad token!"}, {"--token", "bad token!"}},
+      {"empty --token", {"acquire", "job", "--nodes", nodes, "--token", ""}, {"--token", "\"\" must be 1-128"}},
+      {"empty TOKEN", {"release", "job", "", "--nodes", nodes}, {"TOKEN", "\"\" must be 1-128"}},
+      {"--ttl with a bad unit", {"acquire", "job", "--nodes", nodes, "--ttl", "3x"}, {"--ttl", "unknown unit \"x\""}},
+      {"--wait past INT_MAX ms", {"acquire", "job", "--nodes", nodes, "--wait", "600h"}, {"--wait", "\"600h\"", "out of range"}},
+      {"--ttl 90s above max_ttl", {"acquire", "job", "--nodes", nodes, "--ttl", "90s"}, {"--ttl", "90s", "max_ttl"}},
       {"token too long", {"release", "job", std::string(129, 'a'), "--nodes", nodes}, {"TOKEN"}},
       {"unreadable --config", {"acquire", "job", "--config", (tmp.path / "missing.json").string()},
        {"--config", "missing.json"}},
@@ -391,7 +396,7 @@ TEST_CASE("cli: --config supplies nodes and options; with --nodes, its options a
   }
 }
 
-TEST_CASE("cli: acquire with 3 of 5 masters down exits 1 and marks them error") {
+TEST_CASE("cli: acquire with 3 of 5 masters down exits 69 (no quorum) and marks them error") {
   RedisGroup g(5);
   std::set<std::string> dead;
   for (std::size_t i = 0; i < 3; ++i) {
@@ -399,7 +404,7 @@ TEST_CASE("cli: acquire with 3 of 5 masters down exits 1 and marks them error") 
     g[i].kill();
   }
   auto r = cli(op({"acquire", "job", "--wait", "0"}, g));
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 69);
   json j = json_of(r);
   CHECK(j["acquired"] == false);
   CHECK(j["code"] == "redlock.no_quorum");
@@ -433,13 +438,128 @@ TEST_CASE("cli: a failed acquire leaves no key on the masters that said yes") {
   CHECK(g[2].keys("redlock:{rollback-*").size() == 0);
 }
 
-TEST_CASE("cli: without --no-quarantine freshly started masters do not count") {
+TEST_CASE("cli: without --no-quarantine freshly started masters do not count (69), and a wait says why") {
   RedisGroup g(3);
   auto r = cli({"acquire", "job", "--nodes", g.url_list()});
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 69);
   json j = json_of(r);
   CHECK(j["acquired"] == false);
   outcomes_are(j, "quarantined", 2);
+  CHECK(r.err.empty());  // no wait, nothing to explain: the JSON says it
+
+  // Waiting: one line on stderr says why, with the time left (about 61 s).
+  auto waited = cli({"acquire", "job", "-w", "300ms", "--nodes", g.url_list()});
+  INFO("stderr: " << waited.err);
+  CHECK(waited.exit_code == 69);
+  const std::string note = "redlock: acquire: waiting: 3 of 3 masters are in restart quarantine for another ";
+  const auto at = waited.err.find(note);
+  REQUIRE(at != std::string::npos);
+  CHECK(waited.err.find(note, at + 1) == std::string::npos);  // once
+  const long long seconds = std::stoll(waited.err.substr(at + note.size()));
+  CHECK(seconds > 30);
+  CHECK(seconds <= 61);
+  CHECK(waited.err.find(" s (see redlock nodes)\n") != std::string::npos);
+  CHECK(json_of(waited)["attempts"].get<int>() >= 2);
+}
+
+TEST_CASE("cli: acquire, extend and release tell held (1) from no quorum of reachable masters (69)") {
+  RedisGroup g(3);
+  json lock = acquire_ok(g, "job", {"--ttl", "30s"});
+  const std::string token = lock["token"];
+  // Held elsewhere / not ours: 1.
+  CHECK(cli(op({"acquire", "job"}, g)).exit_code == 1);
+  CHECK(cli(op({"extend", "job", "not-the-holder", "--ttl", "30s"}, g)).exit_code == 1);
+  auto foreign = cli(op({"release", "job", "not-the-holder"}, g));
+  CHECK(foreign.exit_code == 1);
+  CHECK(json_of(foreign)["code"] == "redlock.not_held");
+  // Every master down: 69, whatever the command.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].kill();
+  auto acquire = cli(op({"acquire", "job"}, g));
+  CHECK(acquire.exit_code == 69);
+  CHECK(json_of(acquire)["code"] == "redlock.no_quorum");
+  auto extend = cli(op({"extend", "job", token, "--ttl", "30s"}, g));
+  CHECK(extend.exit_code == 69);
+  CHECK(json_of(extend)["extended"] == false);
+  auto release = cli(op({"release", "job", token}, g));
+  CHECK(release.exit_code == 69);
+  CHECK(json_of(release)["code"] == "redlock.no_quorum");
+  CHECK(cli(op({"acquire", "job", "--human"}, g)).exit_code == 69);
+}
+
+TEST_CASE("cli: durations take units; a plain number is milliseconds") {
+  RedisGroup g(3);
+  json a = acquire_ok(g, "units", {"--ttl", "30s"});
+  CHECK(a["validity_ms"].get<long long>() > 20000);
+  CHECK(a["validity_ms"].get<long long>() <= 30000);
+  for (RedisServer* s : answered_ok(g, a)) {
+    CHECK(pttl_on(*s, "units") > 20000);
+    CHECK(pttl_on(*s, "units") <= 30000);
+  }
+  auto e = cli(op({"extend", "units", a["token"], "--ttl", "0.75m"}, g));
+  REQUIRE(e.exit_code == 0);
+  for (RedisServer* s : answered_ok(g, json_of(e))) CHECK(pttl_on(*s, "units") > 30000);
+  json plain = acquire_ok(g, "plain", {"--ttl", "1500"});
+  CHECK(plain["validity_ms"].get<long long>() <= 1500);
+  CHECK(plain["validity_ms"].get<long long>() > 500);
+}
+
+TEST_CASE("cli: REDLOCK_CONFIG names a config file; --config wins over it, and a node list over its nodes") {
+  RedisGroup g(3);
+  TempDir tmp;
+  json cfg = {{"nodes", g.urls()}, {"prefix", "envcfg:"}, {"quarantine", false}};
+  const std::string file = tmp.write("redlock.json", cfg.dump()).string();
+
+  SUBCASE("REDLOCK_CONFIG alone: its nodes and options") {
+    auto r = cli({"acquire", "job"}, {{"REDLOCK_CONFIG", file}});
+    CHECK(r.exit_code == 0);
+    CHECK(g.keys_everywhere("envcfg:{job}:lock") >= 2);
+  }
+  SUBCASE("--config wins over REDLOCK_CONFIG") {
+    json other = {{"nodes", g.urls()}, {"prefix", "flagcfg:"}, {"quarantine", false}};
+    const std::string flag_file = tmp.write("flag.json", other.dump()).string();
+    auto r = cli({"acquire", "job", "--config", flag_file}, {{"REDLOCK_CONFIG", (tmp.path / "missing.json").string()}});
+    CHECK(r.exit_code == 0);
+    CHECK(g.keys_everywhere("flagcfg:{job}:lock") >= 2);
+    CHECK(g.keys_everywhere("envcfg:*") == 0);
+  }
+  SUBCASE("REDLOCK_NODES' nodes with REDLOCK_CONFIG's options") {
+    RedisGroup other(3);
+    auto r = cli({"acquire", "job"}, {{"REDLOCK_CONFIG", file}, {"REDLOCK_NODES", other.url_list()}});
+    CHECK(r.exit_code == 0);
+    CHECK(other.keys_everywhere("envcfg:{job}:lock") >= 2);
+    CHECK(g.keys_everywhere("envcfg:*") == 0);
+  }
+  SUBCASE("a bad REDLOCK_CONFIG is a usage error naming it") {
+    auto r = cli({"acquire", "job"}, {{"REDLOCK_CONFIG", (tmp.path / "missing.json").string()}});
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("REDLOCK_CONFIG") != std::string::npos);
+    CHECK(r.err.find("missing.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: a resource or token that starts with '-' is given after \"--\" or as --resource=-NAME") {
+  RedisGroup g(3);
+  // Options before the "--": after it every word is a positional.
+  const auto dashed = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--no-quarantine", "--nodes", g.url_list()});
+    return args;
+  };
+  auto a = cli(dashed({"acquire", "--ttl", "30s", "--", "-dash"}));
+  REQUIRE(a.exit_code == 0);
+  const json j = json_of(a);
+  CHECK(j["resource"] == "-dash");
+  CHECK(holders(g, "-dash", j["token"]).size() >= 2);
+  auto st = cli(op({"status", "--json", "--resource=-dash"}, g));
+  CHECK(st.exit_code == 0);
+  CHECK(json_of(st)["token"] == j["token"]);
+  // A token of one's own that starts with "-" too.
+  auto own = cli(dashed({"acquire", "--token=-mine", "--", "-other"}));
+  REQUIRE(own.exit_code == 0);
+  auto rel = cli(dashed({"release", "--", "-other", "-mine"}));
+  CHECK(rel.exit_code == 0);
+  CHECK(json_of(rel)["released"] == true);
+  CHECK(g.keys_everywhere(key_of("-other")) == 0);
 }
 
 TEST_CASE("counter_worker: 4 workers x 25 iterations lose no increment and never overlap") {
@@ -521,4 +641,50 @@ TEST_CASE("counter_worker check: overlapping windows are found and fail the chec
   auto none = Child(worker, {"check"}).wait();
   CHECK(none.exit_code == 2);
   CHECK(none.err.find("LOGFILE is required") != std::string::npos);
+}
+
+TEST_CASE("cli: nodes --watch --json prints one JSON line per refresh until SIGTERM, then exits 0") {
+  RedisGroup g(3);
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < g.size(); ++i) addresses.push_back(g[i].address());
+  Child watch(program("REDLOCK_CLI"), op({"nodes", "--watch", "--interval", "100ms", "--json"}, g));
+  for (int refresh = 0; refresh < 3; ++refresh) {
+    const std::optional<std::string> line = watch.read_line();
+    REQUIRE_MESSAGE(line.has_value(), "refresh " << refresh << " printed no line");
+    const json j = json::parse(*line, nullptr, false);
+    REQUIRE_MESSAGE(j.is_object(), "not one JSON object: " << *line);
+    REQUIRE(j["nodes"].size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(j["nodes"][i]["address"] == addresses[i]);
+      CHECK(j["nodes"][i]["reachable"] == true);
+    }
+    CHECK(j["usable"] == 3);
+    CHECK(j["can_lock"] == true);
+  }
+  watch.signal(SIGTERM);
+  const auto r = watch.wait();
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("cli: nodes --watch ends with 0 on SIGINT, and when its reader closes stdout; tables apart by a blank line") {
+  RedisGroup g(3);
+  Child human(program("REDLOCK_CLI"), op({"nodes", "--watch", "--interval", "100ms", "--human"}, g));
+  // Not a terminal: no screen clearing; each table after a blank line.
+  REQUIRE(human.wait_for("locks can be taken\n\nEvery 100ms: redlock nodes"));
+  human.signal(SIGINT);
+  const auto r = human.wait();
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.starts_with("Every 100ms: redlock nodes    "));
+  CHECK(r.out.find("\033[") == std::string::npos);
+  CHECK(r.out.find("3 of 3 masters usable") != std::string::npos);
+
+  Child json_lines(program("REDLOCK_CLI"), op({"nodes", "--watch", "--interval", "100ms", "--json"}, g));
+  REQUIRE(json_lines.read_line().has_value());
+  json_lines.close_output();  // like `| head -1`
+  const auto closed = json_lines.wait();
+  CHECK_FALSE(closed.timed_out);
+  CHECK(closed.exit_code == 0);
 }

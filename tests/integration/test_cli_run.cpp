@@ -74,6 +74,34 @@ char state_of(pid_t pid) {
   return paren != std::string::npos && paren + 2 < content.size() ? content[paren + 2] : 0;
 }
 
+// group_stopped: every process of the group `pgid` is stopped. A member in
+// 'D' counts when another member is stopped: a shell that vfork()ed its next
+// command waits uninterruptibly for that child, and the child took the stop
+// before its exec, so the shell shows 'D', not 'T', for as long as the group
+// stays stopped (seen in CI: the check waited 3 s on a shell in 'D').
+bool group_stopped(pid_t pgid) {
+  int stopped = 0;
+  int other = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string content;
+    if (!std::getline(stat, content)) continue;  // exited meanwhile
+    const auto paren = content.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(content.substr(paren + 2));
+    char state = 0;
+    long ppid = 0;
+    long pgrp = 0;
+    fields >> state >> ppid >> pgrp;
+    if (pgrp != pgid) continue;
+    if (state == 'T') ++stopped;
+    else if (state != 'D' && state != 'Z') ++other;
+  }
+  return stopped > 0 && other == 0;
+}
+
 bool dead(pid_t pid) {
   // Gone, or a zombie nobody reaped yet (it runs no more code either way).
   const char state = state_of(pid);
@@ -491,7 +519,16 @@ TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
     std::vector<std::string> names;
   };
   const std::vector<Case> cases = {
-      {"run without --", {"run", "job", "true", "--nodes", nodes}, {"--"}},
+      {"run without --", {"run", "job", "./report.sh", "--nodes", nodes},
+       {"put the command after \"--\"", "redlock run [OPTIONS] job -- ./report.sh"}},
+      {"run without -- nor command", {"--nodes", nodes, "run", "job"}, {"give the command after \"--\""}},
+      {"--signal FOO", {"--nodes", nodes, "run", "-s", "FOO", "job", "--", "true"}, {"--signal", "\"FOO\""}},
+      {"--signal STOP", {"--nodes", nodes, "run", "--signal", "STOP", "job", "--", "true"}, {"--signal", "SIGSTOP"}},
+      {"--wait 5x", {"--nodes", nodes, "run", "-w", "5x", "job", "--", "true"}, {"--wait", "unknown unit"}},
+      {"--unavailable-exit-code -1", {"--nodes", nodes, "run", "--unavailable-exit-code", "-1", "job", "--", "true"},
+       {"--unavailable-exit-code"}},
+      {"--report in a missing directory", {"--nodes", nodes, "run", "--report", "/nonexistent-dir/r", "job", "--", "true"},
+       {"--report", "/nonexistent-dir/r"}},
       {"run with nothing after --", {"--nodes", nodes, "run", "job", "--"}, {"command"}},
       {"run without RESOURCE", {"--nodes", nodes, "run", "--", "true"}, {"RESOURCE"}},
       {"--wait and --no-wait", {"--nodes", nodes, "run", "--wait", "5", "--no-wait", "job", "--", "true"},
@@ -529,9 +566,11 @@ TEST_CASE("run, status, nodes: --help shows the options and examples") {
     CHECK(r.out.find("redlock " + cmd) != std::string::npos);
   }
   auto run_help = cli({"run", "--help"});
-  for (const char* opt : {"--ttl", "--wait", "--no-wait", "--fence", "--conflict-exit-code", "--lost-exit-code",
-                          "--kill-after", "REDLOCK_FENCE", "Exit status"})
+  for (const char* opt : {"--ttl", "-w,--wait", "-n,--no-wait", "--fence", "-E,--conflict-exit-code",
+                          "--unavailable-exit-code", "--lost-exit-code", "-s,--signal", "--kill-after", "--report",
+                          "--foreground", "REDLOCK_FENCE", "Exit status", "(69)", "125"})
     CHECK(run_help.out.find(opt) != std::string::npos);
+  CHECK(run_help.out.find("Usage: redlock run [OPTIONS] RESOURCE -- CMD [ARGS...]") != std::string::npos);
 }
 
 TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the command exits meanwhile") {
@@ -560,16 +599,17 @@ TEST_CASE("run: SIGTSTP stops the command's group with redlock; the guard kills 
   RedisGroup g(3);
   TempDir tmp;
   const auto file = tmp.path / "writes";
-  Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "100"}, "tstp", writer(file)));
+  Child run(cli_path(), run_args(g, {"--ttl", "6000", "--kill-after", "100"}, "tstp", writer(file)));
   REQUIRE(run.wait_for("pid="));
   const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
   REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
   run.signal(SIGTSTP);
   // As a shell's job: redlock and its command both stop (SIGTERM is due
-  // only kill-after + 50 ms before the deadline, at least 1.8 s away: room
-  // to see the stop on a loaded machine).
+  // only kill-after + 50 ms before the deadline, at least 3.8 s away: room
+  // to see the stop on a loaded machine — with 3 s, one CI run saw the
+  // command only once the guard had killed it).
   CHECK(eventually([&] { return state_of(run.pid()) == 'T'; }));
-  CHECK_MESSAGE(eventually([&] { return state_of(cmd.pgid) == 'T'; }),
+  CHECK_MESSAGE(eventually([&] { return group_stopped(cmd.pgid); }),
                 "the command's state: '" << state_of(cmd.pgid) << "', " << writes_in(file).size() << " writes");
   // The lease runs out; by then the guard has killed the stopped command.
   auto other = redlock::test::client_for(g);
@@ -656,4 +696,202 @@ TEST_CASE("run: a lost lease SIGKILLs a command that ignores SIGTERM before the 
   check_nothing_after(t, file, cmd.pgid);
   CHECK(r.exit_code == 3);
   CHECK(r.err.find("sent SIGKILL") != std::string::npos);
+}
+
+TEST_CASE("run: held exits with the conflict code; no quorum of reachable masters with 69 or --unavailable-exit-code") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto marker = tmp.path / "ran";
+  const std::string touch = "touch '" + marker.string() + "'";
+  REQUIRE(cli(op({"acquire", "busy", "--ttl", "30s"}, g)).exit_code == 0);
+  // Held: 1, or -E's code (cron's "skip quietly").
+  auto held = cli(run_args(g, {"-n"}, "busy", touch));
+  CHECK(held.exit_code == 1);
+  auto skip = cli(run_args(g, {"-n", "-E", "0", "--json"}, "busy", touch));
+  CHECK(skip.exit_code == 0);
+  CHECK(report_of(skip)["unavailable"] == false);
+  CHECK(report_of(skip)["code"] == "redlock.held");
+  // Every master down: not a conflict, even with -E 0.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].kill();
+  auto down = cli(run_args(g, {"-n", "-E", "0", "--json"}, "busy", touch));
+  CHECK(down.exit_code == 69);
+  const json rep = report_of(down);
+  CHECK(rep["unavailable"] == true);
+  CHECK(rep["code"] == "redlock.no_quorum");
+  CHECK(rep["exit_status"] == 69);
+  auto custom = cli(run_args(g, {"--no-wait", "--conflict-exit-code", "0", "--unavailable-exit-code", "75"}, "busy", touch));
+  CHECK(custom.exit_code == 75);
+  CHECK(custom.err.find("no quorum of usable masters") != std::string::npos);
+  // A bounded wait ends the same way (the masters stay down).
+  CHECK(cli(run_args(g, {"-w", "200ms", "-E", "0"}, "busy", touch)).exit_code == 69);
+  CHECK_FALSE(fs::exists(marker));
+}
+
+TEST_CASE("run: waiting on masters in restart quarantine says why, once") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto marker = tmp.path / "ran";
+  // Fresh masters, no --no-quarantine: they sit out about 61 s.
+  auto r = cli({"--nodes", g.url_list(), "run", "--wait", "0.5s", "fresh", "--", "touch", marker.string()});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 69);
+  CHECK_FALSE(fs::exists(marker));
+  const std::string note = "redlock: run: waiting: 3 of 3 masters are in restart quarantine for another ";
+  const auto at = r.err.find(note);
+  REQUIRE(at != std::string::npos);
+  CHECK(r.err.find(note, at + 1) == std::string::npos);
+  CHECK(r.err.find("(see redlock nodes)", at) != std::string::npos);
+  // --no-wait does not wait: no note, the failure says why.
+  auto once = cli({"--nodes", g.url_list(), "run", "-n", "fresh", "--", "true"});
+  CHECK(once.exit_code == 69);
+  CHECK(once.err.find("waiting:") == std::string::npos);
+  CHECK(once.err.find("quarantined") != std::string::npos);
+}
+
+TEST_CASE("run: --report FILE gets the JSON report (appended, one line per run), not stderr") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "runs.jsonl";
+  auto first = cli(run_args(g, {"--report", file.string()}, "reported", "echo out; echo err >&2; exit 4"));
+  CHECK(first.exit_code == 4);
+  CHECK(first.out == "out\n");
+  CHECK(first.err == "err\n");  // the command's own stderr only
+  auto second = cli(run_args(g, {"--report", file.string(), "--json"}, "reported", "true"));
+  CHECK(second.exit_code == 0);
+  CHECK(second.err.empty());
+  std::ifstream in(file);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["command"] == "run");
+  CHECK(lines[0]["resource"] == "reported");
+  CHECK(lines[0]["acquired"] == true);
+  CHECK(lines[0]["child_status"] == 4);
+  CHECK(lines[0]["exit_status"] == 4);
+  CHECK(lines[0]["released"] == true);
+  CHECK(lines[1]["exit_status"] == 0);
+  CHECK(lines[1]["token"] != lines[0]["token"]);
+  // Not acquired: reported there too.
+  REQUIRE(cli(op({"acquire", "reported", "--ttl", "30s"}, g)).exit_code == 0);
+  auto held = cli(run_args(g, {"--report", file.string(), "-n"}, "reported", "true"));
+  CHECK(held.exit_code == 1);
+  std::ifstream again(file);
+  std::string line, last;
+  int n = 0;
+  while (std::getline(again, line)) last = line, ++n;
+  CHECK(n == 3);
+  CHECK(json::parse(last)["acquired"] == false);
+  CHECK(json::parse(last)["code"] == "redlock.held");
+}
+
+TEST_CASE("run: -s/--signal picks the signal that ends the command when the lease is lost") {
+  RedisGroup g(5);
+  const std::string resource = "signal-job";
+  struct Case {
+    const char* signal;
+    const char* script;  // what the command does
+    int child_signal;    // how it ended (0: exited)
+    const char* killed;  // the report's "killed"
+  };
+  const std::vector<Case> cases = {
+      {"USR1", "trap 'echo got-usr1; exit 0' USR1 TERM", 0, "SIGUSR1"},
+      {"15", "trap 'echo got-term; exit 0' TERM", 0, "SIGTERM"},
+      // KILL at once: not SIGTERM first and SIGKILL --kill-after (900 ms) later.
+      {"KILL", "trap '' TERM", SIGKILL, "SIGKILL"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.signal);
+    Child run(cli_path(), run_args(g, {"--ttl", "3s", "--kill-after", "900ms", "-s", c.signal, "--json"}, resource,
+                                   std::string(c.script) + "; echo \"token=$REDLOCK_TOKEN\"; while :; do sleep 0.02; done"));
+    REQUIRE(run.wait_for("token="));
+    // Another owner takes the key everywhere: the next extension is refused.
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(resource), "intruder", "PX", "60000"});
+    ProcResult r = run.wait();
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"DEL", key_of(resource)});
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 3);
+    const json rep = report_of(r);
+    CHECK(rep["killed"] == c.killed);
+    if (c.child_signal == 0) {
+      CHECK(rep["child_status"] == 0);
+      CHECK(r.out.find(std::string("got-") + (c.signal == std::string("USR1") ? "usr1" : "term")) != std::string::npos);
+    } else {
+      CHECK(rep["child_signal"] == c.child_signal);
+    }
+  }
+}
+
+TEST_CASE("run: a failed final release is reported on stderr and in the report, and exits 125") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  const auto file = tmp.path / "report.jsonl";
+  const std::string resource = "unreleased";
+  // The command holds until the test has taken DEL away from the masters'
+  // default user (the one redlock uses): the release script is then refused.
+  Child run(cli_path(), run_args(g, {"--ttl", "30s", "--report", file.string()}, resource,
+                                 "echo \"token=$REDLOCK_TOKEN\"; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  REQUIRE(run.wait_for("token="));
+  const std::string token = line_after(run.out_so_far(), "token=");
+  for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(g[i].command({"ACL", "SETUSER", "default", "-del"}).str == "OK");
+  std::ofstream(go.string()) << "go";
+  ProcResult r = run.wait();
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"ACL", "SETUSER", "default", "+del"});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 125);  // the command succeeded; its lock was not released
+  CHECK(r.err.find("the lock on \"unreleased\" was not released") != std::string::npos);
+  CHECK(r.err.find("exit status 125") != std::string::npos);
+  std::ifstream in(file);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  const json rep = json::parse(line);
+  CHECK(rep["child_status"] == 0);
+  CHECK(rep["released"] == false);
+  REQUIRE(rep["release_error"].is_string());
+  CHECK(rep["release_error"].get<std::string>().find("released on 0 of 3") != std::string::npos);
+  CHECK(rep["exit_status"] == 125);
+  CHECK(holding(g, resource, token) >= 2);  // the key really stayed
+
+  // A command that failed keeps its own status; the release failure is still said.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"DEL", key_of(resource)});
+  std::filesystem::remove(go);
+  Child failing(cli_path(), run_args(g, {"--ttl", "30s", "--json"}, resource,
+                                     "echo ready; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done; exit 7"));
+  REQUIRE(failing.wait_for("ready"));
+  for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(g[i].command({"ACL", "SETUSER", "default", "-del"}).str == "OK");
+  std::ofstream(go.string()) << "go";
+  ProcResult f = failing.wait();
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"ACL", "SETUSER", "default", "+del"});
+  CHECK(f.exit_code == 7);
+  CHECK(f.err.find("was not released") != std::string::npos);
+  CHECK(report_of(f)["released"] == false);
+  CHECK(report_of(f)["release_error"].is_string());
+}
+
+TEST_CASE("run: --foreground makes the command's group the terminal's foreground group") {
+  // script(1) (util-linux's bsdutils, essential in Debian) gives redlock a
+  // pseudo-terminal whose foreground group it is.
+  REQUIRE_MESSAGE(fs::exists("/usr/bin/script"), "script(1) not installed (apt-get install bsdutils)");
+  RedisGroup g(3);
+  // The command prints its process group and the terminal's foreground group (/proc/PID/stat fields 5 and 8).
+  const std::string probe = "set -- $(cat /proc/$$/stat); echo \"pgrp=$5 tpgid=$8\"";
+  auto line_for = [&](const std::vector<std::string>& opts) {
+    std::string cmd = "'" + cli_path() + "' --no-quarantine --nodes " + g.url_list() + " run";
+    for (const auto& o : opts) cmd += " " + o;
+    cmd += " fg-job -- sh -c '" + probe + "'";
+    ProcResult r = Child("/usr/bin/script", {"-qec", cmd, "/dev/null"}).wait();
+    INFO("script stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    return line_after(r.out, "pgrp=");
+  };
+  // {pgrp, tpgid} from "pgrp=N tpgid=M".
+  auto groups = [](const std::string& text) {
+    const auto t = text.find("tpgid=");
+    REQUIRE(t != std::string::npos);
+    return std::pair<long long, long long>{std::stoll(text), std::stoll(text.substr(t + 6))};
+  };
+  const auto fg = groups(line_for({"--foreground"}));
+  CHECK(fg.first == fg.second);  // CMD's group has the terminal
+  const auto bg = groups(line_for({}));
+  CHECK(bg.first != bg.second);  // without --foreground redlock's group keeps it
 }

@@ -7,6 +7,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
+#include <latch>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -147,8 +150,8 @@ TEST_CASE("destroying a lease releases it; with the masters gone the destructor 
   {
     auto dropped = std::move(*lease);
   }  // destructor: release with no master answering
-  // Bounded by node_timeout + release_settle + 250 ms; allow for a slow
-  // (sanitized) build, never for a hang.
+  // Bounded by the release's retries (600 ms with these options); allow
+  // for a slow (sanitized) build, never for a hang.
   CHECK(Clock::now() - before < 2000ms);
   for (std::size_t i = 0; i < group.size(); ++i) group[i].resume();
 }
@@ -362,4 +365,373 @@ TEST_CASE("a holder paused (SIGSTOP) past its validity writes with its old fence
   const auto now = store.read();
   CHECK(now.highest == next->fence());
   CHECK(writer.quit() == 0);
+}
+
+// ---- misuse on the loop thread (issue 15) --------------------------------------------
+
+namespace {
+
+// connected_clients reads INFO clients of one master.
+long long connected_clients(const RedisServer& server) {
+  const std::string info = server.command({"INFO", "clients"}).str;
+  const std::size_t at = info.find("connected_clients:");
+  return at == std::string::npos ? -1 : std::atoll(info.c_str() + at + 18);
+}
+
+// drop_everywhere deletes a lease's key on every master: its next extension
+// is refused for good, and it is lost.
+void drop_everywhere(RedisGroup& group, const std::string& resource) {
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].command({"DEL", "redlock:{" + resource + "}:lock"});
+}
+
+}  // namespace
+
+TEST_CASE("destroying the Client inside on_lost neither throws nor deadlocks: the loop thread shuts down by itself") {
+  RedisGroup group(3);
+  const long long before = connected_clients(group[0]);
+  std::unique_ptr<Client> client = client_for(group);
+  std::atomic<bool> destroyed{false};
+  LeaseOptions opts{.ttl = short_ttl};
+  opts.on_lost = [&](const Error&) {
+    client.reset();  // on the client's own loop thread
+    destroyed = true;
+  };
+  auto lease = client->lock("doomed", opts);
+  REQUIRE(lease.ok());
+  drop_everywhere(group, "doomed");
+  REQUIRE(eventually([&] { return destroyed.load(); }, 3000ms));
+  CHECK(client == nullptr);
+  REQUIRE(lease->lost().has_value());
+  CHECK(lease->stop_token().stop_requested());
+  // The detached loop thread closed every connection (and its loop: the
+  // asserts of this build check that no handle was left on it).
+  CHECK(eventually([&] { return connected_clients(group[0]) <= before; }, 3000ms));
+  auto r = lease->release();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::closed);
+}
+
+TEST_CASE("a blocking Client call on the client's loop thread fails at once with invalid_argument, and the client lives on") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  std::mutex mu;
+  std::vector<Error> refusals;
+  std::atomic<bool> told{false};
+  LeaseOptions opts{.ttl = short_ttl};
+  opts.on_lost = [&](const Error&) {
+    std::vector<Error> seen;
+    auto keep = [&](auto r) {
+      if (!r.ok()) seen.push_back(r.error());
+    };
+    keep(client->try_acquire("elsewhere"));
+    keep(client->acquire("elsewhere", {.wait = 1000ms}));
+    keep(client->lock("elsewhere"));
+    keep(client->release("elsewhere", "some-token"));
+    keep(client->status("elsewhere"));
+    keep(client->nodes());
+    keep(client->acquire_many({"a", "b"}));
+    auto future = client->acquire_async("elsewhere");
+    // Ready at once: waiting for it here must not block the loop.
+    if (future.wait_for(0s) == std::future_status::ready) keep(future.get());
+    std::lock_guard<std::mutex> lock(mu);
+    refusals = std::move(seen);
+    told = true;
+  };
+  auto lease = client->lock("watched", opts);
+  REQUIRE(lease.ok());
+  drop_everywhere(group, "watched");
+  REQUIRE(eventually([&] { return told.load(); }, 3000ms));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(refusals.size() == 8);
+    for (const Error& e : refusals) {
+      CHECK(e.code == Errc::invalid_argument);
+      CHECK(e.message.find("loop thread") != std::string::npos);
+    }
+  }
+  CHECK(lease->lost().has_value());
+  // Nothing was started by the refused calls, and the client still works.
+  auto after = client->try_acquire("elsewhere");
+  CHECK(after.ok());
+}
+
+// ---- reentrancy (issue 15) ------------------------------------------------------------
+
+TEST_CASE("threads of one reentrant owner calling lock() at once all join the one lease being taken") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto other = client_for(group);
+  // Someone else holds it for a moment: the owner's first lock() waits, and
+  // the owner's other threads come while it is still taking it.
+  auto blocker = other->acquire("pooled", {.ttl = 2000ms});
+  REQUIRE(blocker.ok());
+  constexpr int threads = 6;
+  const LeaseOptions opts{.ttl = 2000ms, .wait = 5000ms, .reentrant = true, .owner = "job-42"};
+  std::vector<std::optional<Result<Lease>>> leases(threads);
+  std::vector<std::thread> workers;
+  std::latch started(threads);
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back([&, i] {
+      started.count_down();
+      leases[i].emplace(client->lock("pooled", opts));
+    });
+  }
+  // Every worker is at its lock() (the first ones already waiting behind
+  // the blocker); whoever comes later joins the lease by plain re-entry.
+  started.wait();
+  REQUIRE(other->release(*blocker).ok());
+  for (auto& t : workers) t.join();
+  std::string token;
+  for (auto& l : leases) {
+    REQUIRE(l.has_value());
+    REQUIRE_MESSAGE(l->ok(), l->error().to_string());
+    if (token.empty()) token = (*l)->token();
+    CHECK((*l)->token() == token);
+  }
+  CHECK((*leases[0])->holds() == threads);
+  CHECK_FALSE(other->try_acquire("pooled").ok());
+  for (int i = 0; i < threads - 1; ++i) {
+    auto r = (*leases[i])->release();
+    REQUIRE(r.ok());
+    CHECK_FALSE(r->released);
+  }
+  auto last = (*leases[threads - 1])->release();
+  REQUIRE(last.ok());
+  CHECK(last->released);
+  CHECK(other->try_acquire("pooled").ok());
+}
+
+TEST_CASE("a reentrant inner lock() that asks for more than the held lease gives is refused, never given less") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  const LeaseOptions outer{.ttl = 2000ms, .reentrant = true, .owner = "request-7"};
+  auto held = client->lock("account", outer);
+  REQUIRE(held.ok());
+
+  auto refused = [&](LeaseOptions inner, const std::string& says) {
+    auto r = client->lock("account", inner);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::invalid_argument);
+    CHECK_MESSAGE(r.error().message.find(says) != std::string::npos, r.error().message);
+    CHECK(held->holds() == 1);
+  };
+  LeaseOptions fenced = outer;
+  fenced.fence = true;
+  refused(fenced, "fencing token");
+  LeaseOptions longer = outer;
+  longer.ttl = 5000ms;
+  refused(longer, "ttl of 5000 ms");
+  LeaseOptions defaulted = outer;
+  defaulted.ttl = 0ms;  // Options::default_ttl, 10 s
+  refused(defaulted, "ttl of 10000 ms");
+  LeaseOptions told = outer;
+  told.on_lost = [](const Error&) {};
+  refused(told, "on_lost");
+
+  // Asking for less is fine: a shorter ttl, no extension.
+  LeaseOptions shorter = outer;
+  shorter.ttl = 1000ms;
+  shorter.auto_extend = false;
+  auto inner = client->lock("account", shorter);
+  REQUIRE(inner.ok());
+  CHECK(inner->token() == held->token());
+  CHECK(held->holds() == 2);
+  REQUIRE(inner->release().ok());
+
+  // An unextended lease cannot give extension; a fenced one gives its fence.
+  const LeaseOptions still{.ttl = 2000ms, .auto_extend = false, .fence = true, .reentrant = true, .owner = "o2"};
+  auto quiet = client->lock("ledger", still);
+  REQUIRE(quiet.ok());
+  CHECK(quiet->fence() > 0);
+  LeaseOptions extended = still;
+  extended.auto_extend = true;
+  auto no = client->lock("ledger", extended);
+  REQUIRE_FALSE(no.ok());
+  CHECK(no.error().message.find("auto_extend") != std::string::npos);
+  auto yes = client->lock("ledger", still);
+  REQUIRE(yes.ok());
+  CHECK(yes->fence() == quiet->fence());
+}
+
+// ---- fences at the edge of their range (issue 15) -----------------------------------
+
+TEST_CASE("fences are exact up to 2^53 and a counter at or beyond it is refused, never rounded") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  constexpr std::uint64_t two53 = std::uint64_t{1} << 53;
+  const std::string counter = "redlock:{edge}:fence";
+  auto set_counter = [&](const std::string& value) {
+    for (std::size_t i = 0; i < group.size(); ++i) REQUIRE(group[i].command({"SET", counter, value}).str == "OK");
+  };
+  auto fenced = [&] { return client->acquire("edge", {.fence = true}); };
+
+  for (const std::uint64_t start : {two53 - 3, two53 - 2, two53 - 1}) {
+    set_counter(std::to_string(start));
+    auto lock = fenced();
+    REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+    CHECK(lock->fence == start + 1);  // exact: 2^53 - 2, 2^53 - 1, 2^53
+    for (std::size_t i = 0; i < group.size(); ++i) CHECK(group[i].command({"GET", counter}).str == std::to_string(start + 1));
+    REQUIRE(client->release(*lock).ok());
+  }
+
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  for (const std::string& beyond : {std::to_string(two53), std::to_string(two53 + 1), std::to_string(max - 1),
+                                   std::to_string(max), std::string("1e300"), std::string("12.5")}) {
+    set_counter(beyond);
+    auto lock = fenced();
+    REQUIRE_FALSE(lock.ok());
+    CHECK(lock.error().code == Errc::no_quorum);
+    CHECK_MESSAGE(lock.error().message.find("2^53") != std::string::npos, lock.error().message);
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      CHECK(group[i].command({"GET", counter}).str == beyond);                  // untouched
+      CHECK(group[i].command({"EXISTS", "redlock:{edge}:lock"}).integer == 0);  // nothing left held
+    }
+  }
+
+  // One master out of range is one error: the other two still decide, and
+  // their counters give the fence.
+  set_counter("41");
+  group[2].command({"SET", counter, std::to_string(max - 1)});
+  auto lock = fenced();
+  REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+  CHECK(lock->fence == 42);
+}
+
+// ---- AsyncClient leases ------------------------------------------------------------
+
+namespace {
+
+// ExtensionCounter calls `then` (on the loop) at the `n`-th lease extension.
+struct ExtensionCounter final : Observer {
+  int n = 0;
+  std::function<void()> then;
+  void on_lease(const LeaseEvent& e) override {
+    if (e.kind == LeaseEvent::Kind::extended && --n == 0 && then) then();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("AsyncClient::lock: a lease extended on the loop, held against others, released with its result later") {
+  RedisGroup group(3);
+  auto other = client_for(group);
+  auto counter = std::make_shared<ExtensionCounter>();
+  counter->n = 3;
+  AsyncBed bed(group, [&](Options& o) { o.observer = counter; });
+  AsyncClient& c = *bed.client;
+  std::optional<AsyncLease> lease;
+  bool called_back = false, released = false;
+  c.lock("async-lease", {.ttl = 300ms}, [&](Result<AsyncLease> r) {
+    REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+    lease.emplace(std::move(*r));
+    called_back = true;
+    CHECK(lease->valid());
+    CHECK(lease->resource() == "async-lease");
+  });
+  CHECK_FALSE(called_back);  // never on the caller's stack
+  // At the third extension (well past the 300 ms TTL): still ours.
+  bool on_stack = true;
+  counter->then = [&] {
+    CHECK(lease->extensions() == 3);
+    CHECK(lease->valid());
+    CHECK_FALSE(other->try_acquire("async-lease").ok());
+    lease->release([&](Result<ReleaseResult> r) {
+      CHECK_FALSE(on_stack);
+      REQUIRE(r.ok());
+      released = r->released;
+      CHECK(lease->empty());
+      c.close();
+    });
+    on_stack = false;
+  };
+  bed.run();
+  CHECK(called_back);
+  CHECK(released);
+  CHECK(other->try_acquire("async-lease").ok());
+  CHECK(bed.closed_clean());
+}
+
+TEST_CASE("AsyncClient::lock: on_lost on the loop when a majority is gone; a lease destroyed is released") {
+  RedisGroup group(3);
+  AsyncBed bed(group);
+  AsyncClient& c = *bed.client;
+  std::optional<AsyncLease> lease;
+  std::optional<Error> lost;
+  std::optional<Result<Lock>> again;
+  LeaseOptions opts{.ttl = 300ms};
+  opts.on_lost = [&](const Error& e) {
+    lost = e;
+    CHECK(lease->stop_token().stop_requested());
+    CHECK(lease->lost().has_value());
+    group[0].resume();
+    group[1].resume();
+    // Destroying an AsyncLease starts its release: the same resource is
+    // free for a new acquire at once (a lost lease's keys may still be
+    // there until their TTL: the new acquire waits for them).
+    lease.reset();
+    c.acquire("lost-lease", {.ttl = 1000ms, .wait = 2000ms}, [&](Result<Lock> r) {
+      again = std::move(r);
+      c.close();
+    });
+  };
+  c.lock("lost-lease", std::move(opts), [&](Result<AsyncLease> r) {
+    REQUIRE(r.ok());
+    lease.emplace(std::move(*r));
+    group[0].pause();
+    group[1].pause();
+  });
+  bed.run();
+  REQUIRE(lost.has_value());
+  CHECK(lost->code == Errc::lost);
+  REQUIRE(again.has_value());
+  CHECK(again->ok());
+  CHECK(bed.closed_clean());
+}
+
+TEST_CASE("AsyncClient::lock: reentrant and bad options are refused on a later turn; an empty lease releases nothing") {
+  RedisGroup group(3);
+  AsyncBed bed(group);
+  AsyncClient& c = *bed.client;
+  std::vector<std::string> said;
+  auto record = [&](Result<AsyncLease> r) { said.push_back(r.ok() ? "ok" : r.error().to_string()); };
+  c.lock("r", {.reentrant = true}, record);
+  c.lock("r", {.extend_at = 1.5}, record);
+  CHECK(said.empty());
+  AsyncLease empty;
+  std::optional<Errc> empty_code;
+  empty.release([&](Result<ReleaseResult> r) { empty_code = r.ok() ? Errc::internal : r.error().code; });
+  CHECK(empty_code == Errc::not_held);
+  c.close();
+  c.lock("r", {}, record);  // after close
+  bed.run();
+  REQUIRE(said.size() == 3);
+  INFO(said[0] << " | " << said[1] << " | " << said[2]);
+  CHECK(said[0].find("redlock.invalid_argument") != std::string::npos);
+  CHECK(said[0].find("reentrant") != std::string::npos);
+  CHECK(said[1].find("extend_at") != std::string::npos);
+  CHECK(said[2].find("redlock.closed") != std::string::npos);
+  CHECK(bed.closed_clean());
+}
+
+TEST_CASE("AsyncClient::lock: a lease held when the client closes is lost, and its release reports closed") {
+  RedisGroup group(3);
+  AsyncBed bed(group);
+  AsyncClient& c = *bed.client;
+  std::optional<AsyncLease> lease;
+  std::optional<Error> lost;
+  std::optional<Errc> release_code;
+  LeaseOptions opts{.ttl = 5000ms};
+  opts.on_lost = [&](const Error& e) { lost = e; };
+  c.lock("closing", std::move(opts), [&](Result<AsyncLease> r) {
+    REQUIRE(r.ok());
+    lease.emplace(std::move(*r));
+    c.close([&] {
+      lease->release([&](Result<ReleaseResult> rel) { release_code = rel.ok() ? Errc::internal : rel.error().code; });
+    });
+  });
+  bed.run();
+  REQUIRE(lost.has_value());
+  CHECK(lost->message.find("client was closed") != std::string::npos);
+  CHECK(release_code == Errc::closed);
+  CHECK(bed.closed_clean());
 }

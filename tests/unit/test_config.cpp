@@ -432,7 +432,7 @@ TEST_CASE("parse_config_json: every documented key is applied") {
     "drift_factor": 0.02, "min_validity_ms": 3, "node_timeout_ms": 40,
     "connect_timeout_ms": 150, "reconnect_min_ms": 10, "reconnect_max_ms": 500,
     "retry_delay_ms": 30, "retry_jitter_ms": 0, "release_settle_ms": 7, "stall_timeout_ms": 800,
-    "max_pending": 1024, "quarantine": false, "node_outcomes": true,
+    "release_retries": 4, "max_pending": 1024, "quarantine": false, "node_outcomes": true,
     "wake_ups": false, "wake_jitter_ms": 5, "wake_safety_net_ms": 250})");
   REQUIRE_MESSAGE(config.ok(), config.error().message);
   REQUIRE(config->nodes.size() == 3);
@@ -447,6 +447,7 @@ TEST_CASE("parse_config_json: every documented key is applied") {
   CHECK(o.drift_factor == doctest::Approx(0.02));
   CHECK(o.min_validity == 3ms);
   CHECK(o.release_settle == 7ms);
+  CHECK(o.release_retries == 4);
   CHECK(o.node_timeout == 40ms);
   CHECK(o.connect_timeout == 150ms);
   CHECK(o.reconnect_min == 10ms);
@@ -500,7 +501,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, release_retries, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
         R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify, user, password_file))");
 }
 
@@ -822,6 +823,22 @@ TEST_CASE("validate_config: retry_delay, retry_jitter and min_validity must not 
   o = Options{};
   o.wake_safety_net = 0ms;
   CHECK(validation_failure(o) == "wake_safety_net_ms: 0: must be > 0");
+}
+
+TEST_CASE("release_retries is a count from 0 to 10, in a config file and in Options") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("release_retries": 11)"))) ==
+        "release_retries: 11: must be from 0 to 10");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("release_retries": -1)"))) ==
+        "release_retries: -1: must be from 0 to 10");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("release_retries": "2")"))).find("release_retries") !=
+        std::string::npos);
+  const auto zero = parse_config_json(json_with_nodes(R"("release_retries": 0)"));
+  REQUIRE(zero.ok());
+  CHECK(zero->options.release_retries == 0);
+  Options o;
+  CHECK(o.release_retries == 2);
+  o.release_retries = 11;
+  CHECK(validation_failure(o) == "release_retries: 11: must be from 0 to 10");
 }
 
 TEST_CASE("validate_config: zero retry_delay, retry_jitter and min_validity are allowed") {

@@ -42,6 +42,16 @@ struct Bed {
   }
   // run drives the loop until every operation and timer is done.
   int run() { return redlock::test::run_and_close(&loop); }
+  // fenced_acquire runs one fenced acquire (one attempt) to its result.
+  Result<Lock> fenced_acquire() {
+    std::optional<Result<Lock>> got;
+    AcquireOptions opts;
+    opts.fence = true;
+    engine->acquire("fenced", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+    CHECK(run() == 0);
+    REQUIRE(got.has_value());
+    return std::move(*got);
+  }
 };
 
 Response by_node(std::size_t node, std::initializer_list<std::size_t> ok_nodes, Response other) {
@@ -392,6 +402,73 @@ TEST_CASE("release waits up to release_settle for stragglers, and no longer") {
   }
 }
 
+TEST_CASE("a release that may leave its value on a majority is sent again, to the unsure nodes only") {
+  // Node 0 releases at once; nodes 1-4 fail `fail_rounds` times, then release.
+  auto bed_failing = [](int fail_rounds) {
+    auto tries = std::make_shared<std::vector<int>>(5, 0);
+    return std::make_unique<Bed>(5, [tries, fail_rounds](std::size_t node, const Call&) {
+      if (node == 0 || (*tries)[node]++ >= fail_rounds) return redlock::test::int_reply(1);
+      return redlock::test::failed("connection reset by peer");
+    });
+  };
+  auto sends_to = [](const FakeTransport& fake, std::size_t node) {
+    return std::count_if(fake.sent.begin(), fake.sent.end(), [node](const auto& s) { return s.node == node; });
+  };
+  auto release = [](Bed& bed) {
+    std::optional<Result<ReleaseResult>> got;
+    bed.engine->release("r", "tok", [&](Result<ReleaseResult> r) { got.emplace(std::move(r)); });
+    CHECK(bed.run() == 0);
+    REQUIRE(got.has_value());
+    REQUIRE(got->ok());
+    return std::move(got->value());
+  };
+  SUBCASE("one failed round: the second frees the lock, and counts every node") {
+    auto bed = bed_failing(1);
+    const ReleaseResult r = release(*bed);
+    CHECK(r.released);
+    CHECK(r.released_nodes == 5);
+    CHECK(sends_to(*bed->fake, 0) == 1);  // it confirmed: never asked again
+    for (std::size_t i = 1; i < 5; ++i) CHECK(sends_to(*bed->fake, i) == 2);
+    // Every round announces the release (a waiter may watch any master).
+    for (const auto& s : bed->fake->sent) CHECK(s.call.arg2 == "redlock:{r}:released");
+  }
+  SUBCASE("nodes that keep failing: release_retries more rounds, then the nodes' reasons") {
+    auto bed = bed_failing(100);
+    bed->options.release_retries = 2;
+    const ReleaseResult r = release(*bed);
+    CHECK_FALSE(r.released);
+    CHECK(r.released_nodes == 1);
+    for (std::size_t i = 1; i < 5; ++i) CHECK(sends_to(*bed->fake, i) == 3);
+    CHECK(r.nodes[0].outcome == Outcome::ok);
+    CHECK(r.nodes[3].outcome == Outcome::error);
+    CHECK(r.nodes[3].error.find("connection reset by peer") != std::string::npos);
+  }
+  SUBCASE("release_retries = 0: one round") {
+    auto bed = bed_failing(1);
+    bed->options.release_retries = 0;
+    const ReleaseResult r = release(*bed);
+    CHECK_FALSE(r.released);
+    CHECK(bed->fake->sent.size() == 5);
+  }
+  SUBCASE("a majority confirmed: the unsure minority is not asked again (the lock is free)") {
+    Bed bed(5, [](std::size_t node, const Call&) {
+      return node < 3 ? redlock::test::int_reply(1) : redlock::test::failed("connection reset by peer");
+    });
+    const ReleaseResult r = release(bed);
+    CHECK(r.released);
+    CHECK(r.released_nodes == 3);
+    CHECK(bed.fake->sent.size() == 5);
+  }
+  SUBCASE("our value gone from a majority (expired): not released, and not retried") {
+    Bed bed(5, [](std::size_t node, const Call&) {
+      return node < 3 ? redlock::test::int_reply(0) : redlock::test::failed("connection reset by peer");
+    });
+    const ReleaseResult r = release(bed);
+    CHECK_FALSE(r.released);
+    CHECK(bed.fake->sent.size() == 5);
+  }
+}
+
 TEST_CASE("bad arguments are reported on the loop with invalid_argument naming the problem") {
   Bed bed(3, [](std::size_t, const Call&) { return redlock::test::ok_reply(); });
   std::vector<std::string> messages;
@@ -457,14 +534,9 @@ TEST_CASE("a fenced acquire: F is the highest counter read + 1, granted after a 
     if (call.command == CommandId::fence_raise) return redlock::test::int_reply(node <= 2 ? 1 : 0);
     return redlock::test::int_reply(1);
   });
-  std::optional<Result<Lock>> got;
-  AcquireOptions opts;
-  opts.fence = true;
-  bed.engine->acquire("fenced", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
-  CHECK(bed.run() == 0);
-  REQUIRE(got.has_value());
-  REQUIRE(got->ok());
-  CHECK(got->value().fence == 13);
+  const Result<Lock> got = bed.fenced_acquire();
+  REQUIRE(got.ok());
+  CHECK(got.value().fence == 13);
   CHECK(bed.fake->count(CommandId::set_nx) == 0);  // a fenced acquire always runs the script
   CHECK(bed.fake->count(CommandId::fenced_acquire) == 5);
   CHECK(bed.fake->count(CommandId::fence_raise) == 5);
@@ -480,16 +552,33 @@ TEST_CASE("a fenced acquire whose phase 2 misses the majority fails like any att
     if (call.command == CommandId::fence_raise) return redlock::test::int_reply(node == 0 ? 1 : 0);
     return redlock::test::int_reply(1);
   });
-  std::optional<Result<Lock>> got;
-  AcquireOptions opts;
-  opts.fence = true;
-  bed.engine->acquire("fenced", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
-  CHECK(bed.run() == 0);
-  REQUIRE(got.has_value());
-  REQUIRE_FALSE(got->ok());
-  CHECK(got->error().code == Errc::no_quorum);
-  CHECK(got->error().message.find("fence 5 not confirmed by a majority 1/3") != std::string::npos);
+  const Result<Lock> got = bed.fenced_acquire();
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().code == Errc::no_quorum);
+  CHECK(got.error().message.find("fence 5 not confirmed by a majority 1/3") != std::string::npos);
   CHECK(bed.fake->count(CommandId::release) == 3);  // the attempt is rolled back
+}
+
+TEST_CASE("fences stop at 2^53: the last exact one is granted, a counter at 2^53 is refused and rolled back") {
+  constexpr long long two53 = 1LL << 53;
+  for (const long long counter : {two53 - 1, two53, two53 + 1}) {
+    CAPTURE(counter);
+    Bed bed(3, [counter](std::size_t, const Call& call) {
+      if (call.command == CommandId::fenced_acquire) return redlock::test::array_reply({1, counter});
+      return redlock::test::int_reply(1);
+    });
+    const Result<Lock> got = bed.fenced_acquire();
+    if (counter < two53) {
+      REQUIRE(got.ok());
+      CHECK(got.value().fence == static_cast<std::uint64_t>(two53));
+      continue;
+    }
+    REQUIRE_FALSE(got.ok());
+    CHECK(got.error().code == Errc::no_quorum);
+    CHECK(got.error().message.find("at or above 2^53") != std::string::npos);
+    CHECK(bed.fake->count(CommandId::fence_raise) == 0);  // no rounded fence is ever sent
+    CHECK(bed.fake->count(CommandId::release) == 3);      // the attempt is rolled back
+  }
 }
 
 TEST_CASE("an extend keeps the lock's fence") {
@@ -587,7 +676,9 @@ TEST_CASE("a crowd's waiter reacts to one notification per failed attempt, howev
   REQUIRE(got.has_value());
   REQUIRE_FALSE(got->ok());
   CHECK(got->error().code == Errc::held);
-  CHECK(notifications > 300);
+  // Many notifications per attempt (about 600 on an idle machine; fewer
+  // when the loop is starved, so the bound is relative, not a count).
+  CHECK(notifications > 10 * got->error().attempts);
   CHECK(got->error().attempts <= 8);
   MESSAGE(got->error().attempts << " attempts under " << notifications << " notifications");
 }

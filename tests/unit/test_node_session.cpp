@@ -175,9 +175,9 @@ TEST_CASE("a failed handshake fails the waiting commands and writes nothing more
   CHECK(bed.wires.live == nullptr);  // dropped
   REQUIRE(bed.sink.events.size() == 1);
   CHECK(bed.sink.events[0].kind == EventKind::failed);
-  CHECK(bed.sink.events[0].text == "connection setup (AUTH/SELECT/SCRIPT LOAD) failed: WRONGPASS invalid username-password pair");
+  CHECK(bed.sink.events[0].text == "AUTH failed: WRONGPASS invalid username-password pair");
   CHECK(bed.count("SET") == 0);
-  CHECK(bed.session->state() == NodeSession::State::disconnected);
+  CHECK(bed.session->state() == NodeSession::State::backing_off);
   CHECK_FALSE(bed.send(CommandId::set_nx));
   CHECK(bed.last_why == bed.sink.events[0].text);
 }
@@ -235,7 +235,7 @@ TEST_CASE("reconnect backs off exponentially to the cap, with jitter from the Ru
   const long long expected[] = {100, 200, 400, 400};
   for (int i = 0; i < 4; ++i) {
     bed.wire().lose("connection refused");
-    CHECK(bed.session->state() == NodeSession::State::disconnected);
+    CHECK(bed.session->state() == NodeSession::State::backing_off);
     CHECK_FALSE(bed.send(CommandId::set_nx));
     CHECK(bed.last_why == "connection refused");
     bed.runtime.advance(milliseconds{expected[i] - 1});

@@ -304,7 +304,7 @@ TEST_CASE("a resolver that never answers costs the session its connect deadline,
   auto session = std::make_unique<NodeSession>(runtime, factory, tcp("hangs.test", 6379), options, shas.data(),
                                                [&] { closed = true; });
   session->start();
-  REQUIRE(l.run_until([&] { return session->state() == NodeSession::State::disconnected && resolver.calls == 1 &&
+  REQUIRE(l.run_until([&] { return session->state() == NodeSession::State::backing_off && resolver.calls == 1 &&
                                    resolver.cancelled == 1; }));
   CHECK(session->last_error() == "connect timeout after 60 ms, waiting for the name hangs.test to resolve");
   session->close();

@@ -39,6 +39,31 @@ TEST_CASE("parse_inspect: held, free, no expiry, tokens with spaces, and garbage
   }
 }
 
+TEST_CASE("parse_inspect: a key of another type is wrong_type, naming the key and its type") {
+  NodeHolding lock;
+  REQUIRE(parse_inspect("wrongtype list redlock:{r}:lock", lock));
+  CHECK(lock.state == NodeHolding::State::wrong_type);
+  CHECK(lock.error == "WRONGTYPE: the key redlock:{r}:lock holds a list, not a lock");
+  CHECK(std::string(redlock::state_name(lock.state)) == "wrong_type");
+
+  NodeHolding fence;  // a resource name may hold spaces: the key comes last
+  REQUIRE(parse_inspect("wrongtype hash redlock:{a b}:fence", fence));
+  CHECK(fence.state == NodeHolding::State::wrong_type);
+  CHECK(fence.error == "WRONGTYPE: the key redlock:{a b}:fence holds a hash, not a fence counter");
+
+  NodeHolding untyped;  // the user may not run TYPE
+  REQUIRE(parse_inspect("wrongtype unknown redlock:{r}:lock", untyped));
+  CHECK(untyped.state == NodeHolding::State::wrong_type);
+  CHECK(untyped.error == "WRONGTYPE: the key redlock:{r}:lock holds a value of another type, not a lock");
+
+  for (const char* bad : {"wrongtype", "wrongtype list", "wrongtype  key", "wrongtype list "}) {
+    CAPTURE(bad);
+    NodeHolding b;
+    CHECK_FALSE(parse_inspect(bad, b));
+    CHECK(b.state == NodeHolding::State::unreachable);
+  }
+}
+
 namespace {
 
 NodeHolding held(const std::string& token, long long ttl, bool quarantined = false) {

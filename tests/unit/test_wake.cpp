@@ -32,6 +32,13 @@ struct Bed {
     REQUIRE(wires.live != nullptr);
     return *wires.live;
   }
+  // up: the current connection's transport comes up and its first writes go out.
+  FakeWire& up() {
+    FakeWire& w = wire();
+    w.connected();
+    w.flush();
+    return w;
+  }
 };
 
 const std::string anchor = "redlock:wake-anchor";
@@ -43,9 +50,7 @@ TEST_CASE("a watch subscribes, is confirmed, and a message wakes the watchers") 
   WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
   Listener first, second;
   CHECK(hub.watch("ch", &first) == WatchState::pending);
-  FakeWire& w = bed.wire();
-  w.connected();
-  w.flush();
+  FakeWire& w = bed.up();
   REQUIRE(w.sent.size() == 2);
   CHECK(w.sent[0] == Command{"SUBSCRIBE", anchor});
   CHECK(w.sent[1] == Command{"SUBSCRIBE", "ch"});
@@ -64,9 +69,7 @@ TEST_CASE("a watch subscribes, is confirmed, and a message wakes the watchers") 
   CHECK(bed.wires.live == nullptr);
   bed.runtime.advance(bed.options.reconnect_min);
   REQUIRE(bed.wires.connects == 2);
-  FakeWire& again = bed.wire();
-  again.connected();
-  again.flush();
+  FakeWire& again = bed.up();
   REQUIRE(again.sent.size() == 1);
   CHECK(again.sent[0] == Command{"SUBSCRIBE", anchor, "ch"});
   again.answer(strings({"subscribe", anchor, "1"}));
@@ -97,9 +100,7 @@ TEST_CASE("a subscriber whose AUTH fails drops the connection and tries again la
   WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
   Listener l;
   CHECK(hub.watch("ch", &l) == WatchState::pending);
-  FakeWire& w = bed.wire();
-  w.connected();
-  w.flush();
+  FakeWire& w = bed.up();
   CHECK(w.sent[0] == Command{"AUTH", "wrong"});
   w.answer(error("WRONGPASS invalid username-password pair"));
   CHECK(bed.wires.live == nullptr);
@@ -120,5 +121,43 @@ TEST_CASE("a connect that never completes is abandoned after connect_timeout") {
   bed.runtime.advance(bed.options.connect_timeout);
   CHECK(bed.wires.live == nullptr);
   CHECK(bed.wires.connects == 1);
+  hub.close({});
+}
+
+TEST_CASE("a subscriber is ready only once the server confirms its SUBSCRIBE: a silent master costs the connect deadline") {
+  Bed bed;
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener l;
+  hub.watch("ch", &l);
+  FakeWire& w = bed.up();  // the transport is up; the server never answers
+  bed.runtime.advance(bed.options.connect_timeout - milliseconds{1});
+  CHECK(bed.wires.live == &w);
+  bed.runtime.advance(milliseconds{1});
+  CHECK(bed.wires.live == nullptr);
+  CHECK(l.wakes.empty());
+
+  // The next connection is confirmed: no deadline runs any more, and the
+  // watcher hears it was subscribed.
+  bed.runtime.advance(bed.options.reconnect_min);
+  REQUIRE(bed.wires.connects == 2);
+  FakeWire& again = bed.up();
+  again.answer(strings({"subscribe", anchor, "1"}));
+  again.answer(strings({"subscribe", "ch", "2"}));
+  CHECK(l.wakes == std::vector{WakeListener::Why::resubscribed});
+  bed.runtime.advance(bed.options.connect_timeout * 3);
+  CHECK(bed.wires.live == &again);
+  CHECK(bed.wires.connects == 2);
+  hub.close({});
+}
+
+TEST_CASE("a SUBSCRIBE the server refuses drops the subscriber's connection") {
+  Bed bed;
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener l;
+  hub.watch("ch", &l);
+  FakeWire& w = bed.up();
+  w.answer(error("NOPERM this user has no permissions to access the 'redlock:wake-anchor' channel"));
+  CHECK(bed.wires.live == nullptr);
+  CHECK(l.wakes.empty());
   hub.close({});
 }

@@ -56,8 +56,11 @@ class FaultProxyProcess {
 
   // stop asks the proxy to exit (SIGTERM) and waits up to grace for it; it
   // is killed after that. Returns the exit status, or 128 + signal number.
-  // A clean exit is 0 (under ASan, a leak makes it non-zero).
-  int stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  // A clean exit is 0 (under ASan, a leak makes it non-zero). The grace is
+  // long because an ASan build's exit (the leak check) on two cores shared
+  // with other sanitized tests once took more than 5 s; a proxy that exits
+  // returns at once.
+  int stop(std::chrono::milliseconds grace = std::chrono::seconds(30));
   void kill();  // SIGKILL + waitpid; no-op when not running
 
  private:
