@@ -41,6 +41,33 @@ ReplyView view_of(const WireReply& r) {
   return v;
 }
 
+// view_for is the reply to p as the round reads it. An acquire sent as
+// `SET … NX PX ttl GET` (Redis 7 and later: see set_get_) answers nil when it
+// set the key and the old value when another holds it; the round reads the
+// plain form's +OK and nil, so the two are mapped here, where the form sent
+// is known per command and never guessed from the reply. A key of another
+// type answers WRONGTYPE in either form of GET, and stays an error.
+ReplyView view_for(bool set_get, const WireReply& r) {
+  ReplyView v = view_of(r);
+  if (!set_get) return v;
+  if (v.type == ReplyView::Type::nil) {
+    v.type = ReplyView::Type::status;
+    v.str = "OK";
+  } else if (v.type == ReplyView::Type::string) {
+    v.type = ReplyView::Type::nil;  // held: the old value is another's
+    v.str = {};
+  }
+  return v;
+}
+
+// major_version is the leading number of a redis_version ("7.0.15" → 7),
+// 0 when there is none.
+int major_version(std::string_view version) {
+  int major = 0;
+  const auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+  return ec == std::errc{} && end != version.data() ? major : 0;
+}
+
 std::string info_field(std::string_view info, std::string_view name) {
   std::size_t at = 0;
   while ((at = info.find(name, at)) != std::string_view::npos) {
@@ -166,6 +193,7 @@ bool NodeSession::queue_call(const Call& call, bool as_eval) {
     argv_.push_back("PING");
   } else if (call.command == CommandId::set_nx) {
     argv_.insert(argv_.end(), {"SET", call.key, call.arg1, "NX", "PX", call.arg2});
+    if (set_get_) argv_.push_back("GET");
   } else {
     const std::size_t id = static_cast<std::size_t>(call.command);
     const std::size_t keys = 1 + call.more_keys.size();
@@ -216,6 +244,7 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
   }
   Pending p;
   p.written = write_now;
+  p.set_get = write_now && sends_get(call);
   p.sink = sink;
   p.slot = slot;
   p.call = &call;
@@ -267,7 +296,7 @@ void NodeSession::on_reply(const WireReply& reply) {
     } else if (check) {
       // Hold the answer back until the vote check behind it has answered.
       HeldReply& h = held_.emplace_back();
-      h.view = view_of(reply);
+      h.view = view_for(p.set_get, reply);
       h.text.assign(h.view.str);
       h.quarantined = quarantined(now);
       h.sink = p.sink;
@@ -289,7 +318,7 @@ void NodeSession::deliver(const Pending& p, const WireReply& reply, clock::time_
   NodeEvent ev;
   ev.rtt = duration_cast<microseconds>(now - p.sent);
   ev.kind = EventKind::reply;
-  ev.reply = view_of(reply);
+  ev.reply = view_for(p.set_get, reply);
   ev.server = server_;
   ev.quarantined = quarantined(now);
   if (ev.quarantined) ev.text = quarantine_text_;
@@ -309,6 +338,8 @@ void NodeSession::fail(const Pending& p, std::string_view why, clock::time_point
 void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   const std::string_view info = reply.str;
   version_ = info_field(info, "redis_version");
+  // SET's GET option goes with NX from Redis 7.0 on (6.2: a syntax error).
+  set_get_ = major_version(version_) >= 7;
   run_id_ = info_field(info, "run_id");
   server_ = run_id_.empty() ? 0 : std::hash<std::string>{}(run_id_) | 1;  // never 0
   const std::string uptime = info_field(info, "uptime_in_seconds");
@@ -461,8 +492,9 @@ void NodeSession::become_ready() {
     if (!queue_call(*p.call, false)) {
       p.written = false;
       ++unwritten_;
-    } else if (is_acquire(p.call->command) && !sabotage().no_data_check) {
-      check_owed_ = true;
+    } else {
+      p.set_get = sends_get(*p.call);
+      if (is_acquire(p.call->command) && !sabotage().no_data_check) check_owed_ = true;
     }
     pending_.push_back(p);
   }

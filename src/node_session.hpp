@@ -100,6 +100,7 @@ class NodeSession final : private ConnectionOwner {
     bool timed_out = false;
     bool retried = false;  // already re-sent as EVAL after NOSCRIPT
     bool written = true;   // false: accepted before the handshake completed
+    bool set_get = false;  // written as SET … NX PX ttl GET (see view_for)
     ReplySink* sink = nullptr;
     std::size_t slot = 0;
     const Call* call = nullptr;
@@ -180,6 +181,11 @@ class NodeSession final : private ConnectionOwner {
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
   std::vector<HeldReply> held_;
   std::string version_, run_id_;
+  // The master takes `SET key value NX PX ttl GET` (Redis 7 or later, from
+  // INFO at the handshake): an acquire's plain SET is sent so, and a key of
+  // another type answers WRONGTYPE on the first attempt, not nil ("held").
+  bool set_get_ = false;
+  bool sends_get(const Call& call) const noexcept { return set_get_ && call.command == CommandId::set_nx; }
   std::uint64_t server_ = 0;       // hash of run_id_ (NodeEvent::server)
   long long info_uptime_s_ = -1;   // uptime_in_seconds of the last INFO server
   clock::time_point info_at_{};    // when that reply came

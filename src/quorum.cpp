@@ -95,6 +95,9 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
   if (r.type == ReplyView::Type::error) {
     out.outcome = Outcome::error;
     out.error = std::string(r.str);
+    // Another program keeps a list, hash… under the lock key's name (our
+    // own commands only ever write strings there).
+    if (r.str.starts_with("WRONGTYPE")) out.error += " (the lock key is not a lock: `redlock status` names its type)";
     return;
   }
   if (command == CommandId::fenced_acquire) {

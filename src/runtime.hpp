@@ -28,7 +28,8 @@ class Timer {
  public:
   virtual ~Timer() = default;
   // start (re)arms the timer to fire once after `delay` (0: on the next loop
-  // turn); a pending start is replaced.
+  // turn), never before `delay` has passed on Clock; a pending start is
+  // replaced.
   virtual void start(std::chrono::milliseconds delay) = 0;
   virtual void stop() = 0;
   virtual bool active() const = 0;

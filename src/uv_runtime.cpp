@@ -25,19 +25,34 @@ class UvTimer final : public Timer {
     uv_close(reinterpret_cast<uv_handle_t*>(handle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
   }
 
+  // A uv timer counts from the loop's cached time: the start of this loop
+  // turn, in whole ms of a coarse clock. Under load that is many ms ago, and
+  // the timer fires before `delay` has passed on the steady clock that the
+  // engine's deadlines use (a waiter's "last attempt at the deadline" came
+  // early and was followed by one more). So the due time is kept, and a
+  // fire before it re-arms for the rest.
   void start(std::chrono::milliseconds delay) override {
-    const auto ms = static_cast<std::uint64_t>(std::max<long long>(delay.count(), 0));
-    uv_timer_start(handle_, on_fire, ms, 0);
+    delay = std::max(delay, std::chrono::milliseconds{0});
+    due_ = Clock::now() + delay;
+    uv_timer_start(handle_, on_fire, static_cast<std::uint64_t>(delay.count()), 0);
   }
   void stop() override { uv_timer_stop(handle_); }
   bool active() const override { return uv_is_active(reinterpret_cast<const uv_handle_t*>(handle_)) != 0; }
 
  private:
   static void on_fire(uv_timer_t* h) {
-    if (auto* self = static_cast<UvTimer*>(h->data)) self->fire_();
+    auto* self = static_cast<UvTimer*>(h->data);
+    if (self == nullptr) return;
+    if (const TimePoint now = Clock::now(); now < self->due_) {
+      const auto rest = std::chrono::ceil<std::chrono::milliseconds>(self->due_ - now);
+      uv_timer_start(h, on_fire, static_cast<std::uint64_t>(rest.count()), 0);
+      return;
+    }
+    self->fire_();
   }
 
   uv_timer_t* handle_ = new uv_timer_t;
+  TimePoint due_{};
   std::function<void()> fire_;
 };
 

@@ -1,7 +1,8 @@
 // test_reports.cpp — errors say what happened (issue 15), against real
 // masters: a release whose DEL ran is reported released even when its
 // PUBLISH is refused; `status` shows a master whose lock key is of
-// another type as wrong_type, not unreachable.
+// another type as wrong_type, not unreachable; an acquire says WRONGTYPE on
+// its first attempt, not "held by another token".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -113,4 +114,51 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   REQUIRE(blind.ok());
   CHECK(blind->nodes[0].state == NodeHolding::State::wrong_type);
   CHECK(blind->nodes[0].error == "WRONGTYPE: the key redlock:{typed}:lock holds a value of another type, not a lock");
+}
+
+TEST_CASE("an acquire on a lock key of another type says WRONGTYPE from its first attempt") {
+  RedisGroup group(3);
+  for (std::size_t i = 0; i < group.size(); ++i) a_list_at(group, i, "typed");
+  auto client = client_for(group, [](Options& o) { o.node_outcomes = true; });
+  // Every master runs Redis 7 or later here: the acquire goes out as
+  // `SET … NX PX ttl GET`, whose answer tells a list from another holder.
+  REQUIRE(group[0].command({"INFO", "server"}).str.find("redis_version:7") != std::string::npos);
+  auto lock = client->acquire("typed", {.ttl = 10000ms});
+  REQUIRE_FALSE(lock.ok());
+  const Error& e = lock.error();
+  CHECK(e.attempts == 1);
+  REQUIRE(e.nodes.size() == 3);
+  // Decided once a majority could no longer say yes: the last may be pending.
+  int wrongtype = 0;
+  for (const NodeOutcome& n : e.nodes) {
+    CHECK(n.outcome != Outcome::held);
+    if (n.outcome != Outcome::error) continue;
+    CHECK(n.error.starts_with("WRONGTYPE"));
+    CHECK(n.error.find("redlock status") != std::string::npos);
+    ++wrongtype;
+  }
+  CHECK(wrongtype >= 2);
+  CHECK(e.message.find("held by another") == std::string::npos);
+  CHECK(e.message.find("WRONGTYPE") != std::string::npos);
+
+  // One master in three with a list: the lock is taken on the other two.
+  // Each outcome is the one its master gave, or pending when the round was
+  // decided before that answer.
+  RedisGroup mixed(3);
+  a_list_at(mixed, 2, "typed");
+  const auto tune = [](Options& o) { o.node_outcomes = true; };
+  auto taken = client_for(mixed, tune)->acquire("typed", {.ttl = 10000ms});
+  REQUIRE_MESSAGE(taken.ok(), taken.error().to_string());
+  const auto is = [](const NodeOutcome& n, Outcome o) { return n.outcome == o || n.outcome == Outcome::pending; };
+  CHECK(is(taken->nodes[0], Outcome::ok));
+  CHECK(is(taken->nodes[1], Outcome::ok));
+  CHECK(is(taken->nodes[2], Outcome::error));
+  // A second client, while it is held: "held", as before (the GET form
+  // answers the holder's value, read as another's).
+  auto second = client_for(mixed, tune)->acquire("typed", {.ttl = 10000ms});
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == Errc::held);
+  CHECK(is(second.error().nodes[0], Outcome::held));
+  CHECK(is(second.error().nodes[1], Outcome::held));
+  CHECK(is(second.error().nodes[2], Outcome::error));
 }

@@ -359,3 +359,49 @@ TEST_CASE("close gives up after connect_timeout + node_timeout") {
   bed.runtime.advance(milliseconds{0});
   CHECK(bed.closed == 1);
 }
+
+TEST_CASE("an acquire's SET carries GET on Redis 7 and later; its answer reads as the plain form's") {
+  for (const bool seven : {true, false}) {
+    CAPTURE(seven);
+    Bed bed;
+    bed.info = std::string("redis_version:") + (seven ? "7.2.4" : "6.2.14") + "\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\n";
+    bed.start();
+    REQUIRE(bed.send(CommandId::set_nx, "queued", 0));  // written only after the handshake
+    bed.wire().connected();
+    bed.marker = "e1";
+    // Answers as a master of that version would: with GET, nil when it set
+    // the key, the old value when another holds it; without, +OK and nil.
+    bed.script = [seven](const Command& c) -> std::optional<Reply> {
+      if (c[0] != "SET") return integer(1);
+      const bool taken = c[1] == "taken";
+      if (seven) return taken ? bulk("another") : nil();
+      return taken ? nil() : status();
+    };
+    bed.serve();
+    REQUIRE(bed.session->state() == NodeSession::State::ready);
+    REQUIRE(bed.send(CommandId::set_nx, "taken", 1));
+    REQUIRE(bed.send(CommandId::set_nx, "fresh", 2));
+    bed.serve();
+    std::size_t sets = 0;
+    for (const Command& c : bed.wires.log) {
+      if (c[0] != "SET") continue;
+      ++sets;
+      const Command plain{"SET", c[1], "v", "NX", "PX", "1000"};
+      Command with_get = plain;
+      with_get.push_back("GET");
+      CHECK(c == (seven ? with_get : plain));
+    }
+    CHECK(sets == 3);
+    REQUIRE(bed.sink.events.size() == 3);
+    for (const Event& e : bed.sink.events) {
+      CAPTURE(e.slot);
+      CHECK(e.kind == EventKind::reply);
+      if (e.slot == 1) {
+        CHECK(e.type == WireReply::Type::nil);  // held, in either form
+      } else {
+        CHECK(e.type == WireReply::Type::status);  // set
+        CHECK(e.str == "OK");
+      }
+    }
+  }
+}
