@@ -328,6 +328,20 @@ std::vector<Scenario> build() {
        .about = "SIGSTOP clients for 1.5 x TTL at random moments (mid-round, waiting, holding)",
        .greedy = true,
        .nemesis = [](int d, std::mt19937&) { return client_pauses(d, 1000); }});
+  add({.name = "crowd-64",
+       .about = "64 waiters (8 processes of 8 client threads) on one lock, holding 1-5 ms: a master killed and "
+                "restarted with its data, two paused for half the TTL, client processes paused",
+       .appendfsync_always = true,
+       .workers = 8,
+       .threads = 8,
+       .hold_ms = "1:5",
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan = kill_and_restart({0}, d);
+         pause_for(plan, {1, 2}, at(d, 0.45), 500);
+         for (Action& a : client_pauses(d, 1000)) plan.push_back(std::move(a));
+         return plan;
+       },
+       .min_seconds = 6});
   add({.name = "soak",
        .about = "random mix of kills, wiped restarts, pauses (<= 2 masters at once) and client pauses",
        .appendfsync_always = true,
