@@ -231,6 +231,7 @@ CheckResult check(const CheckInput& in) {
   for (const auto& e : in.events) {
     if (e.type == EventType::invoke) ++r.attempts;
     if (e.type == EventType::fail) ++r.failures;
+    if (e.type == EventType::lost) ++r.leases_lost;
     if (e.type == EventType::ok) {
       ++r.acquisitions;
       latencies.push_back(e.latency_us);
@@ -258,6 +259,7 @@ nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool e
   j["scenario"] = scenario;
   j["attempts"] = r.attempts;
   j["acquisitions"] = r.acquisitions;
+  j["leases_lost"] = r.leases_lost;
   j["failures"] = r.failures;
   j["success_rate"] = r.success_rate;
   j["p50_us"] = r.p50_us;

@@ -68,6 +68,7 @@ struct CheckResult {
   std::int64_t expected_final = 0;    // what the counter should hold according to the history
   bool final_mismatch = false;        // final_value was read and differs from expected_final
   std::size_t leaked_keys = 0;
+  std::size_t leases_lost = 0;        // lost events: a watchdog gave a lease up
   std::int64_t max_recovery_ms = 0;   // max over faults; -1 when any fault was never followed by an ok
   std::size_t unrecovered_faults = 0;
   std::vector<Recovery> recoveries;   // one per fault, in time order

@@ -23,13 +23,14 @@ constexpr const char* type_name(EventType t) {
     case EventType::write: return "write";
     case EventType::release: return "release";
     case EventType::fault: return "fault";
+    case EventType::lost: return "lost";
   }
   return "?";
 }
 
 bool type_from_name(std::string_view s, EventType& out) {
   for (auto t : {EventType::invoke, EventType::ok, EventType::fail, EventType::write, EventType::release,
-                 EventType::fault}) {
+                 EventType::fault, EventType::lost}) {
     if (s == type_name(t)) {
       out = t;
       return true;
@@ -153,6 +154,7 @@ std::string to_json_line(const Event& e) {
         o["wrote"] = e.wrote;
         break;
       case EventType::release: o["released"] = e.released; break;
+      case EventType::lost: o["error"] = e.error; break;
       default: break;
     }
   }

@@ -18,6 +18,8 @@
 //        (t is the moment of the write)
 //   {"type":"release","client":3, "t":…, "resource":"r", "released":true}
 //        t is taken just before the release is sent: the hold window ends there
+//   {"type":"lost",   "client":3, "t":…, "resource":"r", "error":"…"}
+//        a lease's watchdog gave it up (its on_lost ran); leases scenarios
 // The runner adds its own file of fault intervals:
 //   {"type":"fault", "t":…, "end":…, "what":"pause node 2"}
 #pragma once
@@ -28,7 +30,7 @@
 
 namespace redlock::chaos {
 
-enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault };
+enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault, lost };
 
 struct Event {
   EventType type = EventType::invoke;
@@ -39,7 +41,7 @@ struct Event {
   std::int64_t deadline = 0;  // ok: validity deadline, ns; fault: end, ns
   std::int64_t latency_us = 0;
   std::string code;           // fail
-  std::string error;          // fail; fault: what
+  std::string error;          // fail, lost; fault: what
   std::vector<std::string> outcomes;  // fail
   std::int64_t read = 0;      // write
   std::int64_t wrote = 0;     // write

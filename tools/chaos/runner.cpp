@@ -224,6 +224,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     if (sc.quarantine) args.push_back("--quarantine");
     if (sc.polling) args.push_back("--polling");
     if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
+    if (sc.leases > 0) args.insert(args.end(), {"--leases", std::to_string(sc.leases)});
     std::vector<std::pair<std::string, std::string>> env;
     if (!sc.sabotage.empty()) env.emplace_back("REDLOCK_SABOTAGE", sc.sabotage);
     if (sc.worker_clock_rate != 1.0) {
@@ -295,7 +296,10 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const bool ran = exits.killed == 0 && exits.failed == 0 && slow_failures == 0 &&
                    (sc.expect == Expect::violation || result.acquisitions > 0) &&
                    (!sc.majority_down || outage_failures > 0);
-  const bool passed = ran && (sc.expect == Expect::safe ? !violation : violation);
+  // A leases scenario: every lease taken, none lost (a majority stayed healthy).
+  const auto leases_wanted = static_cast<std::size_t>(sc.leases) * static_cast<std::size_t>(sc.workers);
+  const bool leases_kept = sc.leases == 0 || (result.acquisitions == leases_wanted && result.leases_lost == 0);
+  const bool passed = ran && leases_kept && (sc.expect == Expect::safe ? !violation : violation);
 
   json j = to_json(result, sc.name, sc.expect == Expect::violation, {});
   j["about"] = sc.about;
@@ -306,6 +310,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   j["workers_killed"] = exits.killed;
   j["workers_failed"] = exits.failed;
   if (!sc.sabotage.empty()) j["sabotage"] = sc.sabotage;
+  if (sc.leases > 0) j["leases_wanted"] = leases_wanted;
   if (sc.majority_down) {
     j["successes_during_majority_outage"] = outage_successes;
     j["failures_during_majority_outage"] = outage_failures;
@@ -354,6 +359,10 @@ int main(int argc, char** argv) {
                 j.value("stale_writes", std::size_t{0}), j.value("leaked_keys", std::size_t{0}),
                 100.0 * j.value("success_rate", 0.0), j.value("p99_us", 0LL) / 1000.0,
                 static_cast<long long>(j.value("max_recovery_ms", -1LL)), j.value("passed", false) ? "PASS" : "FAIL");
+    if (j.contains("leases_wanted")) {
+      std::printf("%-22s leases taken %zu of %zu, lost %zu\n", "", j.value("acquisitions", std::size_t{0}),
+                  j.value("leases_wanted", std::size_t{0}), j.value("leases_lost", std::size_t{0}));
+    }
     std::fflush(stdout);
     all.push_back(j);
   }

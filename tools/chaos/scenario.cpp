@@ -342,6 +342,18 @@ std::vector<Scenario> build() {
          return plan;
        },
        .min_seconds = 6});
+  add({.name = "many-leases",
+       .about = "six processes hold 200 leases each (TTL 2 s, extended by their watchdogs) for the run: a master "
+                "killed and restarted with its data, then two paused for a third of the TTL; no lease may be lost",
+       .appendfsync_always = true,
+       .ttl_ms = 2000,
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan = kill_and_restart({0}, d);
+         pause_for(plan, {1, 2}, at(d, 0.75), 600);
+         return plan;
+       },
+       .min_seconds = 6,
+       .leases = 200});
   add({.name = "soak",
        .about = "random mix of kills, wiped restarts, pauses (<= 2 masters at once) and client pauses",
        .appendfsync_always = true,

@@ -73,6 +73,11 @@ struct Scenario {
   // while: no acquisition may succeed then, and failures must come back
   // within wait + node timeout.
   bool majority_down = false;
+  // leases: each worker holds this many leases (Client::lock, TTL ttl_ms)
+  // on resources of its own for the whole run instead of the counter loop;
+  // it passes only if no lease is lost (the faults leave a majority
+  // healthy) and every lease was taken.
+  int leases = 0;
 };
 
 // all_scenarios lists every scenario, in a stable order.

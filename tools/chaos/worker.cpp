@@ -8,9 +8,13 @@
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
 //                [--greedy] [--quarantine] [--polling] [--threads T] [--rest-ms A:B]
-//                [--stall-timeout MS]
+//                [--stall-timeout MS] [--leases M]
 // With --threads T the process runs T clients (ids N*100 + 0..T-1) on one
 // shared, thread-safe redlock::Client, each with its own counter connection.
+// With --leases M it instead takes M leases (Client::lock, TTL --ttl, kept
+// extended by their watchdogs) on resources of its own, R-N-0 … R-N-(M-1),
+// holds them to the run's end and releases them; an "ok" per lease taken, a
+// "lost" for each whose on_lost runs, a "release" per lease at the end.
 // Exit 0 after the run; 2 on bad arguments or an unusable config.
 #include <hiredis/hiredis.h>
 
@@ -42,6 +46,7 @@ struct Args {
   long ttl = 1000, wait = 2000, max_ttl = 2000, node_timeout = 50, hold_min = 1, hold_max = 10;
   long rest_min = 0, rest_max = 5;  // pause after a release, so others get their turn
   long stall_timeout = 0;           // 0: max(the library's default, 4 node timeouts)
+  long leases = 0;                  // > 0: hold this many leases instead of the counter loop
   bool greedy = false, quarantine = false, polling = false;
 };
 
@@ -85,6 +90,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--max-ttl") a.max_ttl = number("--max-ttl", v);
     else if (k == "--node-timeout") a.node_timeout = number("--node-timeout", v);
     else if (k == "--stall-timeout") a.stall_timeout = number("--stall-timeout", v);
+    else if (k == "--leases") a.leases = number("--leases", v);
     else if (k == "--hold-ms") range("--hold-ms", v, a.hold_min, a.hold_max);
     else if (k == "--rest-ms") range("--rest-ms", v, a.rest_min, a.rest_max);
     else usage("unknown option " + k);
@@ -200,6 +206,60 @@ void run_client(const Args& a, int id, Client& client, History& history) {
   }
 }
 
+// hold_leases takes a.leases leases, keeps them (their watchdogs extend them
+// on the client's loop) until the run's end, then releases them.
+void hold_leases(const Args& a, int id, Client& client, History& history) {
+  std::vector<Lease> leases;
+  leases.reserve(static_cast<std::size_t>(a.leases));
+  for (long i = 0; i < a.leases && monotonic_ns() < a.until_ns; ++i) {
+    const std::string resource = a.resource + "-" + std::to_string(id) + "-" + std::to_string(i);
+    Event invoke = base(EventType::invoke, a, id);
+    invoke.resource = resource;
+    history.add(invoke);
+    LeaseOptions opts;
+    opts.ttl = milliseconds{a.ttl};
+    opts.wait = milliseconds{a.wait};
+    // Runs on the client's loop: one line to the history, nothing more.
+    opts.on_lost = [&history, id, resource](const Error& why) {
+      Event lost;
+      lost.type = EventType::lost;
+      lost.client = id;
+      lost.t = monotonic_ns();
+      lost.resource = resource;
+      lost.error = why.to_string();
+      history.add(lost);
+    };
+    auto lease = client.lock(resource, std::move(opts));
+    const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
+    if (!lease) {
+      Event fail = base(EventType::fail, a, id);
+      fail.resource = resource;
+      fail.latency_us = latency_us;
+      fail.code = std::string(errc_name(lease.error().code));
+      fail.error = lease.error().message;
+      history.add(fail);
+      continue;
+    }
+    Event ok = base(EventType::ok, a, id);
+    ok.resource = resource;
+    ok.token = lease->token();
+    ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(lease->deadline().time_since_epoch())
+                      .count();
+    ok.latency_us = latency_us;
+    history.add(ok);
+    leases.push_back(std::move(*lease));
+  }
+  const auto until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(a.until_ns));
+  std::this_thread::sleep_until(until);  // the run's end: nothing to await but the clock
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    Event rel = base(EventType::release, a, id);
+    rel.resource = a.resource + "-" + std::to_string(id) + "-" + std::to_string(i);
+    auto released = leases[i].release();
+    rel.released = released && released->released;
+    history.add(rel);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,6 +279,10 @@ int main(int argc, char** argv) {
   auto client = Client::create(config);
   if (!client) usage(client.error().to_string());
   History history(a.history);
+  if (a.leases > 0) {
+    hold_leases(a, a.client, **client, history);
+    return 0;
+  }
   if (a.threads <= 1) {
     run_client(a, a.client, **client, history);
     return 0;

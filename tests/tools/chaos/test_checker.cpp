@@ -286,7 +286,9 @@ TEST_CASE("parse_history round-trips every event type and skips empty lines") {
   fl.code = "redlock.no_quorum";
   fl.error = "no quorum 2/5: \"x\"\n";
   fl.outcomes = {"ok", "timeout", "held"};
-  std::vector<Event> in{invoke(3, 0), f, fl, write(3, 4, 41, 42), release(3, 5), fault(6, 7, "pause node 2")};
+  Event lost = ev(EventType::lost, 3, 8);
+  lost.error = "redlock.lost: extension refused";
+  std::vector<Event> in{invoke(3, 0), f, fl, write(3, 4, 41, 42), release(3, 5), fault(6, 7, "pause node 2"), lost};
   std::string text;
   for (const auto& e : in) text += to_json_line(e) + "\n\n";
   text += "  \r\n";
@@ -312,6 +314,20 @@ TEST_CASE("parse_history round-trips every event type and skips empty lines") {
   Event bad = fl;
   bad.error = "\xff\xfe";  // invalid UTF-8 from a server must not throw
   CHECK_NOTHROW(to_json_line(bad));
+}
+
+TEST_CASE("lost leases are counted, apart from the safety verdict") {
+  CheckInput in;
+  Event lost = ev(EventType::lost, 1, 50);
+  lost.error = "redlock.lost: extension refused";
+  in.events = {invoke(1, 0), ok(1, 1, 1000), lost, release(1, 60)};
+  in.run_start = ms(0);
+  in.run_end = ms(100);
+  const CheckResult r = check(in);
+  CHECK(r.leases_lost == 1);
+  CHECK(r.acquisitions == 1);
+  CHECK_FALSE(violation(r));  // a lost lease is liveness: the scenario's own criterion
+  CHECK(to_json(r, "many-leases", false, {})["leases_lost"] == 1);
 }
 
 TEST_CASE("parse_history names the malformed line") {
