@@ -5,6 +5,8 @@
 //
 //   redlock_bench --nodes URL,... --scenario latency|throughput|handoff|memory
 //                 [--seconds S] [--concurrency C] [--samples FILE] [--locks N]
+//   redlock_bench --nodes URL,... --scenario handoff-crowd --events FILE
+//                 [--waiters W] [--resource NAME] [--gate FIFO] [--seconds S]
 //   (redlock_bench --help)
 //
 // Everything runs on ONE uv loop of this thread with redlock::AsyncClient, so
@@ -45,18 +47,35 @@
 //              bytes_per_lock = delta / locks held. Samples: per-acquire
 //              latency; ops/seconds: the acquisition phase. Then all are
 //              released, 256 in flight.
+//   handoff-crowd  one process of a crowd (scripts/bench.sh starts several):
+//              W waiters (--waiters, default 1), each an acquire with wait =
+//              30 s on the shared --resource through this process's one
+//              AsyncClient; whoever gets it holds it uniform 1–5 ms, releases
+//              and waits again, for S seconds; then the waits still going
+//              are cancelled (AcquireOptions::cancel) and the holders release.
+//              Every acquisition goes to --events FILE (bench/CONTRACT.md) on
+//              steady_clock (CLOCK_MONOTONIC, shared by the processes);
+//              bench_crowd_merge turns the files of all processes into
+//              handoffs. With --gate FIFO the process writes "ready PID" to
+//              FIFO after its warm-up and starts only when a line "go" comes
+//              on stdin, so that the crowd starts together and no warm-up
+//              command falls inside the runner's command count. Its own
+//              JSON line: ops = its acquisitions, p*_us = its waits.
 //
 // Exit: 0 with the JSON line; 1 if the masters are unreachable or the run
 // failed (message on stderr); 2 on a usage error.
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -83,6 +102,8 @@ Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
                     double seconds, std::vector<long long>& samples);
 Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,
                    std::vector<long long>& samples);
+Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
+                          double seconds, const std::string& events_path, std::vector<long long>& samples);
 
 [[noreturn]] void die(int code, const std::string& message) {
   std::fprintf(stderr, "redlock_bench: %s\n", message.c_str());
@@ -93,9 +114,11 @@ namespace {
 
 struct Args {
   std::string nodes, scenario, samples_path, tls_ca;
+  std::string events_path, resource = "bench-handoff-crowd", gate;
   double seconds = 3;
   long concurrency = 64;
   long locks = 100000;
+  int waiters = 1;
 };
 
 long long nearest_rank(const std::vector<long long>& sorted, double p) {
@@ -143,7 +166,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--scenario", a.scenario, "What to measure")
       ->type_name("NAME")
       ->required()
-      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory"}));
+      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory", "handoff-crowd"}));
   app.add_option("--seconds", a.seconds, "Measure this long")
       ->type_name("S")
       ->check(bench::run_seconds(0.001, 1e9, false))
@@ -158,13 +181,48 @@ Args parse_args(int argc, char** argv) {
       ->type_name("N")
       ->check(CLI::Range(1L, 1'000'000'000L))
       ->capture_default_str();
+  app.add_option("--waiters", a.waiters, "handoff-crowd: waiters in this process")
+      ->type_name("W")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--events", a.events_path, "handoff-crowd: write every acquisition here")->type_name("FILE");
+  app.add_option("--resource", a.resource, "handoff-crowd: the resource the crowd shares")
+      ->type_name("NAME")
+      ->capture_default_str();
+  app.add_option("--gate", a.gate, "handoff-crowd: after the warm-up write \"ready PID\" here, then wait for \"go\" on stdin")
+      ->type_name("FIFO");
   try {
     app.parse(argc, argv);
+    if (a.scenario == "handoff-crowd" && a.events_path.empty())
+      throw CLI::RequiredError("--events is required by --scenario handoff-crowd", CLI::ExitCodes::RequiredError);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0) std::fputs("redlock_bench: ", stderr);
     std::exit(app.exit(e) == 0 ? 0 : 2);
   }
   return a;
+}
+
+// pass_gate: tell the runner we are warmed up (one line to the FIFO, atomic
+// among the crowd's writers), then block until it says "go" on stdin.
+void pass_gate(const std::string& fifo) {
+  const int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) die(1, "--gate " + fifo + ": " + std::strerror(errno));
+  const std::string line = "ready " + std::to_string(getpid()) + "\n";
+  const bool wrote = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  close(fd);
+  if (!wrote) die(1, "--gate " + fifo + ": cannot write");
+  std::string got;
+  char c = 0;
+  while (got != "go") {
+    const ssize_t n = read(0, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) die(1, "--gate: stdin ended before \"go\"");
+    if (c == '\n') {
+      if (got != "go") die(1, "--gate: expected \"go\" on stdin, got \"" + got + "\"");
+      break;
+    }
+    got += c;
+  }
 }
 
 bool is_loopback(const redlock::NodeAddress& n) {
@@ -209,6 +267,7 @@ int main(int argc, char** argv) {
       die(1, why);
     }
   }
+  if (!args.gate.empty()) pass_gate(args.gate);
 
   std::vector<long long> samples;  // µs
   Metrics m;
@@ -218,6 +277,8 @@ int main(int argc, char** argv) {
     m = run_throughput(&loop, *clients[0], base, args.concurrency, args.seconds, samples);
   } else if (args.scenario == "handoff") {
     m = run_handoff(&loop, *clients[0], *clients[1], base, args.seconds, samples);
+  } else if (args.scenario == "handoff-crowd") {
+    m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.seconds, args.events_path, samples);
   } else {
     m = run_memory(&loop, *clients[0], base, args.locks, samples);
   }
@@ -235,7 +296,9 @@ int main(int argc, char** argv) {
     for (long long s : samples) f << s << '\n';
     if (!f) die(1, "cannot write " + args.samples_path);
   }
-  if (m.at("ops") == 0) {
+  // A crowd process whose waiters all lost every race did its part: the
+  // merge of the whole crowd decides (and reports them as starved).
+  if (m.at("ops") == 0 && args.scenario != "handoff-crowd") {
     die(1, "the run failed: no operation succeeded (" + std::to_string(static_cast<long long>(m.at("errors"))) +
                " errors)");
   }

@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -332,6 +334,143 @@ Run measure_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
 }
 
 // ---------------------------------------------------------------------------
+// handoff-crowd: W waiters of this process, each an acquire with wait on the
+// ONE resource that every process of the crowd shares; a waiter that gets it
+// holds it uniform 1–5 ms, releases, and waits again. Each acquisition is an
+// event (steady_clock ns, which is CLOCK_MONOTONIC on Linux and so shared by
+// every process of the machine); bench_crowd_merge merges the processes'
+// events into handoffs.
+
+constexpr int crowd_hold_min_ms = 1, crowd_hold_max_ms = 5;
+// A waiter's AcquireOptions::wait: longer than any wait in the crowd is
+// expected to be; an acquire that still times out is an error and waits again.
+constexpr milliseconds crowd_wait{30000};
+
+long long steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now().time_since_epoch()).count();
+}
+
+struct CrowdEvent {
+  int waiter;
+  long long wait_started, acquired, release_started, released;  // steady_clock ns
+};
+
+class Crowd {
+ public:
+  Crowd(uv_loop_t* loop, AsyncClient& client, std::string resource, int waiters, Run& run)
+      : client_(client), resource_(std::move(resource)), run_(run), rng_(std::random_device{}()),
+        waiters_(static_cast<std::size_t>(waiters)) {
+    for (std::size_t i = 0; i < waiters_.size(); ++i) {
+      Waiter& w = waiters_[i];
+      uv_timer_init(loop, &w.hold);
+      w.hold.data = &w;
+      w.crowd = this;
+      w.id = static_cast<int>(i);
+    }
+    uv_timer_init(loop, &stop_timer_);
+    stop_timer_.data = this;
+  }
+
+  void start(double seconds) {
+    start_ns_ = steady_ns();
+    active_ = waiters_.size();
+    uv_timer_start(
+        &stop_timer_, [](uv_timer_t* t) { static_cast<Crowd*>(t->data)->stop(); },
+        static_cast<std::uint64_t>(std::llround(seconds * 1000)), 0);
+    for (auto& w : waiters_) wait(w, steady_ns());
+  }
+  bool done() const { return active_ == 0; }
+  long long start_ns() const { return start_ns_; }
+  long long stop_ns() const { return stop_ns_; }
+  const std::vector<CrowdEvent>& events() const { return events_; }
+  // open_waits: (waiter, wait_started, cancelled at) of the waits the stop cut short.
+  const std::vector<CrowdEvent>& open_waits() const { return open_; }
+
+  // close_timers closes our handles; the loop must run afterwards.
+  void close_timers() {
+    for (auto& w : waiters_) uv_close(reinterpret_cast<uv_handle_t*>(&w.hold), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&stop_timer_), nullptr);
+  }
+
+ private:
+  struct Waiter {
+    Crowd* crowd = nullptr;
+    int id = 0;
+    uv_timer_t hold;
+    std::stop_source cancel;
+    bool waiting = false;
+    std::string token;
+    CrowdEvent now{};
+  };
+
+  void wait(Waiter& w, long long wait_started) {
+    w.now = {w.id, wait_started, 0, 0, 0};
+    w.cancel = std::stop_source();
+    w.waiting = true;
+    redlock::AcquireOptions o = acquire_opts(lock_ttl, crowd_wait);
+    o.cancel = w.cancel.get_token();
+    client_.acquire(resource_, std::move(o), [this, &w](Result<Lock> r) {
+      w.waiting = false;
+      if (!r) {
+        if (r.error().code == redlock::Errc::cancelled) {
+          open_.push_back({w.id, w.now.wait_started, steady_ns(), 0, 0});
+          return finish();
+        }
+        note_error(run_, "waiter " + std::to_string(w.id) + " acquire: " + r.error().to_string());
+        if (stopping_) return finish();
+        return wait(w, w.now.wait_started);  // the same wait goes on
+      }
+      w.now.acquired = steady_ns();
+      w.token = std::move(r->token);
+      const int hold = std::uniform_int_distribution<int>(crowd_hold_min_ms, crowd_hold_max_ms)(rng_);
+      uv_timer_start(
+          &w.hold,
+          [](uv_timer_t* t) {
+            auto* waiter = static_cast<Waiter*>(t->data);
+            waiter->crowd->release(*waiter);
+          },
+          static_cast<std::uint64_t>(hold), 0);
+    });
+  }
+
+  void release(Waiter& w) {
+    w.now.release_started = steady_ns();
+    client_.release(resource_, w.token, [this, &w](Result<ReleaseResult> rr) {
+      w.now.released = steady_ns();
+      events_.push_back(w.now);
+      ++run_.ops;
+      run_.samples.push_back((w.now.acquired - w.now.wait_started) / 1000);
+      if (std::string why = release_problem(rr); !why.empty()) {
+        note_error(run_, "waiter " + std::to_string(w.id) + " release: " + why);
+      }
+      if (stopping_) return finish();
+      wait(w, steady_ns());
+    });
+  }
+
+  void stop() {
+    stopping_ = true;
+    stop_ns_ = steady_ns();
+    for (auto& w : waiters_) {
+      if (w.waiting) w.cancel.request_stop();
+    }
+  }
+
+  void finish() { --active_; }
+
+  AsyncClient& client_;
+  std::string resource_;
+  Run& run_;
+  std::mt19937 rng_;
+  std::vector<Waiter> waiters_;  // never resized: the timers point into it
+  uv_timer_t stop_timer_;
+  std::vector<CrowdEvent> events_, open_;
+  std::size_t active_ = 0;
+  bool stopping_ = false;
+  long long start_ns_ = 0, stop_ns_ = 0;
+};
+
+// ---------------------------------------------------------------------------
 // memory: hold N locks at once.
 
 class Memory {
@@ -402,6 +541,36 @@ class Memory {
   bool done_ = false;
 };
 
+// write_crowd_events writes the events file of bench/CONTRACT.md (handoff-crowd).
+void write_crowd_events(const std::string& path, const Crowd& crowd, int waiters, long long errors) {
+  std::ofstream f(path);
+  f << "crowd redlock " << getpid() << ' ' << waiters << ' ' << crowd.start_ns() << ' ' << crowd.stop_ns() << ' '
+    << errors << '\n';
+  for (const CrowdEvent& e : crowd.events()) {
+    f << "acq " << e.waiter << ' ' << e.wait_started << ' ' << e.acquired << ' ' << e.release_started << ' '
+      << e.released << '\n';
+  }
+  for (const CrowdEvent& e : crowd.open_waits()) f << "open " << e.waiter << ' ' << e.wait_started << ' ' << e.acquired << '\n';
+  f.flush();
+  if (!f) die(1, "cannot write " + path);
+}
+
+Run measure_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters, double seconds,
+                  const std::string& events_path) {
+  Run run;
+  Crowd crowd(loop, client, resource, waiters, run);
+  const clk::time_point t0 = clk::now();
+  crowd.start(seconds);
+  while (!crowd.done()) {
+    if (uv_run(loop, UV_RUN_ONCE) == 0 && !crowd.done()) die(1, "internal: the loop ran out of work");
+  }
+  run.seconds = std::chrono::duration<double>(clk::now() - t0).count();
+  crowd.close_timers();
+  uv_run(loop, UV_RUN_NOWAIT);
+  write_crowd_events(events_path, crowd, waiters, run.errors);
+  return run;
+}
+
 // settle runs the loop for `ms` so that late replies of decided rounds land.
 void settle(uv_loop_t* loop, milliseconds ms) {
   uv_timer_t t;
@@ -467,6 +636,11 @@ Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
 Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,
                    std::vector<long long>& samples) {
   return finish(measure_memory(loop, client, base, locks), samples);
+}
+
+Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
+                          double seconds, const std::string& events_path, std::vector<long long>& samples) {
+  return finish(measure_crowd(loop, client, resource, waiters, seconds, events_path), samples);
 }
 
 }  // namespace redlock_bench

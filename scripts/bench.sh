@@ -15,8 +15,9 @@
 #   --concurrency C workers of the throughput scenario (default 64)
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
-#                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls
-#                   (default: all)
+#                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls,
+#                   handoff-crowd-1, handoff-crowd-8, handoff-crowd-64,
+#                   handoff-crowd-256 (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -30,10 +31,25 @@
 # TLS ports (certificates made by openssl for the run), redlock only: the
 # floor and node-redlock are plain-text programs.
 #
+# handoff-crowd-K: K waiters contend for ONE resource, spread over
+# P = min(K, 4) processes of the system's program (`--scenario handoff-crowd
+# --waiters K/P`, the first K mod P processes one more); whoever holds it
+# keeps it 1–5 ms and waits again, for S seconds. The processes start
+# together: each writes "ready PID" to a FIFO after its warm-up and waits for
+# "go" on its stdin (its own FIFO); between the last "ready" and the "go"
+# every master's INFO commandstats + cpu is saved, and again once every
+# process has exited. bench_crowd_merge turns the processes' event files and
+# the two snapshots into one result (handoff latency, commands and master CPU
+# per handoff, fairness) and exits 3 on a SAFETY VIOLATION (two holders at
+# once): the run then fails loudly. Raw files: build/bench-out/crowd/. The
+# floor has no waiting acquire: reported as unsupported. With --quick the
+# crowds run 1 s each like everything else.
+#
 # Programs (override with the environment variables):
 #   REDLOCK_BENCH   build/bench/redlock_bench   (skipped with a warning if absent)
 #   FLOOR_BIN       build/bench/floor/floor     (skipped with a warning if absent)
 #   REPORT_BIN      build/bench/report/bench_report (required)
+#   CROWD_MERGE_BIN build/bench/report/bench_crowd_merge (handoff-crowd-K only)
 #   FAULTPROXY_BIN  build/tools/faultproxy/faultproxy (degraded-slow-2ms only)
 #   node bench/peers/node/bench.js              (node + npm required)
 #
@@ -55,12 +71,14 @@ BUILD_DIR=${BUILD_DIR:-build}
 REDLOCK_BENCH=${REDLOCK_BENCH:-$BUILD_DIR/bench/redlock_bench}
 FLOOR_BIN=${FLOOR_BIN:-$BUILD_DIR/bench/floor/floor}
 REPORT_BIN=${REPORT_BIN:-$BUILD_DIR/bench/report/bench_report}
+CROWD_MERGE_BIN=${CROWD_MERGE_BIN:-$BUILD_DIR/bench/report/bench_crowd_merge}
 FAULTPROXY_BIN=${FAULTPROXY_BIN:-$BUILD_DIR/tools/faultproxy/faultproxy}
 NODE_DIR=bench/peers/node
 DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
-ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls)
+ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
+               handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -121,6 +139,10 @@ if [[ ! -d $NODE_DIR/node_modules ]]; then
 fi
 
 [[ -x $REPORT_BIN ]] || die "$REPORT_BIN is missing: is bench/report wired into the build (bench/meson.build: subdir('report'))?"
+if [[ " ${scenarios[*]} " == *" handoff-crowd-"* ]]; then
+  [[ -x $CROWD_MERGE_BIN ]] || die "$CROWD_MERGE_BIN is missing (the handoff-crowd scenarios need it): build bench/report"
+  command -v redis-cli >/dev/null 2>&1 || die "redis-cli is missing (the handoff-crowd scenarios read the masters' INFO with it)"
+fi
 
 declare -A PROGRAM=()
 if [[ -x $REDLOCK_BENCH ]]; then
@@ -140,6 +162,7 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-bench.XXXXXX")
 MASTER_PIDS=()
 MASTER_PORTS=()
+CROWD_PIDS=()
 PAUSED=()
 FP_PID=
 FP_LISTEN=
@@ -148,6 +171,9 @@ FP_CONTROL=
 cleanup() {
   local rc=$? pid
   trap - EXIT INT TERM
+  for pid in "${CROWD_PIDS[@]}"; do
+    stop_pid "$pid"
+  done
   stop_pid "$FP_PID"
   for pid in "${MASTER_PIDS[@]}"; do
     stop_pid "$pid"  # resumes a paused one first
@@ -305,6 +331,105 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
   fi
 }
 
+master_stats() {  # master_stats FILE: INFO commandstats + cpu of every master, appended to FILE
+  local port
+  : >"$1"
+  for port in "${MASTER_PORTS[@]}"; do
+    redis-cli -h 127.0.0.1 -p "$port" INFO commandstats cpu >>"$1" ||
+      { log "redis-cli INFO on 127.0.0.1:$port failed"; return 1; }
+  done
+}
+
+crowd_failed() {  # crowd_failed SYSTEM LABEL ROUND WHY: record a failed crowd run
+  ((failed_runs += 1))
+  printf 'FAILED (%s)\n' "$4" >&2
+  printf '{"round": %d, "label": "%s", "system": "%s", "scenario": "%s", "failed": "%s"}\n' \
+    "$3" "$2" "$1" "$2" "$4" >>"$RESULTS"
+}
+
+# run_crowd SYSTEM LABEL ROUND: one handoff-crowd-K run (see the header).
+run_crowd() {
+  local sys=$1 label=$2 round=$3 k=${2##*-} procs dir resource limit p w line rc=0 why="" ready=0 pid
+  local -a cmd pids=() go_fds=() events=()
+  local ready_fd fd
+  if [[ $sys == floor ]]; then
+    printf '{"round": %d, "label": "%s", "system": "floor", "scenario": "%s", "unsupported": "no lock library: the floor has no waiting acquire"}\n' \
+      "$round" "$label" "$label" >>"$RESULTS"
+    return 0
+  fi
+  read -r -a cmd <<<"${PROGRAM[$sys]}"
+  procs=$((k < 4 ? k : 4))
+  dir=$OUT/crowd/$label.$sys.r$round
+  resource=bench-crowd-$sys-r$round-$label-$$
+  limit=$(awk -v s="$seconds" 'BEGIN { printf "%d", s + 120 }')
+  mkdir -p "$dir"
+  printf '[round %d/%d] %s: %s (%d processes)… ' "$round" "$rounds" "$label" "$sys" "$procs" >&2
+  mkfifo "$dir/ready"
+  exec {ready_fd}<>"$dir/ready"
+  for ((p = 0; p < procs; p++)); do
+    w=$((k / procs + (p < k % procs ? 1 : 0)))
+    mkfifo "$dir/go.$p"
+    exec {fd}<>"$dir/go.$p"
+    go_fds[p]=$fd
+    events+=("$dir/events.$p")
+    printf '==== round %d %s %s process %d: %s --nodes %s --scenario handoff-crowd --waiters %d\n' \
+      "$round" "$label" "$sys" "$p" "${cmd[*]}" "$NODES_OK" "$w" >>"$PROGRAM_LOG"
+    timeout --kill-after=5 "$limit" "${cmd[@]}" --nodes "$NODES_OK" --scenario handoff-crowd --seconds "$seconds" \
+      --waiters "$w" --resource "$resource" --events "$dir/events.$p" --gate "$dir/ready" \
+      <"$dir/go.$p" >"$dir/out.$p" 2>>"$PROGRAM_LOG" &
+    pids+=($!)
+    CROWD_PIDS+=($!)
+  done
+  # Every process warmed up (a line each; one that exits first fails the run).
+  while ((ready < procs)) && [[ -z $why ]]; do
+    if IFS= read -r -t 1 -u "$ready_fd" line; then
+      [[ $line == ready\ * ]] && ((ready += 1))
+    else
+      for pid in "${pids[@]}"; do
+        pid_alive "$pid" || why="a process exited before it was ready"
+      done
+    fi
+  done
+  [[ -n $why ]] || master_stats "$dir/stats.before" || why="INFO before the run failed"
+  for ((p = 0; p < procs; p++)); do
+    [[ -n $why ]] || printf 'go\n' >&"${go_fds[p]}"
+    fd=${go_fds[p]}
+    exec {fd}>&-  # stdin ends: a process still at the gate exits
+  done
+  exec {ready_fd}>&-
+  for pid in "${pids[@]}"; do
+    wait "$pid" || rc=$?
+  done
+  CROWD_PIDS=()
+  if [[ -n $why ]]; then
+    crowd_failed "$sys" "$label" "$round" "$why"
+    return 0
+  fi
+  if ((rc != 0)); then
+    why="exit $rc"
+    ((rc == 124 || rc == 137)) && why="timed out after ${limit}s"
+    crowd_failed "$sys" "$label" "$round" "a process failed: $why"
+    return 0
+  fi
+  master_stats "$dir/stats.after" || { crowd_failed "$sys" "$label" "$round" "INFO after the run failed"; return 0; }
+  rc=0
+  line=$("$CROWD_MERGE_BIN" --system "$sys" --label "$label" --waiters "$k" --stats-before "$dir/stats.before" \
+    --stats-after "$dir/stats.after" "${events[@]}" 2>>"$PROGRAM_LOG") || rc=$?
+  if ((rc == 0 || rc == 3)) && [[ $line == \{*\} ]]; then
+    printf '{"round": %d, "label": "%s", %s\n' "$round" "$label" "${line#\{}" >>"$RESULTS"
+    printf '%s handoffs/s, p50 %s µs, p99 %s µs, %s commands/handoff, max wait %s µs\n' \
+      "$(json_field "$line" ops_per_s)" "$(json_field "$line" p50_us)" "$(json_field "$line" p99_us)" \
+      "$(json_field "$line" commands_per_handoff)" "$(json_field "$line" max_wait_us)" >&2
+    if ((rc == 3)); then
+      ((failed_runs += 1))
+      log "SAFETY VIOLATION: $label, $sys, round $round: $(json_field "$line" safety_violations) acquisitions overlapped the previous holder (see $PROGRAM_LOG and $dir)"
+    fi
+  else
+    crowd_failed "$sys" "$label" "$round" "bench_crowd_merge exit $rc"
+    grep '^bench_crowd_merge' "$PROGRAM_LOG" | tail -n 3 >&2 || true
+  fi
+}
+
 for ((round = 1; round <= rounds; round++)); do
   for label in "${scenarios[@]}"; do
     scen=$label
@@ -326,6 +451,10 @@ for ((round = 1; round <= rounds; round++)); do
     for sys in "${SYSTEMS[@]}"; do
       [[ -n ${PROGRAM[$sys]:-} ]] || continue
       [[ $label == latency-tls && $sys != redlock ]] && continue
+      if [[ $label == handoff-crowd-* ]]; then
+        run_crowd "$sys" "$label" "$round"
+        continue
+      fi
       case $label in
         degraded-1-paused) pause_masters 4 ;;
         degraded-2-paused) pause_masters 3 4 ;;

@@ -11,8 +11,10 @@
 //                     "degraded-1-paused" etc.); without it, "scenario";
 //   "failed": "why"   the program failed (exit status, no output).
 // For every system and scenario the MEDIAN over rounds of each numeric metric
-// is taken ("errors" is summed instead, as "errors_total"). Then:
-//   stdout               a Markdown table, scenario × metric, with the columns
+// is taken ("errors" and "safety_violations" are summed instead, as
+// "errors_total" and "safety_violations_total"). Then:
+//   stdout               a Markdown table, scenario × metric (the crowd
+//                        scenarios of bench_crowd_merge also per command), with the columns
 //                        redlock, node-redlock, floor, redlock/node-redlock,
 //                        redlock/floor (plain ratios of the medians);
 //   DIR/latest.json      {"machine", "generated", "rounds", "results"};
@@ -55,7 +57,9 @@ namespace svg = redlock::svg;
 const std::vector<std::string> kSystems = {"redlock", "node-redlock", "floor"};
 const std::vector<std::string> kScenarioOrder = {"latency",           "throughput",        "handoff",
                                                  "memory",            "degraded-1-paused", "degraded-2-paused",
-                                                 "degraded-proxy-0ms", "degraded-slow-2ms", "latency-tls"};
+                                                 "degraded-proxy-0ms", "degraded-slow-2ms", "latency-tls",
+                                                 "handoff-crowd-1",   "handoff-crowd-8",   "handoff-crowd-64",
+                                                 "handoff-crowd-256"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `bound_*` names what the floor reaches on the
@@ -87,12 +91,48 @@ const std::vector<Target> kTargets = {
     {"bytes per held lock", "memory", "redlock", "bytes_per_lock", "", "", "", true, 256, false},
     {"TLS latency p50 vs plain p50", "latency-tls", "redlock", "p50_us", "latency", "redlock", "p50_us", true, 1.3,
      false},
+    // Issue 16: a crowd of waiters costs at most 4N = 20 commands per
+    // handoff, and the handoff p99 of 256 waiters is within 2× of one's.
+    {"crowd of 1: commands per handoff", "handoff-crowd-1", "redlock", "commands_per_handoff", "", "", "", true, 20,
+     false},
+    {"crowd of 8: commands per handoff", "handoff-crowd-8", "redlock", "commands_per_handoff", "", "", "", true, 20,
+     false},
+    {"crowd of 64: commands per handoff", "handoff-crowd-64", "redlock", "commands_per_handoff", "", "", "", true, 20,
+     false},
+    {"crowd of 256: commands per handoff", "handoff-crowd-256", "redlock", "commands_per_handoff", "", "", "", true,
+     20, false},
+    {"crowd of 256: handoff p99 vs a crowd of 1", "handoff-crowd-256", "redlock", "p99_us", "handoff-crowd-1",
+     "redlock", "p99_us", true, 2.0, false},
 };
 // Metrics shown in the table, in this order (all numeric ones go to latest.json).
-const std::vector<std::string> kTableMetrics = {"p50_us",         "p90_us",          "p99_us",
-                                                "p999_us",        "ops_per_s",       "cpu_us_per_op",
-                                                "bytes_per_lock", "failed_attempts_per_handoff",
+// The crowd scenarios add their per-command counts (cmd_<name>_per_handoff)
+// right after commands_per_handoff.
+const std::vector<std::string> kTableMetrics = {"p50_us",
+                                                "p90_us",
+                                                "p99_us",
+                                                "p999_us",
+                                                "ops_per_s",
+                                                "cpu_us_per_op",
+                                                "bytes_per_lock",
+                                                "failed_attempts_per_handoff",
+                                                "self_handoff_share",
+                                                "to_other_p50_us",
+                                                "to_other_p99_us",
+                                                "commands_per_handoff",
+                                                "master_cpu_us_per_handoff",
+                                                "wait_p50_us",
+                                                "wait_p99_us",
+                                                "max_wait_us",
+                                                "max_open_wait_us",
+                                                "acquisitions_per_waiter_min",
+                                                "acquisitions_per_waiter_max",
+                                                "acquisitions_per_waiter_cv",
+                                                "starved_waiters",
+                                                "early_handoffs",
+                                                "safety_violations_total",
                                                 "errors_total"};
+// Counts summed over rounds (reported as NAME_total) instead of the median.
+const std::set<std::string> kSummed = {"errors", "safety_violations"};
 // Numeric fields that describe the run rather than measure it.
 const std::set<std::string> kNotMetrics = {"round", "rss_before", "rss_after"};
 
@@ -465,7 +505,7 @@ int main(int argc, char** argv) {
     }
     for (auto& [k, v] : j.items()) {
       if (!v.is_number() || kNotMetrics.count(k)) continue;
-      if (k == "errors") c.values["errors_total"].push_back(v.get<double>());
+      if (kSummed.count(k)) c.values[k + "_total"].push_back(v.get<double>());
       else c.values[k].push_back(v.get<double>());
     }
   }
@@ -489,7 +529,7 @@ int main(int argc, char** argv) {
     if (it == per.end()) return NAN;
     auto mit = it->second.values.find(m);
     if (mit == it->second.values.end() || mit->second.empty()) return NAN;
-    if (m == "errors_total") {
+    if (m.ends_with("_total")) {
       double s = 0;
       for (double x : mit->second) s += x;
       return s;
@@ -561,7 +601,17 @@ int main(int argc, char** argv) {
       return fmt_number(metric_of(scen, sys, m));
     };
     bool first = true;
+    std::vector<std::string> metrics;
     for (const auto& m : kTableMetrics) {
+      metrics.push_back(m);
+      if (m != "commands_per_handoff") continue;
+      std::set<std::string> per_command;
+      for (auto& [sys, c] : per)
+        for (auto& [name, v] : c.values)
+          if (name.rfind("cmd_", 0) == 0) per_command.insert(name);
+      metrics.insert(metrics.end(), per_command.begin(), per_command.end());
+    }
+    for (const auto& m : metrics) {
       bool any = false;
       for (const auto& sys : kSystems) {
         auto it = per.find(sys);
@@ -572,7 +622,7 @@ int main(int argc, char** argv) {
              f = metric_of(scen, "floor", m);
       t << "| " << (first ? scen : "") << " | " << m << " | " << cell_text("redlock", m) << " | "
         << cell_text("node-redlock", m) << " | " << cell_text("floor", m) << " | "
-        << (m == "errors_total" ? "" : fmt_ratio(r, n)) << " | " << (m == "errors_total" ? "" : fmt_ratio(r, f))
+        << (m.ends_with("_total") ? "" : fmt_ratio(r, n)) << " | " << (m.ends_with("_total") ? "" : fmt_ratio(r, f))
         << " |\n";
       first = false;
     }
@@ -589,7 +639,7 @@ int main(int argc, char** argv) {
                         it->second.failed.front());
     }
   }
-  std::cout << "Medians over " << rounds << " round(s); errors_total is the sum. Ratios are redlock's median "
+  std::cout << "Medians over " << rounds << " round(s); errors_total and safety_violations_total are sums. Ratios are redlock's median "
             << "divided by the other's (latency: below 1 is faster; ops_per_s: above 1 is faster).\n\n"
             << t.str();
   if (!notes.empty()) {

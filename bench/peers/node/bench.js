@@ -43,6 +43,19 @@
 //               waiter's acquire resolving − holder's release resolving.
 //               failed_attempts_per_handoff = mean of lock.attempts.length − 1.
 //               The waiter's 11 attempts span ≥ 1 s, far more than it waits;
+//   handoff-crowd  one process of a crowd on ONE shared resource (--resource,
+//               scripts/bench.sh starts several): W async waiters (--waiters,
+//               default 1) on this process's one Redlock instance, each calling
+//               acquire() with the default retries; one that gets the lock holds
+//               it uniform 1–5 ms, releases, and waits again, for S s. An
+//               acquire that runs out of retries (ExecutionError) is called
+//               again: the same wait goes on (counted as gave_up on stderr, not
+//               an error). At the stop no new wait starts; the acquire()s on
+//               their way end by themselves (no cancel in redlock 5). Every
+//               acquisition goes to --events FILE (bench/CONTRACT.md), on
+//               process.hrtime (CLOCK_MONOTONIC, shared with the other
+//               processes). --gate FIFO: after the warm-up write "ready PID"
+//               to FIFO, then start on a line "go" on stdin;
 //   memory      hold N locks (default 100000) at once, acquired by 64
 //               concurrent workers; RSS (process.memoryUsage().rss) after a
 //               full GC before and after; bytes_per_lock = delta / N (also
@@ -59,6 +72,7 @@ const v8 = require('v8');
 const vm = require('vm');
 const Redis = require('ioredis');
 const Redlock = require('redlock').default;
+const { ExecutionError } = require('redlock');
 
 const SYSTEM = 'node-redlock';
 const TTL_MS = 10000;
@@ -68,13 +82,15 @@ const MEMORY_WORKERS = 64;
 function usage(msg) {
   process.stderr.write(
     `bench.js: ${msg}\n` +
-      'usage: node bench.js --nodes redis://127.0.0.1:PORT,... --scenario latency|throughput|handoff|memory\n' +
-      '                     [--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n');
+      'usage: node bench.js --nodes redis://127.0.0.1:PORT,... --scenario latency|throughput|handoff|memory|handoff-crowd\n' +
+      '                     [--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n' +
+      '                     [--waiters W] [--events FILE] [--resource NAME] [--gate FIFO]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const o = { nodes: null, scenario: null, seconds: 3, concurrency: 64, samples: null, locks: 100000 };
+  const o = { nodes: null, scenario: null, seconds: 3, concurrency: 64, samples: null, locks: 100000,
+    waiters: 1, events: null, resource: 'bench-handoff-crowd', gate: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -95,9 +111,14 @@ function parseArgs(argv) {
       case '--concurrency': o.concurrency = num(value(), 1, 100000, true); break;
       case '--samples': o.samples = value(); break;
       case '--locks': o.locks = num(value(), 1, 10000000, true); break;
+      case '--waiters': o.waiters = num(value(), 1, 100000, true); break;
+      case '--events': o.events = value(); break;
+      case '--resource': o.resource = value(); break;
+      case '--gate': o.gate = value(); break;
       case '--help': case '-h':
-        process.stdout.write('node bench.js --nodes URL,... --scenario latency|throughput|handoff|memory ' +
-          '[--seconds S] [--concurrency C] [--samples FILE] [--locks N]\n');
+        process.stdout.write('node bench.js --nodes URL,... --scenario latency|throughput|handoff|memory|handoff-crowd ' +
+          '[--seconds S] [--concurrency C] [--samples FILE] [--locks N] ' +
+          '[--waiters W] [--events FILE] [--resource NAME] [--gate FIFO]\n');
         process.exit(0);
         break;
       default: usage(`unknown argument '${a}'`);
@@ -105,7 +126,10 @@ function parseArgs(argv) {
   }
   if (!o.nodes) usage('--nodes is required');
   if (!o.scenario) usage('--scenario is required');
-  if (!['latency', 'throughput', 'handoff', 'memory'].includes(o.scenario)) usage(`unknown scenario '${o.scenario}'`);
+  if (!['latency', 'throughput', 'handoff', 'memory', 'handoff-crowd'].includes(o.scenario)) {
+    usage(`unknown scenario '${o.scenario}'`);
+  }
+  if (o.scenario === 'handoff-crowd' && !o.events) usage('--events is required by --scenario handoff-crowd');
   o.endpoints = o.nodes.split(',').filter((s) => s.length > 0).map(parseUrl);
   if (o.endpoints.length === 0) usage('--nodes names no node');
   return o;
@@ -273,6 +297,82 @@ async function handoff(o, holder, waiter, prefix) {
   return { samples, errors, seconds, extra };
 }
 
+const nowNs = () => process.hrtime.bigint();
+
+// passGate: "ready PID" to the FIFO, then wait for the line "go" on stdin.
+async function passGate(fifo) {
+  fs.writeFileSync(fifo, `ready ${process.pid}\n`);
+  await new Promise((resolve, reject) => {
+    let buf = '';
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', (d) => {
+      buf += d;
+      const nl = buf.indexOf('\n');
+      if (nl < 0) return;
+      const line = buf.slice(0, nl);
+      if (line === 'go') resolve(); else reject(new Error(`--gate: expected "go" on stdin, got "${line}"`));
+    });
+    process.stdin.on('end', () => reject(new Error('--gate: stdin ended before "go"')));
+  });
+  process.stdin.pause();
+}
+
+async function crowd(o, redlock) {
+  const resource = [o.resource];
+  const events = [];
+  const open = [];
+  const waits = [];
+  let errors = 0;
+  let gaveUp = 0;
+  let stopping = false;
+  const startNs = nowNs();
+  let stopNs = 0n;
+  const timer = setTimeout(() => { stopping = true; stopNs = nowNs(); }, o.seconds * 1000);
+  const waiter = async (id) => {
+    while (!stopping) {
+      const waitStarted = nowNs();
+      let lock = null;
+      while (!lock) {
+        try {
+          lock = await redlock.acquire(resource, TTL_MS);
+        } catch (e) {
+          if (e instanceof ExecutionError) {
+            gaveUp++;
+          } else {
+            errors++;
+            process.stderr.write(`bench.js: handoff-crowd: waiter ${id}: ${e && e.message ? e.message : e}\n`);
+          }
+          if (stopping) break;
+        }
+      }
+      if (!lock) {
+        open.push(`open ${id} ${waitStarted} ${nowNs()}`);
+        return;
+      }
+      const acquired = nowNs();
+      waits.push(Number((acquired - waitStarted) / 1000n));
+      await sleep(1 + Math.floor(Math.random() * 5));
+      const releaseStarted = nowNs();
+      try {
+        await lock.release();
+      } catch (e) {
+        errors++;
+        process.stderr.write(`bench.js: handoff-crowd: waiter ${id} release: ${e && e.message ? e.message : e}\n`);
+      }
+      events.push(`acq ${id} ${waitStarted} ${acquired} ${releaseStarted} ${nowNs()}`);
+    }
+  };
+  const all = [];
+  for (let i = 0; i < o.waiters; i++) all.push(waiter(i));
+  await Promise.all(all);
+  clearTimeout(timer);
+  if (stopNs === 0n) stopNs = nowNs();
+  process.stderr.write(`bench.js: handoff-crowd: ${gaveUp} acquire() calls ran out of retries and were called again\n`);
+  fs.writeFileSync(o.events, [`crowd ${SYSTEM} ${process.pid} ${o.waiters} ${startNs} ${stopNs} ${errors}`,
+    ...events, ...open].join('\n') + '\n');
+  return { samples: waits, errors, seconds: Number(nowNs() - startNs) / 1e9, extra: { waiters: o.waiters } };
+}
+
 async function memory(o, redlock, prefix) {
   const gc = gcFunction();
   const n = o.locks;
@@ -343,10 +443,13 @@ async function main() {
     const redlock = makeRedlock(clients);
     process.stderr.write(`bench.js: redlock settings ${JSON.stringify(redlock.settings)}\n`);
     await warmUp(redlock, prefix);
+    if (o.gate) await passGate(o.gate);
     if (o.scenario === 'latency') {
       result = await latency(o, redlock, prefix);
     } else if (o.scenario === 'throughput') {
       result = await throughput(o, redlock, prefix);
+    } else if (o.scenario === 'handoff-crowd') {
+      result = await crowd(o, redlock);
     } else if (o.scenario === 'handoff') {
       const waiterClients = await makeClients(o.endpoints, 'waiter');
       allClients.push(...waiterClients);
@@ -383,7 +486,9 @@ async function main() {
   await emit(out);
   // disconnect(), not quit(): a paused master would never answer QUIT.
   for (const c of allClients) c.disconnect();
-  const ok = result.samples ? result.samples.length > 0 : result.ops > 0;
+  // A crowd process whose waiters all lost every race did its part: the
+  // merge of the whole crowd decides (and reports them as starved).
+  const ok = o.scenario === 'handoff-crowd' || (result.samples ? result.samples.length > 0 : result.ops > 0);
   if (!ok) process.stderr.write(`bench.js: ${o.scenario}: nothing completed\n`);
   process.exit(ok ? 0 : 1);
 }
