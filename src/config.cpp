@@ -256,13 +256,15 @@ Result<void> set_duration(std::string_view key, const json& value, Config& confi
   return {};
 }
 
-Result<void> set_max_pending(std::string_view key, const json& value, Config& config) {
+// set_count: a positive count into a std::size_t field. Checked here
+// because a negative count cannot reach validate_config through the
+// unsigned field.
+template <std::size_t Options::*field>
+Result<void> set_count(std::string_view key, const json& value, Config& config) {
   auto count = json_integer(key, value, "positive integer");
   if (!count) return std::move(count).error();
-  // Checked here because a negative count cannot reach validate_config
-  // through the unsigned field.
   if (*count <= 0) return value_error(key, value, "must be > 0");
-  config.options.max_pending = static_cast<std::size_t>(*count);
+  config.options.*field = static_cast<std::size_t>(*count);
   return {};
 }
 
@@ -349,7 +351,9 @@ constexpr Key keys[] = {
     {"release_settle_ms", set_duration<&Options::release_settle>},
     {"release_retries", set_release_retries},
     {"stall_timeout_ms", set_duration<&Options::stall_timeout>},
-    {"max_pending", set_max_pending},
+    {"max_pending", set_count<&Options::max_pending>},
+    {"extend_batch_window_ms", set_duration<&Options::extend_batch_window>},
+    {"extend_batch_max", set_count<&Options::extend_batch_max>},
     {"quarantine", set_flag<&Options::quarantine>},
     {"node_outcomes", set_flag<&Options::node_outcomes>},
     {"wake_ups", set_flag<&Options::wake_ups>},
@@ -508,6 +512,9 @@ Result<void> validate_options(const Options& o) {
           {o.wake_jitter >= 0ms, "wake_jitter_ms", ms(o.wake_jitter), "must be >= 0"},
           {o.wake_safety_net > 0ms, "wake_safety_net_ms", ms(o.wake_safety_net), "must be > 0"},
           {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
+          {o.extend_batch_window >= 0ms, "extend_batch_window_ms", ms(o.extend_batch_window), "must be >= 0"},
+          {o.extend_batch_max > 0 && o.extend_batch_max <= 100000, "extend_batch_max",
+           std::to_string(o.extend_batch_max), "must be from 1 to 100000"},
           {o.data_check_interval > 0ms, "data_check_interval_ms", ms(o.data_check_interval), "must be > 0"},
           {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(o.prefix),
            "may not contain '{' or '}' (they mark the resource in every key)"},
@@ -524,7 +531,7 @@ Result<void> validate_options(const Options& o) {
       {"retry_delay_ms", o.retry_delay},       {"retry_jitter_ms", o.retry_jitter},
       {"release_settle_ms", o.release_settle}, {"stall_timeout_ms", o.stall_timeout},
       {"wake_jitter_ms", o.wake_jitter},       {"wake_safety_net_ms", o.wake_safety_net},
-      {"data_check_interval_ms", o.data_check_interval}};
+      {"data_check_interval_ms", o.data_check_interval}, {"extend_batch_window_ms", o.extend_batch_window}};
   for (const auto& [field, value] : durations) {
     if (value > most) return config_error(cat(field, ": ", ms(value), ": must be <= ", ms(most), " (about 24.8 days)"));
   }
@@ -544,6 +551,10 @@ Result<void> validate_options(const Options& o) {
        cat("must be <= reconnect_max_ms (", ms(o.reconnect_max), ")")},
       {o.stall_timeout > o.node_timeout, "stall_timeout_ms", ms(o.stall_timeout),
        cat("must be larger than node_timeout_ms (", ms(o.node_timeout), ")")},
+      // A lease's extension waits up to the window, out of its validity.
+      {o.extend_batch_window <= std::min(o.default_ttl / 4, milliseconds{1000}), "extend_batch_window_ms",
+       ms(o.extend_batch_window), cat("must be at most 1000 and at most a quarter of default_ttl_ms (",
+                                      ms(o.default_ttl), ")")},
   });
 }
 

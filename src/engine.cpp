@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "extend_batch.hpp"
 #include "keys.hpp"
 #include "operation.hpp"
 #include "telemetry.hpp"
@@ -180,13 +181,23 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
   start(op);
 }
 
-void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more) {
+Transport& Engine::lease_transport() {
+  if (batcher_ == nullptr) {
+    batcher_ = std::make_unique<ExtendBatcher>(runtime_, transport_, options_.extend_batch_window,
+                                               options_.extend_batch_max);
+  }
+  return *batcher_;
+}
+
+void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more,
+                    bool batched) {
   const milliseconds new_ttl = ttl.count() == 0 ? (lock.ttl.count() == 0 ? options_.default_ttl : lock.ttl) : ttl;
   std::string problem = first_problem([&] { return check_resource(lock.resource); },
                                       [&] { return check_ttl(new_ttl, options_); },
                                       [&] { return check_token(lock.token); });
   LockKeys keys = keys_of(options_.prefix, lock.resource, more);
-  auto* op = new ExtendOperation(*this, std::move(keys), std::move(lock), new_ttl, std::move(done));
+  auto* op = new ExtendOperation(*this, std::move(keys), std::move(lock), new_ttl, std::move(done),
+                                 batched && more.empty());
   op->problem = std::move(problem);
   start(op);
 }

@@ -24,6 +24,7 @@
 namespace redlock::detail {
 
 class Operation;
+class ExtendBatcher;
 
 // check_resource: "" when `resource` is a usable name, else why not
 // (empty, longer than 1024 bytes, or containing '}').
@@ -45,8 +46,10 @@ class Engine {
   // The Lock's resource is the first of them.
   void acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done);
   // `more`: the other resources of a multi-resource lock (sorted, after
-  // lock.resource / resource).
-  void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {});
+  // lock.resource / resource). `batched`: a lease watchdog's extension of
+  // one resource, sent through the batcher (src/extend_batch.hpp).
+  void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {},
+              bool batched = false);
   void release(std::string resource, std::string token, ReleaseCallback done,
                const std::vector<std::string>& more = {});
 
@@ -60,6 +63,9 @@ class Engine {
   bool closing() const noexcept { return closing_; }
   Runtime& runtime() noexcept { return runtime_; }
   Transport& transport() noexcept { return transport_; }
+  // lease_transport: the transport of the watchdogs' extensions — the
+  // batcher in front of transport() (made at the first use).
+  Transport& lease_transport();
   const Options& options() const noexcept { return options_; }
   // telemetry: the transport's counters and observer (null: none).
   Telemetry* telemetry() const noexcept { return telemetry_; }
@@ -76,6 +82,7 @@ class Engine {
 
   Runtime& runtime_;
   Transport& transport_;
+  std::unique_ptr<ExtendBatcher> batcher_;
   const Options& options_;
   Telemetry* telemetry_;
   Operation* head_ = nullptr;  // intrusive list of live operations

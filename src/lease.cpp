@@ -132,7 +132,8 @@ void Watchdog::on_extend_timer() {
   const std::vector<std::string> more =
       state_->resources.size() > 1 ? std::vector<std::string>(state_->resources.begin() + 1, state_->resources.end())
                                    : std::vector<std::string>{};
-  engine_.extend(std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); }, more);
+  engine_.extend(
+      std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); }, more, true);
 }
 
 void Watchdog::on_extended(Result<Lock> r) {

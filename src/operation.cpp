@@ -67,8 +67,8 @@ void Operation::arm(milliseconds delay) {
   timer_->start(delay);
 }
 
-void Operation::launch(Call call, RoundMode mode, const std::vector<bool>& skip) {
-  round_ = QuorumRound::launch(engine_.transport(), std::move(call), mode, this, skip);
+void Operation::launch(Call call, RoundMode mode, const std::vector<bool>& skip, Transport* via) {
+  round_ = QuorumRound::launch(via != nullptr ? *via : engine_.transport(), std::move(call), mode, this, skip);
   if (round_->decided()) arm(milliseconds{0});
 }
 
@@ -130,14 +130,16 @@ Error Operation::round_error(const QuorumTally& tally, const std::vector<NodeOut
 
 // ---- ExtendOperation ---------------------------------------------------------------
 
-ExtendOperation::ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done)
+ExtendOperation::ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done,
+                                 bool batched)
     : Operation(engine, std::move(keys), std::move(lock.token)),
       ttl_(ttl),
       // A lock value that never came from acquire (CLI extend) has no
       // deadline of its own: then the extension must land within its new ttl.
       lock_deadline_(lock.validity_deadline == TimePoint{} ? TimePoint::max() : lock.validity_deadline),
       fence_(lock.fence),
-      done_(std::move(done)) {}
+      done_(std::move(done)),
+      batched_(batched) {}
 
 void ExtendOperation::step(Event event) {
   switch (state_) {
@@ -148,7 +150,7 @@ void ExtendOperation::step(Event event) {
       t1_ = now();
       launch({keys_.multi() ? CommandId::multi_extend : CommandId::extend, keys_.key, token_,
               std::to_string(ttl_.count()), keys_.more_keys, {}},
-             RoundMode::majority);
+             RoundMode::majority, {}, batched_ ? &engine_.lease_transport() : nullptr);
       return;
     case State::extending:
       if (event == Event::decided || event == Event::abort) return arm(milliseconds{0});  // batch this turn's replies

@@ -84,9 +84,10 @@ class Operation : public RoundListener {
   void arm(milliseconds delay);
   TimePoint now() { return engine_.runtime().now(); }
   const Options& options() const noexcept { return engine_.options(); }
-  // launch sends `call` to every node (but those `skip` marks); a decision
-  // inside launch itself is stepped on the next loop turn.
-  void launch(Call call, RoundMode mode, const std::vector<bool>& skip = {});
+  // launch sends `call` to every node (but those `skip` marks) through
+  // `via` (null: the engine's transport); a decision inside launch itself
+  // is stepped on the next loop turn.
+  void launch(Call call, RoundMode mode, const std::vector<bool>& skip = {}, Transport* via = nullptr);
   // drop_round lets the round in flight go (it frees itself once final).
   void drop_round() noexcept;
   // take_outcomes copies the per-node outcomes and drops the round.
@@ -183,7 +184,9 @@ class ExtendOperation final : public Operation {
  public:
   enum class State : std::uint8_t { starting, extending, done };
 
-  ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done);
+  // `batched`: sent through Engine::lease_transport (a watchdog's extension).
+  ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done,
+                  bool batched = false);
   void step(Event event) override;
 
  private:
@@ -196,6 +199,7 @@ class ExtendOperation final : public Operation {
   std::uint64_t fence_;
   TimePoint t1_{};
   LockCallback done_;
+  bool batched_;
 };
 
 // ReleaseOperation — delete our value everywhere and announce the release.

@@ -18,7 +18,8 @@ namespace redlock::detail {
 // fenced_acquire and fence_raise are the two phases of a fenced acquire
 // (docs/design.md, "Fencing tokens").
 // multi_acquire, multi_extend and multi_release take several keys at once
-// (multi-resource locks).
+// (multi-resource locks). extend_batch extends the keys of many leases at
+// once, each with its own value (src/extend_batch.hpp).
 enum class CommandId : std::uint8_t {
   acquire,
   extend,
@@ -30,10 +31,11 @@ enum class CommandId : std::uint8_t {
   multi_release,
   inspect,
   marker,
+  extend_batch,
   set_nx,
   ping
 };
-inline constexpr std::size_t script_count = 10;  // every id before set_nx
+inline constexpr std::size_t script_count = 11;  // every id before set_nx
 
 // max_fence — the largest fencing token: 2^53, the last integer a Lua
 // number (a double) holds exactly, so every fence the scripts compare and
@@ -185,6 +187,28 @@ end
 return 1
 )lua";
 
+// extend_batch: KEYS the lock keys of several leases; ARGV[2i − 1] the
+// value of KEYS[i], ARGV[2i] its ttl ms. Each key is extend's check on its
+// own: only while its own value is there, never recreated, never shortened.
+// → one character per key, in order: '1' extended, '0' not ours (absent,
+// another value, or not a string — GET under pcall, so that one key of the
+// wrong type cannot fail the others of the batch).
+inline constexpr std::string_view extend_batch_script = R"lua(
+local out = {}
+for i = 1, #KEYS do
+  local ttl = tonumber(ARGV[2 * i])
+  if redis.pcall('GET', KEYS[i]) == ARGV[2 * i - 1] then
+    if redis.call('PTTL', KEYS[i]) < ttl then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
+    out[i] = '1'
+  else
+    out[i] = '0'
+  end
+end
+return table.concat(out)
+)lua";
+
 // multi_release: KEYS the lock keys; ARGV[1] value; ARGV[1 + i] the release
 // channel of KEYS[i] (none for a rollback). Deletes every key that holds
 // our value, publishing each release → :1 if any was ours, else :0. A
@@ -256,7 +280,7 @@ return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
-    inspect_script,        marker_script};
+    inspect_script,        marker_script,        extend_batch_script};
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
 // is_release: a release, of one key or several.

@@ -735,3 +735,60 @@ TEST_CASE("AsyncClient::lock: a lease held when the client closes is lost, and i
   CHECK(release_code == Errc::closed);
   CHECK(bed.closed_clean());
 }
+
+TEST_CASE("batched extensions: 120 leases share script calls, and a lease whose key another value took is lost alone") {
+  RedisGroup group(3);
+  auto holder = client_for(group, [](Options& o) { o.extend_batch_window = 20ms; });
+  auto evalsha_calls = [&](std::size_t i) {
+    const std::string info = group[i].command({"INFO", "commandstats"}).str;
+    const auto at = info.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0LL : std::atoll(info.c_str() + at + 22);
+  };
+  constexpr int leases_n = 120;
+  std::vector<Lease> leases;
+  std::atomic<int> lost_signals{0};
+  for (int i = 0; i < leases_n; ++i) {
+    LeaseOptions o{.ttl = short_ttl};
+    o.on_lost = [&](const Error&) { ++lost_signals; };
+    auto lease = holder->lock("many-" + std::to_string(i), o);
+    REQUIRE(lease.ok());
+    leases.push_back(std::move(*lease));
+  }
+  const long long calls_before = evalsha_calls(0);
+  int extensions_before = 0;
+  for (const Lease& l : leases) extensions_before += l.extensions();
+
+  // Lease 7's key now holds another value on two of the three masters: no
+  // majority can extend it any more; the batches it shares must say so for
+  // it alone.
+  const std::string key7 = "redlock:{many-7}:lock";
+  for (std::size_t i = 0; i < 2; ++i) REQUIRE(group[i].command({"SET", key7, "someone-else", "PX", "60000"}).str == "OK");
+  const auto until = Clock::now() + 4 * short_ttl;
+  while (Clock::now() < until && !leases[7].lost()) std::this_thread::sleep_for(5ms);
+  // The others keep being extended for a while longer.
+  const auto hold_end = Clock::now() + 3 * short_ttl;
+  while (Clock::now() < hold_end) std::this_thread::sleep_for(10ms);
+
+  REQUIRE(leases[7].lost().has_value());
+  CHECK(leases[7].lost()->code == Errc::lost);
+  INFO(leases[7].lost()->message);
+  CHECK(lost_signals.load() == 1);
+  int extensions = 0;
+  for (int i = 0; i < leases_n; ++i) {
+    if (i == 7) continue;
+    CHECK(leases[i].valid());
+    CHECK_FALSE(leases[i].lost().has_value());
+    extensions += leases[i].extensions();
+  }
+  extensions -= extensions_before;
+  const long long calls = evalsha_calls(0) - calls_before;
+  INFO("extensions " << extensions << ", EVALSHA calls on master 0 " << calls);
+  CHECK(extensions >= 5 * (leases_n - 1));  // ~ every 95 ms for 4–7 TTLs of 300 ms
+  // Each master saw one call per batch, not one per lease: at least four
+  // leases per call on average (about 20 with a 20 ms window and one
+  // extension per lease every ~95 ms).
+  CHECK(calls * 4 <= extensions);
+  // The key another value took is left as it is.
+  CHECK(group[0].command({"GET", key7}).str == "someone-else");
+  for (Lease& l : leases) (void)l.release();
+}

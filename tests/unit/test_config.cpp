@@ -433,7 +433,8 @@ TEST_CASE("parse_config_json: every documented key is applied") {
     "connect_timeout_ms": 150, "reconnect_min_ms": 10, "reconnect_max_ms": 500,
     "retry_delay_ms": 30, "retry_jitter_ms": 0, "release_settle_ms": 7, "stall_timeout_ms": 800,
     "release_retries": 4, "max_pending": 1024, "quarantine": false, "node_outcomes": true,
-    "wake_ups": false, "wake_jitter_ms": 5, "wake_safety_net_ms": 250})");
+    "wake_ups": false, "wake_jitter_ms": 5, "wake_safety_net_ms": 250,
+    "extend_batch_window_ms": 4, "extend_batch_max": 64})");
   REQUIRE_MESSAGE(config.ok(), config.error().message);
   REQUIRE(config->nodes.size() == 3);
   CHECK(config->nodes[1].host == "::1");
@@ -461,6 +462,8 @@ TEST_CASE("parse_config_json: every documented key is applied") {
   CHECK(o.wake_ups == false);
   CHECK(o.wake_jitter == std::chrono::milliseconds{5});
   CHECK(o.wake_safety_net == std::chrono::milliseconds{250});
+  CHECK(o.extend_batch_window == 4ms);
+  CHECK(o.extend_batch_max == 64);
 }
 
 TEST_CASE("parse_config_json: omitted keys keep the Options defaults") {
@@ -501,7 +504,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, release_retries, stall_timeout_ms, max_pending, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, release_retries, stall_timeout_ms, max_pending, extend_batch_window_ms, extend_batch_max, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
         R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify, user, password_file))");
 }
 
@@ -859,6 +862,25 @@ TEST_CASE("validate_config: max_pending must be positive") {
   Options o;
   o.max_pending = 0;
   CHECK(validation_failure(o) == "max_pending: 0: must be > 0");
+}
+
+TEST_CASE("validate_config: extend_batch_max from 1 to 100000; the window at most 1 s and a quarter of default_ttl") {
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("extend_batch_max": 0)"))) ==
+        "extend_batch_max: 0: must be > 0");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("extend_batch_window_ms": -1)"))) ==
+        "extend_batch_window_ms: -1: must be >= 0");
+  Options o;
+  o.extend_batch_max = 100001;
+  CHECK(validation_failure(o) == "extend_batch_max: 100001: must be from 1 to 100000");
+  o.extend_batch_max = 1;  // no batching: allowed
+  o.extend_batch_window = 0ms;
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
+  o.default_ttl = 2000ms;
+  o.extend_batch_window = 501ms;
+  CHECK(validation_failure(o) ==
+        "extend_batch_window_ms: 501: must be at most 1000 and at most a quarter of default_ttl_ms (2000)");
+  o.extend_batch_window = 500ms;
+  CHECK(validate_config(Config{one_node_config().nodes, o, {}}).ok());
 }
 
 TEST_CASE("validate_config: empty prefix is allowed") {

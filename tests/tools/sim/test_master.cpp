@@ -536,3 +536,25 @@ TEST_CASE("benchmark: EVALSHA acquire calls per second" * doctest::skip()) {
   const std::vector<std::string_view> set{"SET", key, token, "PX", "30000"};
   measure("EVALSHA release, own key (then SET)", rel, [&] { master.execute_view(set); });
 }
+
+TEST_CASE("extend_batch: each key on its own value and TTL; one flag per key; never recreated, never shortened") {
+  Sim sim;
+  const std::string a = scripts::lock_key("redlock:", "a"), b = scripts::lock_key("redlock:", "b"),
+                    c = scripts::lock_key("redlock:", "c"), d = scripts::lock_key("redlock:", "d");
+  REQUIRE(sim.cmd({"SET", a, "va", "PX", "1000"}) == S("OK"));
+  REQUIRE(sim.cmd({"SET", b, "other", "PX", "1000"}) == S("OK"));  // another holder's value
+  REQUIRE(sim.cmd({"SET", d, "vd", "PX", "9000"}) == S("OK"));
+  sim.now += 400;
+  // a: ours → 2000; b: not ours; c: gone (never recreated); d: ours, already
+  // longer than asked (never shortened).
+  CHECK(sim.evalsha(scripts::extend_batch_script, {a, b, c, d}, {"va", "2000", "vb", "2000", "vc", "2000", "vd", "3000"}) ==
+        B("1001"));
+  CHECK(sim.cmd({"PTTL", a}) == I(2000));
+  CHECK(sim.cmd({"PTTL", b}) == I(600));
+  CHECK(sim.cmd({"EXISTS", c}) == I(0));
+  CHECK(sim.cmd({"PTTL", d}) == I(8600));
+  // Each key has its own TTL.
+  CHECK(sim.evalsha(scripts::extend_batch_script, {a, d}, {"va", "5000", "vd", "10000"}) == B("11"));
+  CHECK(sim.cmd({"PTTL", a}) == I(5000));
+  CHECK(sim.cmd({"PTTL", d}) == I(10000));
+}
