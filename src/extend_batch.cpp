@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "sabotage.hpp"
+
 namespace redlock::detail {
 
 namespace {
@@ -64,7 +66,7 @@ class Batch final : public ReplySink {
     }
     each.reply.type = ReplyView::Type::integer;
     for (std::size_t i = 0; i < members_.size(); ++i) {
-      each.reply.integer = flags[i] == '1' ? 1 : 0;
+      each.reply.integer = flags[sabotage().batch_first_flag ? 0 : i] == '1' ? 1 : 0;
       members_[i].sink->on_node_event(members_[i].slot, each);
     }
   }

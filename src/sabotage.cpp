@@ -32,6 +32,8 @@ Sabotage parse() {
       s.no_data_check = true;
     } else if (name == "reused_value") {
       s.reused_value = true;
+    } else if (name == "batch_first_flag") {
+      s.batch_first_flag = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

@@ -15,6 +15,7 @@ struct Sabotage {
   bool no_quarantine = false;  // restarted nodes count at once
   bool no_data_check = false;  // a master that lost its data is not seen to have lost it
   bool reused_value = false;   // one value for all attempts of an acquire (the first design), rollback by it
+  bool batch_first_flag = false;  // every lease of an extend batch takes the first key's answer (counted per batch)
 };
 
 #ifdef REDLOCK_SABOTAGE
