@@ -103,10 +103,13 @@ void Engine::delist(Operation* op) noexcept {
 
 // maybe_idle: closing, and no operation left — drop the cancellation
 // signal (no stop callback can raise it any more: each was destroyed with
-// its operation) and report idle.
+// its operation) and the batcher (no extension can start any more; calls
+// still queued fail, for rounds whose operations are gone), so that no
+// handle of the engine's keeps the loop, and report idle.
 void Engine::maybe_idle() {
   if (!closing_ || live_ != 0) return;
   cancel_signal_.reset();
+  batcher_.reset();
   if (on_idle_) std::exchange(on_idle_, nullptr)();
 }
 

@@ -67,10 +67,7 @@ void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state
 
 Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone)
     : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(std::move(gone)) {
-  Runtime& runtime = engine_.runtime();
-  extend_timer_ = runtime.timer([this] { on_extend_timer(); });
-  deadline_timer_ = runtime.timer([this] { on_deadline_timer(); });
-  free_timer_ = runtime.timer([this] { maybe_free(); });
+  timer_ = engine_.runtime().timer([this] { on_timer(); });
   state_->watchdog = this;
 }
 
@@ -80,22 +77,35 @@ TimePoint Watchdog::current_deadline() const {
 }
 
 void Watchdog::start() {
-  const TimePoint deadline = current_deadline();
-  arm_deadline();
   if (state_->options.auto_extend) {
-    const auto validity = deadline - engine_.runtime().now();
+    const auto validity = current_deadline() - engine_.runtime().now();
     arm_extend(duration_cast<Clock::duration>(validity * state_->options.extend_at));
   } else {
     stopped_extending_ = "auto_extend is off";
+    rearm();
   }
 }
 
 void Watchdog::arm_extend(Clock::duration in) {
-  extend_timer_->start(std::max(duration_cast<milliseconds>(in), milliseconds{0}));
+  extend_due_ = engine_.runtime().now() + std::max(in, Clock::duration::zero());
+  rearm();
 }
 
-void Watchdog::arm_deadline() {
-  deadline_timer_->start(until(current_deadline() - deadline_margin, engine_.runtime().now()));
+void Watchdog::rearm() {
+  if (stopped_) return;
+  const TimePoint wake = std::min(extend_due_, current_deadline() - deadline_margin);
+  timer_->start(until(wake, engine_.runtime().now()));
+}
+
+void Watchdog::on_timer() {
+  if (stopped_) return maybe_free();
+  const TimePoint now = engine_.runtime().now();
+  if (now + deadline_margin >= current_deadline()) return on_deadline();
+  if (extend_due_ <= now) {
+    extend_due_ = TimePoint::max();
+    extend_now();
+  }
+  rearm();  // woke early, or for the next of the two
 }
 
 std::string Watchdog::cap_reached(TimePoint now) const {
@@ -114,11 +124,11 @@ std::string Watchdog::cap_reached(TimePoint now) const {
   return {};
 }
 
-void Watchdog::on_extend_timer() {
+void Watchdog::extend_now() {
   if (stopped_ || extending_) return;
   if (std::string cap = cap_reached(engine_.runtime().now()); !cap.empty()) {
     stopped_extending_ = std::move(cap);
-    return;  // the deadline timer declares the loss
+    return;  // the deadline declares the loss
   }
   Lock lock;
   lock.resource = state_->resource;
@@ -148,9 +158,7 @@ void Watchdog::on_extended(Result<Lock> r) {
     }
     last_failure_.reset();
     if (Telemetry* t = engine_.telemetry()) t->lease_extended(state_->resource, r->validity);
-    arm_deadline();
-    arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
-    return;
+    return arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
   }
   Error e = std::move(r).error();
   if (e.code == Errc::closed) return;  // shutdown() reports it
@@ -169,10 +177,7 @@ void Watchdog::on_extended(Result<Lock> r) {
   if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(options_.retry_delay);
 }
 
-void Watchdog::on_deadline_timer() {
-  if (stopped_) return;
-  const TimePoint deadline = current_deadline();
-  if (engine_.runtime().now() + deadline_margin < deadline) return arm_deadline();  // woke early
+void Watchdog::on_deadline() {
   std::string why = "validity deadline passed";
   if (!stopped_extending_.empty()) {
     why += " (the watchdog stopped extending: " + stopped_extending_ + ")";
@@ -207,15 +212,13 @@ void Watchdog::stop() {
   if (stopped_) return;
   stopped_ = true;
   state_->watchdog = nullptr;
-  extend_timer_->stop();
-  deadline_timer_->stop();
-  free_timer_->start(milliseconds{0});
+  timer_->start(milliseconds{0});  // maybe_free, on a later loop turn
 }
 
 // maybe_free: once stopped and no extension in flight (its callback holds
 // `this`), unlink from the client and free — never inside stop() itself.
 void Watchdog::maybe_free() {
-  if (!stopped_ || extending_ || free_timer_->active()) return;
+  if (!stopped_ || extending_ || timer_->active()) return;
   if (gone_) gone_(this);
   delete this;
 }

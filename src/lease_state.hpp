@@ -92,9 +92,11 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
 void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done);
 
 // Watchdog — keeps one lease extended and declares it lost. Lives on the
-// loop, on the engine's Runtime (so it runs in the simulator too); owns two
-// timers and frees itself once stopped and no extension is in flight,
-// telling `gone` (its client) last, never inside a call of its own owner.
+// loop, on the engine's Runtime (so it runs in the simulator too); owns one
+// timer, armed for the earlier of the next extension and the deadline (a
+// program holding 100,000 leases pays one timer each, not three), and
+// frees itself once stopped and no extension is in flight, telling `gone`
+// (its client) last, never inside a call of its own owner.
 class Watchdog {
  public:
   Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone);
@@ -113,11 +115,14 @@ class Watchdog {
 
  private:
   ~Watchdog() = default;
+  // arm_extend sets the next extension `in` from now; rearm (re)starts the
+  // timer for the earlier of it and the deadline (less the margin).
   void arm_extend(Clock::duration in);
-  void arm_deadline();
-  void on_extend_timer();
+  void rearm();
+  void on_timer();
+  void extend_now();
   void on_extended(Result<Lock> r);
-  void on_deadline_timer();
+  void on_deadline();
   void lose(std::string why, std::vector<NodeOutcome> nodes = {});
   void maybe_free();
   TimePoint current_deadline() const;
@@ -127,9 +132,8 @@ class Watchdog {
   const Options& options_;
   std::shared_ptr<LeaseState> state_;
   std::function<void(Watchdog*)> gone_;
-  std::unique_ptr<Timer> extend_timer_;
-  std::unique_ptr<Timer> deadline_timer_;
-  std::unique_ptr<Timer> free_timer_;  // frees the stopped watchdog on a later loop turn
+  std::unique_ptr<Timer> timer_;  // once stopped: frees the watchdog on a later loop turn
+  TimePoint extend_due_ = TimePoint::max();  // max: no extension planned
   bool stopped_ = false;
   bool extending_ = false;
   std::string stopped_extending_;  // why the watchdog no longer extends (a cap)
