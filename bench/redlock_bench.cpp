@@ -7,6 +7,9 @@
 //                 [--seconds S] [--concurrency C] [--samples FILE] [--locks N]
 //   redlock_bench --nodes URL,... --scenario handoff-crowd --events FILE
 //                 [--waiters W] [--resource NAME] [--gate FIFO] [--seconds S]
+//   redlock_bench --nodes URL,... --scenario leases [--leases N] [--hold S]
+//                 [--gate FIFO [--stats-before FILE --stats-after FILE]]
+//   [--extend-batch-max N] [--extend-batch-window MS] (any scenario)
 //   (redlock_bench --help)
 //
 // Everything runs on ONE uv loop of this thread with redlock::AsyncClient, so
@@ -15,12 +18,17 @@
 //
 // Settings: library defaults except quarantine, which is OFF — the
 // benchmark's masters were just started, so with it on every master would
-// sit out max_ttl + drift (60.6 s) and no lock could be taken. Defaults in
+// sit out max_ttl + drift (60.6 s) and no lock could be taken — and
+// Options::extend_batch_max / extend_batch_window, which --extend-batch-max
+// and --extend-batch-window set (default: the library's). Defaults in
 // force: node_timeout 50 ms, release_settle 0, node_outcomes off, drift_factor 0.01, and
 // acquire retries every retry_delay 50 ms + uniform 0–50 ms retry_jitter
 // (only after failures other than "held": a waiter is woken by release
 // notifications, wake_ups on). Lock TTL 10000 ms;
-// memory: 60000 ms (= the default Options::max_ttl, which must be ≥ it).
+// memory: 60000 ms (= the default Options::max_ttl, which must be ≥ it);
+// leases: min(30 s, hold / 2), so that a short hold sees several extensions
+// as well (LeaseOptions::extend_at is 1/3 of the validity: with 30 s, one
+// every ~10 s).
 //
 // Before measuring, each client takes and releases a warm-up lock until a majority of
 // N masters answered ok (at most 3 s; otherwise exit 1 naming the nodes),
@@ -61,9 +69,35 @@
 //              on stdin, so that the crowd starts together and no warm-up
 //              command falls inside the runner's command count. Its own
 //              JSON line: ops = its acquisitions, p*_us = its waits.
+//   leases     N leases (--leases, default 100000) on distinct resources,
+//              AsyncClient::lock with LeaseOptions defaults (watchdog on)
+//              and the TTL above, taken 256 in flight; then held for
+//              --hold S seconds (default 60) while the watchdogs extend
+//              them, then released, 256 in flight. bytes_per_lease = RSS
+//              (/proc/self/statm) with all held, settled, minus before /
+//              leases held. Over the hold only: ops = extensions
+//              (Stats::leases_extended), p*_us = the extensions' latency
+//              from Stats::extend_latency (the upper edge of its
+//              power-of-two bucket: up to 2× over), cpu_us_per_lease_s =
+//              getrusage user+sys / (leases × hold seconds); leases_lost =
+//              Stats::leases_lost at the end of the hold. With --gate FIFO
+//              it writes "held PID" to FIFO once all are held and settled
+//              and waits for "go" on stdin, holds, writes "done PID" and
+//              waits for "go" again: the runner reads the masters' INFO in
+//              between. With --stats-before/--stats-after (the files the
+//              runner wrote there, read after the second "go") also
+//              commands_per_lease_s (every command in commandstats, the
+//              scripts' own calls included), requests_per_lease_s (only the
+//              commands the client sends: not GET, SET, PTTL, PEXPIRE,
+//              DEL, PUBLISH, TIME, which the library's scripts call — the
+//              client's own SET NX and vote-check GET follow acquires
+//              only, and none is taken during the hold), cmd_<name>_per_lease_s
+//              and master_cpu_us_per_lease_s (INFO cpu, user + sys). A lost
+//              lease fails the run: exit 3, after the JSON line.
 //
 // Exit: 0 with the JSON line; 1 if the masters are unreachable or the run
-// failed (message on stderr); 2 on a usage error.
+// failed (message on stderr); 2 on a usage error; 3 if a lease was lost
+// (leases; the JSON line is printed first).
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
@@ -71,6 +105,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -89,7 +124,8 @@ namespace redlock_bench {
 
 // Shared with redlock_scenarios.cpp (declared there the same way). Metrics:
 // "ops", "seconds", "errors", and where the scenario has them
-// "cpu_us_per_op", "bytes_per_lock", "failed_attempts_per_handoff".
+// "cpu_us_per_op", "bytes_per_lock", "failed_attempts_per_handoff", and the
+// leases fields (to_json lists them; p*_us when the scenario has no samples).
 using Metrics = std::map<std::string, double>;
 using redlock::AsyncClient;
 // check_masters: the warm-up; empty, or why no majority of the masters answered.
@@ -104,10 +140,36 @@ Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
                    std::vector<long long>& samples);
 Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
                           double seconds, const std::string& events_path, std::vector<long long>& samples);
+Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
+                   const std::string& gate, const std::string& stats_before, const std::string& stats_after,
+                   std::vector<long long>& samples);
 
 [[noreturn]] void die(int code, const std::string& message) {
   std::fprintf(stderr, "redlock_bench: %s\n", message.c_str());
   std::exit(code);
+}
+
+// pass_gate: tell the runner where we are (one line "WORD PID" to the FIFO,
+// atomic among the crowd's writers), then block until it says "go" on stdin.
+void pass_gate(const std::string& fifo, const std::string& word) {
+  const int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) die(1, "--gate " + fifo + ": " + std::strerror(errno));
+  const std::string line = word + " " + std::to_string(getpid()) + "\n";
+  const bool wrote = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  close(fd);
+  if (!wrote) die(1, "--gate " + fifo + ": cannot write");
+  std::string got;
+  char c = 0;
+  for (;;) {  // to the end of the line: the next gate reads the next one
+    const ssize_t n = read(0, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) die(1, "--gate: stdin ended before \"go\"");
+    if (c == '\n') {
+      if (got != "go") die(1, "--gate: expected \"go\" on stdin, got \"" + got + "\"");
+      break;
+    }
+    got += c;
+  }
 }
 
 namespace {
@@ -115,10 +177,13 @@ namespace {
 struct Args {
   std::string nodes, scenario, samples_path, tls_ca;
   std::string events_path, resource = "bench-handoff-crowd", gate;
-  double seconds = 3;
+  std::string stats_before, stats_after;
+  double seconds = 3, hold = 60;
   long concurrency = 64;
-  long locks = 100000;
+  long locks = 100000, leases = 100000;
   int waiters = 1;
+  long extend_batch_max = static_cast<long>(redlock::Options{}.extend_batch_max);
+  long extend_batch_window_ms = static_cast<long>(redlock::Options{}.extend_batch_window.count());
 };
 
 long long nearest_rank(const std::vector<long long>& sorted, double p) {
@@ -139,14 +204,32 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
   out += buf;
   for (auto [name, p] : {std::pair{"p50_us", 50.0}, {"p90_us", 90.0}, {"p99_us", 99.0}, {"p999_us", 99.9}}) {
     out += std::string(", \"") + name + "\": ";
-    out += samples.empty() ? "null" : std::to_string(nearest_rank(samples, p));
+    if (!samples.empty()) {
+      out += std::to_string(nearest_rank(samples, p));
+    } else if (const auto it = m.find(name); it != m.end()) {
+      std::snprintf(buf, sizeof buf, "%.0f", it->second);
+      out += buf;
+    } else {
+      out += "null";
+    }
   }
+  // Per lease-second rates are small (a batched extension is a fraction of
+  // a command): %.4g keeps their digits.
   for (auto [name, fmt] :
-       {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"}}) {
+       {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"},
+        {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
+        {"bytes_per_lease", "%.1f"}, {"cpu_us_per_lease_s", "%.4g"}, {"commands_per_lease_s", "%.4g"},
+        {"requests_per_lease_s", "%.4g"}, {"master_cpu_us_per_lease_s", "%.4g"}, {"leases_extended", "%.0f"},
+        {"extend_failures", "%.0f"}, {"leases_lost", "%.0f"}}) {
     if (const auto it = m.find(name); it != m.end()) {
       std::snprintf(buf, sizeof buf, fmt, it->second);
       out += std::string(", \"") + name + "\": " + buf;
     }
+  }
+  for (const auto& [name, value] : m) {  // leases: cmd_<name>_per_lease_s
+    if (name.rfind("cmd_", 0) != 0) continue;
+    std::snprintf(buf, sizeof buf, "%.4g", value);
+    out += ", \"" + name + "\": " + buf;
   }
   std::snprintf(buf, sizeof buf, ", \"errors\": %.0f}", m.at("errors"));
   return out + buf;
@@ -166,7 +249,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--scenario", a.scenario, "What to measure")
       ->type_name("NAME")
       ->required()
-      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory", "handoff-crowd"}));
+      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory", "handoff-crowd", "leases"}));
   app.add_option("--seconds", a.seconds, "Measure this long")
       ->type_name("S")
       ->check(bench::run_seconds(0.001, 1e9, false))
@@ -189,8 +272,37 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--resource", a.resource, "handoff-crowd: the resource the crowd shares")
       ->type_name("NAME")
       ->capture_default_str();
-  app.add_option("--gate", a.gate, "handoff-crowd: after the warm-up write \"ready PID\" here, then wait for \"go\" on stdin")
-      ->type_name("FIFO");
+  CLI::Option* gate =
+      app.add_option("--gate", a.gate,
+                     "handoff-crowd: after the warm-up write \"ready PID\" here, then wait for \"go\" on stdin; "
+                     "leases: the same with \"held PID\" before the hold and \"done PID\" after it")
+          ->type_name("FIFO");
+  app.add_option("--leases", a.leases, "leases: leases to hold")
+      ->type_name("N")
+      ->check(CLI::Range(1L, 10'000'000L))
+      ->capture_default_str();
+  app.add_option("--hold", a.hold, "leases: hold them this long while the watchdogs extend them")
+      ->type_name("S")
+      ->check(bench::run_seconds(1, 3600, false))
+      ->capture_default_str();
+  CLI::Option* before =
+      app.add_option("--stats-before", a.stats_before, "leases: the masters' INFO the runner saved at \"held\"")
+          ->type_name("FILE");
+  CLI::Option* after =
+      app.add_option("--stats-after", a.stats_after, "leases: the masters' INFO the runner saved at \"done\"")
+          ->type_name("FILE");
+  before->needs(after)->needs(gate);
+  after->needs(before);
+  app.add_option("--extend-batch-max", a.extend_batch_max,
+                 "Options::extend_batch_max: most keys per batched extension call (1: no batching)")
+      ->type_name("N")
+      ->check(CLI::Range(1L, 1'000'000L))
+      ->capture_default_str();
+  app.add_option("--extend-batch-window", a.extend_batch_window_ms,
+                 "Options::extend_batch_window: how long a due extension may wait for others, in ms")
+      ->type_name("MS")
+      ->check(CLI::Range(0L, 60'000L))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     if (a.scenario == "handoff-crowd" && a.events_path.empty())
@@ -200,29 +312,6 @@ Args parse_args(int argc, char** argv) {
     std::exit(app.exit(e) == 0 ? 0 : 2);
   }
   return a;
-}
-
-// pass_gate: tell the runner we are warmed up (one line to the FIFO, atomic
-// among the crowd's writers), then block until it says "go" on stdin.
-void pass_gate(const std::string& fifo) {
-  const int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) die(1, "--gate " + fifo + ": " + std::strerror(errno));
-  const std::string line = "ready " + std::to_string(getpid()) + "\n";
-  const bool wrote = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  close(fd);
-  if (!wrote) die(1, "--gate " + fifo + ": cannot write");
-  std::string got;
-  char c = 0;
-  while (got != "go") {
-    const ssize_t n = read(0, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) die(1, "--gate: stdin ended before \"go\"");
-    if (c == '\n') {
-      if (got != "go") die(1, "--gate: expected \"go\" on stdin, got \"" + got + "\"");
-      break;
-    }
-    got += c;
-  }
 }
 
 bool is_loopback(const redlock::NodeAddress& n) {
@@ -245,13 +334,17 @@ int main(int argc, char** argv) {
   // of AsyncClient: with SIGPIPE ignored a write needs no signal guard.
   std::signal(SIGPIPE, SIG_IGN);
   // A hung run must not hang the suite: SIGALRM's default action ends us.
-  const long memory_extra = args.scenario == "memory" ? args.locks / 500 : 0;
-  alarm(static_cast<unsigned>(args.seconds + 120 + static_cast<double>(memory_extra)));
+  const double extra = args.scenario == "memory"   ? static_cast<double>(args.locks / 500)
+                      : args.scenario == "leases" ? args.hold + static_cast<double>(args.leases / 500)
+                                                  : 0.0;
+  alarm(static_cast<unsigned>(args.seconds + 120 + extra));
 
   redlock::Config config;
   config.nodes = std::move(*nodes);
   config.tls.ca_file = args.tls_ca;
   config.options.quarantine = false;  // the masters were just started: see the header comment
+  config.options.extend_batch_max = static_cast<std::size_t>(args.extend_batch_max);
+  config.options.extend_batch_window = std::chrono::milliseconds{args.extend_batch_window_ms};
 
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0) die(1, "uv_loop_init failed");
@@ -267,7 +360,7 @@ int main(int argc, char** argv) {
       die(1, why);
     }
   }
-  if (!args.gate.empty()) pass_gate(args.gate);
+  if (!args.gate.empty() && args.scenario != "leases") pass_gate(args.gate, "ready");
 
   std::vector<long long> samples;  // µs
   Metrics m;
@@ -279,6 +372,11 @@ int main(int argc, char** argv) {
     m = run_handoff(&loop, *clients[0], *clients[1], base, args.seconds, samples);
   } else if (args.scenario == "handoff-crowd") {
     m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.seconds, args.events_path, samples);
+  } else if (args.scenario == "leases") {
+    m = run_leases(&loop, *clients[0], base, args.leases, args.hold, args.gate, args.stats_before, args.stats_after,
+                   samples);
+    m["extend_batch_max"] = static_cast<double>(args.extend_batch_max);
+    m["extend_batch_window_ms"] = static_cast<double>(args.extend_batch_window_ms);
   } else {
     m = run_memory(&loop, *clients[0], base, args.locks, samples);
   }
@@ -307,6 +405,10 @@ int main(int argc, char** argv) {
   if (open != 0 || closed != 0) {
     die(1, "internal: the loop did not close cleanly (" + std::string(closed != 0 ? uv_strerror(closed) : "") + ", " +
                std::to_string(open) + " clients still open)");
+  }
+  if (const auto lost = m.find("leases_lost"); lost != m.end() && lost->second > 0) {
+    die(3, std::to_string(static_cast<long long>(lost->second)) +
+               " LEASE(S) LOST: the watchdogs did not keep them, with every master up (the first reasons are above)");
   }
   return 0;
 }

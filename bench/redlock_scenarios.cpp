@@ -9,17 +9,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "master_stats.hpp"
 #include "redlock/redlock.hpp"
 
 namespace redlock_bench {
@@ -27,6 +31,7 @@ namespace redlock_bench {
 // Shared with redlock_bench.cpp (declared there the same way).
 using Metrics = std::map<std::string, double>;
 [[noreturn]] void die(int code, const std::string& message);
+void pass_gate(const std::string& fifo, const std::string& word);
 
 namespace {
 
@@ -44,13 +49,15 @@ constexpr milliseconds handoff_wait{5000};  // the waiter's AcquireOptions::wait
 // waiter's acquire call: after its first round, at a random phase of its
 // retry cycle (retry_delay + retry_jitter = 50 + 0..50 ms by default).
 constexpr int handoff_hold_min_ms = 2, handoff_hold_spread_ms = 100;
-constexpr int memory_in_flight = 256;  // memory: acquires / releases in flight at once
+constexpr int memory_in_flight = 256;  // memory, leases: acquires / releases in flight at once
+constexpr milliseconds lease_ttl_max{30000};  // leases: TTL min(this, hold / 2)
 
 struct Run {
   long long ops = 0, errors = 0;
   double seconds = 0;
   std::vector<long long> samples;  // µs
   std::optional<double> cpu_us_per_op, bytes_per_lock, failed_attempts_per_handoff;
+  Metrics extra;  // the scenario's own fields (leases)
 };
 
 long long micros_since(clk::time_point t0) {
@@ -471,8 +478,43 @@ class Crowd {
 };
 
 // ---------------------------------------------------------------------------
-// memory: hold N locks at once.
+// memory and leases: many operations, a bounded number in flight.
 
+// Bounded runs start(i, done) for i in [0, n), at most memory_in_flight
+// begun and not done at once; the i-th calls done() when it completed (on
+// a later loop turn, as every AsyncClient callback). run returns when all
+// have.
+class Bounded {
+ public:
+  using Start = std::function<void(long, std::function<void()>)>;
+
+  static void run(uv_loop_t* loop, long n, Start start) {
+    Bounded b(n, std::move(start));
+    b.fill();
+    run_until(loop, b.done_);
+  }
+
+ private:
+  Bounded(long n, Start start) : n_(n), start_(std::move(start)), done_(n == 0) {}
+
+  void fill() {
+    while (in_flight_ < memory_in_flight && next_ < n_) {
+      ++in_flight_;
+      start_(next_++, [this] {
+        --in_flight_;
+        if (next_ == n_ && in_flight_ == 0) done_ = true;
+        fill();
+      });
+    }
+  }
+
+  long n_;
+  Start start_;
+  long next_ = 0, in_flight_ = 0;
+  bool done_;
+};
+
+// memory: hold N locks at once.
 class Memory {
  public:
   Memory(AsyncClient& client, std::string base, long n, Run& run)
@@ -482,63 +524,40 @@ class Memory {
   }
 
   void acquire_all(uv_loop_t* loop) {
-    done_ = false;
-    next_ = 0;
-    fill_acquire();
-    run_until(loop, done_);
+    Bounded::run(loop, n_, [this](long i, std::function<void()> done) {
+      const clk::time_point t0 = clk::now();
+      client_.acquire(base_ + "-" + std::to_string(i), acquire_opts(memory_ttl),
+                      [this, t0, done = std::move(done)](Result<Lock> r) {
+                        if (r) {
+                          run_.samples[static_cast<std::size_t>(run_.ops++)] = micros_since(t0);
+                          locks_.push_back(std::move(*r));
+                        } else {
+                          note_error(run_, "acquire: " + r.error().to_string());
+                        }
+                        done();
+                      });
+    });
     run_.samples.resize(static_cast<std::size_t>(run_.ops));
   }
 
   void release_all(uv_loop_t* loop) {
-    done_ = false;
-    next_ = 0;
-    fill_release();
-    run_until(loop, done_);
+    Bounded::run(loop, static_cast<long>(locks_.size()), [this](long i, std::function<void()> done) {
+      const Lock& lock = locks_[static_cast<std::size_t>(i)];
+      client_.release(lock.resource, lock.token, [this, done = std::move(done)](Result<ReleaseResult> rr) {
+        if (std::string why = release_problem(rr); !why.empty()) note_error(run_, "release: " + why);
+        done();
+      });
+    });
   }
 
   const std::vector<Lock>& locks() const { return locks_; }
 
  private:
-  void fill_acquire() {
-    while (in_flight_ < memory_in_flight && next_ < n_) {
-      ++in_flight_;
-      const clk::time_point t0 = clk::now();
-      client_.acquire(base_ + "-" + std::to_string(next_++), acquire_opts(memory_ttl), [this, t0](Result<Lock> r) {
-        if (r) {
-          run_.samples[static_cast<std::size_t>(run_.ops++)] = micros_since(t0);
-          locks_.push_back(std::move(*r));
-        } else {
-          note_error(run_, "acquire: " + r.error().to_string());
-        }
-        --in_flight_;
-        if (next_ == n_ && in_flight_ == 0) done_ = true;
-        fill_acquire();
-      });
-    }
-  }
-
-  void fill_release() {
-    const long total = static_cast<long>(locks_.size());
-    while (in_flight_ < memory_in_flight && next_ < total) {
-      ++in_flight_;
-      const Lock& lock = locks_[static_cast<std::size_t>(next_++)];
-      client_.release(lock.resource, lock.token, [this, total](Result<ReleaseResult> rr) {
-        if (std::string why = release_problem(rr); !why.empty()) note_error(run_, "release: " + why);
-        --in_flight_;
-        if (next_ == total && in_flight_ == 0) done_ = true;
-        fill_release();
-      });
-    }
-    if (total == 0) done_ = true;
-  }
-
   AsyncClient& client_;
   std::string base_;
   long n_;
   Run& run_;
   std::vector<Lock> locks_;
-  long next_ = 0, in_flight_ = 0;
-  bool done_ = false;
 };
 
 // write_crowd_events writes the events file of bench/CONTRACT.md (handoff-crowd).
@@ -601,12 +620,127 @@ Run measure_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
   return run;
 }
 
+// ---------------------------------------------------------------------------
+// leases: hold N leases while the library's watchdogs extend them.
+
+// The commands the library's scripts call (src/scripts.hpp): commandstats
+// counts them under their own names, so they are not client requests. The
+// client sends SET (an acquire's first attempt) and GET (the vote check)
+// itself too, but only with acquires, and none is taken during the hold.
+const std::set<std::string> script_calls = {"get", "set", "pttl", "pexpire", "del", "publish", "time"};
+
+// extend_latency_delta: the extensions' latency histogram of [s0, s1].
+redlock::LatencyHistogram extend_latency_delta(const redlock::Stats& s0, const redlock::Stats& s1) {
+  redlock::LatencyHistogram d;
+  for (std::size_t i = 0; i < d.counts.size(); ++i) {
+    d.counts[i] = s1.extend_latency.counts[i] - s0.extend_latency.counts[i];
+    d.count += d.counts[i];
+  }
+  d.sum = s1.extend_latency.sum - s0.extend_latency.sum;
+  return d;
+}
+
+std::uint64_t failed_rounds(const redlock::RoundCounts& c) { return c.held + c.no_quorum + c.too_late + c.other; }
+
+// add_master_stats: the masters' commands and CPU between the runner's two
+// snapshots, per lease-second (bench/master_stats.hpp).
+void add_master_stats(Run& run, const std::string& before_path, const std::string& after_path, double lease_seconds) {
+  bench::MasterStats before, after;
+  for (auto [path, stats] : {std::pair{&before_path, &before}, {&after_path, &after}}) {
+    if (std::string why = bench::read_master_stats(*path, *stats); !why.empty()) die(1, why);
+  }
+  if (before.masters != after.masters) die(1, "--stats-before and --stats-after name different numbers of masters");
+  long long commands = 0, requests = 0;
+  for (const auto& [name, d] : bench::command_deltas(before, after)) {
+    commands += d;
+    if (!script_calls.count(name)) requests += d;
+    run.extra["cmd_" + name + "_per_lease_s"] = static_cast<double>(d) / lease_seconds;
+  }
+  run.extra["commands_per_lease_s"] = static_cast<double>(commands) / lease_seconds;
+  run.extra["requests_per_lease_s"] = static_cast<double>(requests) / lease_seconds;
+  run.extra["master_cpu_us_per_lease_s"] = (after.cpu_seconds - before.cpu_seconds) * 1e6 / lease_seconds;
+}
+
+Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long n, double hold,
+                   const std::string& gate, const std::string& stats_before, const std::string& stats_after) {
+  Run run;
+  const milliseconds ttl = std::min(lease_ttl_max, milliseconds{std::llround(hold * 500)});
+  std::vector<redlock::AsyncLease> leases;
+  leases.reserve(static_cast<std::size_t>(n));
+  settle(loop, milliseconds{50});
+  const long rss_before = resident_bytes();
+  const clk::time_point taking = clk::now();
+  Bounded::run(loop, n, [&](long i, std::function<void()> done) {
+    redlock::LeaseOptions o;
+    o.ttl = ttl;
+    client.lock(base + "-lease-" + std::to_string(i), std::move(o),
+                [&, done = std::move(done)](Result<redlock::AsyncLease> r) {
+                  if (r) {
+                    leases.push_back(std::move(*r));
+                  } else {
+                    note_error(run, "lock: " + r.error().to_string());
+                  }
+                  done();
+                });
+  });
+  const double take_seconds = std::chrono::duration<double>(clk::now() - taking).count();
+  settle(loop, milliseconds{100});
+  const long rss_after = resident_bytes();
+  const auto held = static_cast<double>(leases.size());
+  std::fprintf(stderr, "redlock_bench: leases: %zu taken in %.2f s (TTL %lld ms); RSS %ld -> %ld bytes\n",
+               leases.size(), take_seconds, static_cast<long long>(ttl.count()), rss_before, rss_after);
+
+  if (!gate.empty()) pass_gate(gate, "held");
+  const redlock::Stats s0 = client.stats();
+  const double cpu0 = cpu_seconds();
+  const clk::time_point t0 = clk::now();
+  settle(loop, milliseconds{std::llround(hold * 1000)});
+  const redlock::Stats s1 = client.stats();
+  run.seconds = std::chrono::duration<double>(clk::now() - t0).count();
+  const double cpu = cpu_seconds() - cpu0;
+  if (!gate.empty()) pass_gate(gate, "done");
+
+  const double lease_seconds = held * run.seconds;
+  run.ops = static_cast<long long>(s1.leases_extended - s0.leases_extended);
+  run.extra["leases"] = held;
+  run.extra["ttl_ms"] = static_cast<double>(ttl.count());
+  run.extra["leases_extended"] = static_cast<double>(run.ops);
+  run.extra["extend_failures"] = static_cast<double>(failed_rounds(s1.extend_rounds) - failed_rounds(s0.extend_rounds));
+  run.extra["leases_lost"] = static_cast<double>(s1.leases_lost);
+  if (held > 0) {
+    run.extra["bytes_per_lease"] = static_cast<double>(rss_after - rss_before) / held;
+    run.extra["cpu_us_per_lease_s"] = cpu * 1e6 / lease_seconds;
+    if (!stats_before.empty()) add_master_stats(run, stats_before, stats_after, lease_seconds);
+  }
+  const redlock::LatencyHistogram latency = extend_latency_delta(s0, s1);
+  if (latency.count > 0) {
+    for (auto [name, q] : {std::pair{"p50_us", 0.5}, {"p90_us", 0.9}, {"p99_us", 0.99}, {"p999_us", 0.999}}) {
+      run.extra[name] = static_cast<double>(latency.quantile(q).count());
+    }
+  }
+  int shown = 0;
+  for (const auto& lease : leases) {
+    if (const auto lost = lease.lost(); lost && ++shown <= 5) {
+      std::fprintf(stderr, "redlock_bench: LOST: %s\n", lost->to_string().c_str());
+    }
+  }
+
+  Bounded::run(loop, static_cast<long>(leases.size()), [&](long i, std::function<void()> done) {
+    leases[static_cast<std::size_t>(i)].release([&, done = std::move(done)](Result<ReleaseResult> rr) {
+      if (std::string why = release_problem(rr); !why.empty()) note_error(run, "release: " + why);
+      done();
+    });
+  });
+  return run;
+}
+
 Metrics finish(Run&& run, std::vector<long long>& samples) {
   Metrics m{
       {"ops", static_cast<double>(run.ops)}, {"seconds", run.seconds}, {"errors", static_cast<double>(run.errors)}};
   if (run.cpu_us_per_op) m["cpu_us_per_op"] = *run.cpu_us_per_op;
   if (run.bytes_per_lock) m["bytes_per_lock"] = *run.bytes_per_lock;
   if (run.failed_attempts_per_handoff) m["failed_attempts_per_handoff"] = *run.failed_attempts_per_handoff;
+  m.merge(run.extra);
   samples = std::move(run.samples);
   return m;
 }
@@ -641,6 +775,12 @@ Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
 Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
                           double seconds, const std::string& events_path, std::vector<long long>& samples) {
   return finish(measure_crowd(loop, client, resource, waiters, seconds, events_path), samples);
+}
+
+Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
+                   const std::string& gate, const std::string& stats_before, const std::string& stats_after,
+                   std::vector<long long>& samples) {
+  return finish(measure_leases(loop, client, base, leases, hold, gate, stats_before, stats_after), samples);
 }
 
 }  // namespace redlock_bench

@@ -3,9 +3,11 @@
 # redis-server masters of its own (docs/benchmarks.md, bench/CONTRACT.md).
 #
 #   scripts/bench.sh [--quick] [--rounds N] [--seconds S] [--locks N]
-#                    [--concurrency C] [--scenarios LIST] [--no-build]
+#                    [--concurrency C] [--leases N] [--hold S]
+#                    [--scenarios LIST] [--no-build]
 #
-#   --quick         1 round, 1 s per run, 10000 locks for memory
+#   --quick         1 round, 1 s per run, 10000 locks for memory, 10000
+#                   leases held 5 s
 #   --rounds N      rounds (default 5); every round runs every scenario, and
 #                   inside a scenario the systems back to back (interleaved:
 #                   redlock, node-redlock, floor), so drift of the machine
@@ -13,11 +15,14 @@
 #   --seconds S     seconds per run (default 3)
 #   --locks N       locks held in the memory scenario (default 100000)
 #   --concurrency C workers of the throughput scenario (default 64)
+#   --leases N      leases held in the leases scenarios (default 100000)
+#   --hold S        seconds the leases are held (default 60; at least 1)
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
 #                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls,
 #                   handoff-crowd-1, handoff-crowd-8, handoff-crowd-64,
-#                   handoff-crowd-256 (default: all)
+#                   handoff-crowd-256, leases-100k, leases-100k-unbatched
+#                   (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -45,11 +50,24 @@
 # floor has no waiting acquire: reported as unsupported. With --quick the
 # crowds run 1 s each like everything else.
 #
+# leases-100k: one redlock_bench process takes --leases leases (TTL
+# min(30 s, hold/2)) and holds them --hold seconds while the library's
+# watchdogs extend them (`--scenario leases`); leases-100k-unbatched is the
+# same with --extend-batch-max 1 (one extension call per lease per master).
+# Its gate: "held PID" on a FIFO once all are held, "done PID" once the hold
+# is over, each answered with "go" after every master's INFO commandstats +
+# cpu was saved; the program reads the two snapshots itself and reports
+# client CPU, commands, requests and master CPU per lease-second, the
+# extensions' latency, bytes per lease and leases lost. A lost lease fails
+# the run (exit 3) loudly. redlock only: the peers have no lease scenario.
+# Raw files: build/bench-out/leases/.
+#
 # Programs (override with the environment variables):
 #   REDLOCK_BENCH   build/bench/redlock_bench   (skipped with a warning if absent)
 #   FLOOR_BIN       build/bench/floor/floor     (skipped with a warning if absent)
 #   REPORT_BIN      build/bench/report/bench_report (required)
 #   CROWD_MERGE_BIN build/bench/report/bench_crowd_merge (handoff-crowd-K only)
+#   (the handoff-crowd and leases scenarios also need redis-cli)
 #   FAULTPROXY_BIN  build/tools/faultproxy/faultproxy (degraded-slow-2ms only)
 #   node bench/peers/node/bench.js              (node + npm required)
 #
@@ -78,24 +96,28 @@ DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
 ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
-               handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256)
+               handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256 leases-100k leases-100k-unbatched)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
 seconds=3
 locks=100000
 concurrency=64
+leases=100000
+hold=60
 scenarios=("${ALL_SCENARIOS[@]}")
 build=1
 quick=0
 
 while (($# > 0)); do
   case $1 in
-    --quick) quick=1; rounds=1; seconds=1; locks=10000 ;;
+    --quick) quick=1; rounds=1; seconds=1; locks=10000; leases=10000; hold=5 ;;
     --rounds) need_value $# "$1"; rounds=$2; shift ;;
     --seconds) need_value $# "$1"; seconds=$2; shift ;;
     --locks) need_value $# "$1"; locks=$2; shift ;;
     --concurrency) need_value $# "$1"; concurrency=$2; shift ;;
+    --leases) need_value $# "$1"; leases=$2; shift ;;
+    --hold) need_value $# "$1"; hold=$2; shift ;;
     --scenarios) need_value $# "$1" "a list"; IFS=, read -r -a scenarios <<<"$2"; shift ;;
     --no-build) build=0 ;;
     -h | --help) usage; exit 0 ;;
@@ -107,6 +129,8 @@ done
 [[ $seconds =~ ^[0-9]+(\.[0-9]+)?$ && $seconds =~ [1-9] ]] || bad "--seconds must be a positive number, got '$seconds'"
 [[ $locks =~ ^[1-9][0-9]*$ ]] || bad "--locks must be a positive integer, got '$locks'"
 [[ $concurrency =~ ^[1-9][0-9]*$ ]] || bad "--concurrency must be a positive integer, got '$concurrency'"
+[[ $leases =~ ^[1-9][0-9]*$ ]] || bad "--leases must be a positive integer, got '$leases'"
+[[ $hold =~ ^[1-9][0-9]*(\.[0-9]+)?$ ]] || bad "--hold must be a number of seconds of at least 1, got '$hold'"
 ((${#scenarios[@]} > 0)) || bad "--scenarios needs at least one scenario (known: ${ALL_SCENARIOS[*]})"
 for s in "${scenarios[@]}"; do
   [[ " ${ALL_SCENARIOS[*]} " == *" $s "* ]] || bad "unknown scenario '$s' (known: ${ALL_SCENARIOS[*]})"
@@ -143,6 +167,9 @@ if [[ " ${scenarios[*]} " == *" handoff-crowd-"* ]]; then
   [[ -x $CROWD_MERGE_BIN ]] || die "$CROWD_MERGE_BIN is missing (the handoff-crowd scenarios need it): build bench/report"
   command -v redis-cli >/dev/null 2>&1 || die "redis-cli is missing (the handoff-crowd scenarios read the masters' INFO with it)"
 fi
+if [[ " ${scenarios[*]} " == *" leases-"* ]]; then
+  command -v redis-cli >/dev/null 2>&1 || die "redis-cli is missing (the leases scenarios read the masters' INFO with it)"
+fi
 
 declare -A PROGRAM=()
 if [[ -x $REDLOCK_BENCH ]]; then
@@ -162,7 +189,7 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/redlock-bench.XXXXXX")
 MASTER_PIDS=()
 MASTER_PORTS=()
-CROWD_PIDS=()
+RUN_PIDS=()  # the programs of a crowd or leases run, running in the background
 PAUSED=()
 FP_PID=
 FP_LISTEN=
@@ -171,7 +198,7 @@ FP_CONTROL=
 cleanup() {
   local rc=$? pid
   trap - EXIT INT TERM
-  for pid in "${CROWD_PIDS[@]}"; do
+  for pid in "${RUN_PIDS[@]}"; do
     stop_pid "$pid"
   done
   stop_pid "$FP_PID"
@@ -325,10 +352,14 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
     printf 'FAILED (%s)\n' "$why" >&2
     printf '{"round": %d, "label": "%s", "system": "%s", "scenario": "%s", "failed": "%s"}\n' \
       "$round" "$label" "$sys" "$scen" "$why" >>"$RESULTS"
-    log "last lines of its stderr ($PROGRAM_LOG):"
-    awk -v m="==== round $round $label $sys:" 'index($0, m) == 1 { p = 1; next } /^==== / { p = 0 } p' \
-      "$PROGRAM_LOG" | tail -n 5 >&2
+    stderr_tail "$round" "$label" "$sys"
   fi
+}
+
+stderr_tail() {  # stderr_tail ROUND LABEL SYSTEM: the last lines a run wrote to $PROGRAM_LOG
+  log "last lines of its stderr ($PROGRAM_LOG):"
+  awk -v m="==== round $1 $2 $3:" 'index($0, m) == 1 { p = 1; next } /^==== / { p = 0 } p' \
+    "$PROGRAM_LOG" | tail -n 5 >&2
 }
 
 master_stats() {  # master_stats FILE: INFO commandstats + cpu of every master, appended to FILE
@@ -340,7 +371,7 @@ master_stats() {  # master_stats FILE: INFO commandstats + cpu of every master, 
   done
 }
 
-crowd_failed() {  # crowd_failed SYSTEM LABEL ROUND WHY: record a failed crowd run
+run_failed() {  # run_failed SYSTEM LABEL ROUND WHY: record a failed crowd or leases run
   ((failed_runs += 1))
   printf 'FAILED (%s)\n' "$4" >&2
   printf '{"round": %d, "label": "%s", "system": "%s", "scenario": "%s", "failed": "%s"}\n' \
@@ -378,7 +409,7 @@ run_crowd() {
       --waiters "$w" --resource "$resource" --events "$dir/events.$p" --gate "$dir/ready" \
       <"$dir/go.$p" >"$dir/out.$p" 2>>"$PROGRAM_LOG" &
     pids+=($!)
-    CROWD_PIDS+=($!)
+    RUN_PIDS+=($!)
   done
   # Every process warmed up (a line each; one that exits first fails the run).
   while ((ready < procs)) && [[ -z $why ]]; do
@@ -400,18 +431,18 @@ run_crowd() {
   for pid in "${pids[@]}"; do
     wait "$pid" || rc=$?
   done
-  CROWD_PIDS=()
+  RUN_PIDS=()
   if [[ -n $why ]]; then
-    crowd_failed "$sys" "$label" "$round" "$why"
+    run_failed "$sys" "$label" "$round" "$why"
     return 0
   fi
   if ((rc != 0)); then
     why="exit $rc"
     ((rc == 124 || rc == 137)) && why="timed out after ${limit}s"
-    crowd_failed "$sys" "$label" "$round" "a process failed: $why"
+    run_failed "$sys" "$label" "$round" "a process failed: $why"
     return 0
   fi
-  master_stats "$dir/stats.after" || { crowd_failed "$sys" "$label" "$round" "INFO after the run failed"; return 0; }
+  master_stats "$dir/stats.after" || { run_failed "$sys" "$label" "$round" "INFO after the run failed"; return 0; }
   rc=0
   line=$("$CROWD_MERGE_BIN" --system "$sys" --label "$label" --waiters "$k" --stats-before "$dir/stats.before" \
     --stats-after "$dir/stats.after" "${events[@]}" 2>>"$PROGRAM_LOG") || rc=$?
@@ -425,8 +456,70 @@ run_crowd() {
       log "SAFETY VIOLATION: $label, $sys, round $round: $(json_field "$line" safety_violations) acquisitions overlapped the previous holder (see $PROGRAM_LOG and $dir)"
     fi
   else
-    crowd_failed "$sys" "$label" "$round" "bench_crowd_merge exit $rc"
+    run_failed "$sys" "$label" "$round" "bench_crowd_merge exit $rc"
     grep '^bench_crowd_merge' "$PROGRAM_LOG" | tail -n 3 >&2 || true
+  fi
+}
+
+# run_leases LABEL ROUND: one leases-100k or leases-100k-unbatched run of
+# redlock (see the header).
+run_leases() {
+  local label=$1 round=$2 dir limit line rc=0 why="" pid stage want got ready_fd go_fd summary
+  local -a cmd args
+  read -r -a cmd <<<"${PROGRAM[redlock]}"
+  dir=$OUT/leases/$label.r$round
+  limit=$(awk -v h="$hold" -v n="$leases" 'BEGIN { printf "%d", h + 120 + n / 200 }')
+  args=(--nodes "$NODES_OK" --scenario leases --leases "$leases" --hold "$hold" --gate "$dir/ready"
+        --stats-before "$dir/stats.before" --stats-after "$dir/stats.after")
+  [[ $label == *-unbatched ]] && args+=(--extend-batch-max 1)
+  mkdir -p "$dir"
+  mkfifo "$dir/ready" "$dir/go"
+  exec {ready_fd}<>"$dir/ready"
+  exec {go_fd}<>"$dir/go"
+  printf '[round %d/%d] %s: redlock (%d leases, %s s)… ' "$round" "$rounds" "$label" "$leases" "$hold" >&2
+  printf '==== round %d %s redlock: %s %s\n' "$round" "$label" "${cmd[*]}" "${args[*]}" >>"$PROGRAM_LOG"
+  timeout --kill-after=5 "$limit" "${cmd[@]}" "${args[@]}" <"$dir/go" >"$dir/out" 2>>"$PROGRAM_LOG" &
+  pid=$!
+  RUN_PIDS+=("$pid")
+  # "held" → the INFO before; "done" → the INFO after; each answered "go".
+  for stage in held:before done:after; do
+    want=${stage%%:*}
+    got=0
+    while ((got == 0)) && [[ -z $why ]]; do
+      if IFS= read -r -t 1 -u "$ready_fd" line; then
+        [[ $line == "$want "* ]] && got=1
+      else
+        pid_alive "$pid" || why="it exited before \"$want\""
+      fi
+    done
+    [[ -z $why ]] || break
+    master_stats "$dir/stats.${stage#*:}" || { why="INFO at \"$want\" failed"; break; }
+    printf 'go\n' >&"$go_fd"
+  done
+  exec {go_fd}>&-  # stdin ends: a program still at the gate exits
+  exec {ready_fd}>&-
+  wait "$pid" || rc=$?
+  RUN_PIDS=()
+  line=$(tail -n 1 "$dir/out" 2>/dev/null || true)
+  if [[ -z $why ]] && ((rc == 0 || rc == 3)) && [[ $line == \{*\} ]]; then
+    printf '{"round": %d, "label": "%s", %s\n' "$round" "$label" "${line#\{}" >>"$RESULTS"
+    summary="$(json_field "$line" ops_per_s) extensions/s, p99 $(json_field "$line" p99_us) µs"
+    summary+=", $(json_field "$line" cpu_us_per_lease_s) µs CPU and $(json_field "$line" requests_per_lease_s)"
+    summary+=" requests per lease-second, $(json_field "$line" bytes_per_lease) B/lease"
+    summary+=", $(json_field "$line" leases_lost) lost"
+    printf '%s\n' "$summary" >&2
+    if ((rc == 3)); then
+      ((failed_runs += 1))
+      log "LEASES LOST: $label, round $round: $(json_field "$line" leases_lost) of $(json_field "$line" leases) (see $PROGRAM_LOG)"
+    fi
+  else
+    if [[ -z $why ]]; then
+      why="exit $rc"
+      ((rc == 124 || rc == 137)) && why="timed out after ${limit}s"
+      ((rc == 0)) && why="no JSON line on stdout"
+    fi
+    run_failed redlock "$label" "$round" "$why"
+    stderr_tail "$round" "$label" redlock
   fi
 }
 
@@ -451,6 +544,10 @@ for ((round = 1; round <= rounds; round++)); do
     for sys in "${SYSTEMS[@]}"; do
       [[ -n ${PROGRAM[$sys]:-} ]] || continue
       [[ $label == latency-tls && $sys != redlock ]] && continue
+      if [[ $label == leases-* ]]; then
+        [[ $sys == redlock ]] && run_leases "$label" "$round"
+        continue
+      fi
       if [[ $label == handoff-crowd-* ]]; then
         run_crowd "$sys" "$label" "$round"
         continue
@@ -470,7 +567,7 @@ done
 log "report: $REPORT_BIN --input $RESULTS --out-dir $DOCS_DIR"
 "$REPORT_BIN" --input "$RESULTS" --out-dir "$DOCS_DIR" "${SAMPLE_ARGS[@]}" | tee "$OUT/table.md"
 if ((quick)); then
-  log "note: this was a --quick run (1 round of ${seconds} s, $locks locks): indicative only"
+  log "note: this was a --quick run (1 round of ${seconds} s, $locks locks, $leases leases held ${hold} s): indicative only"
 fi
 if ((failed_runs > 0)); then
   log "$failed_runs run(s) failed: see $PROGRAM_LOG"

@@ -51,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include "master_stats.hpp"
+
 namespace {
 
 [[noreturn]] void fail(const std::string& msg) {
@@ -113,30 +115,9 @@ void read_events(const std::string& path, Events& ev) {
   if (local_waiters < 0) fail(path + ": no header line (did the process finish?)");
 }
 
-// Stats: the sums over the masters of one INFO commandstats + cpu snapshot.
-struct Stats {
-  std::map<std::string, long long> calls;  // command name -> calls
-  double cpu_seconds = 0;
-  int masters = 0;
-};
-
-Stats read_stats(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("cannot read " + path);
-  Stats s;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.rfind("cmdstat_", 0) == 0) {
-      const auto colon = line.find(':'), calls = line.find("calls=");
-      if (colon == std::string::npos || calls == std::string::npos) fail(path + ": bad line '" + line + "'");
-      s.calls[line.substr(8, colon - 8)] += std::atoll(line.c_str() + calls + 6);
-    } else if (line.rfind("used_cpu_sys:", 0) == 0 || line.rfind("used_cpu_user:", 0) == 0) {
-      s.cpu_seconds += std::atof(line.c_str() + line.find(':') + 1);
-      if (line.rfind("used_cpu_sys:", 0) == 0) ++s.masters;
-    }
-  }
-  if (s.masters == 0) fail(path + ": no INFO cpu section in it");
+bench::MasterStats read_stats(const std::string& path) {
+  bench::MasterStats s;
+  if (std::string why = bench::read_master_stats(path, s); !why.empty()) fail(why);
   return s;
 }
 
@@ -192,7 +173,7 @@ int main(int argc, char** argv) {
     fail("the event files hold " + std::to_string(ev.waiters) + " waiters, not the " +
          std::to_string(expected_waiters) + " of --waiters");
   }
-  const Stats before = read_stats(before_path), after = read_stats(after_path);
+  const bench::MasterStats before = read_stats(before_path), after = read_stats(after_path);
   if (before.masters != after.masters) fail("the stats files name different numbers of masters");
 
   auto& acq = ev.acquisitions;
@@ -226,16 +207,9 @@ int main(int argc, char** argv) {
 
   const auto n_acq = static_cast<double>(acq.size());
   const double per = n_acq > 0 ? 1.0 / n_acq : 0.0;
+  const std::map<std::string, long long> delta = bench::command_deltas(before, after);
   long long commands = 0;
-  std::map<std::string, long long> delta;
-  for (const auto& [name, calls] : after.calls) {
-    if (name == "info") continue;  // the runner's snapshots
-    const auto it = before.calls.find(name);
-    const long long d = calls - (it == before.calls.end() ? 0 : it->second);
-    if (d <= 0) continue;
-    delta[name] = d;
-    commands += d;
-  }
+  for (const auto& [name, d] : delta) commands += d;
 
   std::vector<long long> waits;
   std::vector<long long> per_waiter(static_cast<std::size_t>(ev.waiters), 0);

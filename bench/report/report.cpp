@@ -11,10 +11,12 @@
 //                     "degraded-1-paused" etc.); without it, "scenario";
 //   "failed": "why"   the program failed (exit status, no output).
 // For every system and scenario the MEDIAN over rounds of each numeric metric
-// is taken ("errors" and "safety_violations" are summed instead, as
-// "errors_total" and "safety_violations_total"). Then:
+// is taken ("errors", "safety_violations" and "leases_lost" are summed
+// instead, as "errors_total", "safety_violations_total" and
+// "leases_lost_total"). Then:
 //   stdout               a Markdown table, scenario × metric (the crowd
-//                        scenarios of bench_crowd_merge also per command), with the columns
+//                        scenarios of bench_crowd_merge and the leases
+//                        scenarios also per command), with the columns
 //                        redlock, node-redlock, floor, redlock/node-redlock,
 //                        redlock/floor (plain ratios of the medians);
 //   DIR/latest.json      {"machine", "generated", "rounds", "results"};
@@ -59,7 +61,7 @@ const std::vector<std::string> kScenarioOrder = {"latency",           "throughpu
                                                  "memory",            "degraded-1-paused", "degraded-2-paused",
                                                  "degraded-proxy-0ms", "degraded-slow-2ms", "latency-tls",
                                                  "handoff-crowd-1",   "handoff-crowd-8",   "handoff-crowd-64",
-                                                 "handoff-crowd-256"};
+                                                 "handoff-crowd-256", "leases-100k",       "leases-100k-unbatched"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `bound_*` names what the floor reaches on the
@@ -103,10 +105,18 @@ const std::vector<Target> kTargets = {
      20, false},
     {"crowd of 256: handoff p99 vs a crowd of 1", "handoff-crowd-256", "redlock", "p99_us", "handoff-crowd-1",
      "redlock", "p99_us", true, 2.0, false},
+    // Issue 16, many leases: batched extensions cost a twentieth of the
+    // unbatched requests and a tenth of their client CPU, per lease-second.
+    {"leases: requests per lease-second, batched vs unbatched", "leases-100k", "redlock", "requests_per_lease_s",
+     "leases-100k-unbatched", "redlock", "requests_per_lease_s", true, 0.05, false},
+    {"leases: client CPU per lease-second, batched vs unbatched", "leases-100k", "redlock", "cpu_us_per_lease_s",
+     "leases-100k-unbatched", "redlock", "cpu_us_per_lease_s", true, 0.10, false},
+    {"leases: bytes per held lease", "leases-100k", "redlock", "bytes_per_lease", "", "", "", true, 256, false},
 };
 // Metrics shown in the table, in this order (all numeric ones go to latest.json).
 // The crowd scenarios add their per-command counts (cmd_<name>_per_handoff)
-// right after commands_per_handoff.
+// right after commands_per_handoff, the leases scenarios theirs
+// (cmd_<name>_per_lease_s) after commands_per_lease_s.
 const std::vector<std::string> kTableMetrics = {"p50_us",
                                                 "p90_us",
                                                 "p99_us",
@@ -130,9 +140,20 @@ const std::vector<std::string> kTableMetrics = {"p50_us",
                                                 "starved_waiters",
                                                 "early_handoffs",
                                                 "safety_violations_total",
+                                                "leases",
+                                                "ttl_ms",
+                                                "extend_batch_max",
+                                                "cpu_us_per_lease_s",
+                                                "requests_per_lease_s",
+                                                "commands_per_lease_s",
+                                                "master_cpu_us_per_lease_s",
+                                                "bytes_per_lease",
+                                                "leases_extended",
+                                                "extend_failures",
+                                                "leases_lost_total",
                                                 "errors_total"};
 // Counts summed over rounds (reported as NAME_total) instead of the median.
-const std::set<std::string> kSummed = {"errors", "safety_violations"};
+const std::set<std::string> kSummed = {"errors", "safety_violations", "leases_lost"};
 // Numeric fields that describe the run rather than measure it.
 const std::set<std::string> kNotMetrics = {"round", "rss_before", "rss_after"};
 
@@ -173,14 +194,16 @@ std::string fmt_number(double v) {
   if (a >= 100) std::snprintf(buf, sizeof buf, "%.0f", v);
   else if (a >= 10) std::snprintf(buf, sizeof buf, "%.1f", v);
   else if (a >= 1) std::snprintf(buf, sizeof buf, "%.2f", v);
-  else std::snprintf(buf, sizeof buf, "%.3f", v);
+  else if (a >= 0.01) std::snprintf(buf, sizeof buf, "%.3f", v);
+  else std::snprintf(buf, sizeof buf, "%.2g", v);  // e.g. requests per lease-second
   return buf;
 }
 
 std::string fmt_ratio(double a, double b) {
   if (std::isnan(a) || std::isnan(b) || b == 0) return "—";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f×", a / b);
+  const double r = a / b;
+  std::snprintf(buf, sizeof buf, r != 0 && std::fabs(r) < 0.01 ? "%.2g×" : "%.2f×", r);
   return buf;
 }
 
@@ -604,11 +627,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> metrics;
     for (const auto& m : kTableMetrics) {
       metrics.push_back(m);
-      if (m != "commands_per_handoff") continue;
+      if (m != "commands_per_handoff" && m != "commands_per_lease_s") continue;
+      const std::string per_what = m.substr(std::string("commands").size());  // "_per_handoff", …
       std::set<std::string> per_command;
       for (auto& [sys, c] : per)
         for (auto& [name, v] : c.values)
-          if (name.rfind("cmd_", 0) == 0) per_command.insert(name);
+          if (name.rfind("cmd_", 0) == 0 && name.ends_with(per_what)) per_command.insert(name);
       metrics.insert(metrics.end(), per_command.begin(), per_command.end());
     }
     for (const auto& m : metrics) {
