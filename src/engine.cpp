@@ -10,6 +10,7 @@
 #include "keys.hpp"
 #include "operation.hpp"
 #include "telemetry.hpp"
+#include "timer_queue.hpp"
 #include "token.hpp"
 #include "validity.hpp"
 
@@ -182,6 +183,11 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
   op->problem = std::move(problem);
   watch_cancel(op, cancel);
   start(op);
+}
+
+TimerQueue& Engine::timers() {
+  if (timers_ == nullptr) timers_ = std::make_unique<TimerQueue>(runtime_);
+  return *timers_;
 }
 
 Transport& Engine::lease_transport() {

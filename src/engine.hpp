@@ -25,6 +25,7 @@ namespace redlock::detail {
 
 class Operation;
 class ExtendBatcher;
+class TimerQueue;
 
 // check_resource: "" when `resource` is a usable name, else why not
 // (empty, longer than 1024 bytes, or containing '}').
@@ -66,6 +67,11 @@ class Engine {
   // lease_transport: the transport of the watchdogs' extensions — the
   // batcher in front of transport() (made at the first use).
   Transport& lease_transport();
+  // timers: the operations' and the watchdogs' timers, one array heap on
+  // one runtime timer (src/timer_queue.hpp; made at the first use, kept
+  // until the engine goes, with no runtime timer of its own while it has
+  // no timer).
+  TimerQueue& timers();
   const Options& options() const noexcept { return options_; }
   // telemetry: the transport's counters and observer (null: none).
   Telemetry* telemetry() const noexcept { return telemetry_; }
@@ -83,6 +89,7 @@ class Engine {
   Runtime& runtime_;
   Transport& transport_;
   std::unique_ptr<ExtendBatcher> batcher_;
+  std::unique_ptr<TimerQueue> timers_;
   const Options& options_;
   Telemetry* telemetry_;
   Operation* head_ = nullptr;  // intrusive list of live operations

@@ -8,6 +8,7 @@
 #include "lease_state.hpp"
 #include "engine.hpp"
 #include "quorum.hpp"
+#include "timer_queue.hpp"
 #include "telemetry.hpp"
 
 namespace redlock {
@@ -67,7 +68,7 @@ void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state
 
 Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone)
     : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(std::move(gone)) {
-  timer_ = engine_.runtime().timer([this] { on_timer(); });
+  timer_ = engine_.timers().timer([this] { on_timer(); });
   state_->watchdog = this;
 }
 

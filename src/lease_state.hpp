@@ -93,8 +93,9 @@ void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state
 
 // Watchdog — keeps one lease extended and declares it lost. Lives on the
 // loop, on the engine's Runtime (so it runs in the simulator too); owns one
-// timer, armed for the earlier of the next extension and the deadline (a
-// program holding 100,000 leases pays one timer each, not three), and
+// timer of the engine's timers() queue, armed for the earlier of the
+// next extension and the deadline (a program holding 100,000 leases pays
+// one entry of an array heap each, not three uv timers), and
 // frees itself once stopped and no extension is in flight, telling `gone`
 // (its client) last, never inside a call of its own owner.
 class Watchdog {

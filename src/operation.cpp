@@ -7,6 +7,7 @@
 
 #include "keys.hpp"
 #include "telemetry.hpp"
+#include "timer_queue.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -49,7 +50,7 @@ Call LockKeys::release_call(const std::string& value, bool announce) const {
 
 Operation::Operation(Engine& engine, LockKeys keys, std::string token)
     : engine_(engine), keys_(std::move(keys)), token_(std::move(token)), started_(engine.runtime().now()) {
-  timer_ = engine_.runtime().timer([this] {
+  timer_ = engine_.timers().timer([this] {
     if (closed_) {  // the step after the last: free (the timer may be destroyed inside its own fire)
       engine_.delist(this);
       delete this;
