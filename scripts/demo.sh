@@ -151,8 +151,8 @@ cleanup() {
   # signal the group so its `redlock run` and child go too (CONT first, a
   # stalled holder's parent is stopped).
   for pid in "${running_workers[@]}"; do
-    kill -TERM -- "-$pid" 2>/dev/null
     kill -CONT -- "-$pid" 2>/dev/null
+    kill -TERM -- "-$pid" 2>/dev/null
   done
   for pid in "${running_workers[@]}"; do
     wait "$pid" 2>/dev/null

@@ -218,8 +218,10 @@ stop_pid() {
     return 2
   fi
   if pid_alive "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
+    # CONT first: one after TERM can discard the SIGSTOP with which an ASan
+    # build's leak check at exit suspends the process's threads (a hang).
     kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
     if ! wait_state "$pid" gone "$seconds"; then
       log "pid $pid still alive $seconds s after SIGTERM: sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true

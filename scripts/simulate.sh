@@ -7,7 +7,7 @@
 #
 #   --seconds S     run schedules for S seconds (default 10)
 #   --seed N        the first schedule's seed (default: 1); schedule i runs N+i
-#   --workload W    plain, fenced, multi, lease or all (default all)
+#   --workload W    plain, fenced, multi, lease, all (default) or leases
 #   --sabotage N    run a deliberately broken variant of the library
 #                   (src/sabotage.hpp); exit 1 means the simulator caught it
 #   ARGS            passed on: --schedules K, --clients C, --beyond, --first,

@@ -112,7 +112,7 @@ class Process {
   std::optional<int> wait(std::chrono::milliseconds timeout);
   int wait();  // without a deadline
 
-  // stop sends SIGTERM (and SIGCONT, so a stopped child acts on it), waits
+  // stop sends SIGCONT (so a stopped child acts on what follows), then SIGTERM, waits
   // up to GRACE, then SIGKILL; returns the exit code (128 + SIGTERM after
   // the default action, the child's own status if it handles SIGTERM).
   int stop(std::chrono::milliseconds grace = std::chrono::seconds(5));

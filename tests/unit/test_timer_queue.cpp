@@ -142,3 +142,34 @@ TEST_CASE("the runtime timer is given back once the last timer is destroyed, and
   CHECK(q.timers() == 0);
   CHECK(rt.armed() == 0);
 }
+
+TEST_CASE("0 ms timers (the FIFO) and delayed ones: due order, stop and restart move between them") {
+  ManualRuntime rt;
+  TimerQueue q(rt);
+  std::vector<std::string> fired;
+  auto a = q.timer([&] { fired.push_back("a"); });
+  auto b = q.timer([&] { fired.push_back("b"); });
+  auto c = q.timer([&] { fired.push_back("c"); });
+  auto d = q.timer([&] { fired.push_back("d"); });
+  a->start(milliseconds{5});
+  rt.advance(milliseconds{4});
+  b->start(milliseconds{0});
+  c->start(milliseconds{1});
+  d->start(milliseconds{0});
+  d->stop();  // out of the FIFO
+  CHECK_FALSE(d->active());
+  CHECK(q.armed() == 3);
+  rt.advance(milliseconds{0});
+  CHECK(fired == std::vector<std::string>{"b"});
+  d->start(milliseconds{0});
+  d->start(milliseconds{10});  // from the FIFO to the heap
+  b->start(milliseconds{0});
+  b->start(milliseconds{0});  // a restart moves it to the FIFO's end, once
+  rt.advance(milliseconds{0});
+  CHECK(fired == std::vector<std::string>{"b", "b"});
+  rt.advance(milliseconds{1});
+  CHECK(fired == std::vector<std::string>{"b", "b", "a", "c"});
+  rt.advance(milliseconds{10});
+  CHECK(fired == std::vector<std::string>{"b", "b", "a", "c", "d"});
+  CHECK(q.armed() == 0);
+}

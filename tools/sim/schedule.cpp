@@ -26,6 +26,8 @@
 #include "lease_state.hpp"
 #include "network.hpp"
 #include "node_set.hpp"
+#include "scripts.hpp"
+#include "sha1.hpp"
 
 namespace redlock::sim {
 
@@ -39,7 +41,7 @@ constexpr milliseconds max_ttl{1000};
 constexpr double rate_budget = 0.003;  // each clock's rate within 1 ± this: inside drift_factor 0.01
 constexpr Nanos tail_wait = ms(3000);  // liveness: a free lock is taken within this
 
-Options sim_options(bool quarantine, bool wake_ups) {
+Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max) {
   Options o;
   o.default_ttl = milliseconds{300};
   o.max_ttl = max_ttl;
@@ -55,6 +57,7 @@ Options sim_options(bool quarantine, bool wake_ups) {
   o.data_check_interval = milliseconds{250};  // the default
   o.wake_ups = wake_ups;  // off: waiters poll
   o.quarantine = quarantine;
+  o.extend_batch_max = extend_batch_max;  // the window stays at its default, 10 ms
   return o;
 }
 
@@ -88,9 +91,9 @@ class Schedule;
 // and its place in the workload.
 struct SimClient {
   SimClient(World& world, Network& net, std::size_t index, Nanos steady0, Nanos wall0, bool quarantine,
-            bool wake_ups)
+            bool wake_ups, std::size_t extend_batch_max)
       : proc(world, "c" + std::to_string(index), steady0, wall0), rt(proc), index(index) {
-    config.options = sim_options(quarantine, wake_ups);
+    config.options = sim_options(quarantine, wake_ups, extend_batch_max);
     for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
@@ -120,6 +123,17 @@ struct SimClient {
   Nanos wall_step_next_round = 0;  // fault: step the wall clock inside the next acquire
   std::optional<Lock> lock;
   std::shared_ptr<detail::LeaseState> lease;  // lease workload: the watchdog's state
+  // leases workload: the leases held at once (each its own lock, watchdog
+  // and hold), the acquires or releases still out, the set's TTL.
+  struct HeldLease {
+    std::string resource;
+    std::string token;
+    std::shared_ptr<detail::LeaseState> state;
+    std::size_t hold = 0;  // index into holds
+  };
+  std::vector<HeldLease> leases;
+  std::size_t leases_pending = 0;
+  milliseconds leases_ttl{0};
   std::vector<std::string> more;      // multi: the other resources
   std::vector<std::size_t> held;      // indices into holds
   std::size_t tail_pos = 0;           // the quiet tail: the next resource to take
@@ -138,6 +152,9 @@ class Schedule {
   void hold(SimClient& c, Nanos left, bool may_extend);
   void release(SimClient& c, std::function<void()> then);
   void start_lease(SimClient& c);
+  void start_leases(SimClient& c, const AcquireOptions& ao);
+  void lease_acquired(SimClient& c, const std::string& resource, Result<Lock> r);
+  void release_leases(SimClient& c);
   void think(SimClient& c);
   void tail_next(SimClient& c, bool give_up);
 
@@ -152,6 +169,7 @@ class Schedule {
   void check_leaks();
   void check_holds();
   void violation(std::string kind, std::string what, Nanos at, std::vector<std::string> tokens = {});
+  void count_batch(const ExecutedCommand& c, const std::string& sha);
   std::string trace_text() const;
 
   ScheduleOptions opt_;
@@ -186,6 +204,10 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   quarantine_ = !(o.beyond && plan_.chance(0.5));
   // Waiters woken by pub/sub in most schedules; polling alone in the rest.
   const bool wake_ups = plan_.chance(0.8);
+  // leases: batches of up to 512 keys (the default), or of 2 in a quarter
+  // of the schedules, so that a set of three is split into a batch and a
+  // lone plain extend. (Drawn only here: the other workloads' plans stay.)
+  const std::size_t extend_batch_max = workload_ == Workload::leases && plan_.chance(0.25) ? 2 : 512;
   NetConfig net;
   net.late_chance = plan_.chance(0.5) ? 0.7 : 0.1;
   net_ = std::make_unique<Network>(world_, masters, net);
@@ -195,10 +217,12 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   for (std::size_t i = 0; i < clients; ++i) {
     const Nanos steady0 = ms(1e6) + plan_.between(0, ms(1e6));
     const Nanos wall0 = 1'700'000'000'000 * ns_per_ms + plan_.between(0, ms(2000));
-    clients_.push_back(std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_, wake_ups));
+    clients_.push_back(
+        std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_, wake_ups, extend_batch_max));
     clients_.back()->proc.steady().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
-  const std::size_t n_resources = workload_ == Workload::multi ? 3 + plan_.below(2) : 1 + plan_.below(3);
+  const bool sets = workload_ == Workload::multi || workload_ == Workload::leases;
+  const std::size_t n_resources = sets ? 3 + plan_.below(2) : 1 + plan_.below(3);
   for (std::size_t r = 0; r < n_resources; ++r) resources_.push_back("r" + std::to_string(r));
   result_.seed = seed;
   result_.workload = workload_;
@@ -224,6 +248,29 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
       if (reply.size() > 80) reply = reply.substr(0, 80) + "…";
       commands_.push_back(line + "-> " + reply);
     };
+  }
+  if (workload_ == Workload::leases) {  // an observer: the schedule plays the same
+    net_->on_command = [this, sha = detail::sha1_hex(detail::extend_batch_script),
+                        record = std::move(net_->on_command)](const ExecutedCommand& c) {
+      count_batch(c, sha);
+      if (record) record(c);
+    };
+  }
+}
+
+// count_batch: an extend_batch call a master ran (leases workload).
+void Schedule::count_batch(const ExecutedCommand& c, const std::string& sha) {
+  if (c.argv.size() < 3) return;
+  const std::string_view cmd = c.argv[0];
+  const bool by_sha = cmd == "EVALSHA" || cmd == "evalsha";
+  if (!(by_sha ? c.argv[1] == sha : (cmd == "EVAL" || cmd == "eval") && c.argv[1] == detail::extend_batch_script)) {
+    return;
+  }
+  ++result_.extend_batches;
+  result_.extend_batch_keys += std::strtoull(std::string(c.argv[2]).c_str(), nullptr, 10);
+  if (c.reply.type == Reply::Type::string && c.reply.str.find('0') != std::string::npos &&
+      c.reply.str.find('1') != std::string::npos) {
+    ++result_.extend_batches_mixed;
   }
 }
 
@@ -482,6 +529,8 @@ void Schedule::next(SimClient& c) {
     }
     std::sort(set.begin(), set.end());
     c.engine->acquire_many(set, ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), false); });
+  } else if (workload_ == Workload::leases) {
+    start_leases(c, ao);
   } else {
     set.push_back(resources_[r.below(resources_.size())]);
     ao.fence = workload_ == Workload::fenced;
@@ -597,6 +646,83 @@ void Schedule::start_lease(SimClient& c) {
   const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->ttl).count();
   c.after(static_cast<Nanos>(world_.rng().unit() * 4 * static_cast<double>(ttl)),
           [this, &c] { release(c, [this, &c] { think(c); }); });
+}
+
+// start_leases: 2–3 distinct resources, each acquired at once (one TTL,
+// one wait) as a lease of its own. The acquires run side by side, so the
+// grants come close together and their watchdogs fall due within one
+// extend_batch_window; a batch answered together stays together (each
+// lease re-arms at a third of its validity from the same moment).
+void Schedule::start_leases(SimClient& c, const AcquireOptions& ao) {
+  Rng& r = world_.rng();
+  std::vector<std::string> pool = resources_;
+  const std::size_t n = 2 + r.below(2);
+  std::vector<std::string> set;
+  while (set.size() < n) {
+    const std::size_t i = r.below(pool.size());
+    set.push_back(pool[i]);
+    pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  c.leases_ttl = ao.ttl;
+  c.leases_pending = set.size();
+  for (const std::string& res : set) {
+    c.engine->acquire(res, ao, [this, &c, res](Result<Lock> lock) { lease_acquired(c, res, std::move(lock)); });
+  }
+}
+
+// lease_acquired: one acquire of the set came back; a grant is a hold and a
+// watchdog of its own (a lost lease ends its hold alone). Once every acquire
+// is back the client holds what it got for up to four TTLs, then releases.
+void Schedule::lease_acquired(SimClient& c, const std::string& resource, Result<Lock> r) {
+  result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+  if (r) {
+    ++result_.grants;
+    const std::size_t index = holds_.size();
+    Hold h;
+    h.client = c.index;
+    h.resource = resource;
+    h.token = r->token;
+    h.start = world_.now();
+    h.end_local = SimRuntime::from_time_point(r->validity_deadline);
+    holds_.push_back(std::move(h));
+    auto st = std::make_shared<detail::LeaseState>();
+    st->resource = r->resource;
+    st->token = r->token;
+    st->ttl = r->ttl;
+    st->taken = c.rt.now();
+    st->deadline = r->validity_deadline;
+    st->options.on_lost = [this, index](const Error&) {
+      holds_[index].released = std::min(holds_[index].released, world_.now());
+    };
+    c.leases.push_back({resource, r->token, st, index});
+    auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr);  // frees itself once stopped
+    watchdog->start();
+  }
+  if (--c.leases_pending > 0) return;
+  if (c.leases.empty()) return think(c);
+  const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.leases_ttl).count();
+  c.after(static_cast<Nanos>(world_.rng().unit() * 4 * static_cast<double>(ttl)), [this, &c] { release_leases(c); });
+}
+
+// release_leases: every lease of the set is given back (watchdog stopped,
+// hold ended), then the client thinks and goes on.
+void Schedule::release_leases(SimClient& c) {
+  std::vector<SimClient::HeldLease> leases;
+  leases.swap(c.leases);
+  c.leases_pending = leases.size();
+  for (SimClient::HeldLease& l : leases) {
+    if (l.state->watchdog != nullptr) l.state->watchdog->stop();
+    {
+      std::lock_guard<std::mutex> lock(l.state->mu);
+      l.state->released = true;
+      Hold& h = holds_[l.hold];
+      h.end_local = std::max(h.end_local, SimRuntime::from_time_point(l.state->deadline));
+    }
+    holds_[l.hold].released = std::min(holds_[l.hold].released, world_.now());
+    c.engine->release(l.resource, l.token, [this, &c](Result<ReleaseResult>) {
+      if (--c.leases_pending == 0) think(c);
+    });
+  }
 }
 
 void Schedule::release(SimClient& c, std::function<void()> then) {
@@ -780,12 +906,14 @@ const char* workload_name(Workload w) {
     case Workload::multi: return "multi";
     case Workload::lease: return "lease";
     case Workload::all: return "all";
+    case Workload::leases: return "leases";
   }
   return "?";
 }
 
 bool parse_workload(const std::string& text, Workload& out) {
-  for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all}) {
+  for (const Workload w :
+       {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all, Workload::leases}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

@@ -19,8 +19,12 @@ namespace redlock::sim {
 //   multi   acquire_many of 2–3 resources out of 3–4
 //   lease   acquire, then the lease watchdog (src/lease_state.hpp) keeps the
 //           lock extended for up to four TTLs; a lost lease ends the hold
-//   all     one of the above per schedule, chosen by the seed
-enum class Workload : std::uint8_t { plain, fenced, multi, lease, all };
+//   all     one of the four above per schedule, chosen by the seed
+//   leases  2–3 leases on distinct resources taken at once with one TTL,
+//           each with its own watchdog: their extensions fall due together
+//           and share extend_batch calls (src/extend_batch.hpp). Not in
+//           `all` (its seeds keep their schedules).
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases };
 
 const char* workload_name(Workload w);
 bool parse_workload(const std::string& text, Workload& out);
@@ -59,6 +63,12 @@ struct ScheduleResult {
   std::uint64_t commands = 0;  // executed on masters
   bool wake_ups = false;       // waiters subscribed to release notifications
   std::uint64_t wakes = 0;     // release notifications delivered to subscribers
+  // leases: extend_batch script calls the masters ran, the keys they
+  // carried, and those whose answer differed between keys (some '1', some
+  // '0': where a batcher that mixed up the answers would show).
+  std::uint64_t extend_batches = 0;
+  std::uint64_t extend_batch_keys = 0;
+  std::uint64_t extend_batches_mixed = 0;
   std::uint64_t trace_hash = 0;
   std::size_t faults_planned = 0;
   std::vector<Violation> violations;
