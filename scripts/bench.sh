@@ -6,7 +6,7 @@
 #                    [--concurrency C] [--leases N] [--hold S]
 #                    [--scenarios LIST] [--no-build]
 #
-#   --quick         1 round, 1 s per run, 10000 locks for memory, 10000
+#   --quick         1 round, 1 s per run, 10000 locks for memory, 2000
 #                   leases held 5 s
 #   --rounds N      rounds (default 5); every round runs every scenario, and
 #                   inside a scenario the systems back to back (interleaved:
@@ -111,7 +111,7 @@ quick=0
 
 while (($# > 0)); do
   case $1 in
-    --quick) quick=1; rounds=1; seconds=1; locks=10000; leases=10000; hold=5 ;;
+    --quick) quick=1; rounds=1; seconds=1; locks=10000; leases=2000; hold=5 ;;
     --rounds) need_value $# "$1"; rounds=$2; shift ;;
     --seconds) need_value $# "$1"; seconds=$2; shift ;;
     --locks) need_value $# "$1"; locks=$2; shift ;;
