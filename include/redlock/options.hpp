@@ -130,7 +130,7 @@ struct REDLOCK_API Options {
   // Window 0: only the extensions due in the same loop turn share a call.
   // extend_batch_max 1: one script call per lease per master (no batching).
   // Defaults 10 ms and 512 keys (the masters run one call's keys without
-  // serving anyone else: about 1 µs each).
+  // serving anyone else: a few µs each, about 2 ms for 512).
   milliseconds extend_batch_window{10};
   std::size_t extend_batch_max = 512;
 
