@@ -21,8 +21,9 @@ void fail_one(const ExtendBatcher::Queued& q, std::string_view why) {
 // it hands on to every call it carries; frees itself after the final one.
 class Batch final : public ReplySink {
  public:
-  Batch(std::shared_ptr<const Call> call, std::vector<ExtendBatcher::Queued> members)
-      : call_(std::move(call)), members_(std::move(members)) {}
+  Batch(std::shared_ptr<const Call> call, std::vector<ExtendBatcher::Queued> members,
+        std::shared_ptr<ExtendBatcher::Flow> flow, std::size_t node)
+      : call_(std::move(call)), members_(std::move(members)), flow_(std::move(flow)), node_(node) {}
 
   const Call& call() const noexcept { return *call_; }
 
@@ -32,7 +33,12 @@ class Batch final : public ReplySink {
     } else {
       for (const ExtendBatcher::Queued& m : members_) m.sink->on_node_event(m.slot, event);
     }
-    if (event.kind != EventKind::timeout) delete this;
+    if (event.kind == EventKind::timeout) return;
+    // Final: the node has one batch fewer in flight (the batcher, if it
+    // still lives, sends what waits for that).
+    --flow_->in_flight[node_];
+    if (flow_->owner != nullptr) flow_->owner->batch_done(node_);
+    delete this;
   }
 
   // refused: the inner transport did not take the call; every member fails.
@@ -73,6 +79,8 @@ class Batch final : public ReplySink {
 
   std::shared_ptr<const Call> call_;
   std::vector<ExtendBatcher::Queued> members_;
+  std::shared_ptr<ExtendBatcher::Flow> flow_;
+  std::size_t node_;
 };
 
 // batch_call: one extend_batch call for `n` queued one-key extends.
@@ -92,78 +100,84 @@ std::shared_ptr<const Call> batch_call(const ExtendBatcher::Queued* q, std::size
   return call;
 }
 
-bool same_calls(const ExtendBatcher::Queued* a, const ExtendBatcher::Queued* b, std::size_t n) {
-  return std::equal(a, a + n, b, [](const ExtendBatcher::Queued& x, const ExtendBatcher::Queued& y) {
-    return x.call == y.call;
-  });
-}
-
 }  // namespace
 
 ExtendBatcher::ExtendBatcher(Runtime& runtime, Transport& inner, milliseconds window, std::size_t max)
     : runtime_(runtime), inner_(inner), window_(window), max_(std::max<std::size_t>(max, 1)) {
   queues_.resize(inner_.size());
+  flow_ = std::make_shared<Flow>(Flow{this, std::vector<std::size_t>(inner_.size(), 0)});
   timer_ = runtime_.timer([this] { flush(); });
 }
 
 ExtendBatcher::~ExtendBatcher() {
+  flow_->owner = nullptr;  // batches still in flight finish without us
   timer_.reset();
-  std::vector<std::vector<Queued>> queues;
+  std::vector<std::deque<Queued>> queues;
   queues.swap(queues_);
-  for (const std::vector<Queued>& q : queues) {
+  for (const std::deque<Queued>& q : queues) {
     for (const Queued& one : q) fail_one(one, "the client was closed");
   }
 }
 
 std::size_t ExtendBatcher::queued() const noexcept {
   std::size_t n = 0;
-  for (const std::vector<Queued>& q : queues_) n += q.size();
+  for (const std::deque<Queued>& q : queues_) n += q.size();
   return n;
 }
 
+std::size_t ExtendBatcher::in_flight(std::size_t node) const noexcept { return flow_->in_flight[node]; }
+
 bool ExtendBatcher::send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
   if (max_ <= 1 || call.command != CommandId::extend) return inner_.send(node, call, sink, slot, why);
-  std::vector<Queued>& q = queues_[node];
+  std::deque<Queued>& q = queues_[node];
   q.push_back({&call, sink, slot});
-  if (q.size() >= max_) {
-    timer_->start(milliseconds{0});  // full: on the next loop turn
+  if (q.size() >= max_ && flow_->in_flight[node] < batches_in_flight) {
+    timer_->start(milliseconds{0});  // a full batch can go: on the next loop turn
   } else if (!timer_->active()) {
     timer_->start(window_);
   }
   return true;
 }
 
+void ExtendBatcher::batch_done(std::size_t node) {
+  if (!queues_[node].empty() && !timer_->active()) timer_->start(milliseconds{0});
+}
+
 void ExtendBatcher::flush() {
-  // Taken out first: a call queued while this flush runs waits for the next.
-  std::vector<std::vector<Queued>> queues(queues_.size());
-  queues.swap(queues_);
   // A round sends to every node in one go, so the nodes' queues usually
   // hold the same calls in the same order: their chunks share one Call.
   struct Shared {
-    const Queued* from;
-    std::size_t n;
+    std::vector<const Call*> calls;
     std::shared_ptr<const Call> call;
   };
   std::vector<Shared> shared;
   std::string why;
-  for (std::size_t node = 0; node < queues.size(); ++node) {
-    const std::vector<Queued>& q = queues[node];
-    for (std::size_t begin = 0, chunk = 0; begin < q.size(); begin += max_, ++chunk) {
-      const std::size_t n = std::min(max_, q.size() - begin);
-      const Queued* first = q.data() + begin;
+  for (std::size_t node = 0; node < queues_.size(); ++node) {
+    std::deque<Queued>& q = queues_[node];
+    for (std::size_t chunk = 0; !q.empty() && flow_->in_flight[node] < batches_in_flight; ++chunk) {
+      const std::size_t n = std::min(max_, q.size());
+      std::vector<Queued> members(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n));
+      q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n));
       if (n == 1) {  // alone: the plain extend, as sent
         why.clear();
-        if (!inner_.send(node, *first->call, first->sink, first->slot, why)) fail_one(*first, why);
+        if (!inner_.send(node, *members[0].call, members[0].sink, members[0].slot, why)) fail_one(members[0], why);
         continue;
       }
-      if (chunk >= shared.size()) shared.resize(chunk + 1, Shared{nullptr, 0, nullptr});
+      std::vector<const Call*> calls(n);
+      for (std::size_t i = 0; i < n; ++i) calls[i] = members[i].call;
+      if (chunk >= shared.size()) shared.resize(chunk + 1);
       Shared& s = shared[chunk];
-      if (s.call == nullptr || s.n != n || !same_calls(s.from, first, n)) s = {first, n, batch_call(first, n)};
-      auto* batch = new Batch(s.call, std::vector<Queued>(first, first + n));
+      if (s.call == nullptr || s.calls != calls) s = {std::move(calls), batch_call(members.data(), n)};
+      auto* batch = new Batch(s.call, std::move(members), flow_, node);
       why.clear();
-      if (!inner_.send(node, batch->call(), batch, 0, why)) batch->refused(why);
+      if (inner_.send(node, batch->call(), batch, 0, why)) {
+        ++flow_->in_flight[node];
+      } else {
+        batch->refused(why);
+      }
     }
   }
+  // What is left waits for a batch of its node to come back (batch_done).
 }
 
 }  // namespace redlock::detail

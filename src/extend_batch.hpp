@@ -15,10 +15,20 @@
 // extend is unchanged (docs/design.md, "Batched extensions").
 //
 // Every other call, and every call when max is 1, goes straight through.
+//
+// Flow control: at most batches_in_flight batch calls are outstanding per
+// node; the rest wait in the queue and go as answers come back. A burst of
+// 100,000 leases falling due together was 200 calls of 512 keys queued in
+// each master at once: the last of them missed node_timeout behind the
+// others, the node was marked not answering, every lease's retry then
+// failed at once, and the retries saturated the client (all 100,000
+// lost). Waiting in the queue costs a lease nothing but validity it has
+// plenty of (T1 was taken before), and no node timeout.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +63,12 @@ class ExtendBatcher final : public Transport {
 
   // queued: calls waiting for the next flush, over every node (tests).
   std::size_t queued() const noexcept;
+  // in_flight: batch calls sent to `node` and not yet finally answered.
+  std::size_t in_flight(std::size_t node) const noexcept;
+
+  static constexpr std::size_t batches_in_flight = 4;  // per node
+  // batch_done: a batch call to `node` got its final event (from the batch).
+  void batch_done(std::size_t node);
 
   // Queued — one call waiting for its batch. `call` is the caller's (kept
   // alive until its final event, as the Transport contract says).
@@ -62,6 +78,13 @@ class ExtendBatcher final : public Transport {
     std::size_t slot;
   };
 
+  // Flow — what the batcher shares with its batches in flight, which may
+  // outlive it: the count per node, and the batcher while it lives.
+  struct Flow {
+    ExtendBatcher* owner;
+    std::vector<std::size_t> in_flight;
+  };
+
  private:
   void flush();
 
@@ -69,7 +92,8 @@ class ExtendBatcher final : public Transport {
   Transport& inner_;
   milliseconds window_;
   std::size_t max_;
-  std::vector<std::vector<Queued>> queues_;  // per node
+  std::vector<std::deque<Queued>> queues_;  // per node
+  std::shared_ptr<Flow> flow_;
   std::unique_ptr<Timer> timer_;
 };
 

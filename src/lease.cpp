@@ -172,9 +172,17 @@ void Watchdog::on_extended(Result<Lock> r) {
     return lose("extension refused: our token is gone from too many nodes for a majority (" + e.message + ")",
                 std::move(e.nodes));
   }
-  // Not decided yet (timeouts, errors): try again while there is time.
+  // Not decided yet (timeouts, errors): try again while there is time —
+  // after a quarter of the time left (at least retry_delay), plus jitter:
+  // a lease with seconds left does not retry every 50 ms, and a crowd of
+  // leases that failed together (an overloaded client, a slow master) does
+  // not retry together. About a dozen retries before the deadline.
   last_failure_ = std::move(e);
   const TimePoint deadline = current_deadline();
+  const Clock::duration left = deadline - deadline_margin - now;
+  const Clock::duration wait = std::max<Clock::duration>(options_.retry_delay, left / 4) +
+                               engine_.runtime().random_delay(options_.retry_jitter);
+  if (now + wait < deadline - deadline_margin) return arm_extend(wait);
   if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(options_.retry_delay);
 }
 

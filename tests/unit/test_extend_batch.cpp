@@ -278,3 +278,48 @@ TEST_CASE("calls still queued when the batcher goes get their final event: faile
   }
   CHECK(bed.inner.sent.empty());
 }
+
+TEST_CASE("at most batches_in_flight batch calls per node; the rest go as answers come back") {
+  static_assert(ExtendBatcher::batches_in_flight == 4);
+  Bed bed(12, milliseconds{0}, 2);  // 6 batches of 2 per node
+  bed.send_all();
+  bed.runtime.advance(milliseconds{0});
+  REQUIRE(bed.inner.sent.size() == 12);  // 4 per node
+  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher->in_flight(node) == 4);
+  CHECK(bed.batcher->queued() == 12);  // 2 batches × 2 calls × 3 nodes wait
+  // A timeout is not an answer: nothing more goes.
+  NodeEvent timeout;
+  timeout.kind = EventKind::timeout;
+  bed.inner.sent[0].sink->on_node_event(0, timeout);
+  bed.runtime.advance(milliseconds{0});
+  CHECK(bed.inner.sent.size() == 12);
+  // Node 0's first batch is answered: one more batch goes to node 0 only.
+  const std::size_t node0 = bed.inner.sent[0].node;
+  bed.inner.sent[0].sink->on_node_event(0, reply_string("11"));
+  CHECK(bed.batcher->in_flight(node0) == 3);
+  bed.runtime.advance(milliseconds{0});
+  REQUIRE(bed.inner.sent.size() == 13);
+  CHECK(bed.inner.sent[12].node == node0);
+  CHECK(bed.batcher->in_flight(node0) == 4);
+  CHECK(bed.batcher->queued() == 10);
+  // Answer everything, as it goes out, until nothing is left.
+  for (std::size_t i = 1; i < bed.inner.sent.size(); ++i) {
+    bed.inner.sent[i].sink->on_node_event(0, reply_string("11"));
+    bed.runtime.advance(milliseconds{0});
+  }
+  CHECK(bed.inner.sent.size() == 18);  // 6 per node
+  CHECK(bed.batcher->queued() == 0);
+  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher->in_flight(node) == 0);
+  for (Sink& s : bed.sinks) CHECK(s.got.size() == (&s == &bed.sinks[0] || &s == &bed.sinks[1] ? 4 : 3));
+}
+
+TEST_CASE("batches still in flight when the batcher goes are answered without it") {
+  Bed bed(4, milliseconds{0}, 512);
+  bed.send_all();
+  bed.runtime.advance(milliseconds{0});
+  REQUIRE(bed.inner.sent.size() == 3);
+  bed.batcher.reset();
+  for (const Inner::Sent& s : bed.inner.sent) s.sink->on_node_event(0, reply_string("1010"));
+  CHECK(bed.sinks[0].got.size() == 3);
+  CHECK(bed.sinks[1].got.back().integer == 0);
+}
