@@ -240,15 +240,18 @@ TEST_CASE("examples/metrics_prometheus serves stats() as Prometheus text on GET 
   REQUIRE(run.wait_for("listening on 127.0.0.1:"));
   const std::string said = run.out_so_far();
   const int port = std::stoi(said.substr(said.find("127.0.0.1:") + 10));
-  // Its worker takes and releases a lock every 100 ms: the counters grow.
+  // Its worker takes and releases a lock every 100 ms: the counters grow. A
+  // round is counted when it ends and the operation's latency a moment later
+  // (when it completes), and stats() is read without stopping the loop, so one
+  // read can fall between the two: wait for both.
   std::string text;
   CHECK(eventually([&] {
     text = http_get(port, "/metrics");
-    return metric(text, R"(redlock_rounds_total{op="acquire",outcome="ok"})") >= 2;
+    return metric(text, R"(redlock_rounds_total{op="acquire",outcome="ok"})") >= 2 &&
+           metric(text, R"(redlock_operation_duration_seconds_bucket{op="acquire",le="+Inf"})") >= 2;
   }));
   CHECK(text.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
   CHECK(text.find("# TYPE redlock_operation_duration_seconds histogram") != std::string::npos);
-  CHECK(metric(text, R"(redlock_operation_duration_seconds_bucket{op="acquire",le="+Inf"})") >= 2);
   CHECK(metric(text, R"(redlock_node_connects_total{node=")" + group[0].address() + R"("})") == 1);
   CHECK(http_get(port, "/other").rfind("HTTP/1.0 404", 0) == 0);
   run.signal(SIGTERM);
