@@ -49,6 +49,7 @@ void AcquireOperation::step(Event event) {
     case Event::released:
     case Event::resubscribed:
     case Event::subscribed: return wake(event);
+    case Event::turn: return take_turn();
     default: break;
   }
   switch (state_) {
@@ -57,6 +58,9 @@ void AcquireOperation::step(Event event) {
       if (event != Event::timer) return;
       if (std::optional<Error> e = early_error()) return fail(std::move(*e));  // aborted_ implies closing
       if (cancelled_) return finish(cancelled_error());
+      // No barging: while this client's line for the lock is not empty, a
+      // new waiter joins its end instead of trying ahead of it.
+      if (uses_line() && engine_.line_busy(keys_.key) && now() < wait_deadline_) return queue_up(wait_left(now()));
       return start_attempt();
     case State::attempting:
     case State::fencing:
@@ -66,6 +70,7 @@ void AcquireOperation::step(Event event) {
       return;  // cancel: acted on when the attempt ends
     case State::retry_wait:
     case State::subscribe_wait:
+    case State::queued:  // its timer: the wait's deadline, one last try
       if (event == Event::abort || event == Event::cancel) return arm(milliseconds{0});
       if (event != Event::timer) return;
       if (aborted_) return fail(closed_error());
@@ -108,14 +113,62 @@ void AcquireOperation::wake(Event why) {
       // A retry already due sooner stays: in a crowd every release would
       // otherwise push back the waiters whose turn was coming.
       const TimePoint at = now();
-      const auto left = std::max(std::chrono::ceil<milliseconds>(wait_deadline_ - at), milliseconds{0});
+      const milliseconds left = wait_left(at);
       const milliseconds delay = std::clamp(wake_jitter(), milliseconds{0}, left);
       if (due_ <= at + delay) return;
       return arm(delay);
     }
     case State::starting:
+    case State::queued:  // not watching: nothing to wake
     case State::done: return;
   }
+}
+
+void AcquireOperation::your_turn(bool took) {
+  turn_took_ = took;
+  step(Event::turn);
+}
+
+// take_turn: the waiter before this one left the line, so this one is
+// first now: it listens for releases from here on. If the one before left
+// holding the lock, its release will be published: wait for it (or the
+// safety net). Otherwise the lock may be free: try at once. A queued
+// waiter trying at its deadline (attempting) just carries on.
+void AcquireOperation::take_turn() {
+  if (state_ != State::queued) return;
+  state_ = State::retry_wait;
+  const milliseconds left = wait_left(now());
+  if (watch_all() == WatchState::ready && turn_took_) return arm(std::min(options().wake_safety_net, left));
+  arm(milliseconds{0});
+}
+
+void AcquireOperation::queue_up(milliseconds left) {
+  in_line_ = true;
+  engine_.join_line(keys_.key, this);
+  state_ = State::queued;
+  arm(left);
+}
+
+milliseconds AcquireOperation::wait_left(TimePoint at) const {
+  return std::max(std::chrono::ceil<milliseconds>(wait_deadline_ - at), milliseconds{0});
+}
+
+WatchState AcquireOperation::watch_all() {
+  // Every resource's channel (a multi-resource lock frees when any of its
+  // parts does); ready only when all of them are.
+  const std::vector<std::string> all = channels();
+  WatchState watch = WatchState::ready;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const WatchState w = engine_.transport().watch(all[i], this);
+    if (w == WatchState::unavailable) {
+      for (std::size_t j = 0; j < i; ++j) engine_.transport().unwatch(all[j], this);
+      return WatchState::unavailable;
+    }
+    if (w == WatchState::pending) watch = WatchState::pending;
+  }
+  watching_ = true;
+  woken_ = false;
+  return watch;
 }
 
 Call AcquireOperation::attempt_call() const {
@@ -266,7 +319,7 @@ void AcquireOperation::retry_after_failure(Error e, const QuorumTally& tally, Ti
   if (cancelled_) return finish(cancelled_error());
   if (at >= wait_deadline_ || aborted_) return fail(std::move(e));
   const Options& o = options();
-  const auto left = std::chrono::ceil<milliseconds>(wait_deadline_ - at);
+  const milliseconds left = wait_left(at);
   state_ = State::retry_wait;
   // Some masters said yes, yet no majority: contenders split the votes and
   // perhaps nobody holds the lock. Their rollbacks announce nothing, so a
@@ -291,20 +344,17 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
   const Options& o = options();
   if (!o.wake_ups) return false;
   if (!watching_) {
-    // Every resource's channel (a multi-resource lock frees when any of
-    // its parts does); ready only when all of them are.
-    const std::vector<std::string> all = channels();
-    WatchState watch = WatchState::ready;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      const WatchState w = engine_.transport().watch(all[i], this);
-      if (w == WatchState::unavailable) {
-        for (std::size_t j = 0; j < i; ++j) engine_.transport().unwatch(all[j], this);
-        return false;
-      }
-      if (w == WatchState::pending) watch = WatchState::pending;
+    // Another waiter of this client is first in line: sleep behind it.
+    if (uses_line() && !in_line_ && engine_.line_busy(keys_.key)) {
+      queue_up(left);
+      return true;
     }
-    watching_ = true;
-    woken_ = false;
+    const WatchState watch = watch_all();
+    if (watch == WatchState::unavailable) return false;
+    if (uses_line() && !in_line_) {
+      in_line_ = true;
+      engine_.join_line(keys_.key, this);  // first: the line was empty
+    }
     if (watch == WatchState::pending) {
       // Retry once the subscription is confirmed (a release from then on is
       // heard), or after one node timeout at the latest.
@@ -359,6 +409,12 @@ void AcquireOperation::fail(Error e) {
 void AcquireOperation::finish(Result<Lock> r) {
   state_ = State::done;
   tell_finished(OpKind::acquire);
+  // The next in line starts listening before this one stops, so the
+  // channel stays subscribed between them.
+  if (in_line_) {
+    in_line_ = false;
+    engine_.leave_line(keys_.key, this, r.ok());
+  }
   stop_watching();
   LockCallback done = std::move(done_);
   close();

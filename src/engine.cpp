@@ -3,6 +3,7 @@
 // (src/acquire.cpp, src/extend.cpp, src/release.cpp).
 #include "engine.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -100,6 +101,29 @@ void Engine::delist(Operation* op) noexcept {
   if (head_ == op) head_ = op->next;
   --live_;
   maybe_idle();
+}
+
+bool Engine::join_line(const std::string& key, AcquireOperation* op) {
+  std::deque<AcquireOperation*>& line = lines_[key];
+  line.push_back(op);
+  return line.size() == 1;
+}
+
+// leave_line: a line is short-lived and rarely long (one client's waiters
+// of one resource), so a search is fine; an empty line is erased.
+void Engine::leave_line(const std::string& key, AcquireOperation* op, bool took) {
+  auto it = lines_.find(key);
+  if (it == lines_.end()) return;
+  std::deque<AcquireOperation*>& line = it->second;
+  const auto at = std::find(line.begin(), line.end(), op);
+  if (at == line.end()) return;
+  const bool was_first = at == line.begin();
+  line.erase(at);
+  if (line.empty()) {
+    lines_.erase(it);
+    return;
+  }
+  if (was_first) line.front()->your_turn(took);
 }
 
 // maybe_idle: closing, and no operation left — drop the cancellation

@@ -9,11 +9,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "redlock/async_client.hpp"
@@ -24,6 +26,7 @@
 namespace redlock::detail {
 
 class Operation;
+class AcquireOperation;
 class ExtendBatcher;
 class TimerQueue;
 
@@ -80,6 +83,20 @@ class Engine {
   void enlist(Operation* op) noexcept;
   void delist(Operation* op) noexcept;
 
+  // Wait lines (docs/design.md, "A crowd in one client"): this client's
+  // acquires that wait for one lock key, in arrival order. Only the first
+  // of a line listens for releases and tries; the others sleep until their
+  // turn (or their wait's deadline). Ordering only: who holds the lock is
+  // still decided by the masters' majority alone.
+  // line_busy: somebody of this client waits for `key`.
+  bool line_busy(const std::string& key) const { return lines_.contains(key); }
+  // join_line puts `op` at the end of key's line; true when it is first.
+  bool join_line(const std::string& key, AcquireOperation* op);
+  // leave_line takes `op` out of key's line; when it was first, the next
+  // gets its turn (AcquireOperation::your_turn; `took`: `op` leaves holding
+  // the lock). Never calls back the one leaving.
+  void leave_line(const std::string& key, AcquireOperation* op, bool took);
+
  private:
   void start(Operation* op);
   void watch_cancel(Operation* op, const std::stop_token& token);
@@ -93,6 +110,7 @@ class Engine {
   const Options& options_;
   Telemetry* telemetry_;
   Operation* head_ = nullptr;  // intrusive list of live operations
+  std::unordered_map<std::string, std::deque<AcquireOperation*>> lines_;  // see join_line
   std::size_t live_ = 0;
   bool closing_ = false;
   std::function<void()> on_idle_;

@@ -58,7 +58,8 @@ class Operation : public RoundListener {
   //   cancel      the caller's stop token was requested (delivered on the loop)
   //   abort       the client is closing
   //   released / subscribed / resubscribed   wake-ups (WakeListener::Why)
-  enum class Event : std::uint8_t { timer, decided, settled, cancel, abort, released, subscribed, resubscribed };
+  //   turn        the waiter before it in its client's line left (an acquire)
+  enum class Event : std::uint8_t { timer, decided, settled, cancel, abort, released, subscribed, resubscribed, turn };
 
   Operation(Engine& engine, LockKeys keys, std::string token);
   Operation(const Operation&) = delete;
@@ -131,12 +132,18 @@ class AcquireOperation final : public Operation, public WakeListener {
   //   retry_wait        waiting to retry: a poll delay, a split-vote backoff,
   //                     the holder's TTL, or a release notification
   //   subscribe_wait    waiting to retry until the subscription is confirmed
+  //   queued            behind an earlier waiter of this client for the same
+  //                     lock (Engine::join_line): asleep until its turn or
+  //                     its wait's deadline
   //   done
-  enum class State : std::uint8_t { starting, attempting, fencing, retry_wait, subscribe_wait, done };
+  enum class State : std::uint8_t { starting, attempting, fencing, retry_wait, subscribe_wait, queued, done };
 
   AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl, LockCallback done);
   void step(Event event) override;
   void on_wake(WakeListener::Why why) override;
+  // your_turn: from Engine::leave_line — the waiter before this one left its
+  // line (`took`: holding the lock). Only latches and arms a timer.
+  void your_turn(bool took);
   State state() const noexcept { return state_; }
 
  private:
@@ -146,6 +153,16 @@ class AcquireOperation final : public Operation, public WakeListener {
   void evaluate();
   void retry_after_failure(Error e, const QuorumTally& tally, TimePoint at);
   bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left);
+  // uses_line: this acquire waits in its client's line (one lock key, a
+  // value of its own, wake-ups on); see Engine::join_line.
+  bool uses_line() const noexcept { return options().wake_ups && !keys_.multi() && !caller_token_; }
+  // queue_up: join the end of the line, behind a waiter of this client.
+  void queue_up(milliseconds left);
+  void take_turn();
+  // watch_all subscribes to the releases of every resource of the lock
+  // (all or none: unavailable when any is).
+  WatchState watch_all();
+  milliseconds wait_left(TimePoint at) const;
   void rollback(const std::vector<NodeOutcome>& attempt = {});
   void abort_attempt();
   Call attempt_call() const;
@@ -170,6 +187,8 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool woken_ = false;     // a release was heard while an attempt was on its way
   bool wake_pending_ = false;  // the next retry was brought forward by a notification
   bool watching_ = false;  // subscribed to the resource's releases
+  bool in_line_ = false;   // in its client's line for keys_.key (first or queued)
+  bool turn_took_ = false; // your_turn's `took`, read by take_turn
   TimePoint t1_{};
   std::chrono::system_clock::time_point t1_wall_{};  // only for the broken wall_clock variant
   int attempts_ = 0;

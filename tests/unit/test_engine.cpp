@@ -682,3 +682,165 @@ TEST_CASE("a crowd's waiter reacts to one notification per failed attempt, howev
   CHECK(got->error().attempts <= 8);
   MESSAGE(got->error().attempts << " attempts under " << notifications << " notifications");
 }
+
+namespace {
+
+// LineBed — five fake masters that keep one lock key each (a SET NX
+// succeeds where the key is free; a release deletes its own value), a
+// client whose waiters are woken by hand, and the acquires' results in the
+// order they completed.
+struct LineBed {
+  std::vector<std::string> holder = std::vector<std::string>(5, "someone-else");
+  Bed bed{5, [this](std::size_t node, const Call& call) {
+            if (is_acquire(call.command)) {
+              if (call.command == CommandId::acquire) {  // the script: a caller's own value
+                if (!holder[node].empty() && holder[node] != call.arg1) return redlock::test::int_reply(5000);
+                holder[node] = call.arg1;
+                return redlock::test::ok_reply();
+              }
+              if (!holder[node].empty()) {
+                Response nil;
+                nil.type = ReplyView::Type::nil;
+                return nil;
+              }
+              holder[node] = call.arg1;
+              return redlock::test::ok_reply();
+            }
+            if (call.command != CommandId::release || holder[node] != call.arg1) return redlock::test::int_reply(0);
+            holder[node].clear();
+            return redlock::test::int_reply(1);
+          }};
+  std::vector<std::pair<int, Result<Lock>>> done;  // (waiter, result), in completion order
+  std::size_t most_watchers = 0;                   // the most waiters a release found listening
+
+  LineBed() {
+    bed.options.wake_safety_net = milliseconds{5000};
+    bed.fake->watch_result = WatchState::ready;
+  }
+  // run drives the loop until nothing is left, with the test's timers let
+  // go once they have fired.
+  int run(std::unique_ptr<Timer>& later, std::unique_ptr<Timer>& then) {
+    uv_run(&bed.loop, UV_RUN_DEFAULT);
+    later.reset();
+    then.reset();
+    return bed.run();
+  }
+  int run(std::unique_ptr<Timer>& later) {
+    std::unique_ptr<Timer> none;
+    return run(later, none);
+  }
+  // release_all: a release was published (the fake's masters got it).
+  void release_all() {
+    const std::vector<WakeListener*> listening = bed.fake->watchers;
+    most_watchers = std::max(most_watchers, listening.size());
+    for (WakeListener* w : listening) w->on_wake(WakeListener::Why::released);
+  }
+  // acquire starts waiter `n`; once it has the lock it holds it for a loop
+  // turn, releases it and announces the release.
+  void acquire(int n, milliseconds wait) {
+    AcquireOptions opts;
+    opts.wait = wait;
+    bed.engine->acquire("line", opts, [this, n](Result<Lock> r) {
+      if (r.ok()) {
+        bed.engine->release("line", r.value().token, [this](Result<ReleaseResult>) { release_all(); });
+      }
+      done.emplace_back(n, std::move(r));
+    });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a client's waiters for one lock wait in line: a release wakes only the first, a newcomer joins the end") {
+  // Three waiters start at once and find the lock held by another client:
+  // the first listens, the other two sleep behind it. A fourth, started
+  // while they wait, tries nothing: it joins the end (no barging). Then
+  // each release wakes the first in line only, which takes the lock; when
+  // it leaves, the next is first. So the lock goes 1, 2, 3, 4 and each
+  // attempt after the first wins: the first waiter tried three times (its
+  // first try, once more right after subscribing, once when woken), the
+  // next two twice, the newcomer once.
+  LineBed line;
+  for (int n = 1; n <= 3; ++n) line.acquire(n, milliseconds{3000});
+  Runtime& runtime = *line.bed.runtime;
+  std::unique_ptr<Timer> later = runtime.timer([&] {
+    CHECK(line.bed.fake->count(CommandId::set_nx) == 4 * 5);
+    CHECK(line.bed.fake->watchers.size() == 1);
+    line.acquire(4, milliseconds{3000});
+  });
+  std::unique_ptr<Timer> then = runtime.timer([&] {
+    CHECK(line.bed.fake->count(CommandId::set_nx) == 4 * 5);  // the newcomer did not try
+    line.holder.assign(5, "");  // the other client let go
+    line.release_all();
+  });
+  later->start(milliseconds{50});
+  then->start(milliseconds{70});
+  CHECK(line.run(later, then) == 0);
+  REQUIRE(line.done.size() == 4);
+  for (int n = 1; n <= 4; ++n) {
+    CAPTURE(n);
+    CHECK(line.done[n - 1].first == n);
+    REQUIRE(line.done[n - 1].second.ok());
+    CHECK(line.done[n - 1].second.value().attempts == (n == 1 ? 3 : n == 4 ? 1 : 2));
+  }
+  CHECK(line.most_watchers == 1);
+  CHECK(line.bed.fake->count(CommandId::set_nx) == (3 + 2 + 2 + 1) * 5);
+  CHECK(line.bed.fake->watchers.empty());
+}
+
+TEST_CASE("a waiter whose turn comes because the one before gave up tries at once") {
+  // The first waiter's wait ends (it never got the lock); the second, asleep
+  // behind it, is first now and tries at once — the lock may be free — then
+  // listens, and the next release gives it the lock.
+  LineBed line;
+  line.acquire(1, milliseconds{60});
+  line.acquire(2, milliseconds{3000});
+  Runtime& runtime = *line.bed.runtime;
+  std::unique_ptr<Timer> later = runtime.timer([&] {
+    REQUIRE(line.done.size() == 1);  // the first gave up
+    CHECK(line.bed.fake->watchers.size() == 1);
+    line.holder.assign(5, "");
+    line.release_all();
+  });
+  later->start(milliseconds{150});
+  CHECK(line.run(later) == 0);
+  REQUIRE(line.done.size() == 2);
+  CHECK(line.done[0].first == 1);
+  REQUIRE_FALSE(line.done[0].second.ok());
+  CHECK(line.done[0].second.error().code == Errc::held);
+  CHECK(line.done[0].second.error().attempts == 3);  // first try, after subscribing, at the deadline
+  CHECK(line.done[1].first == 2);
+  REQUIRE(line.done[1].second.ok());
+  CHECK(line.done[1].second.value().attempts == 3);  // first try, its turn, woken
+}
+
+TEST_CASE("a waiter that gives a value of its own keeps out of the line") {
+  // A caller's token may be a lock the caller holds (a refresh): it must
+  // not sleep behind a waiter that waits for that very lock. It listens and
+  // tries as before, woken by every release. (So does a multi-resource
+  // acquire, which would otherwise stand in several lines at once.)
+  LineBed line;
+  line.acquire(1, milliseconds{3000});
+  std::optional<Result<Lock>> refresh;
+  AcquireOptions opts;
+  opts.wait = milliseconds{3000};
+  opts.token = "my-own-token";
+  line.bed.engine->acquire("line", opts, [&](Result<Lock> r) { refresh.emplace(std::move(r)); });
+  Runtime& runtime = *line.bed.runtime;
+  std::unique_ptr<Timer> later = runtime.timer([&] {
+    CHECK(line.bed.fake->watchers.size() == 2);  // both listen: the refresh is not in the line
+    line.holder.assign(5, "my-own-token");       // as if the caller held it under its token
+    line.release_all();
+  });
+  std::unique_ptr<Timer> then = runtime.timer([&] {
+    line.holder.assign(5, "");
+    line.release_all();
+  });
+  later->start(milliseconds{50});
+  then->start(milliseconds{70});
+  CHECK(line.run(later, then) == 0);
+  REQUIRE(refresh.has_value());
+  CHECK(line.bed.fake->count(CommandId::acquire) >= 2);  // the caller's token goes by the acquire script
+  REQUIRE(line.done.size() == 1);
+  CHECK(line.done[0].second.ok());
+}
