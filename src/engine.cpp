@@ -104,7 +104,7 @@ void Engine::delist(Operation* op) noexcept {
 }
 
 bool Engine::join_line(const std::string& key, AcquireOperation* op) {
-  std::deque<AcquireOperation*>& line = lines_[key];
+  std::vector<AcquireOperation*>& line = lines_[key];
   line.push_back(op);
   return line.size() == 1;
 }
@@ -114,7 +114,7 @@ bool Engine::join_line(const std::string& key, AcquireOperation* op) {
 void Engine::leave_line(const std::string& key, AcquireOperation* op, bool took) {
   auto it = lines_.find(key);
   if (it == lines_.end()) return;
-  std::deque<AcquireOperation*>& line = it->second;
+  std::vector<AcquireOperation*>& line = it->second;
   const auto at = std::find(line.begin(), line.end(), op);
   if (at == line.end()) return;
   const bool was_first = at == line.begin();

@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -110,7 +109,9 @@ class Engine {
   const Options& options_;
   Telemetry* telemetry_;
   Operation* head_ = nullptr;  // intrusive list of live operations
-  std::unordered_map<std::string, std::deque<AcquireOperation*>> lines_;  // see join_line
+  // see join_line; a vector, not a deque: most lines hold one waiter, and a
+  // deque's first block is 512 bytes
+  std::unordered_map<std::string, std::vector<AcquireOperation*>> lines_;
   std::size_t live_ = 0;
   bool closing_ = false;
   std::function<void()> on_idle_;
