@@ -113,8 +113,10 @@ struct REDLOCK_API Options {
   // waiters does not stampede; when the holder's TTL (reported by the
   // masters) runs out; and, as a safety net for a lost notification, every
   // wake_safety_net. retry_delay and retry_jitter then only space retries
-  // of attempts that failed for other reasons (no quorum). Off: waiters poll
-  // every retry_delay + jitter.
+  // of attempts that failed for other reasons (no quorum). The waiters of
+  // one client for one resource wait in line (arrival order): only the
+  // first listens and tries, the next when it leaves (docs/design.md). Off:
+  // waiters poll every retry_delay + jitter, and no line forms.
   bool wake_ups = true;
   milliseconds wake_jitter{2};
   milliseconds wake_safety_net{1000};
