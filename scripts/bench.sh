@@ -218,14 +218,22 @@ if ((want_tls)); then
 fi
 NODES_TLS=
 for i in 0 1 2 3 4; do
+  # The TLS port is drawn anew for each try: start_master retries only its
+  # plain port, so a TLS port taken meanwhile would fail every one of them.
+  for ((try = 0; try < 3; try++)); do
+    if ((want_tls)); then
+      TLS_PORTS[i]=$(free_port)
+      TLS_ARGS=(--tls-port "${TLS_PORTS[i]}" --tls-cert-file "$WORK/tls/server.crt"
+                --tls-key-file "$WORK/tls/server.key" --tls-ca-cert-file "$WORK/tls/ca.crt" --tls-auth-clients no)
+    fi
+    start_master any "$WORK/master$i" "${TLS_ARGS[@]}" && break
+    if ! ((want_tls)) || ((try == 2)); then
+      die "could not start redis-server master $((i + 1)) (see $WORK/master$i/redis.log)"
+    fi
+  done
   if ((want_tls)); then
-    TLS_PORTS[i]=$(free_port)
-    TLS_ARGS=(--tls-port "${TLS_PORTS[i]}" --tls-cert-file "$WORK/tls/server.crt"
-              --tls-key-file "$WORK/tls/server.key" --tls-ca-cert-file "$WORK/tls/ca.crt" --tls-auth-clients no)
     NODES_TLS+="rediss://127.0.0.1:${TLS_PORTS[i]},"
   fi
-  start_master any "$WORK/master$i" "${TLS_ARGS[@]}" ||
-    die "could not start redis-server master $((i + 1)) (see $WORK/master$i/redis.log)"
   MASTER_PIDS[i]=$MASTER_PID
   MASTER_PORTS[i]=$MASTER_PORT
 done

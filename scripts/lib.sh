@@ -240,19 +240,21 @@ port_busy() {  # port_busy PORT: something accepts TCP connections on 127.0.0.1:
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# free_port: prints a port in 20000..59999 on which nothing accepts
-# connections on 127.0.0.1 (so never the bed's 7001..7005). Another process
-# may take it before the caller does: start_master any then tries another.
+# free_port: prints a port in 20000..32767 on which nothing accepts
+# connections on 127.0.0.1 (so never the bed's 7001..7005). Below Linux's
+# default ephemeral range (32768..60999), so an outgoing connection of any
+# process cannot take it meanwhile; another caller still may, so
+# start_master any then tries another.
 free_port() {
   local try port
   for ((try = 0; try < 50; try++)); do
-    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    port=$((20000 + (RANDOM * 32768 + RANDOM) % 12768))
     if ! port_busy "$port"; then
       printf '%s\n' "$port"
       return 0
     fi
   done
-  log "free_port: 50 random ports in 20000..59999 were all in use"
+  log "free_port: 50 random ports in 20000..32767 were all in use"
   return 1
 }
 

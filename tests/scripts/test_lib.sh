@@ -262,7 +262,7 @@ check_misuse install_packages "PACKAGE..." ""
 # ---- ports and masters ----------------------------------------------------------------------
 
 port=$(free_port)
-check "free_port: a port in 20000..59999 ($port)" [ "$port" -ge 20000 ] && check "... below 60000" [ "$port" -lt 60000 ]
+check "free_port: a port in 20000..32767 ($port)" [ "$port" -ge 20000 ] && check "... below the ephemeral range" [ "$port" -lt 32768 ]
 check "free_port: nobody listens on it" not port_busy "$port"
 
 try_start "$port" "$tmp/a"
