@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -843,4 +844,50 @@ TEST_CASE("a waiter that gives a value of its own keeps out of the line") {
   CHECK(line.bed.fake->count(CommandId::acquire) >= 2);  // the caller's token goes by the acquire script
   REQUIRE(line.done.size() == 1);
   CHECK(line.done[0].second.ok());
+}
+
+TEST_CASE("a waiter asleep in line ends at once when cancelled or when the client closes, sending nothing") {
+  // Three waiters of one client; the second is cancelled while it sleeps in
+  // line: it ends at once (cancelled) and sends nothing, and the first keeps
+  // listening. Then the client closes: the first and the third end with
+  // `closed`, the third having tried only once (its first try).
+  LineBed line;
+  std::stop_source cancel_second;
+  line.acquire(1, milliseconds{3000});
+  {
+    AcquireOptions opts;
+    opts.wait = milliseconds{3000};
+    opts.cancel = cancel_second.get_token();
+    line.bed.engine->acquire("line", opts, [&](Result<Lock> r) { line.done.emplace_back(2, std::move(r)); });
+  }
+  line.acquire(3, milliseconds{3000});
+  Runtime& runtime = *line.bed.runtime;
+  std::size_t sets_before_cancel = 0;
+  bool idle = false;
+  std::unique_ptr<Timer> later = runtime.timer([&] {
+    sets_before_cancel = line.bed.fake->count(CommandId::set_nx);
+    cancel_second.request_stop();
+  });
+  std::unique_ptr<Timer> then = runtime.timer([&] {
+    REQUIRE(line.done.size() == 1);
+    CHECK(line.done[0].first == 2);
+    CHECK(line.bed.fake->count(CommandId::set_nx) == sets_before_cancel);
+    CHECK(line.bed.fake->watchers.size() == 1);  // the first still listens
+    line.bed.engine->shutdown([&] { idle = true; });
+  });
+  later->start(milliseconds{50});
+  then->start(milliseconds{70});
+  CHECK(line.run(later, then) == 0);
+  CHECK(idle);
+  REQUIRE(line.done.size() == 3);
+  REQUIRE_FALSE(line.done[0].second.ok());
+  CHECK(line.done[0].second.error().code == Errc::cancelled);
+  for (std::size_t i = 1; i < 3; ++i) {
+    CAPTURE(line.done[i].first);
+    REQUIRE_FALSE(line.done[i].second.ok());
+    CHECK(line.done[i].second.error().code == Errc::closed);
+    if (line.done[i].first == 3) CHECK(line.done[i].second.error().attempts == 1);
+  }
+  CHECK(line.bed.fake->watchers.empty());
+  CHECK(line.bed.engine->live_operations() == 0);
 }
