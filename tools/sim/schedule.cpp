@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stop_token>
 
 #include "engine.hpp"
 #include "keys.hpp"
@@ -86,6 +87,47 @@ struct Hold {
 };
 
 class Schedule;
+struct SimClient;
+
+// Actor — crowd workload: one of a client's waiters that run side by side,
+// each its own loop of acquire (with a wait) → hold → release → think on a
+// timer of its own, so that the client's waiters for one lock wait in line
+// (docs/design.md, "A crowd in one client waits in line").
+struct Actor {
+  Actor(SimClient& c, SimRuntime& rt, std::size_t index) : c(c), index(index) {
+    timer = rt.timer([this] {
+      auto f = std::move(then);
+      then = nullptr;
+      if (f) f();
+    });
+  }
+  // after: `f` on the client's loop after `local` ns of its clock.
+  void after(Nanos local_ns, std::function<void()> f) {
+    then = std::move(f);
+    timer->start(milliseconds{local_ns / ns_per_ms});
+  }
+
+  SimClient& c;
+  std::size_t index;
+  std::unique_ptr<detail::Timer> timer;
+  std::function<void()> then;
+  std::optional<Lock> lock;
+  std::size_t hold = 0;     // index into holds
+  std::stop_source cancel;  // the running acquire's, when it may be cancelled
+  // The running acquire's value when the actor gave it (else empty), and
+  // its TTL: what an attempt with such a value set is never rolled back.
+  std::string given;
+  milliseconds ttl{0};
+  // The running acquire's wait runs out at `deadline` (the client's
+  // monotonic clock); `queued`: it came while the client's line for its
+  // lock was not empty, and joined its end.
+  Nanos deadline = 0;
+  bool queued = false;
+  bool idle = false;
+  std::size_t tail_pos = 0;
+  bool tail_gave_way = false;  // the quiet tail: gave up its short wait on tail_pos (gives_way)
+  bool tail_finished = false;
+};
 
 // SimClient — one client process: its runtime, its masters, its engine,
 // and its place in the workload.
@@ -138,6 +180,7 @@ struct SimClient {
   std::vector<std::size_t> held;      // indices into holds
   std::size_t tail_pos = 0;           // the quiet tail: the next resource to take
   bool tail_finished = false;
+  std::vector<std::unique_ptr<Actor>> actors;  // crowd workload
 };
 
 class Schedule {
@@ -157,6 +200,14 @@ class Schedule {
   void release_leases(SimClient& c);
   void think(SimClient& c);
   void tail_next(SimClient& c, bool give_up);
+  void faults_in_round(SimClient& c);
+  void crowd_next(Actor& a);
+  void crowd_acquire(Actor& a, const std::string& resource, AcquireOptions ao, bool tail);
+  void crowd_acquired(Actor& a, const std::string& resource, Result<Lock> r, bool tail);
+  void crowd_release(Actor& a, std::function<void()> then);
+  void crowd_think(Actor& a);
+  void crowd_tail(Actor& a, bool give_up);
+  static bool gives_way(const Actor& a);
 
   // Faults.
   void plan_faults();
@@ -166,6 +217,7 @@ class Schedule {
   void evict_tick(const std::vector<std::size_t>& masters);
 
   // Checks.
+  void given_expires(const Actor& a);
   void check_leaks();
   void check_holds();
   void violation(std::string kind, std::string what, Nanos at, std::vector<std::string> tokens = {});
@@ -184,6 +236,9 @@ class Schedule {
   bool stopping_ = false;
   std::size_t tail_done_ = 0;
   Nanos first_data_loss_ = never;
+  // crowd: values the actors gave, and the true time by which every key
+  // that their acquire set is gone (given_expires).
+  std::map<std::string, Nanos> given_until_;
   std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
@@ -222,8 +277,17 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
     clients_.back()->proc.steady().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
   const bool sets = workload_ == Workload::multi || workload_ == Workload::leases;
-  const std::size_t n_resources = sets ? 3 + plan_.below(2) : 1 + plan_.below(3);
+  // crowd: few resources, so that a client's waiters meet on one. (Drawn
+  // only here, like the actors below: the other workloads' plans stay.)
+  const std::size_t n_resources =
+      sets ? 3 + plan_.below(2) : workload_ == Workload::crowd ? 1 + plan_.below(2) : 1 + plan_.below(3);
   for (std::size_t r = 0; r < n_resources; ++r) resources_.push_back("r" + std::to_string(r));
+  if (workload_ == Workload::crowd) {
+    for (auto& c : clients_) {
+      const std::size_t n = 2 + plan_.below(3);
+      for (std::size_t i = 0; i < n; ++i) c->actors.push_back(std::make_unique<Actor>(*c, c->rt, i));
+    }
+  }
   result_.seed = seed;
   result_.workload = workload_;
   result_.masters = masters;
@@ -536,6 +600,12 @@ void Schedule::next(SimClient& c) {
     ao.fence = workload_ == Workload::fenced;
     c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), false); });
   }
+  faults_in_round(c);
+}
+
+// faults_in_round: the faults planned inside the client's next acquire
+// round, which has just been asked for.
+void Schedule::faults_in_round(SimClient& c) {
   // The attempt starts on the client's next turn (one loop_iteration) and
   // its commands reach the masters no sooner than base_delay: 20 µs from now
   // it is on its way, its replies not yet read.
@@ -762,10 +832,156 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
   c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), true); });
 }
 
+// crowd_next: the actor's next acquire — a try (wait 0), a short wait that
+// gives up in line, or a long one that sees the line move; now and then
+// with a value of its own (kept out of lines: it may be a refresh), or
+// cancelled while it waits.
+void Schedule::crowd_next(Actor& a) {
+  SimClient& c = a.c;
+  if (stopping_) {
+    a.idle = true;
+    c.idle = std::all_of(c.actors.begin(), c.actors.end(), [](const auto& other) { return other->idle; });
+    return;
+  }
+  Rng& r = world_.rng();
+  AcquireOptions ao;
+  ao.ttl = milliseconds{r.between(100, 600)};
+  const double kind = r.unit();
+  ao.wait = milliseconds{kind < 0.2 ? 0 : kind < 0.5 ? r.between(1, 100) : r.between(200, 2000)};
+  if (ao.wait.count() > 0 && r.chance(0.1)) ao.token = *c.rt.random_token();
+  if (ao.wait.count() > 0 && r.chance(0.1)) {
+    a.cancel = std::stop_source();
+    ao.cancel = a.cancel.get_token();
+    // The timer's next use, once the acquire is back, supersedes this.
+    a.after(ms(static_cast<double>(r.between(0, ao.wait.count()))), [&a] { a.cancel.request_stop(); });
+  }
+  crowd_acquire(a, resources_[r.below(resources_.size())], std::move(ao), false);
+}
+
+// crowd_acquire: one acquire of the actor's. It queues when its client's
+// line for the lock is not empty (what the acquire's first step reads;
+// Engine::line_busy is false while wake-ups are off).
+void Schedule::crowd_acquire(Actor& a, const std::string& resource, AcquireOptions ao, bool tail) {
+  SimClient& c = a.c;
+  a.queued = ao.wait.count() > 0 && ao.token.empty() &&
+             c.engine->line_busy(detail::lock_key(c.config.options.prefix, resource));
+  a.deadline = c.proc.steady_now() + ms(static_cast<double>(ao.wait.count()));
+  a.given = ao.token;
+  a.ttl = ao.ttl;
+  if (a.queued) ++result_.queued;
+  c.engine->acquire(resource, std::move(ao),
+                    [this, &a, resource, tail](Result<Lock> r) { crowd_acquired(a, resource, std::move(r), tail); });
+  // A queued acquire sends nothing yet: a fault aimed inside a round waits
+  // for an acquire that starts one.
+  if (!a.queued) faults_in_round(c);
+}
+
+void Schedule::crowd_acquired(Actor& a, const std::string& resource, Result<Lock> r, bool tail) {
+  SimClient& c = a.c;
+  result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+  const bool short_try = tail && gives_way(a);
+  if (!r) {
+    if (short_try) {
+      a.tail_gave_way = true;
+      return crowd_tail(a, false);
+    }
+    if (tail) {
+      violation("liveness",
+                "c" + std::to_string(c.index) + " (actor " + std::to_string(a.index) + ") could not take free " +
+                    resource + " within " + std::to_string(tail_wait / ns_per_ms) +
+                    " ms after the heal: " + r.error().to_string(),
+                world_.now());
+      return crowd_tail(a, true);
+    }
+    given_expires(a);
+    return crowd_think(a);
+  }
+  // A queued acquire tries on its own only at its deadline: granted before
+  // it, the line moved on to it.
+  const bool in_time = c.proc.steady_now() < a.deadline;
+  if (a.queued && in_time) ++result_.queued_won;
+  if (tail && !in_time && !short_try) {
+    // Its wait ran out, and it took the lock at the one try that a waiter
+    // asleep in line still makes then: the line never moved on to it.
+    violation("liveness",
+              "c" + std::to_string(c.index) + " (actor " + std::to_string(a.index) + ") took free " + resource +
+                  " only when its wait of " + std::to_string(tail_wait / ns_per_ms) + " ms ran out",
+              world_.now(), {r->token});
+  }
+  ++result_.grants;
+  Hold h;
+  h.client = c.index;
+  h.resource = resource;
+  h.token = r->token;
+  h.start = world_.now();
+  h.end_local = SimRuntime::from_time_point(r->validity_deadline);
+  h.tail = tail;
+  a.hold = holds_.size();
+  holds_.push_back(std::move(h));
+  a.lock = std::move(*r);
+  if (tail) {
+    ++a.tail_pos;
+    a.tail_gave_way = false;
+    return a.after(ms(5), [this, &a] { crowd_release(a, [this, &a] { crowd_tail(a, false); }); });
+  }
+  const Nanos validity = std::chrono::duration_cast<std::chrono::nanoseconds>(a.lock->validity).count();
+  a.after(static_cast<Nanos>(world_.rng().unit() * 1.2 * static_cast<double>(validity)),
+          [this, &a] { crowd_release(a, [this, &a] { crowd_think(a); }); });
+}
+
+void Schedule::crowd_release(Actor& a, std::function<void()> then) {
+  holds_[a.hold].released = std::min(holds_[a.hold].released, world_.now());
+  given_expires(a);
+  const Lock lock = std::move(*a.lock);
+  a.lock.reset();
+  a.c.engine->release(lock.resource, lock.token, [then = std::move(then)](Result<ReleaseResult>) { then(); });
+}
+
+void Schedule::crowd_think(Actor& a) {
+  a.after(ms(static_cast<double>(world_.rng().between(0, 20))), [this, &a] { crowd_next(a); });
+}
+
+// crowd_tail: the quiet tail of one actor — every resource in turn, as
+// tail_next; the actors of a client start together, so they line up.
+void Schedule::crowd_tail(Actor& a, bool give_up) {
+  if (give_up || a.tail_pos >= resources_.size()) {
+    if (!a.tail_finished) {
+      a.tail_finished = true;
+      ++tail_done_;
+    }
+    return;
+  }
+  AcquireOptions ao;
+  ao.ttl = max_ttl;
+  ao.wait = gives_way(a) ? milliseconds{2} : milliseconds{tail_wait / ns_per_ms};
+  crowd_acquire(a, resources_[a.tail_pos], std::move(ao), true);
+}
+
+// gives_way: the tail's next acquire of the actor is a short one that gives
+// up. The first actor of a client (with others) tries each resource first
+// with a wait of 2 ms: its first attempt meets another's hold (5 ms) and
+// puts it first in its client's line, with the others behind it; its wait
+// runs out while that hold lasts, and when it leaves the line the next
+// must try at once (a line that stalls after a give-up shows as the
+// others' waits running out). Then it takes the resource as the others do.
+bool Schedule::gives_way(const Actor& a) { return a.index == 0 && a.c.actors.size() > 1 && !a.tail_gave_way; }
+
+// given_expires: the actor is done with the value it gave (its acquire
+// failed, or it released the lock). An attempt with a given value is never
+// rolled back (docs/design.md, "Values"): what one set — also where it
+// lands late, after the release, or when a blackhole lets it through at
+// the heal — lives until its TTL runs out on the master's clock.
+void Schedule::given_expires(const Actor& a) {
+  if (a.given.empty()) return;
+  const Nanos sent_by = std::max(world_.now(), opt_.fault_phase) + net_->config().late_max;
+  given_until_[a.given] = sent_by + ms(static_cast<double>(a.ttl.count()) * (1 + 2 * rate_budget));
+}
+
 void Schedule::check_leaks() {
   for (std::size_t m = 0; m < net_->size(); ++m) {
     for (const auto& [key, value] : net_->master(m).master().keys()) {
       if (!is_lock_key(key)) continue;
+      if (const auto it = given_until_.find(value); it != given_until_.end() && world_.now() < it->second) continue;
       violation("leak",
                 "m" + std::to_string(m) + " still holds " + key + " = " + value + " (PTTL " +
                     std::to_string(net_->master(m).master().pttl(key)) + " ms) after every client released and quiesced",
@@ -840,7 +1056,13 @@ ScheduleResult Schedule::run() {
   for (auto& cp : clients_) {
     SimClient& c = *cp;
     world_.post(0, &c.proc, [&c] { c.nodes->start(); });
-    world_.post(ms(static_cast<double>(plan_.between(1, 30))), &c.proc, [this, &c] { next(c); });
+    if (c.actors.empty()) {
+      world_.post(ms(static_cast<double>(plan_.between(1, 30))), &c.proc, [this, &c] { next(c); });
+    }
+    for (auto& ap : c.actors) {
+      Actor& a = *ap;
+      world_.post(ms(static_cast<double>(plan_.between(1, 30))), &c.proc, [this, &a] { crowd_next(a); });
+    }
   }
   const Nanos heal = opt_.fault_phase;
   world_.post(heal, nullptr, [this] {
@@ -864,16 +1086,27 @@ ScheduleResult Schedule::run() {
   while (!all_idle() && world_.now() < give_up) world_.run_until(world_.now() + ms(10));
   if (!all_idle()) violation("liveness", "the workload did not wind down within 5 s after it was stopped", world_.now());
 
-  // The quiet tail.
+  // The quiet tail: one loop per client, or per actor (crowd).
+  std::size_t loops = 0;
   for (auto& cp : clients_) {
     SimClient& c = *cp;
-    world_.post(world_.now(), &c.proc, [this, &c] { tail_next(c, false); });
+    if (c.actors.empty()) {
+      world_.post(world_.now(), &c.proc, [this, &c] { tail_next(c, false); });
+      ++loops;
+    }
+    for (auto& ap : c.actors) {
+      Actor& a = *ap;
+      world_.post(world_.now(), &c.proc, [this, &a] { crowd_tail(a, false); });
+      ++loops;
+    }
   }
   const Nanos tail_end = world_.now() + tail_wait * static_cast<Nanos>(resources_.size() + 1);
-  while (tail_done_ < clients_.size() && world_.now() < tail_end) world_.run_until(world_.now() + ms(10));
-  if (tail_done_ < clients_.size()) {
-    violation("liveness", "the quiet tail did not finish (" + std::to_string(clients_.size() - tail_done_) +
-                              " clients still at it)", world_.now());
+  while (tail_done_ < loops && world_.now() < tail_end) world_.run_until(world_.now() + ms(10));
+  if (tail_done_ < loops) {
+    violation("liveness",
+              "the quiet tail did not finish (" + std::to_string(loops - tail_done_) +
+                  (workload_ == Workload::crowd ? " actors" : " clients") + " still at it)",
+              world_.now());
   }
   world_.run_until(world_.now() + ms(100));
   check_leaks();
@@ -907,13 +1140,14 @@ const char* workload_name(Workload w) {
     case Workload::lease: return "lease";
     case Workload::all: return "all";
     case Workload::leases: return "leases";
+    case Workload::crowd: return "crowd";
   }
   return "?";
 }
 
 bool parse_workload(const std::string& text, Workload& out) {
-  for (const Workload w :
-       {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all, Workload::leases}) {
+  for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
+                           Workload::leases, Workload::crowd}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

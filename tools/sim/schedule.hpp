@@ -24,7 +24,10 @@ namespace redlock::sim {
 //           each with its own watchdog: their extensions fall due together
 //           and share extend_batch calls (src/extend_batch.hpp). Not in
 //           `all` (its seeds keep their schedules).
-enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases };
+//   crowd   2–4 waiters per client side by side on 1–2 resources, so that a
+//           client's waiters for one lock wait in line (docs/design.md, "A
+//           crowd in one client waits in line"). Not in `all` either.
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd };
 
 const char* workload_name(Workload w);
 bool parse_workload(const std::string& text, Workload& out);
@@ -69,6 +72,11 @@ struct ScheduleResult {
   std::uint64_t extend_batches = 0;
   std::uint64_t extend_batch_keys = 0;
   std::uint64_t extend_batches_mixed = 0;
+  // crowd: acquires that came while a waiter of their client stood in line
+  // for the same lock (so they queued behind it), and those of them granted
+  // before their wait ran out (the line moved on to them).
+  std::uint64_t queued = 0;
+  std::uint64_t queued_won = 0;
   std::uint64_t trace_hash = 0;
   std::size_t faults_planned = 0;
   std::vector<Violation> violations;

@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
   app.add_option("--schedules", schedules, "how many schedules (default 20 unless --seconds)");
   app.add_option("--seconds", seconds, "run for this long (wall clock)")->check(CLI::PositiveNumber);
   app.add_option("--workload", workload,
-                 "plain, fenced, multi, lease, all (one of the four per schedule) or leases (several leases per "
-                 "client, batched extensions)")
-      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases"}))
+                 "plain, fenced, multi, lease, all (one of the four per schedule), leases (several leases per "
+                 "client, batched extensions) or crowd (several waiters per client: wait lines)")
+      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_flag("--beyond", opt.beyond, "also faults outside the stated assumptions (must show violations)");
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   const auto t0 = SteadyClock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); };
   std::uint64_t done = 0, rounds = 0, violations = 0, commands = 0, wakes = 0, first_seed = 0, reported = 0;
-  std::uint64_t batches = 0, batch_keys = 0, batches_mixed = 0;
+  std::uint64_t batches = 0, batch_keys = 0, batches_mixed = 0, queued = 0, queued_won = 0;
   double first_at = -1, last_progress = 0;
   for (std::uint64_t i = 0; schedules == 0 || i < schedules; ++i) {
     if (seconds > 0 && elapsed() >= seconds) break;
@@ -168,17 +168,23 @@ int main(int argc, char** argv) {
     batches += r.extend_batches;
     batch_keys += r.extend_batch_keys;
     batches_mixed += r.extend_batches_mixed;
+    queued += r.queued;
+    queued_won += r.queued_won;
     if (verbose) {
-      std::string batched;
+      std::string counts;
       if (r.workload == Workload::leases) {
-        batched = ", " + std::to_string(r.extend_batches) + " extend batches (" + std::to_string(r.extend_batch_keys) +
-                  " keys, " + std::to_string(r.extend_batches_mixed) + " mixed)";
+        counts = ", " + std::to_string(r.extend_batches) + " extend batches (" + std::to_string(r.extend_batch_keys) +
+                 " keys, " + std::to_string(r.extend_batches_mixed) + " mixed)";
+      }
+      if (r.workload == Workload::crowd) {
+        counts = ", " + std::to_string(r.queued) + " acquires queued in line (" + std::to_string(r.queued_won) +
+                 " granted in turn)";
       }
       std::fprintf(stderr, "seed %" PRIu64 ": %s, %zu masters, %zu clients, %" PRIu64 " rounds, %" PRIu64
                    " grants, %zu faults, %s%s, %zu violations, trace %016" PRIx64 "\n",
                    s, workload_name(r.workload), r.masters, r.clients, r.rounds, r.grants, r.faults_planned,
                    r.wake_ups ? ("wake-ups (" + std::to_string(r.wakes) + " delivered)").c_str() : "polling",
-                   batched.c_str(), r.violations.size(), r.trace_hash);
+                   counts.c_str(), r.violations.size(), r.trace_hash);
     }
     if (!r.violations.empty()) {
       violations += r.violations.size();
@@ -216,10 +222,15 @@ int main(int argc, char** argv) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "%.3f", first_at);
   // leases: how many extend_batch calls the masters ran (batching happened).
-  std::string batch_json;
+  std::string counts_json;
   if (opt.workload == Workload::leases) {
-    batch_json = ",\"extend_batches\":" + std::to_string(batches) + ",\"extend_batch_keys\":" +
-                 std::to_string(batch_keys) + ",\"extend_batches_mixed\":" + std::to_string(batches_mixed);
+    counts_json = ",\"extend_batches\":" + std::to_string(batches) + ",\"extend_batch_keys\":" +
+                  std::to_string(batch_keys) + ",\"extend_batches_mixed\":" + std::to_string(batches_mixed);
+  }
+  // crowd: how many acquires queued behind a waiter of their client (lines
+  // formed), and how many of them the line moved on to.
+  if (opt.workload == Workload::crowd) {
+    counts_json = ",\"queued\":" + std::to_string(queued) + ",\"queued_won\":" + std::to_string(queued_won);
   }
   std::printf("{\"schedules\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"rounds_per_s\":%.0f,\"violations\":%" PRIu64
               ",\"first_violation_seed\":%s,\"seconds_to_first_violation\":%s,\"seconds\":%.3f,"
@@ -227,6 +238,6 @@ int main(int argc, char** argv) {
               done, rounds, secs > 0 ? static_cast<double>(rounds) / secs : 0.0, violations,
               json_or_null(found, std::to_string(first_seed)).c_str(), json_or_null(found, buf).c_str(), secs,
               secs > 0 ? static_cast<double>(done) / secs : 0.0, commands, wakes, seed, workload_name(opt.workload),
-              batch_json.c_str());
+              counts_json.c_str());
   return found ? 1 : 0;
 }
