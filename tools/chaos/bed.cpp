@@ -1,6 +1,8 @@
 // bed.cpp — masters, counter and fault intervals of one chaos scenario.
 #include "bed.hpp"
 
+#include <hiredis/hiredis.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
@@ -48,7 +50,7 @@ ChaosBed::ChaosBed(const BedOptions& options) {
     }
   }
   counter_ = std::make_unique<test::RedisServer>();
-  touched_.assign(options.nodes, false);
+  last_touched_.assign(options.nodes, 0);
 }
 
 ChaosBed::~ChaosBed() {
@@ -124,7 +126,7 @@ void ChaosBed::close(const std::string& key) {
 
 void ChaosBed::kill(std::size_t i) {
   masters_.at(i)->kill();
-  touched_[i] = true;
+  last_touched_[i] = monotonic_ns();
   open("node" + std::to_string(i), "kill node " + std::to_string(i + 1));
 }
 
@@ -143,7 +145,7 @@ void ChaosBed::restart(std::size_t i, bool wipe) {
   const bool was_down = std::any_of(open_.begin(), open_.end(), [&](const auto& p) { return p.first == key; });
   if (!was_down) open(key, (wipe ? "wipe+restart node " : "restart node ") + std::to_string(i + 1));
   masters_.at(i)->restart(wipe);
-  touched_[i] = true;
+  last_touched_[i] = monotonic_ns();
   close(key);
 }
 
@@ -180,18 +182,32 @@ void ChaosBed::heal_all() {
   while (!open_.empty()) close(open_.front().first);
 }
 
-std::size_t ChaosBed::leaked_keys() {
+std::size_t ChaosBed::leaked_keys(std::chrono::milliseconds grace) {
+  const std::int64_t now = monotonic_ns();
   std::size_t n = 0;
   for (std::size_t i = 0; i < masters_.size(); ++i) {
-    if (touched_[i]) continue;
+    const bool recent = last_touched_[i] != 0 &&
+                        (grace == std::chrono::milliseconds::max() ||
+                         now - last_touched_[i] < std::chrono::nanoseconds(grace).count());
+    if (recent) continue;
     for (const std::string& key : masters_[i]->keys("redlock:*")) n += key != kMarkerKey ? 1 : 0;
   }
   return n;
 }
 
-std::int64_t ChaosBed::counter_value() {
-  const test::Reply r = counter_->command({"GET", "counter"});
+std::int64_t ChaosBed::counter_value(const std::string& resource) {
+  const test::Reply r = counter_->command({"GET", "counter:" + resource});
   return r.str.empty() ? 0 : std::stoll(r.str);
+}
+
+std::int64_t ChaosBed::counter_total() {
+  // One call, however many resources: the sum is taken inside the server.
+  const test::Reply r = counter_->command(
+      {"EVAL",
+       "local n = 0 for _, k in ipairs(redis.call('KEYS', 'counter:*')) do n = n + redis.call('GET', k) end return n",
+       "0"});
+  if (r.type != REDIS_REPLY_INTEGER) throw std::runtime_error("counter redis: " + r.str);
+  return r.integer;
 }
 
 }  // namespace redlock::chaos

@@ -2,10 +2,12 @@
 //
 // ChaosBed owns five (or N) redis-servers started by the test fixture (free
 // loopback ports, temp dirs, stopped by pid), plus a separate counter redis
-// that no fault touches. Every fault it applies is recorded as an interval
+// that no fault touches: the workers' shared counters, one per resource
+// (key "counter:" + resource). Every fault it applies is recorded as an interval
 // (a `fault` event of history.hpp) for the checker and the timeline.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -84,19 +86,27 @@ class ChaosBed {
   void heal_all();
 
   // touched says whether master i lost its data or process during the run
-  // (killed or restarted): keys found there afterwards are not leaks.
-  bool touched(std::size_t i) const { return touched_.at(i); }
+  // (killed or restarted): keys found there afterwards may not be leaks.
+  bool touched(std::size_t i) const { return last_touched_.at(i) != 0; }
 
   // direct_urls: the masters themselves, bypassing any proxy.
   std::string direct_urls() const;
 
-  // leaked_keys counts lock keys (redlock:*) on the masters that were never
-  // restarted. The data-loss marker (redlock-marker) is not a lock key. A
-  // flushed master still counts: the flush took every key of its past, so
-  // a lock key found there afterwards was written since and should have
-  // been released or rolled back like any other.
-  std::size_t leaked_keys();
-  std::int64_t counter_value();
+  // leaked_keys counts lock keys (redlock:*) on the masters that were not
+  // killed or restarted in the last `grace` (default: never in the run). A
+  // master restarted with its data may still hold the key of a lock
+  // released while it was down, until that key's TTL runs out: a grace of
+  // max_ttl plus drift or more lets those expire, and the masters of a long
+  // run, every one of them restarted at some time, still count. The
+  // data-loss marker (redlock-marker) is not a lock key. A flushed master
+  // still counts: the flush took every key of its past, so a lock key found
+  // there afterwards was written since and should have been released or
+  // rolled back like any other.
+  std::size_t leaked_keys(std::chrono::milliseconds grace = std::chrono::milliseconds::max());
+  // counter_value: the shared counter of `resource` (0 if never written);
+  // counter_total: all of them added up, the run's progress.
+  std::int64_t counter_value(const std::string& resource);
+  std::int64_t counter_total();
 
   const std::vector<Event>& faults() const { return faults_; }
 
@@ -110,7 +120,7 @@ class ChaosBed {
   std::vector<std::unique_ptr<test::RedisServer>> masters_;
   std::vector<std::unique_ptr<faultproxy::FaultProxyProcess>> proxies_;
   std::unique_ptr<test::RedisServer> counter_;
-  std::vector<bool> touched_;
+  std::vector<std::int64_t> last_touched_;  // monotonic ns of master i's last kill or restart; 0: never
   std::vector<Event> faults_;
   std::vector<std::pair<std::string, std::size_t>> open_;  // key → index in faults_
 };

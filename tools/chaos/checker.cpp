@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace redlock::chaos {
 namespace {
@@ -123,13 +125,16 @@ void count_stale_writes(CheckResult& r, const std::vector<Event>& ev) {
   }
 }
 
-// check_counter replays the shared counter. Writes are read-modify-write
-// increments of ONE counter (all resources' writes together), taking effect
-// in t order — true whenever mutual exclusion holds, since a write happens
-// inside its window and windows are disjoint.
+// check_counter replays each resource's counter. Writes are read-modify-
+// write increments of the counter of their resource, taking effect in t
+// order — true whenever mutual exclusion holds, since a write happens
+// inside its window and the windows of one resource are disjoint. Writes
+// of different resources are never compared: two resources are held at
+// once by design.
 //
-//   base     = the first write's read (0 without writes): the counter's
-//              value before the run, normally 0.
+// Per resource:
+//   base     = the first write's read: the counter's value before the
+//              run, normally 0.
 //   current  = the value the counter holds after the writes so far: the
 //              latest write's wrote.
 //   For each write in t order:
@@ -139,41 +144,50 @@ void count_stale_writes(CheckResult& r, const std::vector<Event>& ev) {
 //                      killed between its SET and its log line. Not a loss:
 //                      unrecorded_increments += read − current.
 //     wrote != read+1: bad_increments += 1 (a worker bug; reported apart).
-//   expected_final = base + writes + unrecorded_increments
-//   missing        = max(0, expected_final − final_value)   (if final_value was read, i.e. >= 0)
-//   lost_updates   = max(stale_reads, missing)
+//   expected       = base + writes + unrecorded_increments
+//   missing        = max(0, expected − final)   (if the counter was read)
+//   lost_updates  += max(stale_reads, missing)
 //
 // The two terms see the same loss from two sides (the history and the
 // counter), so they are combined with max, not +: two clients that both read
 // 5 and wrote 6 give stale_reads = 1 and missing = 1, hence lost_updates = 1.
 // `missing` catches losses the history cannot show (e.g. a write that was
 // never logged overwriting logged ones). Never negative by construction.
-// final_mismatch flags a counter that differs from expected_final in either
-// direction (above it: unrecorded writes after the last logged one).
+// final_mismatch flags a counter that differs from its expected value in
+// either direction (above it: unrecorded writes after the last logged one).
 void check_counter(CheckResult& r, const CheckInput& in) {
-  std::vector<std::size_t> idx;
+  std::unordered_map<std::string, std::vector<std::size_t>> by_resource;
   for (std::size_t i = 0; i < in.events.size(); ++i)
-    if (in.events[i].type == EventType::write) idx.push_back(i);
-  sort_by_time(idx, in.events);
-  r.writes = idx.size();
-  const std::int64_t base = idx.empty() ? 0 : in.events[idx.front()].read;
-  std::int64_t current = base;
-  std::size_t stale_reads = 0;
-  for (auto i : idx) {
-    const Event& w = in.events[i];
-    if (w.read < current) ++stale_reads;
-    if (w.read > current) r.unrecorded_increments += static_cast<std::size_t>(w.read - current);
-    if (w.wrote != w.read + 1) ++r.bad_increments;
-    current = w.wrote;
+    if (in.events[i].type == EventType::write) by_resource[in.events[i].resource].push_back(i);
+  for (auto& [resource, idx] : by_resource) {
+    sort_by_time(idx, in.events);
+    r.writes += idx.size();
+    const std::int64_t base = in.events[idx.front()].read;
+    std::int64_t current = base;
+    std::size_t stale_reads = 0, unrecorded = 0;
+    for (auto i : idx) {
+      const Event& w = in.events[i];
+      if (w.read < current) ++stale_reads;
+      if (w.read > current) unrecorded += static_cast<std::size_t>(w.read - current);
+      if (w.wrote != w.read + 1) ++r.bad_increments;
+      current = w.wrote;
+    }
+    r.unrecorded_increments += unrecorded;
+    const std::int64_t expected = base + static_cast<std::int64_t>(idx.size() + unrecorded);
+    r.expected_final += expected;
+    std::size_t missing = 0;
+    if (auto it = in.final_values.find(resource); it != in.final_values.end()) {
+      if (expected > it->second) missing = static_cast<std::size_t>(expected - it->second);
+      r.final_mismatch = r.final_mismatch || it->second != expected;
+    }
+    r.lost_updates += std::max(stale_reads, missing);
   }
-  r.final_value = in.final_value;
-  r.expected_final = base + static_cast<std::int64_t>(r.writes + r.unrecorded_increments);
-  std::size_t missing = 0;
-  if (in.final_value >= 0) {
-    if (r.expected_final > in.final_value) missing = static_cast<std::size_t>(r.expected_final - in.final_value);
-    r.final_mismatch = in.final_value != r.expected_final;
+  if (!in.final_values.empty()) r.final_value = 0;
+  for (const auto& [resource, value] : in.final_values) {
+    r.final_value += value;
+    // A counter without writes should still be 0.
+    if (value != 0 && by_resource.count(resource) == 0) r.final_mismatch = true;
   }
-  r.lost_updates = std::max(stale_reads, missing);
 }
 
 // measure_recovery: for each fault, the first ok at or after its end, by
@@ -201,6 +215,17 @@ std::int64_t nearest_rank(const std::vector<std::int64_t>& sorted, int p) {
   if (sorted.empty()) return 0;
   std::size_t rank = (static_cast<std::size_t>(p) * sorted.size() + 99) / 100;
   return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
+}
+
+// recovery_percentiles: a long run has thousands of faults; p50 and p99
+// say more than their maximum alone.
+void recovery_percentiles(CheckResult& r) {
+  std::vector<std::int64_t> ms;
+  for (const auto& rec : r.recoveries)
+    if (rec.recovery_ms >= 0) ms.push_back(rec.recovery_ms);
+  std::sort(ms.begin(), ms.end());
+  r.recovery_p50_ms = nearest_rank(ms, 50);
+  r.recovery_p99_ms = nearest_rank(ms, 99);
 }
 
 double ms_since(std::int64_t ns, std::int64_t origin) {
@@ -243,10 +268,14 @@ CheckResult check(const CheckInput& in) {
   r.p99_us = nearest_rank(latencies, 99);
 
   r.windows = build_windows(in.events, r.clients);
+  std::unordered_set<std::string_view> resources;
+  for (const auto& w : r.windows) resources.insert(w.resource);
+  r.resources = resources.size();
   count_overlaps(r);
   count_stale_writes(r, in.events);
   check_counter(r, in);
   measure_recovery(r, in.events);
+  recovery_percentiles(r);
   return r;
 }
 
@@ -265,6 +294,7 @@ nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool e
   j["p50_us"] = r.p50_us;
   j["p99_us"] = r.p99_us;
   j["overlaps"] = r.overlaps;
+  j["resources"] = r.resources;
   j["writes"] = r.writes;
   j["lost_updates"] = r.lost_updates;
   j["stale_writes"] = r.stale_writes;
@@ -275,6 +305,8 @@ nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool e
   j["final_mismatch"] = r.final_mismatch;
   j["leaked_keys"] = r.leaked_keys;
   j["max_recovery_ms"] = r.max_recovery_ms;
+  j["recovery_p50_ms"] = r.recovery_p50_ms;
+  j["recovery_p99_ms"] = r.recovery_p99_ms;
   j["unrecovered_faults"] = r.unrecovered_faults;
   j["windows"] = r.windows.size();
   j["clients"] = r.clients.size();

@@ -2,9 +2,14 @@
 // history alone (pure: no clock, no I/O), so it can be tested on synthetic
 // histories and rerun on saved ones.
 //
+// A history may hold many resources at once: every property is checked per
+// resource (its own hold windows, its own counter), and the verdict sums
+// them.
+//
 // Properties checked:
 //   - mutual exclusion: no two hold windows of one resource overlap;
-//   - no lost updates on the shared counter (read-modify-write increments);
+//   - no lost updates on the shared counters (read-modify-write increments,
+//     one counter per resource: a write's resource names the counter);
 //   - no stale writes (a write outside the writer's own valid hold window);
 //   - no leaked lock keys after quiescence (counted by the runner);
 // and measured: success rate, acquire latency percentiles, recovery time
@@ -25,7 +30,9 @@ namespace redlock::chaos {
 
 struct CheckInput {
   std::vector<Event> events;   // all workers' events + fault events, any order
-  std::int64_t final_value = 0;  // the shared counter read after the run; < 0 = not read
+  // final_values: each resource's counter as read after the run, by
+  // resource; a resource with writes that is not here was not read.
+  std::map<std::string, std::int64_t> final_values;
   std::size_t leaked_keys = 0;   // lock keys found on masters after quiescence
   std::int64_t run_start = 0, run_end = 0;  // CLOCK_MONOTONIC ns
 };
@@ -59,18 +66,26 @@ struct CheckResult {
   std::int64_t p50_us = 0, p99_us = 0;  // ok.latency_us, nearest rank; 0 without acquisitions
   std::size_t overlaps = 0;      // overlapping pairs of hold windows of one resource
   std::vector<std::pair<Window, Window>> overlap_examples;  // the first 10 found
+  std::size_t resources = 0;     // distinct resources with a hold window
   std::size_t writes = 0;
-  std::size_t lost_updates = 0;  // defined in checker.cpp (check_counter)
+  std::size_t lost_updates = 0;  // defined in checker.cpp (check_counter), summed over resources
   std::size_t stale_writes = 0;  // a write after its window's deadline, or outside every window of its client
   std::size_t bad_increments = 0;     // writes with wrote != read + 1 (a worker bug, not a lock violation)
   std::size_t unrecorded_increments = 0;  // counter steps with no write event (a writer killed before logging)
-  std::int64_t final_value = 0;       // as given
-  std::int64_t expected_final = 0;    // what the counter should hold according to the history
-  bool final_mismatch = false;        // final_value was read and differs from expected_final
+  // The counters, summed over resources: final_value over those read (-1
+  // when none was), expected_final over all (what they should hold
+  // according to the history); final_mismatch: a counter read differs from
+  // its expected value.
+  std::int64_t final_value = -1;
+  std::int64_t expected_final = 0;
+  bool final_mismatch = false;
   std::size_t leaked_keys = 0;
   std::size_t leases_lost = 0;        // lost events: a watchdog gave a lease up
   std::int64_t max_recovery_ms = 0;   // max over faults; -1 when any fault was never followed by an ok
   std::size_t unrecovered_faults = 0;
+  // recovery_p50_ms, recovery_p99_ms: over the faults followed by an ok
+  // (nearest rank); 0 without them.
+  std::int64_t recovery_p50_ms = 0, recovery_p99_ms = 0;
   std::vector<Recovery> recoveries;   // one per fault, in time order
   std::vector<Window> windows;        // every hold window, sorted by (start, client)
   std::vector<int> clients;           // every client id seen in the history, ascending

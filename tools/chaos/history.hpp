@@ -14,8 +14,8 @@
 //   {"type":"fail",   "client":3, "t":…, "resource":"r", "latency_us":…,
 //        "code":"redlock.no_quorum", "error":"…", "outcomes":["ok","timeout",…]}
 //   {"type":"write",  "client":3, "t":…, "resource":"r", "read":41, "wrote":42}
-//        the read-modify-write on the shared value, made while holding the lock
-//        (t is the moment of the write)
+//        the read-modify-write on the resource's shared counter, made while
+//        holding its lock (t is the moment of the write)
 //   {"type":"release","client":3, "t":…, "resource":"r", "released":true}
 //        t is taken just before the release is sent: the hold window ends there
 //   {"type":"lost",   "client":3, "t":…, "resource":"r", "error":"…"}

@@ -29,6 +29,23 @@ struct Action {
   std::function<void(Stage&)> run;
 };
 
+// Crew — worker processes that all run alike: `workers` processes of
+// `threads` clients, each turn locking `resource`, or with `resources` > 1
+// one of resource-0 … resource-(n-1) drawn at random; or, with `leases`,
+// each process holding that many leases (Client::lock, kept extended by
+// their watchdogs) on resources of its own, resource-P-0 …, for the whole
+// run or `lease_hold_ms` at a time.
+struct Crew {
+  int workers = 6;
+  int threads = 1;
+  std::string resource = "chaos";
+  int resources = 1;
+  std::string hold_ms = "1:10";  // MIN:MAX work inside the lock
+  std::string rest_ms = "0:5";   // MIN:MAX pause after each release
+  int leases = 0;
+  std::string lease_hold_ms;     // MIN:MAX the leases are held, then taken anew; empty: the whole run
+};
+
 struct Scenario {
   std::string name;
   std::string about;  // one line: what it does and why it is (un)safe
@@ -36,8 +53,11 @@ struct Scenario {
   bool appendfsync_always = false;
   bool quarantine = false;
   std::string sabotage;  // REDLOCK_SABOTAGE for the workers; empty: the real client
-  int workers = 6;  // processes
-  int threads = 1;  // clients per process, sharing one redlock::Client
+  // The workers: `workers` processes of `threads` clients, sharing one
+  // redlock::Client per process, on the resource "chaos" with `hold_ms`,
+  // `rest_ms` and `leases` below — unless `crews` lists them instead.
+  int workers = 6;
+  int threads = 1;
   long ttl_ms = 1000;
   long max_ttl_ms = 2000;
   long wait_ms = 2000;
@@ -78,7 +98,40 @@ struct Scenario {
   // it passes only if no lease is lost (the faults leave a majority
   // healthy) and every lease was taken.
   int leases = 0;
+  // settle_ms: how long a master stays out after its fault ended (the
+  // clients' quarantine after a restart, their reconnect): it still counts
+  // as faulty then, for the soak's budget of two and for lease losses.
+  int settle_ms = 0;
+  // leases_may_fall: a lease may be lost once three different masters (N −
+  // quorum + 1) were faulty during its life, settle included: extend never
+  // recreates a key a master lost (wiped, or expired while it was down,
+  // paused or slow), so a lease outlives the faults of at most two of its
+  // masters, however healthy the majority stays at every moment. Any other
+  // loss fails the run. Off: no lease may be lost.
+  bool leases_may_fall = false;
+  // crews: workers of several kinds at once, in this order (worker numbers
+  // count on from one crew to the next); `workers`, `threads`, `hold_ms`,
+  // `rest_ms` and `leases` above are then unused. The lease criteria hold
+  // for every lease of every crew.
+  std::vector<Crew> crews;
+  // seconds: the run's length (or its time limit, with a target) unless
+  // --seconds is given; 0: the suite's, 3 s (60 s with --long).
+  int seconds = 0;
+  // target_acquisitions: run until the history holds this many
+  // acquisitions (or the time is up), and pass only if it does; 0: run for
+  // the time. --acquisitions overrides it.
+  long target_acquisitions = 0;
+  // writes_in_time: the schedule never lets a holder overstay its validity
+  // (client pauses shorter than it), so a stale write is a violation too.
+  bool writes_in_time = false;
+  // on_demand: runs only when named (--scenario); never in the suite, short
+  // or long (an hour's soak has no place in CI).
+  bool on_demand = false;
 };
+
+// crews_of: the scenario's workers as crews (`crews`, or the one crew its
+// plain fields describe).
+std::vector<Crew> crews_of(const Scenario& s);
 
 // all_scenarios lists every scenario, in a stable order.
 const std::vector<Scenario>& all_scenarios();

@@ -1,33 +1,44 @@
-// worker.cpp — one chaos client: acquire, read-modify-write a shared
-// counter (in a separate redis, never faulted) under the lock, release;
-// repeat until the run's end. Every step is appended to a JSONL history
-// (history.hpp) and flushed, so a worker paused or killed mid-run leaves a
-// history up to its last step.
+// worker.cpp — one chaos client: acquire, read-modify-write the resource's
+// shared counter (in a separate redis, never faulted; key "counter:R")
+// under the lock, release; repeat until the run's end. Every step is
+// appended to a JSONL history (history.hpp) and flushed, so a worker paused
+// or killed mid-run leaves a history up to its last step.
 //
 //   chaos_worker --nodes URLS [--tls-ca FILE] --counter-port P --client N --history FILE
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
 //                [--greedy] [--quarantine] [--polling] [--threads T] [--rest-ms A:B]
-//                [--stall-timeout MS] [--leases M]
-// With --threads T the process runs T clients (ids N*100 + 0..T-1) on one
-// shared, thread-safe redlock::Client, each with its own counter connection.
+//                [--stall-timeout MS] [--leases M [--lease-hold-ms A:B]] [--resources K]
+// With --threads T the process runs T clients (ids (N+1)*100 + 0..T-1, apart
+// from every single client's N) on one shared, thread-safe redlock::Client,
+// each with its own counter connection.
+// With --resources K (> 1) each turn locks one of R-0 … R-(K-1), drawn at
+// random, instead of R.
 // With --leases M it instead takes M leases (Client::lock, TTL --ttl, kept
 // extended by their watchdogs) on resources of its own, R-N-0 … R-N-(M-1),
 // holds them to the run's end and releases them; an "ok" per lease taken, a
-// "lost" for each whose on_lost runs, a "release" per lease at the end.
-// Exit 0 after the run; 2 on bad arguments or an unusable config.
+// "lost" for each whose on_lost runs, a "release" per lease at the end. With
+// --lease-hold-ms A:B too it holds them A-B ms at a time, releases them and
+// takes them anew, until the run's end.
+// SIGTERM ends the run early, as its end would: the runner's way to stop a
+// run that has what it needs. Exit 0 after the run; 2 on bad arguments or
+// an unusable config.
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <mutex>
-#include <vector>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "history.hpp"
 #include "redlock/redlock.hpp"
@@ -47,6 +58,8 @@ struct Args {
   long rest_min = 0, rest_max = 5;  // pause after a release, so others get their turn
   long stall_timeout = 0;           // 0: max(the library's default, 4 node timeouts)
   long leases = 0;                  // > 0: hold this many leases instead of the counter loop
+  long resources = 1;               // > 1: each turn locks one of resource-0 … resource-(n-1)
+  long lease_hold_min = 0, lease_hold_max = 0;  // 0:0: hold the leases for the whole run
   bool greedy = false, quarantine = false, polling = false;
 };
 
@@ -91,13 +104,16 @@ Args parse(int argc, char** argv) {
     else if (k == "--node-timeout") a.node_timeout = number("--node-timeout", v);
     else if (k == "--stall-timeout") a.stall_timeout = number("--stall-timeout", v);
     else if (k == "--leases") a.leases = number("--leases", v);
+    else if (k == "--resources") a.resources = number("--resources", v);
     else if (k == "--hold-ms") range("--hold-ms", v, a.hold_min, a.hold_max);
     else if (k == "--rest-ms") range("--rest-ms", v, a.rest_min, a.rest_max);
+    else if (k == "--lease-hold-ms") range("--lease-hold-ms", v, a.lease_hold_min, a.lease_hold_max);
     else usage("unknown option " + k);
   }
   if (a.nodes.empty() || a.history.empty() || a.counter_port == 0 || a.until_ns == 0) {
     usage("--nodes, --history, --counter-port and --until-ns are required");
   }
+  if (a.resources < 1) usage("--resources: at least 1");
   return a;
 }
 
@@ -119,7 +135,8 @@ class History {
   std::mutex mu_;
 };
 
-// Counter — the shared value, in a redis of its own that no fault touches.
+// Counter — the shared values, one per resource, in a redis of its own that
+// no fault touches.
 class Counter {
  public:
   explicit Counter(int port) {
@@ -129,15 +146,16 @@ class Counter {
     redisSetTimeout(c_, tv);
   }
   ~Counter() { redisFree(c_); }
-  std::int64_t read() {
-    auto* r = static_cast<redisReply*>(redisCommand(c_, "GET counter"));
+  std::int64_t read(const std::string& resource) {
+    auto* r = static_cast<redisReply*>(redisCommand(c_, "GET counter:%s", resource.c_str()));
     if (r == nullptr) usage("counter redis: " + std::string(c_->errstr));
     const std::int64_t v = r->type == REDIS_REPLY_STRING ? std::strtoll(r->str, nullptr, 10) : 0;
     freeReplyObject(r);
     return v;
   }
-  void write(std::int64_t v) {
-    auto* r = static_cast<redisReply*>(redisCommand(c_, "SET counter %lld", static_cast<long long>(v)));
+  void write(const std::string& resource, std::int64_t v) {
+    auto* r = static_cast<redisReply*>(
+        redisCommand(c_, "SET counter:%s %lld", resource.c_str(), static_cast<long long>(v)));
     if (r == nullptr) usage("counter redis: " + std::string(c_->errstr));
     freeReplyObject(r);
   }
@@ -146,31 +164,81 @@ class Counter {
   redisContext* c_ = nullptr;
 };
 
-Event base(EventType type, const Args& a, int id) {
+// Stop — the run's end: --until-ns, or SIGTERM. SIGTERM is blocked in every
+// thread and taken by one thread that waits for it (sigwait), so the
+// clients end their current turn and release what they hold. Construct it
+// before any other thread (the Client's loop too): threads inherit the
+// blocked signal.
+class Stop {
+ public:
+  explicit Stop(std::int64_t until_ns) : until_(until_ns) {
+    sigemptyset(&term_);
+    sigaddset(&term_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term_, nullptr);
+    waiter_ = std::thread([this] {
+      int sig = 0;
+      sigwait(&term_, &sig);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requested_ = true;
+      }
+      cv_.notify_all();
+    });
+  }
+  // Ends the waiter if no SIGTERM came: this one is for it alone.
+  ~Stop() {
+    pthread_kill(waiter_.native_handle(), SIGTERM);
+    waiter_.join();
+  }
+  Stop(const Stop&) = delete;
+  Stop& operator=(const Stop&) = delete;
+
+  bool reached() const { return requested_ || monotonic_ns() >= until_; }
+  // wait returns at the run's end; wait_until at `t_ns` (CLOCK_MONOTONIC)
+  // if that comes first.
+  void wait() { wait_until(until_); }
+  void wait_until(std::int64_t t_ns) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto t = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(std::min(t_ns, until_)));
+    cv_.wait_until(lock, t, [this] { return requested_.load(); });
+  }
+
+ private:
+  const std::int64_t until_;
+  sigset_t term_{};
+  std::atomic<bool> requested_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread waiter_;
+};
+
+Event base(EventType type, int id, const std::string& resource) {
   Event e;
   e.type = type;
   e.client = id;
   e.t = monotonic_ns();
-  e.resource = a.resource;
+  e.resource = resource;
   return e;
 }
 
 // run_client is one client's loop until the run's end.
-void run_client(const Args& a, int id, Client& client, History& history) {
+void run_client(const Args& a, int id, Client& client, History& history, const Stop& stop) {
   Counter counter(a.counter_port);
   std::mt19937 rng(static_cast<unsigned>(id * 7919 + monotonic_ns()));
   std::uniform_int_distribution<long> hold(a.hold_min, a.hold_max);
   std::uniform_int_distribution<long> rest(a.rest_min, a.rest_max);
-  while (monotonic_ns() < a.until_ns) {
-    Event invoke = base(EventType::invoke, a, id);
+  std::uniform_int_distribution<long> pick(0, a.resources - 1);
+  while (!stop.reached()) {
+    const std::string resource = a.resources > 1 ? a.resource + "-" + std::to_string(pick(rng)) : a.resource;
+    Event invoke = base(EventType::invoke, id, resource);
     history.add(invoke);
     AcquireOptions opts;
     opts.ttl = milliseconds{a.ttl};
     opts.wait = milliseconds{a.wait};
-    auto lock = client.acquire(a.resource, opts);
+    auto lock = client.acquire(resource, opts);
     const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
     if (!lock) {
-      Event fail = base(EventType::fail, a, id);
+      Event fail = base(EventType::fail, id, resource);
       fail.latency_us = latency_us;
       fail.code = std::string(errc_name(lock.error().code));
       fail.error = lock.error().message;
@@ -178,7 +246,7 @@ void run_client(const Args& a, int id, Client& client, History& history) {
       history.add(fail);
       continue;
     }
-    Event ok = base(EventType::ok, a, id);
+    Event ok = base(EventType::ok, id, resource);
     ok.token = lock->token;
     ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // steady_clock is CLOCK_MONOTONIC
                       lock->validity_deadline.time_since_epoch())
@@ -186,19 +254,19 @@ void run_client(const Args& a, int id, Client& client, History& history) {
     ok.latency_us = latency_us;
     history.add(ok);
 
-    const std::int64_t read = counter.read();
+    const std::int64_t read = counter.read(resource);
     // A greedy holder keeps the lock until just before its validity ends:
     // any overestimate of the validity then shows as an overlap.
     const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
     if (work > milliseconds{0}) std::this_thread::sleep_for(work);
     if (lock->valid()) {
-      counter.write(read + 1);
-      Event w = base(EventType::write, a, id);
+      counter.write(resource, read + 1);
+      Event w = base(EventType::write, id, resource);
       w.read = read;
       w.wrote = read + 1;
       history.add(w);
     }
-    Event rel = base(EventType::release, a, id);
+    Event rel = base(EventType::release, id, resource);
     auto released = client.release(*lock);
     rel.released = released && released->released;
     history.add(rel);
@@ -206,15 +274,16 @@ void run_client(const Args& a, int id, Client& client, History& history) {
   }
 }
 
-// hold_leases takes a.leases leases, keeps them (their watchdogs extend them
-// on the client's loop) until the run's end, then releases them.
-void hold_leases(const Args& a, int id, Client& client, History& history) {
-  std::vector<Lease> leases;
+// take_leases takes a.leases leases (fewer if the run ends first) on the
+// resources R-id-0 … of this client; their watchdogs extend them on the
+// client's loop.
+std::vector<std::pair<std::string, Lease>> take_leases(const Args& a, int id, Client& client, History& history,
+                                                       const Stop& stop) {
+  std::vector<std::pair<std::string, Lease>> leases;
   leases.reserve(static_cast<std::size_t>(a.leases));
-  for (long i = 0; i < a.leases && monotonic_ns() < a.until_ns; ++i) {
+  for (long i = 0; i < a.leases && !stop.reached(); ++i) {
     const std::string resource = a.resource + "-" + std::to_string(id) + "-" + std::to_string(i);
-    Event invoke = base(EventType::invoke, a, id);
-    invoke.resource = resource;
+    Event invoke = base(EventType::invoke, id, resource);
     history.add(invoke);
     LeaseOptions opts;
     opts.ttl = milliseconds{a.ttl};
@@ -232,38 +301,51 @@ void hold_leases(const Args& a, int id, Client& client, History& history) {
     auto lease = client.lock(resource, std::move(opts));
     const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
     if (!lease) {
-      Event fail = base(EventType::fail, a, id);
-      fail.resource = resource;
+      Event fail = base(EventType::fail, id, resource);
       fail.latency_us = latency_us;
       fail.code = std::string(errc_name(lease.error().code));
       fail.error = lease.error().message;
       history.add(fail);
       continue;
     }
-    Event ok = base(EventType::ok, a, id);
-    ok.resource = resource;
+    Event ok = base(EventType::ok, id, resource);
     ok.token = lease->token();
     ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(lease->deadline().time_since_epoch())
                       .count();
     ok.latency_us = latency_us;
     history.add(ok);
-    leases.push_back(std::move(*lease));
+    leases.emplace_back(resource, std::move(*lease));
   }
-  const auto until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(a.until_ns));
-  std::this_thread::sleep_until(until);  // the run's end: nothing to await but the clock
-  for (std::size_t i = 0; i < leases.size(); ++i) {
-    Event rel = base(EventType::release, a, id);
-    rel.resource = a.resource + "-" + std::to_string(id) + "-" + std::to_string(i);
-    auto released = leases[i].release();
-    rel.released = released && released->released;
-    history.add(rel);
-  }
+  return leases;
+}
+
+// hold_leases takes a.leases leases and keeps them until the run's end, or
+// with --lease-hold-ms for that long, then releases them and takes them
+// anew, until the run's end.
+void hold_leases(const Args& a, int id, Client& client, History& history, Stop& stop) {
+  std::mt19937 rng(static_cast<unsigned>(id * 7919 + monotonic_ns()));
+  std::uniform_int_distribution<long> hold(a.lease_hold_min, a.lease_hold_max);
+  do {
+    auto leases = take_leases(a, id, client, history, stop);
+    if (a.lease_hold_max == 0) {
+      stop.wait();
+    } else {
+      stop.wait_until(monotonic_ns() + hold(rng) * 1'000'000);
+    }
+    for (auto& [resource, lease] : leases) {
+      Event rel = base(EventType::release, id, resource);
+      auto released = lease.release();
+      rel.released = released && released->released;
+      history.add(rel);
+    }
+  } while (!stop.reached());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  Stop stop(a.until_ns);
   auto nodes = parse_node_list(a.nodes);
   if (!nodes) usage(nodes.error().to_string());
   Config config;
@@ -280,16 +362,16 @@ int main(int argc, char** argv) {
   if (!client) usage(client.error().to_string());
   History history(a.history);
   if (a.leases > 0) {
-    hold_leases(a, a.client, **client, history);
+    hold_leases(a, a.client, **client, history, stop);
     return 0;
   }
   if (a.threads <= 1) {
-    run_client(a, a.client, **client, history);
+    run_client(a, a.client, **client, history, stop);
     return 0;
   }
   std::vector<std::thread> threads;
   for (int t = 0; t < a.threads; ++t) {
-    threads.emplace_back([&, t] { run_client(a, a.client * 100 + t, **client, history); });
+    threads.emplace_back([&, t] { run_client(a, (a.client + 1) * 100 + t, **client, history, stop); });
   }
   for (auto& t : threads) t.join();
   return 0;

@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -143,7 +144,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const chaos::CheckInput check_in{in.events, a.final_value.value_or(-1), 0, in.first_ns, in.last_ns};
+  // The store holds one counter: the writes name one resource (the runs'
+  // own, or none: DemoInput::finish), whose counter the final value is.
+  std::map<std::string, std::int64_t> finals;
+  for (const auto& e : in.events)
+    if (a.final_value && e.type == chaos::EventType::write) finals[e.resource] = *a.final_value;
+  if (finals.size() > 1) {
+    std::cerr << "demo_report: the writes name " << finals.size()
+              << " resources, but the store holds one counter: --final-value cannot be checked\n";
+    return 2;
+  }
+  const chaos::CheckInput check_in{in.events, finals, 0, in.first_ns, in.last_ns};
   const chaos::CheckResult r = chaos::check(check_in);
   // The workers' increments, plus the delayed writes that landed (their
   // workers, not knowing, did those increments again).

@@ -1,8 +1,11 @@
 // test_bed.cpp — what the chaos bed counts as a leaked lock key, on real
 // masters: a lock key is one; the data-loss marker never is; a flushed
 // master keeps counting (what it holds afterwards was written since); a
-// restarted one does not.
+// restarted one does not, unless it restarted longer ago than the grace.
+// And the workers' shared counters, one per resource.
 #include <doctest/doctest.h>
+
+#include <chrono>
 
 #include "bed.hpp"
 
@@ -33,4 +36,25 @@ TEST_CASE("leaked_keys: lock keys count, the data-loss marker never does, a flus
   // The flush is recorded as a fault interval, as every fault is.
   REQUIRE_FALSE(bed.faults().empty());
   CHECK(bed.faults().front().error == "flushall node 1");
+}
+
+TEST_CASE("leaked_keys: a master restarted longer ago than the grace counts again") {
+  ChaosBed bed(BedOptions{});
+  bed.restart(2, false);
+  bed.master(2).command({"SET", "redlock:{chaos}:lock", "v", "PX", "60000"});  // written after its restart
+  CHECK(bed.leaked_keys() == 0);                              // by default a restarted master never counts
+  CHECK(bed.leaked_keys(std::chrono::hours{1}) == 0);         // restarted within the grace
+  CHECK(bed.leaked_keys(std::chrono::milliseconds{0}) == 1);  // before it: its keys are its own
+}
+
+TEST_CASE("the shared counters: one per resource, and their total") {
+  ChaosBed bed(BedOptions{});
+  CHECK(bed.counter_value("chaos") == 0);  // never written
+  CHECK(bed.counter_total() == 0);
+  bed.counter().command({"SET", "counter:chaos", "41"});
+  bed.counter().command({"SET", "counter:cold-7", "1"});
+  bed.counter().command({"SET", "elsewhere", "100"});  // not a counter
+  CHECK(bed.counter_value("chaos") == 41);
+  CHECK(bed.counter_value("cold-7") == 1);
+  CHECK(bed.counter_total() == 42);
 }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,8 @@ Event release(int c, double t, const std::string& res = "r") {
   e.released = true;
   return e;
 }
-Event write(int c, double t, std::int64_t read, std::int64_t wrote) {
-  Event e = ev(EventType::write, c, t);
+Event write(int c, double t, std::int64_t read, std::int64_t wrote, const std::string& res = "r") {
+  Event e = ev(EventType::write, c, t, res);
   e.read = read;
   e.wrote = wrote;
   return e;
@@ -54,8 +55,11 @@ Event fault(double t, double end, const std::string& what) {
   return e;
 }
 
+// run checks `events`; final_value >= 0 is what the counter of resource "r" held at the end.
 CheckResult run(std::vector<Event> events, std::int64_t final_value = -1, std::size_t leaked = 0) {
-  return check(CheckInput{std::move(events), final_value, leaked, ms(0), ms(1000)});
+  std::map<std::string, std::int64_t> finals;
+  if (final_value >= 0) finals["r"] = final_value;
+  return check(CheckInput{std::move(events), finals, leaked, ms(0), ms(1000)});
 }
 
 // A correct history: `n` clients take turns, each turn invoke → ok → write → release.
@@ -113,6 +117,113 @@ TEST_CASE("windows that merely touch do not overlap") {
 TEST_CASE("windows of different resources never overlap") {
   auto r = run({ok(1, 0, 500, 1, "a"), release(1, 100, "a"), ok(2, 50, 500, 1, "b"), release(2, 150, "b")});
   CHECK(r.overlaps == 0);
+}
+
+// concurrent: `resources` resources ("r0", "r1", …) held at the same time,
+// each by its own `n_clients` clients taking `turns` turns (invoke → ok →
+// write → release, 10 ms apart); a client id is 100 · resource + k. Every
+// resource's counter starts at 0, and `finals` gets what each should hold.
+std::vector<Event> concurrent(int resources, int n_clients, int turns, std::map<std::string, std::int64_t>& finals) {
+  std::vector<Event> h;
+  for (int r = 0; r < resources; ++r) {
+    const std::string res = "r" + std::to_string(r);
+    for (int i = 0; i < turns; ++i) {
+      const int c = 100 * r + i % n_clients;
+      const double t = 10.0 * i + 0.01 * r;  // every resource's turns interleave with the others'
+      Event in = invoke(c, t);
+      in.resource = res;
+      h.push_back(in);
+      h.push_back(ok(c, t + 1, t + 100, 100, res));
+      h.push_back(write(c, t + 2, i, i + 1, res));
+      h.push_back(release(c, t + 3, res));
+    }
+    finals[res] = turns;
+  }
+  std::reverse(h.begin(), h.end());
+  return h;
+}
+
+TEST_CASE("many resources at once: each is checked on its own, one verdict over all") {
+  std::map<std::string, std::int64_t> finals;
+  auto h = concurrent(40, 3, 25, finals);
+  const CheckResult clean = check(CheckInput{h, finals, 0, ms(0), ms(1000)});
+  CHECK(clean.resources == 40);
+  CHECK(clean.windows.size() == 40 * 25);
+  CHECK(clean.acquisitions == 40 * 25);
+  CHECK(clean.overlaps == 0);  // 40 holders at every moment, one per resource
+  CHECK(clean.lost_updates == 0);
+  CHECK(clean.stale_writes == 0);
+  CHECK_FALSE(clean.final_mismatch);
+  CHECK(clean.final_value == 40 * 25);
+  CHECK(clean.expected_final == 40 * 25);
+  CHECK_FALSE(violation(clean));
+
+  // One intruder on r17 among the forty: one overlap, named, and its write
+  // (it read what the holder read) one lost update on r17's counter only.
+  h.push_back(ok(9999, 51, 150, 100, "r17"));
+  h.push_back(write(9999, 52.5, 5, 6, "r17"));
+  h.push_back(release(9999, 53, "r17"));
+  finals["r17"] = 25;  // the intruder's increment overwrote the holder's
+  const CheckResult one = check(CheckInput{h, finals, 0, ms(0), ms(1000)});
+  CHECK(one.overlaps == 1);
+  REQUIRE(one.overlap_examples.size() == 1);
+  CHECK(one.overlap_examples[0].first.resource == "r17");
+  CHECK(one.overlap_examples[0].first.client == 9999);  // it came first, by 0.17 ms
+  CHECK(one.overlap_examples[0].second.client == 1700 + 5 % 3);
+  CHECK(one.lost_updates == 1);
+  CHECK(one.final_mismatch);
+  CHECK(violation(one));
+}
+
+TEST_CASE("interleaved events of different resources are not confused") {
+  // Client 1 holds a and b at once and releases b first: a's window goes on,
+  // so its write after b's release is not stale. The writes to the two
+  // counters interleave; each counter is replayed on its own.
+  std::vector<Event> h{ok(1, 0, 100, 100, "a"), ok(1, 5, 100, 100, "b"),   write(1, 6, 0, 1, "a"),
+                       write(1, 7, 0, 1, "b"),  release(1, 10, "b"),       write(1, 20, 1, 2, "a"),
+                       release(1, 30, "a"),     ok(2, 12, 100, 100, "b"),  write(2, 13, 1, 2, "b"),
+                       release(2, 14, "b")};
+  const CheckResult r = check(CheckInput{h, {{"a", 2}, {"b", 2}}, 0, ms(0), ms(1000)});
+  CHECK(r.resources == 2);
+  CHECK(r.overlaps == 0);  // 2 on b after 1 released it; a is another resource
+  CHECK(r.stale_writes == 0);
+  CHECK(r.lost_updates == 0);
+  CHECK(r.unrecorded_increments == 0);
+  CHECK_FALSE(r.final_mismatch);
+  CHECK(r.expected_final == 4);
+  // One counter short: the loss is that counter's alone.
+  const CheckResult short_b = check(CheckInput{h, {{"a", 2}, {"b", 1}}, 0, ms(0), ms(1000)});
+  CHECK(short_b.lost_updates == 1);
+  CHECK(short_b.final_mismatch);
+  // A counter nobody wrote must still be 0; a missing one was not read.
+  CHECK(check(CheckInput{h, {{"a", 2}, {"b", 2}, {"c", 1}}, 0, ms(0), ms(1000)}).final_mismatch);
+  const CheckResult unread = check(CheckInput{h, {{"a", 2}}, 0, ms(0), ms(1000)});
+  CHECK_FALSE(unread.final_mismatch);
+  CHECK(unread.final_value == 2);
+}
+
+TEST_CASE("a long history of many resources is checked in time") {
+  // 120,000 acquisitions: one hot resource with 60,000 and 60 others with
+  // 1,000 each. Work that grows with the square of a resource's (or the
+  // run's) windows would not finish within the test's timeout.
+  std::vector<Event> h;
+  std::map<std::string, std::int64_t> finals;
+  for (int i = 0; i < 60000; ++i) {
+    const double t = 2.0 * i;
+    h.push_back(ok(10000 + i % 8, t, t + 50, 100, "hot"));
+    h.push_back(write(10000 + i % 8, t + 0.5, i, i + 1, "hot"));
+    h.push_back(release(10000 + i % 8, t + 1, "hot"));
+  }
+  finals["hot"] = 60000;
+  auto rest = concurrent(60, 4, 1000, finals);
+  h.insert(h.end(), rest.begin(), rest.end());
+  const CheckResult r = check(CheckInput{std::move(h), finals, 0, ms(0), ms(120000)});
+  CHECK(r.acquisitions == 120000);
+  CHECK(r.resources == 61);
+  CHECK(r.overlaps == 0);
+  CHECK(r.lost_updates == 0);
+  CHECK(r.stale_writes == 0);
+  CHECK_FALSE(r.final_mismatch);
 }
 
 TEST_CASE("a window ends at its deadline when the release comes later") {
@@ -227,12 +338,15 @@ TEST_CASE("recovery time runs from a fault's end to the next successful acquisit
   CHECK(r.recoveries[0].recovery_ms == 150);
   CHECK(r.recoveries[1].recovery_ms == 20);
   CHECK(r.max_recovery_ms == 150);
+  CHECK(r.recovery_p50_ms == 20);  // nearest rank of {20, 150}
+  CHECK(r.recovery_p99_ms == 150);
   CHECK(r.unrecovered_faults == 0);
   // No acquisition after a fault: -1, and it dominates the maximum.
   auto never = run({fault(100, 200, "a"), ok(1, 250, 400), fault(300, 400, "b")});
   CHECK(never.recoveries[0].recovery_ms == 50);
   CHECK(never.recoveries[1].recovery_ms == -1);
   CHECK(never.max_recovery_ms == -1);
+  CHECK(never.recovery_p99_ms == 50);  // over the recovered faults
   CHECK(never.unrecovered_faults == 1);
   CHECK(run({ok(1, 0, 10)}).max_recovery_ms == 0);  // no faults
 }

@@ -87,10 +87,11 @@ TEST_CASE("fault lines, and the checker sees one clean hold with its write") {
   in.add(R"({"what":"master 1 down","start_us":120,"end_us":200})", "faults", -1);
   in.finish();
   CHECK(in.faults == 1);
-  const auto r = chaos::check({in.events, 1, 0, in.first_ns, in.last_ns});
+  const auto r = chaos::check({in.events, {{"c", 1}}, 0, in.first_ns, in.last_ns});  // the counter of "c"
   CHECK(r.acquisitions == 1);
   CHECK(r.overlaps == 0);
   CHECK(r.lost_updates == 0);
+  CHECK_FALSE(r.final_mismatch);
   CHECK(r.stale_writes == 0);
   CHECK(r.recoveries.size() == 1);
 }
