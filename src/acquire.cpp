@@ -142,9 +142,13 @@ void AcquireOperation::take_turn() {
   arm(milliseconds{0});
 }
 
-void AcquireOperation::queue_up(milliseconds left) {
+void AcquireOperation::enter_line() {
   in_line_ = true;
   engine_.join_line(keys_.key, this);
+}
+
+void AcquireOperation::queue_up(milliseconds left) {
+  enter_line();
   state_ = State::queued;
   arm(left);
 }
@@ -351,10 +355,7 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
     }
     const WatchState watch = watch_all();
     if (watch == WatchState::unavailable) return false;
-    if (uses_line() && !in_line_) {
-      in_line_ = true;
-      engine_.join_line(keys_.key, this);  // first: the line was empty
-    }
+    if (uses_line() && !in_line_) enter_line();  // first: the line was empty
     if (watch == WatchState::pending) {
       // Retry once the subscription is confirmed (a release from then on is
       // heard), or after one node timeout at the latest.

@@ -103,12 +103,6 @@ void Engine::delist(Operation* op) noexcept {
   maybe_idle();
 }
 
-bool Engine::join_line(const std::string& key, AcquireOperation* op) {
-  std::vector<AcquireOperation*>& line = lines_[key];
-  line.push_back(op);
-  return line.size() == 1;
-}
-
 // leave_line: a line is short-lived and rarely long (one client's waiters
 // of one resource), so a search is fine; an empty line is erased.
 void Engine::leave_line(const std::string& key, AcquireOperation* op, bool took) {

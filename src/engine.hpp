@@ -87,10 +87,11 @@ class Engine {
   // of a line listens for releases and tries; the others sleep until their
   // turn (or their wait's deadline). Ordering only: who holds the lock is
   // still decided by the masters' majority alone.
-  // line_busy: somebody of this client waits for `key`.
-  bool line_busy(const std::string& key) const { return lines_.contains(key); }
-  // join_line puts `op` at the end of key's line; true when it is first.
-  bool join_line(const std::string& key, AcquireOperation* op);
+  // line_busy: somebody of this client waits for `key`. Every acquire asks:
+  // with nobody waiting at all (the usual case) it hashes nothing.
+  bool line_busy(const std::string& key) const { return !lines_.empty() && lines_.contains(key); }
+  // join_line puts `op` at the end of key's line.
+  void join_line(const std::string& key, AcquireOperation* op) { lines_[key].push_back(op); }
   // leave_line takes `op` out of key's line; when it was first, the next
   // gets its turn (AcquireOperation::your_turn; `took`: `op` leaves holding
   // the lock). Never calls back the one leaving.

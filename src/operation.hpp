@@ -156,7 +156,9 @@ class AcquireOperation final : public Operation, public WakeListener {
   // uses_line: this acquire waits in its client's line (one lock key, a
   // value of its own, wake-ups on); see Engine::join_line.
   bool uses_line() const noexcept { return options().wake_ups && !keys_.multi() && !caller_token_; }
-  // queue_up: join the end of the line, behind a waiter of this client.
+  // enter_line: join the end of its client's line for keys_.key.
+  void enter_line();
+  // queue_up: join the line behind a waiter of this client, and sleep.
   void queue_up(milliseconds left);
   void take_turn();
   // watch_all subscribes to the releases of every resource of the lock
