@@ -19,6 +19,7 @@
 #include "operation.hpp"
 #include "sabotage.hpp"
 #include "telemetry.hpp"
+#include "token.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -37,6 +38,7 @@ AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions
       done_(std::move(done)),
       caller_token_(!token_.empty()),
       fence_(opts.fence),
+      fair_(opts.fair),
       wake_spread_(engine.options().wake_jitter) {}
 
 // step — the transition function. Inputs that cannot be acted on in the
@@ -80,10 +82,11 @@ void AcquireOperation::step(Event event) {
   }
 }
 
-void AcquireOperation::on_wake(WakeListener::Why why) {
+void AcquireOperation::on_wake(WakeListener::Why why, std::string_view message) {
   switch (why) {
     case WakeListener::Why::released:
       if (Telemetry* t = engine_.telemetry()) t->woken(keys_.resource);
+      if (fair_) return fair_wake(message);
       return step(Event::released);
     case WakeListener::Why::subscribed: return step(Event::subscribed);
     case WakeListener::Why::resubscribed: return step(Event::resubscribed);
@@ -120,6 +123,40 @@ void AcquireOperation::wake(Event why) {
     }
     case State::starting:
     case State::queued:  // not watching: nothing to wake
+    case State::done: return;
+  }
+}
+
+// fair_wake: "turn HEAD SECOND" names the next two of a master's queue:
+// the head tries at once, the second checks once the head's turn (grace)
+// is over — it takes the head out of the queue if that one never came.
+// Every other fair waiter sleeps on: a release wakes one client, not all.
+// Any other message is a release by a holder that was not fair, which
+// names nobody: the waiter that was the head at its last attempt tries.
+void AcquireOperation::fair_wake(std::string_view message) {
+  bool head = false, second = false;
+  if (message.starts_with("turn ")) {
+    message.remove_prefix(5);
+    const std::size_t space = message.find(' ');
+    head = message.substr(0, space) == waiter_;
+    second = space != std::string_view::npos && message.substr(space + 1) == waiter_;
+  } else {
+    head = rank_ == 0;
+  }
+  if (!head && !second) return;
+  switch (state_) {
+    case State::attempting:
+      if (head) woken_ = true;  // a failed attempt retries at once
+      return;
+    case State::retry_wait:
+    case State::subscribe_wait: {
+      const milliseconds delay = head ? milliseconds{0} : options().fair_grace + milliseconds{1};
+      if (due_ <= now() + delay) return;
+      return arm(std::min(delay, wait_left(now())));
+    }
+    case State::starting:
+    case State::fencing:
+    case State::queued:
     case State::done: return;
   }
 }
@@ -177,6 +214,18 @@ WatchState AcquireOperation::watch_all() {
 
 Call AcquireOperation::attempt_call() const {
   const std::string ttl = std::to_string(ttl_.count());
+  if (fair_) {
+    // The queue key lives as long as this waiter may still wait (and the
+    // lock it may take), and no longer: a queue left by waiters that died
+    // expires.
+    const long long life = wait_left(engine_.runtime().now()).count() + ttl_.count();
+    return {CommandId::fair_acquire,
+            keys_.key,
+            token_,
+            ttl,
+            {queue_key_of(keys_.key), turn_key_of(keys_.key)},
+            {waiter_, std::to_string(ticket_), std::to_string(options().fair_grace.count()), std::to_string(life)}};
+  }
   if (fence_) return {CommandId::fenced_acquire, keys_.key, token_, ttl, fenced_keys(), {}};
   if (keys_.multi()) return {CommandId::multi_acquire, keys_.key, token_, ttl, keys_.more_keys, {}};
   // A value drawn for this attempt is on no master yet: a plain SET NX PX
@@ -192,6 +241,13 @@ void AcquireOperation::start_attempt() {
     Result<std::string> value = engine_.runtime().random_token();
     if (!value) return fail(value.error());
     token_ = std::move(*value);
+    if (fair_) {
+      // A fair value: its waiter id (the second half of the first draw),
+      // the same on every attempt, and a part drawn for this one (the first
+      // half of each draw); src/token.hpp.
+      if (waiter_.empty()) waiter_ = token_.substr(fair_id_size, fair_id_size);
+      token_ = fair_token(waiter_, token_);
+    }
   }
   ++attempts_;
   wake_pending_ = false;
@@ -303,6 +359,12 @@ void AcquireOperation::evaluate() {
     return finish(std::move(lock));
   }
 
+  if (fair_) {
+    // The first round proposes a ticket (each master: one above the last it
+    // queues); the highest of them is this waiter's place everywhere.
+    if (ticket_ == 0) ticket_ = round_->max_counter();
+    rank_ = round_->majority_rank();
+  }
   std::vector<NodeOutcome> nodes = take_outcomes();
   Error e = round_error(tally, nodes, validity, true, false);
   if (state_ == State::fencing && !tally.success()) {
@@ -337,7 +399,7 @@ void AcquireOperation::retry_after_failure(Error e, const QuorumTally& tally, Ti
   }
   split_backoff_ = split ? std::min(std::max(split_backoff_ * 2, o.retry_delay + o.retry_jitter), o.wake_safety_net)
                          : milliseconds{0};
-  if (e.code == Errc::held && wait_for_release(e.nodes, left)) return;
+  if (e.code == Errc::held && (fair_ ? fair_wait(e.nodes, left) : wait_for_release(e.nodes, left))) return;
   arm(std::min(o.retry_delay + engine_.runtime().random_delay(o.retry_jitter), left));
 }
 
@@ -384,6 +446,49 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
   return true;
 }
 
+// fair_wait: the sleep of a fair waiter after an attempt that did not take
+// the lock. Subscribed first, then queued: a turn named after it joined is
+// heard. The head waits for its turn's message or the holder's TTL; the
+// second the same plus the head's grace (then it checks whether the head
+// came); the others for a message naming them — their safety net grows
+// with their place (a waiter far back is named long before it), so a
+// crowd's polling costs the masters about ln K calls per safety net, not K.
+bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, milliseconds left) {
+  const Options& o = options();
+  if (!o.wake_ups) return false;
+  if (!watching_) {
+    const WatchState watch = watch_all();
+    if (watch == WatchState::unavailable) return false;
+    if (watch == WatchState::pending) {
+      state_ = State::subscribe_wait;
+      arm(std::min(o.node_timeout, left));
+      return true;
+    }
+    arm(milliseconds{0});  // join the queues now (or retry: a release before we listened went unheard)
+    return true;
+  }
+  if (woken_) {  // named the head while the attempt was on its way
+    woken_ = false;
+    arm(milliseconds{0});
+    return true;
+  }
+  milliseconds wait = o.wake_safety_net * std::clamp<long long>(rank_, 1, 16);
+  const std::optional<milliseconds> free_in = majority_free_in(nodes);
+  if (free_in && rank_ == 0) wait = std::min(wait, *free_in + milliseconds{1});
+  if (free_in && rank_ == 1) wait = std::min(wait, *free_in + o.fair_grace + milliseconds{1});
+  if (split_backoff_ > milliseconds{0}) wait = std::min(wait, engine_.runtime().random_delay(split_backoff_));
+  arm(std::min(wait, left));
+  return true;
+}
+
+// leave_queue: a fair waiter that ends without the lock takes itself out
+// of every queue it may be in; where the lock is free the next is named.
+void AcquireOperation::leave_queue() {
+  if (!fair_ || ticket_ == 0) return;
+  Call call{CommandId::fair_leave, keys_.key, waiter_, channel_of(keys_.key), {queue_key_of(keys_.key)}, {}};
+  QuorumRound::launch(engine_.transport(), std::move(call), RoundMode::release, nullptr)->detach();
+}
+
 std::vector<std::string> AcquireOperation::channels() const {
   std::vector<std::string> out{channel_of(keys_.key)};
   for (const std::string& key : keys_.more_keys) out.push_back(channel_of(key));
@@ -410,6 +515,7 @@ void AcquireOperation::fail(Error e) {
 void AcquireOperation::finish(Result<Lock> r) {
   state_ = State::done;
   tell_finished(OpKind::acquire);
+  if (!r.ok()) leave_queue();
   // The next in line starts listening before this one stops, so the
   // channel stays subscribed between them.
   if (in_line_) {

@@ -77,6 +77,7 @@ class ClientCore final {
     acquire_opts.ttl = opts.ttl;
     acquire_opts.wait = opts.wait;
     acquire_opts.fence = opts.fence;
+    acquire_opts.fair = opts.fair;
     acquire_opts.cancel = opts.cancel;
     std::vector<std::string> more(resources.size() > 1 ? resources.begin() + 1 : resources.end(), resources.end());
     auto taken_cb = [this, opts = std::move(opts), more, done = std::move(done)](Result<Lock> taken) mutable {

@@ -359,6 +359,7 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
   acquire_opts.ttl = opts.ttl;
   acquire_opts.wait = opts.wait;
   acquire_opts.fence = opts.fence;
+  acquire_opts.fair = opts.fair;
   acquire_opts.cancel = opts.cancel;
   Result<Lock> taken = acquire(resource, std::move(acquire_opts));
   if (!taken) return std::move(taken).error();  // the mark tells the owner's waiters
@@ -385,6 +386,7 @@ Result<Lease> Client::lock_many(std::vector<std::string> resources, LeaseOptions
   acquire_opts.wait = opts.wait;
   acquire_opts.cancel = opts.cancel;
   acquire_opts.fence = opts.fence;
+  acquire_opts.fair = opts.fair;
   Result<MultiLock> taken = acquire_many(std::move(resources), std::move(acquire_opts));
   if (!taken) return std::move(taken).error();
   Lock first;

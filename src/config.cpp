@@ -359,6 +359,7 @@ constexpr Key keys[] = {
     {"wake_ups", set_flag<&Options::wake_ups>},
     {"wake_jitter_ms", set_duration<&Options::wake_jitter>},
     {"wake_safety_net_ms", set_duration<&Options::wake_safety_net>},
+    {"fair_grace_ms", set_duration<&Options::fair_grace>},
     {"data_check_interval_ms", set_duration<&Options::data_check_interval>},
     {"accept_eviction", set_flag<&Options::accept_eviction>},
     {"tls_ca_file", set_tls_text<&TlsSettings::ca_file>},
@@ -511,6 +512,7 @@ Result<void> validate_options(const Options& o) {
            "must be from 0 to 10"},
           {o.wake_jitter >= 0ms, "wake_jitter_ms", ms(o.wake_jitter), "must be >= 0"},
           {o.wake_safety_net > 0ms, "wake_safety_net_ms", ms(o.wake_safety_net), "must be > 0"},
+          {o.fair_grace > 0ms, "fair_grace_ms", ms(o.fair_grace), "must be > 0"},
           {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
           {o.extend_batch_window >= 0ms, "extend_batch_window_ms", ms(o.extend_batch_window), "must be >= 0"},
           {o.extend_batch_max > 0 && o.extend_batch_max <= 100000, "extend_batch_max",
@@ -531,6 +533,7 @@ Result<void> validate_options(const Options& o) {
       {"retry_delay_ms", o.retry_delay},       {"retry_jitter_ms", o.retry_jitter},
       {"release_settle_ms", o.release_settle}, {"stall_timeout_ms", o.stall_timeout},
       {"wake_jitter_ms", o.wake_jitter},       {"wake_safety_net_ms", o.wake_safety_net},
+      {"fair_grace_ms", o.fair_grace},
       {"data_check_interval_ms", o.data_check_interval}, {"extend_batch_window_ms", o.extend_batch_window}};
   for (const auto& [field, value] : durations) {
     if (value > most) return config_error(cat(field, ": ", ms(value), ": must be <= ", ms(most), " (about 24.8 days)"));

@@ -55,7 +55,9 @@ std::string check_acquire(milliseconds ttl, const AcquireOptions& opts, const Op
   return first_problem([&] { return check_ttl(ttl, options); },
                        [&] { return opts.wait < milliseconds{0} ? "wait: must be >= 0" : ""; },
                        [&] { return opts.wait > milliseconds{max_wait} ? "wait: must be <= " + std::to_string(max_wait) + " ms" : ""; },
-                       [&] { return opts.token.empty() ? "" : check_token(opts.token); });
+                       [&] { return opts.token.empty() ? "" : check_token(opts.token); },
+                       [&] { return opts.fair && !opts.token.empty() ? "fair: needs a value drawn by the library (no token)" : ""; },
+                       [&] { return opts.fair && opts.fence ? "fair: not with fence" : ""; });
 }
 
 LockKeys keys_of(const std::string& prefix, std::string resource, const std::vector<std::string>& more) {
@@ -193,6 +195,7 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
     }
   }
   if (problem.empty()) problem = check_acquire(ttl, opts, options_);
+  if (problem.empty() && opts.fair) problem = "fair: one resource only (not acquire_many)";
   std::string first = resources.empty() ? std::string() : resources.front();
   const std::vector<std::string> more(resources.begin() + (resources.empty() ? 0 : 1), resources.end());
   const std::stop_token cancel = opts.cancel;

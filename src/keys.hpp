@@ -3,15 +3,17 @@
 //   lock key      {prefix}{{resource}}:lock       e.g. redlock:{report}:lock
 //   fence counter {prefix}{{resource}}:fence
 //   release channel {prefix}{{resource}}:released
+//   fair queue    {prefix}{{resource}}:queue        (fair acquires only)
+//   fair turn     {prefix}{{resource}}:turn
 //   marker key    redlock-marker                  one per master (data loss)
 //
 // Why these can never collide (docs/design.md, "Keys"): the prefix holds no
 // brace, so the first '{' of every resource name stands right after the
 // prefix, and two names with different prefixes differ before it; after it
-// comes the resource and then one of three suffixes ("}:lock", "}:fence",
-// "}:released") none of which ends another, so equal names mean equal
+// comes the resource and then one of five suffixes ("}:lock", "}:fence",
+// "}:released", "}:queue", "}:turn") none of which ends another, so equal names mean equal
 // resource and equal kind. The marker holds no '{' at all. The braces make
-// the resource the Redis Cluster hash tag of all three names (a tag ends at
+// the resource the Redis Cluster hash tag of all five names (a tag ends at
 // the first '}', so a resource may not hold one: check_resource refuses it).
 #pragma once
 
@@ -57,5 +59,10 @@ inline std::string channel_of(std::string_view lock_key) { return sibling_of(loc
 
 // fence_key_of is the fence counter of a lock key (…}:lock → …}:fence).
 inline std::string fence_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":fence"); }
+
+// queue_key_of / turn_key_of: a fair acquire's queue and turn key
+// (…}:lock → …}:queue, …}:turn; src/scripts.hpp, "Fair order").
+inline std::string queue_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":queue"); }
+inline std::string turn_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":turn"); }
 
 }  // namespace redlock::detail

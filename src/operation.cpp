@@ -8,6 +8,7 @@
 #include "keys.hpp"
 #include "telemetry.hpp"
 #include "timer_queue.hpp"
+#include "token.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -37,6 +38,10 @@ std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcom
 }
 
 Call LockKeys::release_call(const std::string& value, bool announce) const {
+  if (announce && !multi() && is_fair_token(value)) {
+    return {CommandId::fair_release, key, value, channel_of(key), {queue_key_of(key)},
+            {std::string(fair_waiter_of(value))}};
+  }
   if (!multi()) return {CommandId::release, key, value, announce ? channel_of(key) : std::string(), {}, {}};
   Call call{CommandId::multi_release, key, value, {}, more_keys, {}};
   if (announce) {

@@ -140,7 +140,7 @@ class AcquireOperation final : public Operation, public WakeListener {
 
   AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl, LockCallback done);
   void step(Event event) override;
-  void on_wake(WakeListener::Why why) override;
+  void on_wake(WakeListener::Why why, std::string_view message) override;
   // your_turn: from Engine::leave_line — the waiter before this one left its
   // line (`took`: holding the lock). Only latches and arms a timer.
   void your_turn(bool took);
@@ -153,9 +153,18 @@ class AcquireOperation final : public Operation, public WakeListener {
   void evaluate();
   void retry_after_failure(Error e, const QuorumTally& tally, TimePoint at);
   bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left);
+  // Fair order (docs/design.md, "Fair order"). fair_wait: the sleep of a
+  // fair waiter after a failed attempt, by its place in the queues (false:
+  // poll, wake-ups are off or unavailable); fair_wake: a release named the
+  // next waiters, or was published by a holder that was not fair;
+  // leave_queue: a fair waiter that gives up leaves every queue.
+  bool fair_wait(const std::vector<NodeOutcome>& nodes, milliseconds left);
+  void fair_wake(std::string_view message);
+  void leave_queue();
   // uses_line: this acquire waits in its client's line (one lock key, a
-  // value of its own, wake-ups on); see Engine::join_line.
-  bool uses_line() const noexcept { return options().wake_ups && !keys_.multi() && !caller_token_; }
+  // value of its own, wake-ups on, not fair: the masters' queues order
+  // those); see Engine::join_line.
+  bool uses_line() const noexcept { return options().wake_ups && !keys_.multi() && !caller_token_ && !fair_; }
   // enter_line: join the end of its client's line for keys_.key.
   void enter_line();
   // queue_up: join the line behind a waiter of this client, and sleep.
@@ -183,6 +192,10 @@ class AcquireOperation final : public Operation, public WakeListener {
   LockCallback done_;
   bool caller_token_;  // the caller gave the value: a refresh; never rolled back
   bool fence_;         // a fenced acquire (two phases)
+  bool fair_;          // in fair order: waits in the masters' queues
+  std::string waiter_;    // fair: its id in the queues (16 hex digits, drawn at the first attempt)
+  long long ticket_ = 0;  // fair: its place in every queue, once the first round told it
+  long long rank_ = -1;   // fair: its place after the last attempt (QuorumRound::majority_rank)
   // Inputs latched until the state can act on them.
   bool cancelled_ = false;
   bool aborted_ = false;

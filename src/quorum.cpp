@@ -40,6 +40,17 @@ bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept {
   return !nodes.empty() && held > nodes.size() - majority_of(nodes.size());
 }
 
+long long QuorumRound::majority_rank() const {
+  std::vector<long long> told;
+  for (long long r : ranks_) {
+    if (r >= 0) told.push_back(r);
+  }
+  const std::size_t quorum = majority_of(outcomes_.size());
+  if (told.size() < quorum) return -1;
+  std::nth_element(told.begin(), told.begin() + static_cast<std::ptrdiff_t>(quorum - 1), told.end());
+  return told[quorum - 1];
+}
+
 std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes) {
   std::vector<long long> free_in;
   for (const NodeOutcome& n : nodes) {
@@ -105,6 +116,21 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
       out.outcome = Outcome::ok;
     } else if (r.type == ReplyView::Type::array && r.item_count == 3 && r.items[0] == 0) {
       held_by_another(r.items[2], out);
+    } else {
+      unexpected(event, out);
+    }
+  } else if (command == CommandId::fair_acquire) {
+    if (r.type == ReplyView::Type::array && r.item_count == 4 && r.items[0] == 1) {
+      out.outcome = Outcome::ok;
+    } else if (r.type == ReplyView::Type::array && r.item_count == 4 && r.items[0] == 0 && r.items[2] >= -1) {
+      held_by_another(r.items[2], out);
+    } else if (r.type == ReplyView::Type::array && r.item_count == 4 && r.items[0] == 0) {
+      // Free, but another waiter's turn (or, on a first round, queued ones
+      // come first): nothing was written but the queue.
+      out.outcome = Outcome::held;
+      out.holder_ttl = std::chrono::milliseconds{0};
+      out.error = r.items[3] >= 0 ? "free, but " + std::to_string(r.items[3]) + " waiter(s) ahead in the fair queue"
+                                  : "free, but waiters are queued (fair order)";
     } else {
       unexpected(event, out);
     }
@@ -178,10 +204,15 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
     return maybe_free();
   }
   NodeOutcome& out = outcomes_[slot];
-  // Phase 1 of a fenced acquire: every counter read counts, yes or no.
-  if (call_.command == CommandId::fenced_acquire && event.kind == EventKind::reply &&
-      event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
+  // Phase 1 of a fenced acquire: every counter read counts, yes or no; so
+  // does every ticket of a fair acquire, and the rank it reports.
+  if ((call_.command == CommandId::fenced_acquire || call_.command == CommandId::fair_acquire) &&
+      event.kind == EventKind::reply && event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);
+    if (call_.command == CommandId::fair_acquire && event.reply.item_count == 4) {
+      if (ranks_.empty()) ranks_.assign(outcomes_.size(), -1);
+      ranks_[slot] = event.reply.items[3];
+    }
   }
   const bool first = out.outcome == Outcome::pending;
   if (event.kind != EventKind::timeout) ++finals_;

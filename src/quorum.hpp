@@ -96,8 +96,12 @@ class QuorumRound final : public ReplySink {
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
   const Call& call() const noexcept { return call_; }
   // max_counter: the highest fence counter read so far (fenced_acquire
-  // rounds; 0 when none).
+  // rounds), or ticket (fair_acquire rounds); 0 when none.
   long long max_counter() const noexcept { return max_counter_; }
+  // majority_rank: a fair acquire's place in the masters' queues — the
+  // lowest r such that a majority of the masters put it at r or ahead
+  // (0: the head on a majority); -1 when fewer than a majority told.
+  long long majority_rank() const;
 
   void on_node_event(std::size_t slot, const NodeEvent& event) override;
 
@@ -114,6 +118,7 @@ class QuorumRound final : public ReplySink {
   std::size_t finals_ = 0;
   std::vector<std::uint64_t> yes_servers_;  // the servers whose yes counted (NodeEvent::server)
   long long max_counter_ = 0;
+  std::vector<long long> ranks_;  // fair_acquire: each node's reported rank (-1: none)
   bool launching_ = true;
   bool detached_ = false;
 };

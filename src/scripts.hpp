@@ -18,7 +18,8 @@ namespace redlock::detail {
 // fenced_acquire and fence_raise are the two phases of a fenced acquire
 // (docs/design.md, "Fencing tokens").
 // multi_acquire, multi_extend and multi_release take several keys at once
-// (multi-resource locks). extend_batch extends the keys of many leases at
+// (multi-resource locks). fair_acquire, fair_release and fair_leave are a
+// fair acquire's (docs/design.md, "Fair order"). extend_batch extends the keys of many leases at
 // once, each with its own value (src/extend_batch.hpp).
 enum class CommandId : std::uint8_t {
   acquire,
@@ -32,10 +33,13 @@ enum class CommandId : std::uint8_t {
   inspect,
   marker,
   extend_batch,
+  fair_acquire,
+  fair_release,
+  fair_leave,
   set_nx,
   ping
 };
-inline constexpr std::size_t script_count = 11;  // every id before set_nx
+inline constexpr std::size_t script_count = 14;  // every id before set_nx
 
 // max_fence — the largest fencing token: 2^53, the last integer a Lua
 // number (a double) holds exactly, so every fence the scripts compare and
@@ -277,20 +281,128 @@ end
 return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0))}
 )lua";
 
+// ---- Fair order (docs/design.md, "Fair order") ----------------------------
+// A fair acquire waits in a queue on every master: a sorted set of waiter
+// ids (KEYS[2], {…}:queue) scored by a ticket, so every master sorts the
+// same waiters the same way (equal tickets by id). Only the head of a
+// master's queue may set the lock key there; mutual exclusion still comes
+// from the majority alone (the queue only withholds votes). The turn key
+// (KEYS[3], {…}:turn, "WAITER DEADLINE_MS", expiring) bounds how long a
+// head that does not come (dead, paused) keeps the others waiting once the
+// lock is free: `grace` ms from when anyone first saw the lock free with
+// it at the head; then the next attempt takes it out of the queue. It may
+// come back (at its ticket) on its next attempt.
+
+// fair_acquire: KEYS[1] lock key, KEYS[2] queue, KEYS[3] turn key;
+// ARGV[1] value, ARGV[2] ttl ms, ARGV[3] waiter id, ARGV[4] ticket ("0":
+// none yet), ARGV[5] grace ms, ARGV[6] the queue's life ms (the waiter's
+// wait left + ttl: the queue key outlives every wait in it, and no more).
+// → [taken, ticket, PTTL of the lock key (-2: free), rank]:
+//   ticket 0, first round: with nobody queued the lock is taken at once if
+//     free → [1, 0, -2, 0]; else nothing is written and the reply proposes
+//     a ticket, one above the last queued → [0, T, PTTL, -1];
+//   a ticket: the waiter joins at it (ZADD NX: where it already is, it
+//     stays); if it is the head and the lock is free it takes the lock and
+//     leaves the queue → [1, ticket, -2, 0]; else [0, ticket, PTTL, rank].
+// Lua numbers are doubles: tickets stay far below 2^53 (one per arrival).
+inline constexpr std::string_view fair_acquire_script = R"lua(
+local lock, queue, turn, me = KEYS[1], KEYS[2], KEYS[3], ARGV[3]
+local ticket = tonumber(ARGV[4])
+if ticket == 0 then
+  if redis.call('ZCARD', queue) == 0 and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, 0, -2, 0}
+  end
+  local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+  local proposal = 1
+  if last[2] then proposal = tonumber(last[2]) + 1 end
+  return {0, proposal, redis.call('PTTL', lock), -1}
+end
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if head ~= me then
+  redis.call('ZADD', queue, 'NX', ticket, me)
+  head = redis.call('ZRANGE', queue, 0, 0)[1]
+end
+if head ~= me and redis.call('EXISTS', lock) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local grace = tonumber(ARGV[5])
+  local who, deadline
+  local at = redis.call('GET', turn)
+  if at then who, deadline = string.match(at, '^(%S+) (%d+)$') end
+  if who == head and now > tonumber(deadline) then
+    redis.call('ZREM', queue, head)
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+  end
+  if head ~= me and who ~= head then
+    redis.call('SET', turn, head .. ' ' .. string.format('%d', now + grace), 'PX', 2 * grace)
+  end
+end
+if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('ZREM', queue, me)
+  return {1, ticket, -2, 0}
+end
+local life = tonumber(ARGV[6])
+if redis.call('PTTL', queue) < life then redis.call('PEXPIRE', queue, life) end
+return {0, ticket, redis.call('PTTL', lock), redis.call('ZRANK', queue, me)}
+)lua";
+
+// fair_release: KEYS[1] lock key, KEYS[2] queue; ARGV[1] value, ARGV[2]
+// the release channel, ARGV[3] the waiter id of the value's acquire. Our
+// value deleted → :1, and the release names the next two in the queue on
+// the channel, "turn HEAD SECOND" ("-" for none; a message with spaces is
+// never a value), or publishes the value when nobody queues (as release,
+// for waiters that are not fair). Not ours → :0. Where our value is not,
+// the waiter may still be queued (its acquire won without this master):
+// it leaves the queue here. Where it is, the acquire already took it out.
+inline constexpr std::string_view fair_release_script = R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  redis.call('ZREM', KEYS[2], ARGV[3])
+  return 0
+end
+redis.call('DEL', KEYS[1])
+local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+if next[1] then
+  redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-'))
+else
+  redis.pcall('PUBLISH', ARGV[2], ARGV[1])
+end
+return 1
+)lua";
+
+// fair_leave: KEYS[1] lock key, KEYS[2] queue; ARGV[1] waiter id, ARGV[2]
+// the release channel. A fair waiter that gives up (its wait ran out,
+// cancelled, the client closing) leaves the queue; if the lock is free, it
+// may have been the head whose turn it was: the new head is named as a
+// release names it. → :1 (left), :0 (was not queued here).
+inline constexpr std::string_view fair_leave_script = R"lua(
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+  if next[1] then redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-')) end
+end
+return 1
+)lua";
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
-    inspect_script,        marker_script,        extend_batch_script};
+    inspect_script,        marker_script,        extend_batch_script, fair_acquire_script,
+    fair_release_script,   fair_leave_script};
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
-// is_release: a release, of one key or several.
-inline constexpr bool is_release(CommandId id) { return id == CommandId::release || id == CommandId::multi_release; }
+// is_release: a release, of one key or several, or a fair waiter leaving
+// its queue: cleanups, sent even where acquires are not (a duplicate or
+// unresponsive master).
+inline constexpr bool is_release(CommandId id) {
+  return id == CommandId::release || id == CommandId::multi_release || id == CommandId::fair_release ||
+         id == CommandId::fair_leave;
+}
 
 // is_acquire: an acquire attempt, by script (fenced or not) or by plain SET.
 
 inline constexpr bool is_acquire(CommandId id) {
   return id == CommandId::acquire || id == CommandId::set_nx || id == CommandId::fenced_acquire ||
-         id == CommandId::multi_acquire;
+         id == CommandId::multi_acquire || id == CommandId::fair_acquire;
 }
 
 }  // namespace redlock::detail

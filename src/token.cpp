@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -82,6 +83,21 @@ bool valid_token(std::string_view token) noexcept {
     if (!ok) return false;
   }
   return true;
+}
+
+bool is_fair_token(std::string_view token) noexcept {
+  if (token.size() != fair_token_size || token[0] != 'Q') return false;
+  return std::all_of(token.begin() + 1, token.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::string fair_token(std::string_view waiter, std::string_view fresh) {
+  std::string out;
+  out.reserve(fair_token_size);
+  out += 'Q';
+  out += waiter.substr(0, fair_id_size);
+  out += fresh.substr(0, fair_id_size);
+  return out;
 }
 
 unsigned long long random_below(unsigned long long bound) noexcept {

@@ -22,9 +22,10 @@ struct ReplyView {
   long long integer = 0;
   std::string_view str;  // status, string and error text
   // array of integers only (the fenced acquire's [1, counter] or
-  // [0, counter, pttl]): its elements, and how many (0 for any other array,
-  // or one longer than items holds).
-  std::array<long long, 3> items{};
+  // [0, counter, pttl], a fair acquire's [taken, ticket, pttl, rank]): its
+  // elements, and how many (0 for any other array, or one longer than
+  // items holds).
+  std::array<long long, 4> items{};
   std::uint8_t item_count = 0;
 };
 
@@ -83,7 +84,9 @@ class ReplySink {
 class WakeListener {
  public:
   enum class Why : std::uint8_t { subscribed, released, resubscribed };
-  virtual void on_wake(Why why) = 0;
+  // `message`: what the release published (released only; valid during the
+  // call): a value, or a fair release's "turn HEAD SECOND".
+  virtual void on_wake(Why why, std::string_view message) = 0;
 
  protected:
   ~WakeListener() = default;

@@ -51,7 +51,7 @@ void Subscriber::on_reply(const WireReply& reply) {
   const std::string_view kind = reply.elements[0].str;
   const std::string channel(reply.elements[1].str);
   if (kind == "message") {
-    hub_.released(channel);
+    hub_.released(channel, reply.elements[2].str);
   } else if (kind == "subscribe" && channel == anchor_) {
     conn_.ready();
   } else if (kind == "subscribe") {
@@ -128,13 +128,15 @@ void WakeHub::unconfirmed(const std::string& channel) {
   if (it != confirmations_.end() && it->second > 0) --it->second;
 }
 
-void WakeHub::released(const std::string& channel) { wake(channel, WakeListener::Why::released); }
+void WakeHub::released(const std::string& channel, std::string_view message) {
+  wake(channel, WakeListener::Why::released, message);
+}
 
-void WakeHub::wake(const std::string& channel, WakeListener::Why why) {
+void WakeHub::wake(const std::string& channel, WakeListener::Why why, std::string_view message) {
   auto it = listeners_.find(channel);
   if (it == listeners_.end()) return;
   const std::vector<WakeListener*> listeners = it->second;  // a listener only arms a timer, but be safe
-  for (WakeListener* l : listeners) l->on_wake(why);
+  for (WakeListener* l : listeners) l->on_wake(why, message);
 }
 
 void WakeHub::close(std::function<void()> on_closed) {

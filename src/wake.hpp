@@ -84,14 +84,14 @@ class WakeHub {
   const std::map<std::string, std::vector<WakeListener*>>& listeners() const noexcept { return listeners_; }
   void confirmed(const std::string& channel, bool resubscribed);
   void unconfirmed(const std::string& channel);
-  void released(const std::string& channel);
+  void released(const std::string& channel, std::string_view message);
   // observe: report the subscribers' connections to `telemetry` (may be null).
   void observe(Telemetry* telemetry) noexcept { telemetry_ = telemetry; }
   Telemetry* telemetry() const noexcept { return telemetry_; }
 
  private:
   void subscriber_closed();
-  void wake(const std::string& channel, WakeListener::Why why);
+  void wake(const std::string& channel, WakeListener::Why why, std::string_view message = {});
 
   Runtime& runtime_;
   WireFactory& wires_;

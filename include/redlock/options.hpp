@@ -120,6 +120,13 @@ struct REDLOCK_API Options {
   bool wake_ups = true;
   milliseconds wake_jitter{2};
   milliseconds wake_safety_net{1000};
+  // Fair order (AcquireOptions::fair): how long the head of a resource's
+  // queue has to take the lock once it is free before the next waiter may
+  // take it out of the queue (it died, or is paused). Behind a head that
+  // does not come the others wait about two of these. Too short and a slow
+  // but live head loses its place now and then (never the lock's safety).
+  // Default 250 ms.
+  milliseconds fair_grace{250};
 
   // Batched lease extensions. The watchdogs' extensions that fall due
   // within extend_batch_window of one another go to each master as one
@@ -176,6 +183,16 @@ struct REDLOCK_API AcquireOptions {
   // rounded fence); when too many do, the acquire fails with no_quorum,
   // saying so.
   bool fence = false;
+  // Fair order: waiters get the lock in the order they came, across
+  // clients and processes (docs/design.md, "Fair order" states the
+  // guarantee and its limits). Each waits in a queue on every master; a
+  // release wakes only the next one. Behind a waiter that died or was
+  // paused the queue moves on after about 2 × Options::fair_grace. Needs a
+  // value drawn by the library (no `token`), one resource (not
+  // acquire_many) and no `fence`; those fail with invalid_argument. Waiters
+  // that are not fair are not ordered: they may take a free lock ahead of
+  // the queue. Lock::token of a fair lock starts with 'Q'.
+  bool fair = false;
   // Cancellation: once stop is requested (from any thread), a waiting
   // acquire ends with Errc::cancelled; an attempt on its way is finished
   // first and rolled back (a lock it took is released).

@@ -87,6 +87,16 @@ inline bool eventually(const std::function<bool()>& cond,
   return cond();
 }
 
+// no_polling: polling so slow that a test's wait is over long before it
+// would retry: only a notification (or the holder's TTL) can explain an
+// acquisition.
+inline void no_polling(Options& o) {
+  using namespace std::chrono_literals;
+  o.retry_delay = 60000ms;
+  o.retry_jitter = 0ms;
+  o.wake_safety_net = 60000ms;
+}
+
 inline std::size_t count_outcome(const std::vector<NodeOutcome>& nodes, Outcome o) {
   std::size_t n = 0;
   for (const auto& node : nodes) n += node.outcome == o ? 1 : 0;

@@ -37,14 +37,6 @@ long long set_calls(RedisServer& server) {
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + 18));
 }
 
-// Polling so slow that a test's wait is over long before it would retry:
-// only a notification (or the holder's TTL) can explain an acquisition.
-void no_polling(Options& o) {
-  o.retry_delay = 60000ms;
-  o.retry_jitter = 0ms;
-  o.wake_safety_net = 60000ms;
-}
-
 }  // namespace
 
 TEST_CASE("a waiter that would not poll again for a minute gets the lock as soon as the holder releases") {

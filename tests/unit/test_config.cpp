@@ -504,7 +504,7 @@ TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
         R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
-        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, release_retries, stall_timeout_ms, max_pending, extend_batch_window_ms, extend_batch_max, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, data_check_interval_ms, accept_eviction, )"
+        R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, release_retries, stall_timeout_ms, max_pending, extend_batch_window_ms, extend_batch_max, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, fair_grace_ms, data_check_interval_ms, accept_eviction, )"
         R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify, user, password_file))");
 }
 
@@ -826,6 +826,9 @@ TEST_CASE("validate_config: retry_delay, retry_jitter and min_validity must not 
   o = Options{};
   o.wake_safety_net = 0ms;
   CHECK(validation_failure(o) == "wake_safety_net_ms: 0: must be > 0");
+  o = Options{};
+  o.fair_grace = 0ms;
+  CHECK(validation_failure(o) == "fair_grace_ms: 0: must be > 0");
 }
 
 TEST_CASE("release_retries is a count from 0 to 10, in a config file and in Options") {

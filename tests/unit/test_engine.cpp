@@ -663,7 +663,7 @@ TEST_CASE("a crowd's waiter reacts to one notification per failed attempt, howev
   int notifications = 0;
   std::unique_ptr<Timer> storm = runtime.timer([] {});
   std::function<void()> release = [&] {
-    for (WakeListener* w : std::vector<WakeListener*>(fake.watchers)) w->on_wake(WakeListener::Why::released);
+    for (WakeListener* w : std::vector<WakeListener*>(fake.watchers)) w->on_wake(WakeListener::Why::released, "value");
     ++notifications;
     storm->start(milliseconds{1});
   };
@@ -734,7 +734,7 @@ struct LineBed {
   void release_all() {
     const std::vector<WakeListener*> listening = bed.fake->watchers;
     most_watchers = std::max(most_watchers, listening.size());
-    for (WakeListener* w : listening) w->on_wake(WakeListener::Why::released);
+    for (WakeListener* w : listening) w->on_wake(WakeListener::Why::released, "value");
   }
   // acquire starts waiter `n`; once it has the lock it holds it for a loop
   // turn, releases it and announces the release.

@@ -19,7 +19,11 @@ namespace {
 
 struct Listener final : WakeListener {
   std::vector<Why> wakes;
-  void on_wake(Why why) override { wakes.push_back(why); }
+  std::vector<std::string> messages;  // what each wake carried
+  void on_wake(Why why, std::string_view message) override {
+    wakes.push_back(why);
+    messages.emplace_back(message);
+  }
 };
 
 struct Bed {
@@ -62,6 +66,7 @@ TEST_CASE("a watch subscribes, is confirmed, and a message wakes the watchers") 
   w.answer(strings({"message", "ch", "token"}));
   CHECK(first.wakes.back() == WakeListener::Why::released);
   CHECK(second.wakes == std::vector{WakeListener::Why::released});
+  CHECK(second.messages.back() == "token");  // what was published reaches the watcher (fair turns name waiters)
 
   // The connection goes: after the backoff a new one subscribes again,
   // and the watchers are told they may have missed a release.

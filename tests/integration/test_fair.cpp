@@ -1,0 +1,162 @@
+// test_fair.cpp — fair order (AcquireOptions::fair) on real masters: the
+// lock goes to waiters in the order they came, across clients; a release
+// names the next waiter; a waiter that died costs about the grace; one that
+// gives up leaves the queues; the combinations that cannot be fair are
+// refused. Docs: docs/design.md, "Fair order".
+#include <doctest/doctest.h>
+#include <hiredis/hiredis.h>
+
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string queue = "redlock:{fair}:queue";
+const std::string lock_key = "redlock:{fair}:lock";
+
+// queued: the waiters in the fair queue of master `i`.
+long long queued(RedisGroup& group, std::size_t i) { return group[i].command({"ZCARD", queue}).integer; }
+
+bool queued_everywhere(RedisGroup& group, long long n) {
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (queued(group, i) != n) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("fair waiters of three clients get the lock in the order they came, each woken by the release before") {
+  RedisGroup group(5);
+  auto holder = client_for(group);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int c = 0; c < 3; ++c) clients.push_back(client_for(group, no_polling));
+  auto held = holder->acquire("fair", {.ttl = 30000ms, .fair = true});
+  REQUIRE(held.ok());
+  CHECK(held->token.front() == 'Q');
+
+  constexpr int waiters = 8;
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < waiters; ++w) {
+    Client& client = *clients[static_cast<std::size_t>(w % 3)];
+    threads.emplace_back([&, w] {
+      Result<Lock> got = client.acquire("fair", {.ttl = 30000ms, .wait = 20000ms, .fair = true});
+      std::lock_guard<std::mutex> guard(mu);
+      if (!got) {
+        errors.push_back("waiter " + std::to_string(w) + ": " + got.error().to_string());
+        return;
+      }
+      order.push_back(w);
+      Result<ReleaseResult> r = client.release(*got);
+      if (!r || !r->released) errors.push_back("waiter " + std::to_string(w) + " release failed");
+    });
+    // The next comes once this one has joined the queue on every master.
+    REQUIRE(eventually([&] { return queued_everywhere(group, w + 1); }));
+  }
+  REQUIRE(holder->release(*held).ok());
+  for (auto& t : threads) t.join();
+  CHECK(errors.empty());
+  std::vector<int> arrival(waiters);
+  for (int w = 0; w < waiters; ++w) arrival[static_cast<std::size_t>(w)] = w;
+  CHECK(order == arrival);
+  // Nothing is left: no lock, no queue (the last release found it empty).
+  CHECK(group.keys_everywhere(lock_key) == 0);
+  CHECK(group.keys_everywhere(queue) == 0);
+}
+
+TEST_CASE("behind a waiter that died in the queue, the next takes the lock after the grace, not before") {
+  RedisGroup group(3);
+  auto client = client_for(group, [](Options& o) { o.fair_grace = 200ms; });
+  // A waiter that joined (ticket 1) and died: nobody will ever speak for it.
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    REQUIRE(group[i].command({"ZADD", queue, "1", "deaddeaddeaddead"}).integer == 1);
+  }
+  const auto start = Clock::now();
+  Result<Lock> got = client->acquire("fair", {.ttl = 10000ms, .wait = 10000ms, .fair = true});
+  const auto took = Clock::now() - start;
+  REQUIRE(got.ok());
+  // Its turn began when the lock was first seen free with it at the head;
+  // the masters' clocks let it pass only after the grace.
+  CHECK(took >= 200ms);
+  CHECK(got->attempts >= 3);  // first round, joined (turn starts), checked after the grace
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(group[i].command({"ZSCORE", queue, "deaddeaddeaddead"}).type == REDIS_REPLY_NIL);
+  }
+  REQUIRE(client->release(*got).ok());
+}
+
+TEST_CASE("a fair waiter whose wait runs out leaves every queue") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto waiter = client_for(group);
+  auto held = holder->acquire("fair", {.ttl = 30000ms});
+  REQUIRE(held.ok());
+  Result<Lock> got = waiter->acquire("fair", {.ttl = 10000ms, .wait = 300ms, .fair = true});
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().code == Errc::held);
+  CHECK(eventually([&] { return queued_everywhere(group, 0); }));
+  CHECK(group.keys_everywhere(queue) == 0);
+  REQUIRE(holder->release(*held).ok());
+}
+
+TEST_CASE("a release by a holder that was not fair wakes the head of the fair queue") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto waiter = client_for(group, no_polling);
+  auto held = holder->acquire("fair", {.ttl = 30000ms});
+  REQUIRE(held.ok());
+  std::optional<Result<Lock>> got;
+  std::thread t([&] { got.emplace(waiter->acquire("fair", {.ttl = 30000ms, .wait = 10000ms, .fair = true})); });
+  REQUIRE(eventually([&] { return queued_everywhere(group, 1); }));
+  REQUIRE(holder->release(*held).ok());
+  t.join();
+  REQUIRE(got->ok());
+  CHECK(queued_everywhere(group, 0));
+  REQUIRE(waiter->release(**got).ok());
+}
+
+TEST_CASE("a fair lock is released by its token alone, from another client, and the waiter leaves the queues") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group);
+  auto got = a->acquire("fair", {.ttl = 30000ms, .fair = true});
+  REQUIRE(got.ok());
+  // Where a fair acquire won without a master, its waiter may still be
+  // queued there: the release takes it out.
+  REQUIRE(group[2].command({"DEL", lock_key}).integer == 1);
+  REQUIRE(group[2].command({"ZADD", queue, "7", got->token.substr(1, 16)}).integer == 1);
+  auto r = b->release("fair", got->token);
+  REQUIRE(r.ok());
+  CHECK(r->released);
+  CHECK(group.keys_everywhere(queue) == 0);
+  CHECK(group.keys_everywhere(lock_key) == 0);
+}
+
+TEST_CASE("fair is refused with a caller's token, with fencing and for several resources") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto with_token = client->acquire("fair", {.token = "mine", .fair = true});
+  REQUIRE_FALSE(with_token.ok());
+  CHECK(with_token.error().code == Errc::invalid_argument);
+  CHECK(with_token.error().message.find("fair") != std::string::npos);
+  auto fenced = client->acquire("fair", {.fence = true, .fair = true});
+  REQUIRE_FALSE(fenced.ok());
+  CHECK(fenced.error().code == Errc::invalid_argument);
+  auto many = client->acquire_many({"a", "b"}, {.fair = true});
+  REQUIRE_FALSE(many.ok());
+  CHECK(many.error().code == Errc::invalid_argument);
+  CHECK(many.error().message.find("one resource") != std::string::npos);
+  CHECK(group.keys_everywhere("redlock:{*") == 0);  // nothing was sent
+}
