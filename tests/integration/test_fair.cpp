@@ -43,12 +43,15 @@ TEST_CASE("fair waiters of three clients get the lock in the order they came, ea
   auto held = holder->acquire("fair", {.ttl = 30000ms, .fair = true});
   REQUIRE(held.ok());
   CHECK(held->token.front() == 'Q');
+  // The majority decided; the last SET may still be on its way (a waiter
+  // could win that master for a moment and roll back — not queued there).
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == group.size(); }));
 
   constexpr int waiters = 8;
   std::mutex mu;
   std::vector<int> order;
   std::vector<std::string> errors;
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;
   for (int w = 0; w < waiters; ++w) {
     Client& client = *clients[static_cast<std::size_t>(w % 3)];
     threads.emplace_back([&, w] {
@@ -117,14 +120,17 @@ TEST_CASE("a release by a holder that was not fair wakes the head of the fair qu
   auto waiter = client_for(group, no_polling);
   auto held = holder->acquire("fair", {.ttl = 30000ms});
   REQUIRE(held.ok());
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == group.size(); }));
   std::optional<Result<Lock>> got;
-  std::thread t([&] { got.emplace(waiter->acquire("fair", {.ttl = 30000ms, .wait = 10000ms, .fair = true})); });
+  std::jthread t([&] { got.emplace(waiter->acquire("fair", {.ttl = 30000ms, .wait = 10000ms, .fair = true})); });
   REQUIRE(eventually([&] { return queued_everywhere(group, 1); }));
   REQUIRE(holder->release(*held).ok());
   t.join();
   REQUIRE(got->ok());
-  CHECK(queued_everywhere(group, 0));
+  // Where its attempt came before the release's DEL, it is still queued
+  // until its own release takes it out.
   REQUIRE(waiter->release(**got).ok());
+  CHECK(eventually([&] { return queued_everywhere(group, 0); }));
 }
 
 TEST_CASE("a fair lock is released by its token alone, from another client, and the waiter leaves the queues") {
@@ -134,7 +140,9 @@ TEST_CASE("a fair lock is released by its token alone, from another client, and 
   auto got = a->acquire("fair", {.ttl = 30000ms, .fair = true});
   REQUIRE(got.ok());
   // Where a fair acquire won without a master, its waiter may still be
-  // queued there: the release takes it out.
+  // queued there: the release takes it out. (The majority decided; the
+  // third SET may still be on its way.)
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == 3; }));
   REQUIRE(group[2].command({"DEL", lock_key}).integer == 1);
   REQUIRE(group[2].command({"ZADD", queue, "7", got->token.substr(1, 16)}).integer == 1);
   auto r = b->release("fair", got->token);
@@ -159,4 +167,35 @@ TEST_CASE("fair is refused with a caller's token, with fencing and for several r
   CHECK(many.error().code == Errc::invalid_argument);
   CHECK(many.error().message.find("one resource") != std::string::npos);
   CHECK(group.keys_everywhere("redlock:{*") == 0);  // nothing was sent
+}
+
+TEST_CASE("a fair lease waits in the queue, is extended by its watchdog, and its release names the next waiter") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group, no_polling);
+  LeaseOptions first;
+  first.ttl = 2000ms;
+  first.fair = true;
+  auto held = a->lock("fair", first);
+  REQUIRE(held.ok());
+  CHECK(held->token().front() == 'Q');
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == group.size(); }));
+  std::optional<Result<Lease>> next;
+  std::jthread t([&] {
+    LeaseOptions o;
+    o.ttl = 2000ms;
+    o.wait = 20000ms;
+    o.fair = true;
+    next.emplace(b->lock("fair", o));
+  });
+  REQUIRE(eventually([&] { return queued_everywhere(group, 1); }));
+  // Held past its TTL by the watchdog, while the waiter sleeps in the queue.
+  REQUIRE(eventually([&] { return held->extensions() >= 2; }, std::chrono::seconds(10)));
+  CHECK(queued_everywhere(group, 1));
+  REQUIRE(held->release().ok());
+  t.join();
+  REQUIRE(next->ok());
+  REQUIRE((**next).release().ok());
+  CHECK(eventually([&] { return queued_everywhere(group, 0); }));
+  CHECK(group.keys_everywhere(lock_key) == 0);
 }

@@ -185,6 +185,62 @@ TEST_CASE("classify maps each script's replies to outcomes") {
   CHECK(out.error == "timeout after 50 ms");
 }
 
+TEST_CASE("classify: a fair acquire's [taken, ticket, pttl, rank]") {
+  NodeEvent ev;
+  ev.kind = EventKind::reply;
+  auto fair = [&](std::array<long long, 4> items) {
+    ev.reply = {ReplyView::Type::array, 0, {}, items, 4};
+    NodeOutcome out;
+    classify(CommandId::fair_acquire, ev, out);
+    return out;
+  };
+  CHECK(fair({1, 0, -2, 0}).outcome == Outcome::ok);  // taken at once, nobody queued
+  CHECK(fair({1, 7, -2, 0}).outcome == Outcome::ok);  // taken at its turn
+  NodeOutcome held = fair({0, 7, 4812, 2});
+  CHECK(held.outcome == Outcome::held);
+  CHECK(held.holder_ttl.count() == 4812);
+  // Free, but another's turn: nothing was set — held, free now (TTL 0).
+  NodeOutcome ahead = fair({0, 7, -2, 3});
+  CHECK(ahead.outcome == Outcome::held);
+  CHECK(ahead.holder_ttl.count() == 0);
+  CHECK(ahead.error == "free, but 3 waiter(s) ahead in the fair queue");
+  CHECK(fair({0, 4, -2, -1}).error == "free, but waiters are queued (fair order)");
+  ev.reply = {ReplyView::Type::array, 0, {}, {1, 0, 0, 0}, 3};
+  NodeOutcome short_reply;
+  classify(CommandId::fair_acquire, ev, short_reply);
+  CHECK(short_reply.outcome == Outcome::error);
+  // A quarantined master's yes is no vote; its fair release still released.
+  ev.reply = {ReplyView::Type::array, 0, {}, {1, 3, -2, 0}, 4};
+  ev.quarantined = true;
+  NodeOutcome q;
+  classify(CommandId::fair_acquire, ev, q);
+  CHECK(q.outcome == Outcome::quarantined);
+  ev.reply = {ReplyView::Type::integer, 1, {}};
+  NodeOutcome released;
+  classify(CommandId::fair_release, ev, released);
+  CHECK(released.outcome == Outcome::ok);
+}
+
+TEST_CASE("a fair round's ticket is the highest proposed, its rank the place a majority gives it") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  // Five masters: tickets 3, 5, 4 proposed; ranks 0, 2, 1, none, 0 — a
+  // majority (3) puts it at place 1 or ahead.
+  const std::vector<std::vector<long long>> replies{
+      {0, 3, 100, 0}, {0, 5, 100, 2}, {0, 4, 100, 1}, {}, {0, 2, 100, 0}};
+  FakeTransport fake(&loop, 5, [&](std::size_t node, const Call&) {
+    return replies[node].empty() ? redlock::test::failed("down") : redlock::test::array_reply(replies[node]);
+  });
+  QuorumRound* round = QuorumRound::launch(fake, {CommandId::fair_acquire, "k", "t", "1000", {}, {}},
+                                           RoundMode::majority, nullptr);
+  CHECK(redlock::test::run_and_close(&loop) == 0);
+  CHECK(round->decided());
+  CHECK_FALSE(round->tally().success());
+  CHECK(round->max_counter() == 5);
+  CHECK(round->majority_rank() == 1);
+  round->detach();
+}
+
 TEST_CASE("a round is decided by the majority without waiting for stragglers, and tracks them after") {
   uv_loop_t loop;
   uv_loop_init(&loop);

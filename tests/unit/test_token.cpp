@@ -34,6 +34,20 @@ TEST_CASE("caller tokens: 1-128 characters of [0-9A-Za-z_-]") {
   CHECK_FALSE(valid_token("new\nline"));
 }
 
+TEST_CASE("fair tokens: 'Q', the waiter id, a part drawn per attempt; only that shape is fair") {
+  const std::string waiter = "0123456789abcdef";
+  const std::string token = fair_token(waiter, "fedcba9876543210ffffffffffffffff");
+  CHECK(token == "Q0123456789abcdeffedcba9876543210");
+  CHECK(token.size() == fair_token_size);
+  CHECK(is_fair_token(token));
+  CHECK(valid_token(token));
+  CHECK(fair_waiter_of(token) == waiter);
+  CHECK_FALSE(is_fair_token("q0123456789abcdeffedcba9876543210"));  // lowercase q: a caller's
+  CHECK_FALSE(is_fair_token("Q0123456789abcdeffedcba987654321"));   // one short
+  CHECK_FALSE(is_fair_token("Q0123456789ABCDEFfedcba9876543210"));  // not what the library draws
+  CHECK_FALSE(is_fair_token(*random_token()));
+}
+
 TEST_CASE("jitter stays below its bound") {
   for (int i = 0; i < 1000; ++i) CHECK(random_below(7) < 7);
   CHECK(random_below(0) == 0);
