@@ -7,6 +7,7 @@
 //                 [--seconds S] [--concurrency C] [--samples FILE] [--locks N]
 //   redlock_bench --nodes URL,... --scenario handoff-crowd --events FILE
 //                 [--waiters W] [--resource NAME] [--gate FIFO] [--seconds S]
+//                 [--fair]
 //   redlock_bench --nodes URL,... --scenario leases [--leases N] [--hold S]
 //                 [--gate FIFO [--stats-before FILE --stats-after FILE]]
 //   [--extend-batch-max N] [--extend-batch-window MS] (any scenario)
@@ -69,6 +70,10 @@
 //              on stdin, so that the crowd starts together and no warm-up
 //              command falls inside the runner's command count. Its own
 //              JSON line: ops = its acquisitions, p*_us = its waits.
+//              --fair: every waiter's acquire has AcquireOptions::fair
+//              (fair order: a queue on every master, a release wakes the
+//              next waiter only; the runner's handoff-crowd-K-fair); the
+//              rest is the same (Options::fair_grace: the default, 250 ms).
 //   leases     N leases (--leases, default 100000) on distinct resources,
 //              AsyncClient::lock with LeaseOptions defaults (watchdog on)
 //              and the TTL above, taken 256 in flight; then held for
@@ -139,7 +144,7 @@ Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
 Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,
                    std::vector<long long>& samples);
 Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
-                          double seconds, const std::string& events_path, std::vector<long long>& samples);
+                          bool fair, double seconds, const std::string& events_path, std::vector<long long>& samples);
 Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
                    const std::string& gate, const std::string& stats_before, const std::string& stats_after,
                    std::vector<long long>& samples);
@@ -182,6 +187,7 @@ struct Args {
   long concurrency = 64;
   long locks = 100000, leases = 100000;
   int waiters = 1;
+  bool fair = false;
   long extend_batch_max = static_cast<long>(redlock::Options{}.extend_batch_max);
   long extend_batch_window_ms = static_cast<long>(redlock::Options{}.extend_batch_window.count());
 };
@@ -272,6 +278,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--resource", a.resource, "handoff-crowd: the resource the crowd shares")
       ->type_name("NAME")
       ->capture_default_str();
+  CLI::Option* fair = app.add_flag("--fair", a.fair, "handoff-crowd: acquire with AcquireOptions::fair (fair order)");
   CLI::Option* gate =
       app.add_option("--gate", a.gate,
                      "handoff-crowd: after the warm-up write \"ready PID\" here, then wait for \"go\" on stdin; "
@@ -307,6 +314,8 @@ Args parse_args(int argc, char** argv) {
     app.parse(argc, argv);
     if (a.scenario == "handoff-crowd" && a.events_path.empty())
       throw CLI::RequiredError("--events is required by --scenario handoff-crowd", CLI::ExitCodes::RequiredError);
+    if (fair->count() > 0 && a.scenario != "handoff-crowd")
+      throw CLI::ValidationError("--fair", "applies to --scenario handoff-crowd only");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0) std::fputs("redlock_bench: ", stderr);
     std::exit(app.exit(e) == 0 ? 0 : 2);
@@ -371,7 +380,8 @@ int main(int argc, char** argv) {
   } else if (args.scenario == "handoff") {
     m = run_handoff(&loop, *clients[0], *clients[1], base, args.seconds, samples);
   } else if (args.scenario == "handoff-crowd") {
-    m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.seconds, args.events_path, samples);
+    m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.fair, args.seconds, args.events_path,
+                          samples);
   } else if (args.scenario == "leases") {
     m = run_leases(&loop, *clients[0], base, args.leases, args.hold, args.gate, args.stats_before, args.stats_after,
                    samples);

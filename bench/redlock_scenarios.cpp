@@ -343,7 +343,8 @@ Run measure_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
 // ---------------------------------------------------------------------------
 // handoff-crowd: W waiters of this process, each an acquire with wait on the
 // ONE resource that every process of the crowd shares; a waiter that gets it
-// holds it uniform 1–5 ms, releases, and waits again. Each acquisition is an
+// holds it uniform 1–5 ms, releases, and waits again (fair: every acquire
+// with AcquireOptions::fair, so the crowd queues). Each acquisition is an
 // event (steady_clock ns, which is CLOCK_MONOTONIC on Linux and so shared by
 // every process of the machine); bench_crowd_merge merges the processes'
 // events into handoffs.
@@ -364,8 +365,8 @@ struct CrowdEvent {
 
 class Crowd {
  public:
-  Crowd(uv_loop_t* loop, AsyncClient& client, std::string resource, int waiters, Run& run)
-      : client_(client), resource_(std::move(resource)), run_(run), rng_(std::random_device{}()),
+  Crowd(uv_loop_t* loop, AsyncClient& client, std::string resource, int waiters, bool fair, Run& run)
+      : client_(client), resource_(std::move(resource)), fair_(fair), run_(run), rng_(std::random_device{}()),
         waiters_(static_cast<std::size_t>(waiters)) {
     for (std::size_t i = 0; i < waiters_.size(); ++i) {
       Waiter& w = waiters_[i];
@@ -416,6 +417,7 @@ class Crowd {
     w.waiting = true;
     redlock::AcquireOptions o = acquire_opts(lock_ttl, crowd_wait);
     o.cancel = w.cancel.get_token();
+    o.fair = fair_;
     client_.acquire(resource_, std::move(o), [this, &w](Result<Lock> r) {
       w.waiting = false;
       if (!r) {
@@ -467,6 +469,7 @@ class Crowd {
 
   AsyncClient& client_;
   std::string resource_;
+  bool fair_;  // AcquireOptions::fair on every wait (handoff-crowd-K-fair)
   Run& run_;
   std::mt19937 rng_;
   std::vector<Waiter> waiters_;  // never resized: the timers point into it
@@ -574,10 +577,10 @@ void write_crowd_events(const std::string& path, const Crowd& crowd, int waiters
   if (!f) die(1, "cannot write " + path);
 }
 
-Run measure_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters, double seconds,
-                  const std::string& events_path) {
+Run measure_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters, bool fair,
+                  double seconds, const std::string& events_path) {
   Run run;
-  Crowd crowd(loop, client, resource, waiters, run);
+  Crowd crowd(loop, client, resource, waiters, fair, run);
   const clk::time_point t0 = clk::now();
   crowd.start(seconds);
   while (!crowd.done()) {
@@ -773,8 +776,8 @@ Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
 }
 
 Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
-                          double seconds, const std::string& events_path, std::vector<long long>& samples) {
-  return finish(measure_crowd(loop, client, resource, waiters, seconds, events_path), samples);
+                          bool fair, double seconds, const std::string& events_path, std::vector<long long>& samples) {
+  return finish(measure_crowd(loop, client, resource, waiters, fair, seconds, events_path), samples);
 }
 
 Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,

@@ -39,6 +39,7 @@ struct Args {
   std::string resource;
   std::string token;         // extend/release: positional; acquire: --token
   bool token_given = false;  // acquire: --token was given (perhaps as '')
+  bool fair = false;         // acquire: --fair
   std::string ttl, wait;     // acquire/extend: raw text, validated by parse_duration
   bool watch = false;        // nodes --watch
   std::string interval;      // nodes --interval (only with --watch)
@@ -101,14 +102,26 @@ int run_acquire(const Args& a) {
   if (!a.ttl.empty()) opts.ttl = parse_duration("--ttl", a.ttl, 1);
   if (!a.wait.empty()) opts.wait = parse_duration("--wait", a.wait, 0);
   if (a.token_given) check_token("--token", a.token);
+  // A fair lock's value is drawn by the library (it names the waiter in the
+  // queues), so a given token cannot be fair: refused before connecting.
+  if (a.fair && a.token_given)
+    throw UsageError("--fair and --token: give only one of them (a fair lock's token is drawn by redlock)");
   opts.token = a.token;
+  opts.fair = a.fair;
   auto client = make_client(a.g);
   check_ttl(*client, opts.ttl);
-  auto r = first_then_wait<Lock>(*client, opts.wait, [&](milliseconds wait) {
+  const auto attempt = [&](milliseconds wait) {
     AcquireOptions o = opts;
     o.wait = wait;
     return client->acquire(a.resource, o);
-  }, [](const std::string& note) { std::cerr << "redlock: acquire: waiting: " << note << '\n' << std::flush; });
+  };
+  // A fair waiter's place is where it joined the queue: it waits in one
+  // call, not a try first and a second call that would join at the back
+  // again (and could be passed by one that came after it meanwhile).
+  auto r = opts.fair ? Waited<Lock>{attempt(opts.wait), 0}
+                     : first_then_wait<Lock>(*client, opts.wait, attempt, [](const std::string& note) {
+                         std::cerr << "redlock: acquire: waiting: " << note << '\n' << std::flush;
+                       });
   if (r.result) r.result->attempts += r.earlier_attempts;
 
   // Without --token the library draws one; a failed attempt does not report
@@ -449,12 +462,16 @@ Commands build(CLI::App& app, Args& a) {
                                   "Token to use, 1-128 of [0-9A-Za-z_-] (default: a fresh random one); re-acquiring "
                                   "with a held token refreshes the TTL")
                 ->type_name("TOKEN");
+  c.acquire->add_flag("--fair", a.fair,
+                      "Wait in fair order: waiters get the lock in the order they came, across processes (no "
+                      "--token)");
   c.acquire->footer(std::string(kGlobalHelp) +
                     "\nExamples:\n"
                     "  redlock acquire nightly-report --nodes redis://127.0.0.1:7001,redis://127.0.0.1:7002,"
                     "redis://127.0.0.1:7003\n"
                     "  redlock acquire nightly-report --ttl 30s --wait 5s\n"
                     "  redlock acquire nightly-report --ttl 30s --token host1-job42 --human\n"
+                    "  redlock acquire nightly-report --ttl 30s --wait 1m --fair   # first come, first served\n"
                     "\nExit status: 0 acquired, 1 held elsewhere, 69 no quorum of usable masters,\n"
                     "2 usage error.\n");
 
@@ -485,6 +502,8 @@ Commands build(CLI::App& app, Args& a) {
       ->type_name("DURATION");
   c.run->add_flag("-n,--no-wait", r.no_wait, "Give up at once if the lock is held");
   c.run->add_flag("--fence", r.fence, "Take a fencing token too; CMD gets it in REDLOCK_FENCE");
+  c.run->add_flag("--fair", r.fair,
+                  "Wait in fair order: waiters get the lock in the order they came, across processes (no --fence)");
   c.run->add_option("-E,--conflict-exit-code", r.conflict_exit_code,
                     "Exit status when the lock is held by another (default 1)")
       ->type_name("N");
@@ -529,6 +548,7 @@ Commands build(CLI::App& app, Args& a) {
       "  redlock run -n -E 0 cron-job -- ./job.sh   # skip if running; an outage still fails (69)\n"
       "  redlock run --fence --ttl 5s --wait 1m writer -- sh -c 'write-with-fence \"$REDLOCK_FENCE\"'\n"
       "  redlock run --report runs.jsonl job -- ./job.sh   # one JSON line per run\n"
+      "  redlock run --fair --wait 10m deploy -- ./deploy.sh   # deploys run in the order they came\n"
       "  redlock run --foreground -w 10s edit-config -- vi /etc/app.conf\n");
 
   c.status = app.add_subcommand("status", "Show who holds RESOURCE on each master");

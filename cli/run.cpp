@@ -224,7 +224,12 @@ int run_command(const Globals& g, const RunArgs& a) {
       a.lost_exit_code.empty() ? kRunLostDefault : parse_int("--lost-exit-code", a.lost_exit_code, 0, 255);
   const int term_signal = a.signal.empty() ? SIGTERM : parse_signal("--signal", a.signal);
   const std::string term_name = signal_name(term_signal);
+  // The library refuses a fair lock with a fence (invalid_argument); say so
+  // before anything is connected or run.
+  if (a.fair && a.fence)
+    throw UsageError("--fair and --fence: give only one of them (a fair lock takes no fencing token)");
   lo.fence = a.fence;
+  lo.fair = a.fair;
   lo.auto_extend = true;
 
   Report report;
@@ -281,14 +286,19 @@ int run_command(const Globals& g, const RunArgs& a) {
   std::optional<Result<Lease>> taken;
   int earlier_attempts = 0;
   std::thread acquirer([&] {
-    auto waited = first_then_wait<Lease>(*client, lo.wait, [&](milliseconds wait) {
+    const auto attempt = [&](milliseconds wait) {
       LeaseOptions o = lo;
       o.wait = wait;
       return client->lock(a.resource, std::move(o));
-    }, [&](const std::string& note) {
-      // Not with --json alone: stderr is then the report's.
-      if (report.human() || report.fd >= 0) std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
-    });
+    };
+    // --fair: one call, so that the waiter keeps the place it took when it
+    // joined the queue (a first try and a second call would join twice).
+    auto waited = lo.fair ? Waited<Lease>{attempt(lo.wait), 0}
+                          : first_then_wait<Lease>(*client, lo.wait, attempt, [&](const std::string& note) {
+                              // Not with --json alone: stderr is then the report's.
+                              if (report.human() || report.fd >= 0)
+                                std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
+                            });
     earlier_attempts = waited.earlier_attempts;
     taken.emplace(std::move(waited.result));
     notify(acquired_efd.fd);

@@ -19,6 +19,7 @@ struct RunArgs {
   std::string report_file;  // --report: the JSON report goes there, appended
   bool no_wait = false;
   bool fence = false;
+  bool fair = false;        // --fair: wait in fair order (not with --fence)
   bool foreground = false;  // --foreground: the command gets the terminal
   std::vector<std::string> command;  // after "--"
 };

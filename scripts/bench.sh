@@ -21,8 +21,10 @@
 #                   memory, degraded-1-paused, degraded-2-paused,
 #                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls,
 #                   handoff-crowd-1, handoff-crowd-8, handoff-crowd-64,
-#                   handoff-crowd-256, leases-100k, leases-100k-unbatched
-#                   (default: all)
+#                   handoff-crowd-256, handoff-crowd-1-fair,
+#                   handoff-crowd-8-fair, handoff-crowd-64-fair,
+#                   handoff-crowd-256-fair, leases-100k,
+#                   leases-100k-unbatched (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -49,6 +51,15 @@
 # once): the run then fails loudly. Raw files: build/bench-out/crowd/. The
 # floor has no waiting acquire: reported as unsupported. With --quick the
 # crowds run 1 s each like everything else.
+#
+# handoff-crowd-K-fair: the same crowd with every acquire in fair order
+# (AcquireOptions::fair: a queue on every master, a release wakes the next
+# waiter only; the program's --fair). redlock only, like latency-tls: the
+# peers have no fair order and the floor no waiting acquire, so they are not
+# run (no line). bench_crowd_merge's order measure (order_inversions: handoffs
+# to a waiter that began waiting ≥ 1 ms after another still waiting) is ~0
+# in fair order and shows the default mode's barging. Each adds one crowd run
+# of redlock per round (S s + ~2 s of start-up, warm-up and merge).
 #
 # leases-100k: one redlock_bench process takes --leases leases (TTL
 # min(30 s, hold/2)) and holds them --hold seconds while the library's
@@ -96,7 +107,9 @@ DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
 ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
-               handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256 leases-100k leases-100k-unbatched)
+               handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
+               handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
+               leases-100k leases-100k-unbatched)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -386,11 +399,17 @@ run_failed() {  # run_failed SYSTEM LABEL ROUND WHY: record a failed crowd or le
     "$3" "$2" "$1" "$2" "$4" >>"$RESULTS"
 }
 
-# run_crowd SYSTEM LABEL ROUND: one handoff-crowd-K run (see the header).
+# run_crowd SYSTEM LABEL ROUND: one handoff-crowd-K or handoff-crowd-K-fair
+# run (see the header).
 run_crowd() {
-  local sys=$1 label=$2 round=$3 k=${2##*-} procs dir resource limit p w line rc=0 why="" ready=0 pid
-  local -a cmd pids=() go_fds=() events=()
+  local sys=$1 label=$2 round=$3 k procs dir resource limit p w line rc=0 why="" ready=0 pid
+  local -a cmd pids=() go_fds=() events=() mode=()
   local ready_fd fd
+  k=${label#handoff-crowd-}
+  if [[ $k == *-fair ]]; then
+    k=${k%-fair}
+    mode=(--fair)
+  fi
   if [[ $sys == floor ]]; then
     printf '{"round": %d, "label": "%s", "system": "floor", "scenario": "%s", "unsupported": "no lock library: the floor has no waiting acquire"}\n' \
       "$round" "$label" "$label" >>"$RESULTS"
@@ -411,10 +430,10 @@ run_crowd() {
     exec {fd}<>"$dir/go.$p"
     go_fds[p]=$fd
     events+=("$dir/events.$p")
-    printf '==== round %d %s %s process %d: %s --nodes %s --scenario handoff-crowd --waiters %d\n' \
-      "$round" "$label" "$sys" "$p" "${cmd[*]}" "$NODES_OK" "$w" >>"$PROGRAM_LOG"
+    printf '==== round %d %s %s process %d: %s --nodes %s --scenario handoff-crowd --waiters %d %s\n' \
+      "$round" "$label" "$sys" "$p" "${cmd[*]}" "$NODES_OK" "$w" "${mode[*]}" >>"$PROGRAM_LOG"
     timeout --kill-after=5 "$limit" "${cmd[@]}" --nodes "$NODES_OK" --scenario handoff-crowd --seconds "$seconds" \
-      --waiters "$w" --resource "$resource" --events "$dir/events.$p" --gate "$dir/ready" \
+      --waiters "$w" "${mode[@]}" --resource "$resource" --events "$dir/events.$p" --gate "$dir/ready" \
       <"$dir/go.$p" >"$dir/out.$p" 2>>"$PROGRAM_LOG" &
     pids+=($!)
     RUN_PIDS+=($!)
@@ -456,9 +475,10 @@ run_crowd() {
     --stats-after "$dir/stats.after" "${events[@]}" 2>>"$PROGRAM_LOG") || rc=$?
   if ((rc == 0 || rc == 3)) && [[ $line == \{*\} ]]; then
     printf '{"round": %d, "label": "%s", %s\n' "$round" "$label" "${line#\{}" >>"$RESULTS"
-    printf '%s handoffs/s, p50 %s µs, p99 %s µs, %s commands/handoff, max wait %s µs\n' \
+    printf '%s handoffs/s, p50 %s µs, p99 %s µs, %s commands/handoff, max wait %s µs, %s starved, order inversions %s\n' \
       "$(json_field "$line" ops_per_s)" "$(json_field "$line" p50_us)" "$(json_field "$line" p99_us)" \
-      "$(json_field "$line" commands_per_handoff)" "$(json_field "$line" max_wait_us)" >&2
+      "$(json_field "$line" commands_per_handoff)" "$(json_field "$line" max_wait_us)" \
+      "$(json_field "$line" starved_waiters)" "$(json_field "$line" order_inversion_share)" >&2
     if ((rc == 3)); then
       ((failed_runs += 1))
       log "SAFETY VIOLATION: $label, $sys, round $round: $(json_field "$line" safety_violations) acquisitions overlapped the previous holder (see $PROGRAM_LOG and $dir)"
@@ -552,6 +572,7 @@ for ((round = 1; round <= rounds; round++)); do
     for sys in "${SYSTEMS[@]}"; do
       [[ -n ${PROGRAM[$sys]:-} ]] || continue
       [[ $label == latency-tls && $sys != redlock ]] && continue
+      [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
         continue

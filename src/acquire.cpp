@@ -28,6 +28,11 @@ namespace {
 
 using std::chrono::duration_cast;
 
+// max_fair_spread: a fair waiter's safety net is wake_safety_net × its
+// place, up to this many; waiters up to this place also check on a queue
+// that stopped moving (AcquireOperation::queue_moved).
+constexpr long long max_fair_spread = 8;
+
 }  // namespace
 
 AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl,
@@ -63,6 +68,10 @@ void AcquireOperation::step(Event event) {
       // No barging: while this client's line for the lock is not empty, a
       // new waiter joins its end instead of trying ahead of it.
       if (uses_line() && engine_.line_busy(keys_.key) && now() < wait_deadline_) return queue_up(wait_left(now()));
+      // A fair waiter's first round already joins the queues: it listens
+      // from the start, so that a release naming it is heard (with the
+      // channel still subscribed — WakeHub::linger — at no cost).
+      if (fair_ && options().wake_ups && now() < wait_deadline_) watch_all();
       return start_attempt();
     case State::attempting:
     case State::fencing:
@@ -83,6 +92,7 @@ void AcquireOperation::step(Event event) {
 }
 
 void AcquireOperation::on_wake(WakeListener::Why why, std::string_view message) {
+  if (why == WakeListener::Why::subscribed) listening_ = true;
   switch (why) {
     case WakeListener::Why::released:
       if (Telemetry* t = engine_.telemetry()) t->woken(keys_.resource);
@@ -135,22 +145,36 @@ void AcquireOperation::wake(Event why) {
 // names nobody: the waiter that was the head at its last attempt tries.
 void AcquireOperation::fair_wake(std::string_view message) {
   bool head = false, second = false;
+  if (sabotage().fair_no_turn && message.starts_with("turn ")) return;
   if (message.starts_with("turn ")) {
+    // Every master publishes the same text for one release: a new text is
+    // a new release, and the queue moved up by one.
+    const bool moved = message != last_turn_;
+    if (moved) last_turn_ = message;
     message.remove_prefix(5);
     const std::size_t space = message.find(' ');
     head = message.substr(0, space) == waiter_;
     second = space != std::string_view::npos && message.substr(space + 1) == waiter_;
+    if (!head && !second && moved) return queue_moved();
   } else {
     head = rank_ == 0;
   }
   if (!head && !second) return;
+  // Each master publishes once it deleted the key: the head tries once a
+  // majority of them named it — then the lock is free on a majority, and
+  // its SETs do not overtake the release on the masters still deleting
+  // (they would find the key held, and the round fail). A master whose
+  // message is lost costs one node timeout.
+  const bool majority = head && ++turns_heard_ >= majority_of(engine_.transport().size());
   switch (state_) {
     case State::attempting:
-      if (head) woken_ = true;  // a failed attempt retries at once
+      if (majority) woken_ = true;  // a failed attempt retries at once
       return;
     case State::retry_wait:
     case State::subscribe_wait: {
-      const milliseconds delay = head ? milliseconds{0} : options().fair_grace + milliseconds{1};
+      const milliseconds delay = majority ? milliseconds{0}
+                                 : head   ? options().node_timeout
+                                          : options().fair_grace + milliseconds{1};
       if (due_ <= now() + delay) return;
       return arm(std::min(delay, wait_left(now())));
     }
@@ -159,6 +183,20 @@ void AcquireOperation::fair_wake(std::string_view message) {
     case State::queued:
     case State::done: return;
   }
+}
+
+// queue_moved: a release named two others. A waiter near the front (by its
+// place at its last attempt, less one per release since) checks, if the
+// queue stops moving, after one grace per place ahead of it: so behind
+// waiters that cannot come (dead, paused: nobody takes the lock, nobody
+// releases) the first live one takes them out within a few graces, while a
+// queue that moves never lets the check fire. Waiters further back than
+// max_fair_spread rely on their safety net.
+void AcquireOperation::queue_moved() {
+  if (rank_ > 2) --rank_;
+  if (rank_ < 2 || rank_ > max_fair_spread) return;
+  if (state_ != State::retry_wait && state_ != State::subscribe_wait) return;
+  arm(std::min<milliseconds>(options().fair_grace * rank_ + milliseconds{1}, wait_left(now())));
 }
 
 void AcquireOperation::your_turn(bool took) {
@@ -209,6 +247,7 @@ WatchState AcquireOperation::watch_all() {
   }
   watching_ = true;
   woken_ = false;
+  listening_ = watch == WatchState::ready;
   return watch;
 }
 
@@ -251,6 +290,9 @@ void AcquireOperation::start_attempt() {
   }
   ++attempts_;
   wake_pending_ = false;
+  need_fix_ = false;
+  sent_listening_ = listening_;
+  turns_heard_ = 0;
   state_ = State::attempting;
   t1_ = now();
   if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
@@ -360,9 +402,17 @@ void AcquireOperation::evaluate() {
   }
 
   if (fair_) {
-    // The first round proposes a ticket (each master: one above the last it
-    // queues); the highest of them is this waiter's place everywhere.
-    if (ticket_ == 0) ticket_ = round_->max_counter();
+    // The first round joins every queue at one above its last; the highest
+    // of those tickets is this waiter's place everywhere. Where a master
+    // put it lower (it had not heard of every waiter), the next attempt,
+    // at once, puts it at exactly that ticket: masters should sort the same
+    // waiters alike, or their heads differ (until a turn runs out). A
+    // master that answers after the decision is put right by the next
+    // attempt the waiter makes anyway.
+    if (ticket_ == 0) {
+      ticket_ = round_->max_counter();
+      need_fix_ = ticket_ > 0 && !round_->tickets_agree();
+    }
     rank_ = round_->majority_rank();
   }
   std::vector<NodeOutcome> nodes = take_outcomes();
@@ -447,35 +497,40 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
 }
 
 // fair_wait: the sleep of a fair waiter after an attempt that did not take
-// the lock. Subscribed first, then queued: a turn named after it joined is
-// heard. The head waits for its turn's message or the holder's TTL; the
+// the lock (its first round joined the queues). It subscribed before that
+// round; if the subscription was not confirmed when the round went out, it
+// waits for the confirmation and tries again (a turn named before it
+// listened went unheard). The head waits for its turn's message or the holder's TTL; the
 // second the same plus the head's grace (then it checks whether the head
 // came); the others for a message naming them — their safety net grows
-// with their place (a waiter far back is named long before it), so a
-// crowd's polling costs the masters about ln K calls per safety net, not K.
+// with their place up to 8× (a waiter far back is named long before it),
+// so a crowd of K polls about K/8 times per safety net, not K.
 bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, milliseconds left) {
   const Options& o = options();
   if (!o.wake_ups) return false;
-  if (!watching_) {
-    const WatchState watch = watch_all();
-    if (watch == WatchState::unavailable) return false;
-    if (watch == WatchState::pending) {
-      state_ = State::subscribe_wait;
-      arm(std::min(o.node_timeout, left));
-      return true;
-    }
-    arm(milliseconds{0});  // join the queues now (or retry: a release before we listened went unheard)
+  if (!watching_ && watch_all() == WatchState::unavailable) return false;
+  if (!listening_) {
+    // Try again once the subscription is confirmed (a release from then on
+    // is heard), or after one node timeout at the latest.
+    state_ = State::subscribe_wait;
+    arm(std::min(o.node_timeout, left));
     return true;
   }
-  if (woken_) {  // named the head while the attempt was on its way
+  // Not yet listening when the attempt went out: a release since then that
+  // named it as the head went unheard — it tries once more at once.
+  if (!sent_listening_ && rank_ <= 0) woken_ = true;
+  if (woken_ || need_fix_) {  // named the head while the attempt was on its way; or the ticket needs fixing
     woken_ = false;
     arm(milliseconds{0});
     return true;
   }
-  milliseconds wait = o.wake_safety_net * std::clamp<long long>(rank_, 1, 16);
+  milliseconds wait = o.wake_safety_net * std::clamp<long long>(rank_, 1, max_fair_spread);
   const std::optional<milliseconds> free_in = majority_free_in(nodes);
   if (free_in && rank_ == 0) wait = std::min(wait, *free_in + milliseconds{1});
   if (free_in && rank_ == 1) wait = std::min(wait, *free_in + o.fair_grace + milliseconds{1});
+  // Free, yet others ahead: the head has not come (yet). Its turn is
+  // running; check again once it is over — the next dead one's too.
+  if (free_in && *free_in == milliseconds{0} && rank_ >= 1) wait = std::min(wait, 2 * o.fair_grace + milliseconds{1});
   if (split_backoff_ > milliseconds{0}) wait = std::min(wait, engine_.runtime().random_delay(split_backoff_));
   arm(std::min(wait, left));
   return true;
@@ -484,7 +539,7 @@ bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, millisec
 // leave_queue: a fair waiter that ends without the lock takes itself out
 // of every queue it may be in; where the lock is free the next is named.
 void AcquireOperation::leave_queue() {
-  if (!fair_ || ticket_ == 0) return;
+  if (!fair_ || waiter_.empty()) return;  // a round that told no ticket may still have queued it somewhere
   Call call{CommandId::fair_leave, keys_.key, waiter_, channel_of(keys_.key), {queue_key_of(keys_.key)}, {}};
   QuorumRound::launch(engine_.transport(), std::move(call), RoundMode::release, nullptr)->detach();
 }

@@ -160,6 +160,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   // leave_queue: a fair waiter that gives up leaves every queue.
   bool fair_wait(const std::vector<NodeOutcome>& nodes, milliseconds left);
   void fair_wake(std::string_view message);
+  void queue_moved();
   void leave_queue();
   // uses_line: this acquire waits in its client's line (one lock key, a
   // value of its own, wake-ups on, not fair: the masters' queues order
@@ -196,6 +197,11 @@ class AcquireOperation final : public Operation, public WakeListener {
   std::string waiter_;    // fair: its id in the queues (16 hex digits, drawn at the first attempt)
   long long ticket_ = 0;  // fair: its place in every queue, once the first round told it
   long long rank_ = -1;   // fair: its place after the last attempt (QuorumRound::majority_rank)
+  bool need_fix_ = false; // fair: the first round's masters proposed different tickets
+  bool listening_ = false;      // the subscription is confirmed: a release from now on is heard
+  bool sent_listening_ = false; // fair: it was already when the attempt in flight was sent
+  std::size_t turns_heard_ = 0; // fair: masters that named it the head since its last attempt began
+  std::string last_turn_;       // fair: the last "turn …" message heard (one per release)
   // Inputs latched until the state can act on them.
   bool cancelled_ = false;
   bool aborted_ = false;

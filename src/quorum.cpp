@@ -51,6 +51,11 @@ long long QuorumRound::majority_rank() const {
   return told[quorum - 1];
 }
 
+bool QuorumRound::tickets_agree() const {
+  return !tickets_.empty() &&
+         std::all_of(tickets_.begin(), tickets_.end(), [this](long long t) { return t < 0 || t == max_counter_; });
+}
+
 std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes) {
   std::vector<long long> free_in;
   for (const NodeOutcome& n : nodes) {
@@ -211,7 +216,9 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);
     if (call_.command == CommandId::fair_acquire && event.reply.item_count == 4) {
       if (ranks_.empty()) ranks_.assign(outcomes_.size(), -1);
+      if (tickets_.empty()) tickets_.assign(outcomes_.size(), -1);
       ranks_[slot] = event.reply.items[3];
+      tickets_[slot] = event.reply.items[1];
     }
   }
   const bool first = out.outcome == Outcome::pending;

@@ -102,6 +102,10 @@ class QuorumRound final : public ReplySink {
   // lowest r such that a majority of the masters put it at r or ahead
   // (0: the head on a majority); -1 when fewer than a majority told.
   long long majority_rank() const;
+  // tickets_agree: every node that answered a fair acquire so far told the
+  // same ticket, max_counter() (a first round: the waiter sits at its
+  // ticket on those masters).
+  bool tickets_agree() const;
 
   void on_node_event(std::size_t slot, const NodeEvent& event) override;
 
@@ -118,7 +122,8 @@ class QuorumRound final : public ReplySink {
   std::size_t finals_ = 0;
   std::vector<std::uint64_t> yes_servers_;  // the servers whose yes counted (NodeEvent::server)
   long long max_counter_ = 0;
-  std::vector<long long> ranks_;  // fair_acquire: each node's reported rank (-1: none)
+  std::vector<long long> ranks_;    // fair_acquire: each node's reported rank (-1: none)
+  std::vector<long long> tickets_;  // fair_acquire: each node's ticket (-1: no answer)
   bool launching_ = true;
   bool detached_ = false;
 };

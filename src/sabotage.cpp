@@ -34,6 +34,8 @@ Sabotage parse() {
       s.reused_value = true;
     } else if (name == "batch_first_flag") {
       s.batch_first_flag = true;
+    } else if (name == "fair_no_turn") {
+      s.fair_no_turn = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

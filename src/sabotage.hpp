@@ -16,6 +16,7 @@ struct Sabotage {
   bool no_data_check = false;  // a master that lost its data is not seen to have lost it
   bool reused_value = false;   // one value for all attempts of an acquire (the first design), rollback by it
   bool batch_first_flag = false;  // every lease of an extend batch takes the first key's answer (counted per batch)
+  bool fair_no_turn = false;  // a fair waiter ignores the 'turn HEAD SECOND' messages (sleeps to the TTL / safety net)
 };
 
 #ifdef REDLOCK_SABOTAGE

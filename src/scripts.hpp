@@ -298,52 +298,71 @@ return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0
 // none yet), ARGV[5] grace ms, ARGV[6] the queue's life ms (the waiter's
 // wait left + ttl: the queue key outlives every wait in it, and no more).
 // → [taken, ticket, PTTL of the lock key (-2: free), rank]:
-//   ticket 0, first round: with nobody queued the lock is taken at once if
-//     free → [1, 0, -2, 0]; else nothing is written and the reply proposes
-//     a ticket, one above the last queued → [0, T, PTTL, -1];
-//   a ticket: the waiter joins at it (ZADD NX: where it already is, it
-//     stays); if it is the head and the lock is free it takes the lock and
-//     leaves the queue → [1, ticket, -2, 0]; else [0, ticket, PTTL, rank].
+//   ticket 0, the first round: with nobody queued the lock is taken at once
+//     if free → [1, 0, -2, 0]; else the waiter joins at one above the last
+//     queued (1 for an empty queue) and that ticket is in the reply;
+//   a ticket: unless it is the head, the waiter is put at exactly that
+//     ticket (it rejoins where it was lost; where the first round put it
+//     lower, it moves to its place: masters must sort alike); then, as the head with the lock free, it takes the lock and leaves the
+//     queue → [1, ticket, -2, 0]; else [0, ticket, PTTL, rank].
+// A waiter that is not the head and finds the lock free starts the head's
+// turn, or ends it once its deadline passed (the head leaves the queue).
+// The turn key lives 4 × grace: waiters that see the lock free behind a
+// head check every 2 × grace, so the next check finds the turn over
+// rather than starting a new one for the same dead head. (It lived 2 ×
+// grace: a check just later than that restarted the turn, every time, and
+// two dead waiters in front kept everyone behind them out for good.)
 // Lua numbers are doubles: tickets stay far below 2^53 (one per arrival).
 inline constexpr std::string_view fair_acquire_script = R"lua(
 local lock, queue, turn, me = KEYS[1], KEYS[2], KEYS[3], ARGV[3]
 local ticket = tonumber(ARGV[4])
+local head, added
 if ticket == 0 then
-  if redis.call('ZCARD', queue) == 0 and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {1, 0, -2, 0}
-  end
   local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
-  local proposal = 1
-  if last[2] then proposal = tonumber(last[2]) + 1 end
-  return {0, proposal, redis.call('PTTL', lock), -1}
-end
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
-if head ~= me then
-  redis.call('ZADD', queue, 'NX', ticket, me)
+  if last[2] then
+    ticket = tonumber(last[2]) + 1
+  elseif redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, 0, -2, 0}
+  else
+    ticket = 1
+    head = me
+  end
+  added = redis.call('ZADD', queue, ticket, me)
+else
   head = redis.call('ZRANGE', queue, 0, 0)[1]
-end
-if head ~= me and redis.call('EXISTS', lock) == 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local grace = tonumber(ARGV[5])
-  local who, deadline
-  local at = redis.call('GET', turn)
-  if at then who, deadline = string.match(at, '^(%S+) (%d+)$') end
-  if who == head and now > tonumber(deadline) then
-    redis.call('ZREM', queue, head)
-    head = redis.call('ZRANGE', queue, 0, 0)[1]
-  end
-  if head ~= me and who ~= head then
-    redis.call('SET', turn, head .. ' ' .. string.format('%d', now + grace), 'PX', 2 * grace)
+  if head ~= me then
+    added = redis.call('ZADD', queue, ticket, me)
+    head = nil
   end
 end
-if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('ZREM', queue, me)
-  return {1, ticket, -2, 0}
+local pttl = redis.call('PTTL', lock)
+if pttl == -2 then
+  head = head or redis.call('ZRANGE', queue, 0, 0)[1]
+  if head and head ~= me then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local grace = tonumber(ARGV[5])
+    local who, deadline
+    local at = redis.call('GET', turn)
+    if at then who, deadline = string.match(at, '^(%S+) (%d+)$') end
+    if who == head and now > tonumber(deadline) then
+      redis.call('ZREM', queue, head)
+      head = redis.call('ZRANGE', queue, 0, 0)[1]
+    end
+    if head and head ~= me and who ~= head then
+      redis.call('SET', turn, head .. ' ' .. string.format('%d', now + grace), 'PX', 4 * grace)
+    end
+  end
+  if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    redis.call('ZREM', queue, me)
+    return {1, ticket, -2, 0}
+  end
 end
-local life = tonumber(ARGV[6])
-if redis.call('PTTL', queue) < life then redis.call('PEXPIRE', queue, life) end
-return {0, ticket, redis.call('PTTL', lock), redis.call('ZRANK', queue, me)}
+if added == 1 then
+  local life = tonumber(ARGV[6])
+  if redis.call('PTTL', queue) < life then redis.call('PEXPIRE', queue, life) end
+end
+return {0, ticket, pttl, redis.call('ZRANK', queue, me)}
 )lua";
 
 // fair_release: KEYS[1] lock key, KEYS[2] queue; ARGV[1] value, ARGV[2]

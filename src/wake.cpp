@@ -94,9 +94,10 @@ WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {
     }
     for (auto& s : subscribers_) s->start();
   }
-  auto& listeners = listeners_[channel];
-  listeners.push_back(listener);
-  if (listeners.size() == 1) {
+  auto [it, fresh] = listeners_.try_emplace(channel);
+  it->second.push_back(listener);
+  lingering_.erase(channel);
+  if (fresh) {
     for (auto& s : subscribers_) s->subscribe(channel);
     return WatchState::pending;
   }
@@ -108,10 +109,31 @@ void WakeHub::unwatch(const std::string& channel, WakeListener* listener) {
   if (it == listeners_.end()) return;
   auto& v = it->second;
   v.erase(std::remove(v.begin(), v.end(), listener), v.end());
-  if (!v.empty()) return;
-  listeners_.erase(it);
-  confirmations_.erase(channel);
-  for (auto& s : subscribers_) s->unsubscribe(channel);
+  if (!v.empty() || closing_) return;
+  // Its last watcher left: subscribed a little longer (see linger).
+  lingering_[channel] = runtime_.now() + linger;
+  if (!linger_timer_) linger_timer_ = runtime_.timer([this] { sweep(); });
+  if (!linger_timer_->active()) linger_timer_->start(linger);
+}
+
+void WakeHub::sweep() {
+  const TimePoint now = runtime_.now();
+  TimePoint next = TimePoint::max();
+  for (auto it = lingering_.begin(); it != lingering_.end();) {
+    if (it->second > now) {
+      next = std::min(next, it->second);
+      ++it;
+      continue;
+    }
+    const std::string channel = it->first;
+    it = lingering_.erase(it);
+    listeners_.erase(channel);
+    confirmations_.erase(channel);
+    for (auto& s : subscribers_) s->unsubscribe(channel);
+  }
+  if (next != TimePoint::max()) {
+    linger_timer_->start(std::chrono::ceil<std::chrono::milliseconds>(next - now));
+  }
 }
 
 void WakeHub::confirmed(const std::string& channel, bool resubscribed) {
@@ -141,6 +163,8 @@ void WakeHub::wake(const std::string& channel, WakeListener::Why why, std::strin
 
 void WakeHub::close(std::function<void()> on_closed) {
   closing_ = true;
+  lingering_.clear();
+  if (linger_timer_) linger_timer_->stop();
   on_closed_ = std::move(on_closed);
   if (open_subscribers_ == 0) {
     if (on_closed_) std::exchange(on_closed_, nullptr)();

@@ -89,8 +89,16 @@ class WakeHub {
   void observe(Telemetry* telemetry) noexcept { telemetry_ = telemetry; }
   Telemetry* telemetry() const noexcept { return telemetry_; }
 
+  // A channel nobody watches any more stays subscribed this long: a waiter
+  // that comes back soon (a busy loop's next acquire, a crowd between two
+  // turns) finds it confirmed, and the masters see no SUBSCRIBE and
+  // UNSUBSCRIBE per handoff. It costs a master one entry in its dict.
+  static constexpr std::chrono::milliseconds linger{500};
+
  private:
   void subscriber_closed();
+  // sweep unsubscribes the channels whose linger is over.
+  void sweep();
   void wake(const std::string& channel, WakeListener::Why why, std::string_view message = {});
 
   Runtime& runtime_;
@@ -101,6 +109,8 @@ class WakeHub {
   std::vector<std::unique_ptr<Subscriber>> subscribers_;
   std::map<std::string, std::vector<WakeListener*>> listeners_;
   std::map<std::string, int> confirmations_;  // channel → subscribers that confirmed it
+  std::map<std::string, TimePoint> lingering_;  // channels nobody watches: unsubscribed at that time
+  std::unique_ptr<Timer> linger_timer_;
   std::size_t open_subscribers_ = 0;
   bool closing_ = false;
   std::function<void()> on_closed_;

@@ -296,6 +296,17 @@ TEST_CASE("cli: acquire with the token already held refreshes the lock") {
   }
 }
 
+TEST_CASE("cli: acquire --fair takes a fair lock (its token starts with Q), released by its token") {
+  RedisGroup g(3);
+  json j = acquire_ok(g, "fair-job", {"--ttl", "5s", "--wait", "1s", "--fair"});
+  const std::string token = j["token"].get<std::string>();
+  CHECK(token.front() == 'Q');
+  CHECK(holders(g, "fair-job", token).size() >= 2);
+  auto r = cli(op({"release", "fair-job", token}, g));
+  CHECK(r.exit_code == 0);
+  CHECK(g.keys_everywhere("redlock:{fair-job}:*") == 0);
+}
+
 TEST_CASE("cli: usage errors exit 2 and name the argument") {
   RedisGroup g(3);
   TempDir tmp;
@@ -326,6 +337,8 @@ TEST_CASE("cli: usage errors exit 2 and name the argument") {
       {"--ttl with a bad unit", {"acquire", "job", "--nodes", nodes, "--ttl", "3x"}, {"--ttl", "unknown unit \"x\""}},
       {"--wait past INT_MAX ms", {"acquire", "job", "--nodes", nodes, "--wait", "600h"}, {"--wait", "\"600h\"", "out of range"}},
       {"--ttl 90s above max_ttl", {"acquire", "job", "--nodes", nodes, "--ttl", "90s"}, {"--ttl", "90s", "max_ttl"}},
+      {"--fair with --token", {"acquire", "job", "--nodes", nodes, "--fair", "--token", "host1-job42"},
+       {"--fair", "--token", "give only one of them"}},
       {"token too long", {"release", "job", std::string(129, 'a'), "--nodes", nodes}, {"TOKEN"}},
       {"unreadable --config", {"acquire", "job", "--config", (tmp.path / "missing.json").string()},
        {"--config", "missing.json"}},

@@ -9,9 +9,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -417,6 +419,91 @@ TEST_CASE("run: --fence exports an increasing REDLOCK_FENCE") {
   CHECK(line_after(r.out, "fence=") == "unset");
 }
 
+// queued_everywhere: `n` waiters in the fair queue of `resource` on every
+// master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set).
+bool queued_everywhere(RedisGroup& g, const std::string& resource, long long n) {
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g[i].command({"ZCARD", "redlock:{" + resource + "}:queue"}).integer != n) return false;
+  return true;
+}
+
+TEST_CASE("run: --fair runs the waiting commands in the order their runs started, across processes") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  const auto order = tmp.path / "order";
+  Child holder(cli_path(), run_args(g, {"--fair"}, "fair-run",
+                                    "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  REQUIRE(holder.wait_for("started"));
+  std::vector<std::unique_ptr<Child>> waiters;
+  const std::vector<std::string> names{"w1", "w2", "w3", "w4"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    waiters.push_back(std::make_unique<Child>(
+        cli_path(), run_args(g, {"--fair", "--wait", "20s", "--json"}, "fair-run",
+                             "echo " + names[i] + " >> '" + order.string() + "'; sleep 0.05")));
+    // The next starts once this one has joined the queue on every master.
+    REQUIRE(eventually([&] { return queued_everywhere(g, "fair-run", static_cast<long long>(i + 1)); },
+                       std::chrono::seconds(10)));
+  }
+  std::ofstream(go.string()) << "go";
+  CHECK(holder.wait().exit_code == 0);
+  std::vector<long long> acquired;
+  for (auto& w : waiters) {
+    ProcResult r = w->wait();
+    CHECK(r.exit_code == 0);
+    const json rep = report_of(r);
+    CHECK(rep["token"].get<std::string>().front() == 'Q');
+    acquired.push_back(rep["acquired_at_us"].get<long long>());
+  }
+  std::ifstream in(order);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str() == "w1\nw2\nw3\nw4\n");
+  CHECK(std::is_sorted(acquired.begin(), acquired.end()));
+  // Nothing is left: no lock, no queue.
+  CHECK(eventually([&] { return g.keys_everywhere("redlock:{fair-run}:*") == 0; }));
+}
+
+// Found by chaos crowd-64-fair: with two waiters that cannot come at the
+// head of the queue, a live waiter behind them never got the free lock (a
+// turn key that expired after 2 x grace was set again, for the same dead
+// head, by a waiter that came back later than that). Here: two `run
+// --fair` killed in the queue, then a live one with --wait 5s gets the lock
+// a few graces after the holder's release.
+TEST_CASE("run: --fair behind two waiters killed in the queue, a live waiter still gets the lock") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  Child holder(cli_path(), run_args(g, {"--fair"}, "fair-dead",
+                                    "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  REQUIRE(holder.wait_for("started"));
+  for (long long k = 1; k <= 2; ++k) {
+    Child dead(cli_path(), run_args(g, {"--fair", "--wait", "60s"}, "fair-dead", "true"));
+    REQUIRE(eventually([&] { return queued_everywhere(g, "fair-dead", k); }, std::chrono::seconds(10)));
+    dead.signal(SIGKILL);
+    dead.wait();
+  }
+  Child live(cli_path(), run_args(g, {"--fair", "--wait", "5s", "--json"}, "fair-dead", "echo live-ran"));
+  REQUIRE(eventually([&] { return queued_everywhere(g, "fair-dead", 3); }, std::chrono::seconds(10)));
+  std::ofstream(go.string()) << "go";
+  CHECK(holder.wait().exit_code == 0);
+  ProcResult r = live.wait();
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("live-ran") != std::string::npos);
+}
+
+TEST_CASE("run: --fair with --fence is a usage error naming both; nothing is run or locked") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto marker = tmp.path / "ran";
+  check_usage_error(run_args(g, {"--fair", "--fence"}, "fair-fence", "touch '" + marker.string() + "'"),
+                    {"--fair", "--fence", "give only one of them"});
+  check_usage_error({"--nodes", g.url_list(), "run", "--fence", "--wait", "5s", "--fair", "job", "--", "true"},
+                    {"--fair", "--fence"});
+  CHECK_FALSE(fs::exists(marker));
+  CHECK(g.keys_everywhere("redlock:*") == 0);
+}
+
 TEST_CASE("status: free, held by a majority, and unknown when too few masters answer") {
   RedisGroup g(5);
   auto free_r = cli(op({"status", "report", "--json"}, g));
@@ -566,7 +653,7 @@ TEST_CASE("run, status, nodes: --help shows the options and examples") {
     CHECK(r.out.find("redlock " + cmd) != std::string::npos);
   }
   auto run_help = cli({"run", "--help"});
-  for (const char* opt : {"--ttl", "-w,--wait", "-n,--no-wait", "--fence", "-E,--conflict-exit-code",
+  for (const char* opt : {"--ttl", "-w,--wait", "-n,--no-wait", "--fence", "--fair", "-E,--conflict-exit-code",
                           "--unavailable-exit-code", "--lost-exit-code", "-s,--signal", "--kill-after", "--report",
                           "--foreground", "REDLOCK_FENCE", "Exit status", "(69)", "125"})
     CHECK(run_help.out.find(opt) != std::string::npos);

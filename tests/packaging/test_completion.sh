@@ -71,10 +71,10 @@ expect "redlock " "${subcommands[@]/#/+}" =${#subcommands[@]}
 expect "redlock r" +release +run -acquire
 expect "redlock --nodes redis://127.0.0.1:7001 " +run +nodes
 expect "redlock --" +--nodes +--config +--json +--help +--version -run
-expect "redlock run --" +--ttl +--wait +--no-wait +--fence +--conflict-exit-code +--lost-exit-code \
+expect "redlock run --" +--ttl +--wait +--no-wait +--fence +--fair +--conflict-exit-code +--lost-exit-code \
   +--kill-after +--max-hold +--help +--nodes +--config +--no-quarantine +--json -nodes -run -acquire -extend -release -status -nodes
 expect "redlock run --" ---token
-expect "redlock acquire --" +--token +--ttl +--wait ---fence
+expect "redlock acquire --" +--token +--ttl +--wait +--fair ---fence
 expect "redlock run --no-" +--no-wait +--no-quarantine ---nodes
 expect "redlock run --config " +nodes.json +notes.txt
 expect "redlock run --config no" +nodes.json +notes.txt

@@ -87,6 +87,12 @@ TEST_CASE("a watch subscribes, is confirmed, and a message wakes the watchers") 
   CHECK(again.sent.size() == 1);  // someone still watches
   hub.unwatch("ch", &second);
   again.flush();
+  CHECK(again.sent.size() == 1);  // nobody watches: it lingers (WakeHub::linger)
+  bed.runtime.advance(WakeHub::linger - milliseconds{1});
+  again.flush();
+  CHECK(again.sent.size() == 1);
+  bed.runtime.advance(milliseconds{1});
+  again.flush();
   REQUIRE(again.sent.size() == 2);
   CHECK(again.sent[1] == Command{"UNSUBSCRIBE", "ch"});
 

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -279,6 +280,86 @@ void read_histories(const fs::path& dir, std::vector<Event>& events) {
   }
 }
 
+// Liveness — how steadily the locks were granted, and in what order.
+struct Liveness {
+  // The longest time without a grant: between consecutive "ok" events (any
+  // resource), from the first grant to when the workers were told to stop
+  // (grants after it, of turns begun before, are not counted);
+  // and the same from the end of the last fault on (-1: no fault).
+  std::int64_t max_gap_ms = 0;
+  std::int64_t max_gap_start_ms = 0;  // where that gap began, since the workload's start
+  std::int64_t max_gap_after_faults_ms = -1;
+  // The clients that asked for a lock, those that got one at least once,
+  // and the fewest acquisitions any of them made.
+  std::size_t clients = 0, clients_served = 0, min_client_acquisitions = 0;
+  // Order: a grant "overtakes" when another client that asked more than
+  // kOvertakeMs earlier was still waiting (and its wait not yet over). A
+  // FIFO lock overtakes only where a waiter lost its place (paused past
+  // the grace, a round without a quorum).
+  std::size_t grants = 0, overtaking_grants = 0;
+};
+constexpr std::int64_t kOvertakeMs = 50;
+
+Liveness liveness_of(const std::vector<Event>& events, const std::vector<Event>& faults, std::int64_t t0,
+                     std::int64_t t_stop) {
+  Liveness l;
+  std::vector<const Event*> timeline;
+  timeline.reserve(events.size());
+  for (const auto& e : events)
+    if (e.type == EventType::invoke || e.type == EventType::ok || e.type == EventType::fail) timeline.push_back(&e);
+  std::stable_sort(timeline.begin(), timeline.end(), [](const Event* x, const Event* y) { return x->t < y->t; });
+  std::int64_t fault_end = -1;
+  for (const auto& f : faults) fault_end = std::max(fault_end, f.deadline);
+  std::map<int, std::size_t> per_client;
+  std::map<int, std::int64_t> asked;  // client → the invoke it waits on
+  std::set<std::pair<std::int64_t, int>> waiting;
+  std::int64_t last = -1, last_after = fault_end;
+  const auto gap = [&](std::int64_t from, std::int64_t to) {
+    if (from < 0) return;
+    if (to - from > l.max_gap_ms * 1'000'000) {
+      l.max_gap_ms = (to - from) / 1'000'000;
+      l.max_gap_start_ms = (from - t0) / 1'000'000;
+    }
+  };
+  const auto gap_after = [&](std::int64_t to) {
+    if (fault_end < 0 || to < fault_end) return;
+    l.max_gap_after_faults_ms = std::max(l.max_gap_after_faults_ms, (to - last_after) / 1'000'000);
+    last_after = to;
+  };
+  for (const Event* e : timeline) {
+    if (e->type == EventType::invoke) {
+      per_client.try_emplace(e->client, 0);
+      if (auto it = asked.find(e->client); it != asked.end()) waiting.erase({it->second, e->client});
+      asked[e->client] = e->t;
+      waiting.insert({e->t, e->client});
+      continue;
+    }
+    const auto it = asked.find(e->client);
+    const std::int64_t since = it != asked.end() ? it->second : e->t;
+    if (it != asked.end()) {
+      waiting.erase({it->second, e->client});
+      asked.erase(it);
+    }
+    if (e->type != EventType::ok) continue;
+    ++per_client[e->client];
+    ++l.grants;
+    if (!waiting.empty() && waiting.begin()->first < since - kOvertakeMs * 1'000'000) ++l.overtaking_grants;
+    if (e->t > t_stop) continue;  // the last turns after the stop: fewer and fewer ask
+    gap(last, e->t);
+    gap_after(e->t);
+    last = e->t;
+  }
+  gap(last, t_stop);
+  gap_after(t_stop);
+  l.clients = per_client.size();
+  l.min_client_acquisitions = per_client.empty() ? 0 : std::numeric_limits<std::size_t>::max();
+  for (const auto& [client, n] : per_client) {
+    l.clients_served += n > 0 ? 1 : 0;
+    l.min_client_acquisitions = std::min(l.min_client_acquisitions, n);
+  }
+  return l;
+}
+
 // Progress follows a run with a target through the workers' counters: each
 // increment follows an acquisition of its own, so their sum never exceeds
 // the acquisitions. Read at most once a second; said on stderr every minute.
@@ -385,6 +466,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
       if (crew.resources > 1) args.insert(args.end(), {"--resources", std::to_string(crew.resources)});
       if (sc.quarantine) args.push_back("--quarantine");
       if (sc.polling) args.push_back("--polling");
+      if (sc.fair) args.push_back("--fair");
       if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
       if (crew.leases > 0) args.insert(args.end(), {"--leases", std::to_string(crew.leases)});
       if (!crew.lease_hold_ms.empty()) args.insert(args.end(), {"--lease-hold-ms", crew.lease_hold_ms});
@@ -499,7 +581,12 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const std::size_t unexplained = unexplained_losses(input.events, faults, bed.size(), sc.settle_ms);
   const bool leases_kept = leases_wanted == 0 || (leases_taken >= leases_wanted && leases_failed == 0 &&
                                                   (sc.leases_may_fall ? unexplained : result.leases_lost) == 0);
-  const bool passed = ran && leases_kept && (sc.expect == Expect::safe ? !violation : violation);
+  // Liveness (max_grant_gap_ms): no stall of the grants longer than the
+  // scenario's bound, and every client served at least once.
+  const Liveness live = liveness_of(input.events, faults, t0, t_stop);
+  const bool lively = sc.max_grant_gap_ms <= 0 ||
+                      (live.max_gap_ms < sc.max_grant_gap_ms && live.clients_served == live.clients);
+  const bool passed = ran && leases_kept && lively && (sc.expect == Expect::safe ? !violation : violation);
 
   json j = to_json(result, sc.name, sc.expect == Expect::violation, {});
   j["about"] = sc.about;
@@ -527,6 +614,19 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     j["leases_taken"] = leases_taken;
     j["leases_failed"] = leases_failed;
     j["leases_lost_unexplained"] = unexplained;
+  }
+  j["max_grant_gap_ms"] = live.max_gap_ms;
+  j["max_grant_gap_start_ms"] = live.max_gap_start_ms;
+  j["max_grant_gap_after_faults_ms"] = live.max_gap_after_faults_ms;
+  j["clients_asking"] = live.clients;
+  j["clients_served"] = live.clients_served;
+  j["min_client_acquisitions"] = live.min_client_acquisitions;
+  j["overtaking_grants"] = live.overtaking_grants;
+  j["overtaking_share"] = live.grants > 0 ? static_cast<double>(live.overtaking_grants) / live.grants : 0.0;
+  if (sc.fair) j["fair"] = true;
+  if (sc.max_grant_gap_ms > 0) {
+    j["max_grant_gap_bound_ms"] = sc.max_grant_gap_ms;
+    j["lively"] = lively;
   }
   if (sc.majority_down) {
     j["successes_during_majority_outage"] = outage_successes;
@@ -583,6 +683,16 @@ int main(int argc, char** argv) {
                   "", j.value("leases_taken", std::size_t{0}), j.value("leases_wanted", std::size_t{0}),
                   j.value("leases_failed", std::size_t{0}), j.value("leases_lost", std::size_t{0}),
                   j.value("leases_lost_unexplained", std::size_t{0}));
+    }
+    if (j.contains("max_grant_gap_bound_ms") || j.value("fair", false)) {
+      std::printf("%-22s longest gap between grants %lld ms (at %.1f s; bound %lld ms), %lld ms after the last "
+                  "fault; %zu of %zu clients served, fewest %zu each; %.1f %% of grants overtook a waiter "
+                  "%lld ms earlier%s\n",
+                  "", j.value("max_grant_gap_ms", 0LL), j.value("max_grant_gap_start_ms", 0LL) / 1000.0,
+                  j.value("max_grant_gap_bound_ms", 0LL), j.value("max_grant_gap_after_faults_ms", -1LL),
+                  j.value("clients_served", std::size_t{0}), j.value("clients_asking", std::size_t{0}),
+                  j.value("min_client_acquisitions", std::size_t{0}), 100.0 * j.value("overtaking_share", 0.0),
+                  static_cast<long long>(kOvertakeMs), j.value("lively", true) ? "" : ": NOT LIVELY");
     }
     if (j.contains("target_acquisitions")) {
       std::printf("%-22s %zu of %ld acquisitions (%s) in %.0f s, %.0f/s, on %zu resources; %zu stale writes; "

@@ -124,6 +124,15 @@ struct Scenario {
   // writes_in_time: the schedule never lets a holder overstay its validity
   // (client pauses shorter than it), so a stale write is a violation too.
   bool writes_in_time = false;
+  // fair: every acquire of the counter loop waits in fair order
+  // (AcquireOptions::fair): one queue per master, served in arrival order.
+  bool fair = false;
+  // max_grant_gap_ms: liveness — the longest time without a grant of any
+  // lock (between consecutive "ok" events, from the first grant to the
+  // stop) must stay below this, and every client must get the lock at
+  // least once. 0: not checked. The runner reports these figures, and the
+  // longest gap after the last fault ended, for every scenario.
+  long max_grant_gap_ms = 0;
   // on_demand: runs only when named (--scenario); never in the suite, short
   // or long (an hour's soak has no place in CI).
   bool on_demand = false;

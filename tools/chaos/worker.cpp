@@ -7,7 +7,7 @@
 //   chaos_worker --nodes URLS [--tls-ca FILE] --counter-port P --client N --history FILE
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
-//                [--greedy] [--quarantine] [--polling] [--threads T] [--rest-ms A:B]
+//                [--greedy] [--quarantine] [--polling] [--fair] [--threads T] [--rest-ms A:B]
 //                [--stall-timeout MS] [--leases M [--lease-hold-ms A:B]] [--resources K]
 // With --threads T the process runs T clients (ids (N+1)*100 + 0..T-1, apart
 // from every single client's N) on one shared, thread-safe redlock::Client,
@@ -61,6 +61,7 @@ struct Args {
   long resources = 1;               // > 1: each turn locks one of resource-0 … resource-(n-1)
   long lease_hold_min = 0, lease_hold_max = 0;  // 0:0: hold the leases for the whole run
   bool greedy = false, quarantine = false, polling = false;
+  bool fair = false;                // every acquire waits in fair order (AcquireOptions::fair)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -88,6 +89,7 @@ Args parse(int argc, char** argv) {
     if (k == "--greedy") { a.greedy = true; continue; }
     if (k == "--quarantine") { a.quarantine = true; continue; }
     if (k == "--polling") { a.polling = true; continue; }
+    if (k == "--fair") { a.fair = true; continue; }
     if (i + 1 >= argc) usage(k + ": needs a value");
     const char* v = argv[++i];
     if (k == "--nodes") a.nodes = v;
@@ -235,6 +237,7 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
     AcquireOptions opts;
     opts.ttl = milliseconds{a.ttl};
     opts.wait = milliseconds{a.wait};
+    opts.fair = a.fair;
     auto lock = client.acquire(resource, opts);
     const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
     if (!lock) {

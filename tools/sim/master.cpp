@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -20,6 +22,7 @@
 #include <new>
 #include <stdexcept>
 #include <unordered_map>
+#include <variant>
 
 #include "sha1.hpp"
 
@@ -41,6 +44,8 @@ constexpr long long db_count = 16;          // SELECT's valid range, as redis.co
 constexpr std::string_view not_integer = "ERR value is not an integer or out of range";
 constexpr std::string_view syntax_error = "ERR syntax error";
 constexpr std::string_view no_script = "NOSCRIPT No matching script. Please use EVAL.";
+constexpr std::string_view wrong_type = "WRONGTYPE Operation against a key holding the wrong kind of value";
+constexpr std::string_view not_float = "ERR value is not a valid float";
 
 Reply status(std::string_view text) {
   Reply r;
@@ -101,9 +106,57 @@ struct StringHash {
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
+// parse_score reads a sorted-set score as Redis' string2d does: strtod
+// over the whole text (no leading space, nothing after it), "inf" and
+// "-inf" allowed, NaN refused.
+bool parse_score(std::string_view text, double& out) {
+  if (text.empty() || text.size() >= 128 || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char buf[128];
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = '\0';
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(buf, &end);
+  return end == buf + text.size() && !std::isnan(out) && !(errno == ERANGE && !std::isinf(out));
+}
+
+// format_score: a score in a reply, as Redis 7.0's addReplyDouble writes
+// it over RESP2: "inf" / "-inf", else %.17g (3 → "3", 2.5 → "2.5").
+std::string format_score(double score) {
+  if (std::isinf(score)) return score > 0 ? "inf" : "-inf";
+  char buf[32];
+  const int len = std::snprintf(buf, sizeof buf, "%.17g", score);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+// ZSet — a sorted set, ordered as Redis orders one: by score, then by
+// member bytewise (std::string compares as unsigned bytes, as memcmp). A
+// sorted vector: the fair scripts' queues hold a few waiters, and a rank
+// is an index.
+struct ZSet {
+  std::vector<std::pair<double, std::string>> entries;
+
+  auto find(std::string_view member) {
+    return std::find_if(entries.begin(), entries.end(), [member](const auto& e) { return e.second == member; });
+  }
+  void insert(double score, std::string_view member) {
+    const auto at = std::lower_bound(entries.begin(), entries.end(), std::pair<double, std::string_view>(score, member),
+                                     [](const auto& e, const auto& key) {
+                                       return e.first < key.first || (e.first == key.first && e.second < key.second);
+                                     });
+    entries.emplace(at, score, std::string(member));
+  }
+};
+
+// Value — one key: a string or a sorted set (the only types modelled),
+// and its expiry. A command on the other type answers WRONGTYPE, as in
+// Redis; DEL, EXISTS, PTTL, PEXPIRE, expiry and data loss treat both alike.
 struct Value {
-  std::string data;
+  std::variant<std::string, ZSet> data;
   long long expire_at = no_expiry;  // absolute, on this master's wall clock (ms)
+
+  std::string* string() { return std::get_if<std::string>(&data); }
+  ZSet* zset() { return std::get_if<ZSet>(&data); }
 };
 
 struct LuaClose {
@@ -312,7 +365,9 @@ struct Master::Impl {
 
   Reply get(Args a) {
     const auto it = find_live(a[1]);
-    return it == keys.end() ? Reply{} : bulk(it->second.data);
+    if (it == keys.end()) return Reply{};
+    const std::string* text = it->second.string();
+    return text != nullptr ? bulk(*text) : error(wrong_type);
   }
 
   Reply set(Args a) {
@@ -344,10 +399,16 @@ struct Master::Impl {
     }
     auto it = find_live(a[1]);
     const bool exists = it != keys.end();
-    Reply reply = !get_old ? ok() : exists ? bulk(it->second.data) : Reply{};
+    // SET replaces a key of any type; with GET, the old value must be a string.
+    if (get_old && exists && it->second.string() == nullptr) return error(wrong_type);
+    Reply reply = !get_old ? ok() : exists ? bulk(*it->second.string()) : Reply{};
     if ((nx && exists) || (xx && !exists)) return get_old ? reply : Reply{};
     if (!exists) it = keys.try_emplace(std::string(a[1])).first;
-    it->second.data.assign(a[2]);
+    if (std::string* text = it->second.string()) {
+      text->assign(a[2]);  // reuses the string's buffer
+    } else {
+      it->second.data = std::string(a[2]);
+    }
     if (!keep_ttl) it->second.expire_at = when;
     return reply;
   }
@@ -369,22 +430,29 @@ struct Master::Impl {
     return integer(n);
   }
 
+  // Condition flags of PEXPIRE and ZADD: NX, XX, GT, LT (and ZADD's CH).
+  struct Conditions {
+    bool nx = false, xx = false, gt = false, lt = false, ch = false;
+    // take: true when `word` is one of them (`ch`: CH is one too).
+    bool take(std::string_view word, bool with_ch) {
+      if (iequals(word, "nx")) return nx = true;
+      if (iequals(word, "xx")) return xx = true;
+      if (iequals(word, "gt")) return gt = true;
+      if (iequals(word, "lt")) return lt = true;
+      if (with_ch && iequals(word, "ch")) return ch = true;
+      return false;
+    }
+  };
+
   Reply pexpire(Args a) {
     long long when = 0;
     if (!parse_ll(a[2], when)) return error(not_integer);
-    bool nx = false, xx = false, gt = false, lt = false;
+    Conditions c;
     for (std::size_t i = 3; i < a.size(); ++i) {
-      if (iequals(a[i], "nx"))
-        nx = true;
-      else if (iequals(a[i], "xx"))
-        xx = true;
-      else if (iequals(a[i], "gt"))
-        gt = true;
-      else if (iequals(a[i], "lt"))
-        lt = true;
-      else
-        return error("ERR Unsupported option " + std::string(a[i]));
+      if (!c.take(a[i], false)) return error("ERR Unsupported option " + std::string(a[i]));
     }
+    const auto [nx, xx, gt, lt, ch] = c;
+    (void)ch;
     if (nx && (xx || gt || lt)) return error("ERR NX and XX, GT or LT options at the same time are not compatible");
     if (gt && lt) return error("ERR GT and LT options at the same time are not compatible");
     if (__builtin_add_overflow(when, now, &when)) return error("ERR invalid expire time in 'pexpire' command");
@@ -408,11 +476,148 @@ struct Master::Impl {
   Reply incr(Args a) {
     auto it = find_live(a[1]);
     long long value = 0;
-    if (it != keys.end() && !parse_ll(it->second.data, value)) return error(not_integer);
+    if (it != keys.end() && it->second.string() == nullptr) return error(wrong_type);
+    if (it != keys.end() && !parse_ll(*it->second.string(), value)) return error(not_integer);
     if (value == LLONG_MAX) return error("ERR increment or decrement would overflow");
     if (it == keys.end()) it = keys.try_emplace(std::string(a[1])).first;
-    it->second.data = std::to_string(++value);  // the TTL stays, as in Redis
+    *it->second.string() = std::to_string(++value);  // the TTL stays, as in Redis
     return integer(value);
+  }
+
+  // ---- sorted sets (the fair scripts' queues) ------------------------------
+
+  // find_zset: the live sorted set at `key` (nullptr when missing); a key
+  // of another type sets `failed` to WRONGTYPE.
+  ZSet* find_zset(std::string_view key, Reply& failed) {
+    const auto it = find_live(key);
+    if (it == keys.end()) return nullptr;
+    ZSet* z = it->second.zset();
+    if (z == nullptr) failed = error(wrong_type);
+    return z;
+  }
+
+  // ZADD key [NX|XX] [GT|LT] [CH] score member [score member …] → the
+  // members added (with CH: added or changed). INCR is not modelled.
+  Reply zadd(Args a) {
+    Conditions c;
+    std::size_t i = 2;
+    for (; i < a.size() && c.take(a[i], true); ++i) {
+    }
+    if (i < a.size() && iequals(a[i], "incr")) return error("ERR the simulated master does not model ZADD INCR");
+    const auto [nx, xx, gt, lt, ch] = c;
+    if (i == a.size() || (a.size() - i) % 2 != 0) return error(syntax_error);
+    if (nx && xx) return error("ERR XX and NX options at the same time are not compatible");
+    if ((gt && nx) || (lt && nx) || (gt && lt)) {
+      return error("ERR GT, LT, and/or NX options at the same time are not compatible");
+    }
+    std::vector<double> scores;
+    for (std::size_t j = i; j < a.size(); j += 2) {
+      double score = 0;
+      if (!parse_score(a[j], score)) return error(not_float);
+      scores.push_back(score);
+    }
+    Reply failed;
+    ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    if (z == nullptr) {
+      if (xx) return integer(0);  // nothing to update: no key is made
+      z = &keys[std::string(a[1])].data.emplace<ZSet>();
+    }
+    long long added = 0, changed = 0;
+    for (std::size_t j = i, k = 0; j < a.size(); j += 2, ++k) {
+      const double score = scores[k];
+      const auto it = z->find(a[j + 1]);
+      if (it == z->entries.end()) {
+        if (xx) continue;
+        z->insert(score, a[j + 1]);
+        ++added;
+        continue;
+      }
+      if (nx || (gt && score <= it->first) || (lt && score >= it->first) || score == it->first) continue;
+      z->entries.erase(it);
+      z->insert(score, a[j + 1]);
+      ++changed;
+    }
+    return integer(ch ? added + changed : added);
+  }
+
+  // ZRANGE key start stop [REV] [WITHSCORES]: by rank (negative from the
+  // end), scores as bulk strings after their members. BYSCORE, BYLEX and
+  // LIMIT are not modelled.
+  Reply zrange(Args a) {
+    bool rev = false, with_scores = false;
+    for (std::size_t i = 4; i < a.size(); ++i) {
+      if (iequals(a[i], "rev"))
+        rev = true;
+      else if (iequals(a[i], "withscores"))
+        with_scores = true;
+      else if (iequals(a[i], "byscore") || iequals(a[i], "bylex") || iequals(a[i], "limit"))
+        return error("ERR the simulated master does not model ZRANGE BYSCORE, BYLEX or LIMIT");
+      else
+        return error(syntax_error);
+    }
+    long long start = 0, stop = 0;
+    if (!parse_ll(a[2], start) || !parse_ll(a[3], stop)) return error(not_integer);
+    Reply failed;
+    const ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    Reply r;
+    r.type = Reply::Type::array;
+    const long long len = z == nullptr ? 0 : static_cast<long long>(z->entries.size());
+    if (start < 0) start = std::max(start + len, 0LL);
+    if (stop < 0) stop += len;
+    if (stop >= len) stop = len - 1;
+    for (long long rank = start; rank <= stop; ++rank) {
+      const auto& [score, member] = z->entries[static_cast<std::size_t>(rev ? len - 1 - rank : rank)];
+      r.elements.push_back(bulk(member));
+      if (with_scores) r.elements.push_back(bulk(format_score(score)));
+    }
+    return r;
+  }
+
+  // ZREM key member [member …] → how many were there; an emptied set's key
+  // is gone, as in Redis.
+  Reply zrem(Args a) {
+    Reply failed;
+    ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    if (z == nullptr) return integer(0);
+    long long removed = 0;
+    for (std::size_t i = 2; i < a.size(); ++i) {
+      if (const auto it = z->find(a[i]); it != z->entries.end()) {
+        z->entries.erase(it);
+        ++removed;
+      }
+    }
+    if (z->entries.empty()) keys.erase(keys.find(a[1]));
+    return integer(removed);
+  }
+
+  Reply zcard(Args a) {
+    Reply failed;
+    const ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    return integer(z == nullptr ? 0 : static_cast<long long>(z->entries.size()));
+  }
+
+  // ZRANK key member → its rank from 0, nil when absent (Redis 7.0: no
+  // WITHSCORE).
+  Reply zrank(Args a) {
+    Reply failed;
+    ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    if (z == nullptr) return Reply{};
+    const auto it = z->find(a[2]);
+    return it == z->entries.end() ? Reply{} : integer(it - z->entries.begin());
+  }
+
+  Reply zscore(Args a) {
+    Reply failed;
+    ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    if (z == nullptr) return Reply{};
+    const auto it = z->find(a[2]);
+    return it == z->entries.end() ? Reply{} : bulk(format_score(it->first));
   }
 
   Reply time(Args) {
@@ -835,6 +1040,12 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
       {"exists", -2, false, &Impl::exists},
       {"incr", 2, false, &Impl::incr},
       {"flushall", -1, false, &Impl::flushall},
+      {"zadd", -4, false, &Impl::zadd},
+      {"zrange", -4, false, &Impl::zrange},
+      {"zrem", -3, false, &Impl::zrem},
+      {"zcard", 2, false, &Impl::zcard},
+      {"zrank", 3, false, &Impl::zrank},
+      {"zscore", 3, false, &Impl::zscore},
   };
   char lower[16];
   if (name.size() > sizeof lower) return nullptr;
@@ -893,7 +1104,17 @@ std::vector<std::pair<std::string, std::string>> Master::keys() {
   impl_->purge_expired();
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(impl_->keys.size());
-  for (const auto& [key, value] : impl_->keys) out.emplace_back(key, value.data);
+  for (auto& [key, value] : impl_->keys) {
+    if (const std::string* text = value.string()) {
+      out.emplace_back(key, *text);
+      continue;
+    }
+    std::string members = "zset{";  // e.g. zset{a:1,b:2}, in order
+    for (const auto& [score, member] : value.zset()->entries) {
+      members += (members.size() > 5 ? "," : "") + member + ":" + format_score(score);
+    }
+    out.emplace_back(key, members + "}");
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

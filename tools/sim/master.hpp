@@ -15,7 +15,12 @@
 //     true uptime, which is the side the client must guard against;
 //   - one keyspace: SELECT checks the index and answers OK, but every db
 //     is the same (execute() has no connection to keep a db on);
-//   - no pub/sub server: PUBLISH goes to the on_publish hook.
+//   - no pub/sub server: PUBLISH goes to the on_publish hook;
+//   - two types: strings and sorted sets (the fair scripts' queues:
+//     ZADD NX|XX|GT|LT|CH, ZRANGE by rank with REV / WITHSCORES, ZREM,
+//     ZCARD, ZRANK, ZSCORE). A command on a key of the other type answers
+//     WRONGTYPE; SET replaces a key of either type; DEL, EXISTS, PTTL,
+//     PEXPIRE, expiry, FLUSHALL and data loss treat both alike.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +71,7 @@ class Master {
   // every failure is an error reply, nothing throws but std::bad_alloc.
   // Commands: PING AUTH SELECT SCRIPT(LOAD|FLUSH|EXISTS) EVAL EVALSHA GET
   // SET(NX|XX|GET|KEEPTTL|EX|PX|EXAT|PXAT) DEL EXISTS PEXPIRE(NX|XX|GT|LT)
-  // PTTL INCR TIME FLUSHALL PUBLISH INFO.
+  // PTTL INCR TIME FLUSHALL PUBLISH INFO ZADD ZRANGE ZREM ZCARD ZRANK ZSCORE.
   Reply execute(const std::vector<std::string>& argv);
   // execute_view is execute without owning the arguments (no allocation
   // for them); they need only live for the call.
@@ -93,7 +98,8 @@ class Master {
 
   const std::string& run_id() const;
   std::size_t key_count();  // live (unexpired) keys
-  // keys: every live key and its value, sorted by key (for leak checks).
+  // keys: every live key and its value, sorted by key (for leak checks);
+  // a sorted set's value reads zset{member:score,…} in its order.
   std::vector<std::pair<std::string, std::string>> keys();
   // pttl: a live key's remaining ms on this master's clock, -1 without
   // expiry, -2 when missing (PTTL without a command).

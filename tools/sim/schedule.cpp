@@ -9,7 +9,10 @@
 //                              its hold and releases)
 //   tail                       liveness: every client takes every resource
 //                              (wait bounded) and releases it
+//   (fair) order               waiters that come one after another behind a
+//                              long hold are granted in arrival order
 //   + 100 ms                   leak check: no lock key left on any master
+//   (fair) + the waits' end    no queue or turn key left on any master
 // Then the history is judged: mutual exclusion on true time, fence order.
 #include "schedule.hpp"
 
@@ -64,6 +67,8 @@ Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max
 
 // is_lock_key: a lock key of any resource (src/keys.hpp: "…}:lock").
 bool is_lock_key(std::string_view key) { return key.ends_with("}:lock"); }
+// is_fair_key: a fair acquire's queue or turn key (src/keys.hpp).
+bool is_fair_key(std::string_view key) { return key.ends_with("}:queue") || key.ends_with("}:turn"); }
 
 std::string fmt_time(Nanos t) {
   char buf[32];
@@ -127,6 +132,12 @@ struct Actor {
   std::size_t tail_pos = 0;
   bool tail_gave_way = false;  // the quiet tail: gave up its short wait on tail_pos (gives_way)
   bool tail_finished = false;
+  bool fair = false;  // fair workload: the running acquire is fair
+  // fair workload, the order check: this actor's place in the arrival
+  // order (0 first), or -1 for the holder the others queue behind; `dead`:
+  // its client stops (as if it crashed) once it has queued.
+  int order_pos = -1;
+  bool order_dead = false;
 };
 
 // SimClient — one client process: its runtime, its masters, its engine,
@@ -208,6 +219,13 @@ class Schedule {
   void crowd_think(Actor& a);
   void crowd_tail(Actor& a, bool give_up);
   static bool gives_way(const Actor& a);
+  bool uses_actors() const { return workload_ == Workload::crowd || workload_ == Workload::fair; }
+  void fair_next(Actor& a);
+  void note_fair(const AcquireOptions& ao);
+  bool start_order_check();
+  void order_acquire(Actor& a, const AcquireOptions& ao, std::function<void(Result<Lock>)> done);
+  void order_hold(Actor& a, Lock lock);
+  void order_acquired(Actor& a, Result<Lock> r);
 
   // Faults.
   void plan_faults();
@@ -219,6 +237,7 @@ class Schedule {
   // Checks.
   void given_expires(const Actor& a);
   void check_leaks();
+  void check_fair_keys();
   void check_holds();
   void violation(std::string kind, std::string what, Nanos at, std::vector<std::string> tokens = {});
   void count_batch(const ExecutedCommand& c, const std::string& sha);
@@ -239,6 +258,12 @@ class Schedule {
   // crowd: values the actors gave, and the true time by which every key
   // that their acquire set is gone (given_expires).
   std::map<std::string, Nanos> given_until_;
+  // fair: the true time by which every fair acquire's wait and TTL are over
+  // (so its queue and turn keys are gone); the order check's progress.
+  Nanos fair_until_ = 0;
+  std::vector<int> order_granted_;  // order_pos of each live waiter's grant, in grant order
+  std::size_t order_waiters_ = 0, order_done_ = 0;  // live waiters, and those back
+  std::vector<SimClient*> order_crashed_;           // the dead waiters' clients, stopped
   std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
@@ -277,12 +302,11 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
     clients_.back()->proc.steady().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
   const bool sets = workload_ == Workload::multi || workload_ == Workload::leases;
-  // crowd: few resources, so that a client's waiters meet on one. (Drawn
-  // only here, like the actors below: the other workloads' plans stay.)
-  const std::size_t n_resources =
-      sets ? 3 + plan_.below(2) : workload_ == Workload::crowd ? 1 + plan_.below(2) : 1 + plan_.below(3);
+  // crowd, fair: few resources, so that a client's waiters meet on one.
+  // (Drawn only here, like the actors below: the other workloads' plans stay.)
+  const std::size_t n_resources = sets ? 3 + plan_.below(2) : uses_actors() ? 1 + plan_.below(2) : 1 + plan_.below(3);
   for (std::size_t r = 0; r < n_resources; ++r) resources_.push_back("r" + std::to_string(r));
-  if (workload_ == Workload::crowd) {
+  if (uses_actors()) {
     for (auto& c : clients_) {
       const std::size_t n = 2 + plan_.below(3);
       for (std::size_t i = 0; i < n; ++i) c->actors.push_back(std::make_unique<Actor>(*c, c->rt, i));
@@ -843,6 +867,7 @@ void Schedule::crowd_next(Actor& a) {
     c.idle = std::all_of(c.actors.begin(), c.actors.end(), [](const auto& other) { return other->idle; });
     return;
   }
+  if (workload_ == Workload::fair) return fair_next(a);
   Rng& r = world_.rng();
   AcquireOptions ao;
   ao.ttl = milliseconds{r.between(100, 600)};
@@ -858,17 +883,52 @@ void Schedule::crowd_next(Actor& a) {
   crowd_acquire(a, resources_[r.below(resources_.size())], std::move(ao), false);
 }
 
+// fair_next: the actor's next acquire in the fair workload — mostly fair
+// ones with a long wait (they queue on the masters), some with a short wait
+// that gives up in the queue (it must leave it), a try (wait 0), a few
+// cancelled while they wait, and one in ten not fair: it may take a free
+// lock ahead of the queue, and its release names nobody (the fair head
+// must still wake).
+void Schedule::fair_next(Actor& a) {
+  Rng& r = world_.rng();
+  AcquireOptions ao;
+  ao.ttl = milliseconds{r.between(100, 600)};
+  const double kind = r.unit();
+  ao.wait = milliseconds{kind < 0.1 ? 0 : kind < 0.35 ? r.between(1, 150) : r.between(300, 2500)};
+  ao.fair = !r.chance(0.1);
+  if (ao.wait.count() > 0 && r.chance(0.1)) {
+    a.cancel = std::stop_source();
+    ao.cancel = a.cancel.get_token();
+    a.after(ms(static_cast<double>(r.between(0, ao.wait.count()))), [&a] { a.cancel.request_stop(); });
+  }
+  crowd_acquire(a, resources_[r.below(resources_.size())], std::move(ao), false);
+}
+
+// note_fair: a fair acquire starts. Its queue and turn keys live at most
+// its wait plus its TTL from its last attempt (on a master's clock, within
+// the rate budget), and its last command reaches a master at the latest
+// late_max after the heal.
+void Schedule::note_fair(const AcquireOptions& ao) {
+  ++result_.fair_acquires;
+  const Nanos sent_by = std::max(world_.now(), opt_.fault_phase) + net_->config().late_max;
+  const double life = static_cast<double>(ao.wait.count() + ao.ttl.count()) * (1 + 2 * rate_budget);
+  fair_until_ = std::max(fair_until_, sent_by + ms(life));
+}
+
 // crowd_acquire: one acquire of the actor's. It queues when its client's
 // line for the lock is not empty (what the acquire's first step reads;
 // Engine::line_busy is false while wake-ups are off).
 void Schedule::crowd_acquire(Actor& a, const std::string& resource, AcquireOptions ao, bool tail) {
   SimClient& c = a.c;
-  a.queued = ao.wait.count() > 0 && ao.token.empty() &&
+  // A fair acquire waits in the masters' queues, not in its client's line.
+  a.queued = ao.wait.count() > 0 && ao.token.empty() && !ao.fair &&
              c.engine->line_busy(detail::lock_key(c.config.options.prefix, resource));
   a.deadline = c.proc.steady_now() + ms(static_cast<double>(ao.wait.count()));
   a.given = ao.token;
   a.ttl = ao.ttl;
+  a.fair = ao.fair;
   if (a.queued) ++result_.queued;
+  if (ao.fair) note_fair(ao);
   c.engine->acquire(resource, std::move(ao),
                     [this, &a, resource, tail](Result<Lock> r) { crowd_acquired(a, resource, std::move(r), tail); });
   // A queued acquire sends nothing yet: a fault aimed inside a round waits
@@ -909,6 +969,7 @@ void Schedule::crowd_acquired(Actor& a, const std::string& resource, Result<Lock
               world_.now(), {r->token});
   }
   ++result_.grants;
+  if (a.fair) ++result_.fair_grants;
   Hold h;
   h.client = c.index;
   h.resource = resource;
@@ -954,7 +1015,153 @@ void Schedule::crowd_tail(Actor& a, bool give_up) {
   AcquireOptions ao;
   ao.ttl = max_ttl;
   ao.wait = gives_way(a) ? milliseconds{2} : milliseconds{tail_wait / ns_per_ms};
+  if (workload_ == Workload::fair) {
+    // Every waiter of the tail is fair. The one that gives way waits long
+    // enough to join the queues (two rounds) before it gives up and leaves.
+    ao.fair = true;
+    if (gives_way(a)) ao.wait = milliseconds{40};
+  }
   crowd_acquire(a, resources_[a.tail_pos], std::move(ao), true);
+}
+
+// The order check (fair workload), after the quiet tail: on the first
+// resource a holder takes the lock for a long hold; meanwhile the waiters
+// start one after another, each order_spacing after the one before
+// (enough for its two enqueue rounds and its subscription), so they
+// queue in that order; each is granted, holds 5 ms and releases. They must
+// be granted in arrival order, each within its wait. In half of the checks
+// one waiter whose client takes no other part is dead: its client stops
+// order_crash_after its start (it has queued) until the check is over, as
+// if it had crashed — a dead entry in every queue, which the next must
+// take out after the grace; the live ones keep their order.
+constexpr Nanos order_spacing = ms(120);
+constexpr Nanos order_crash_after = ms(100);
+constexpr std::size_t order_max_waiters = 5;
+constexpr milliseconds order_wait{5000};
+
+// start_order_check: false when there are too few actors (fewer than three).
+bool Schedule::start_order_check() {
+  std::vector<Actor*> pool;
+  for (auto& c : clients_) {
+    for (auto& a : c->actors) pool.push_back(a.get());
+  }
+  if (pool.size() < 3) return false;
+  Rng& r = world_.rng();
+  for (std::size_t i = pool.size() - 1; i > 0; --i) std::swap(pool[i], pool[r.below(i + 1)]);
+  const std::size_t n = std::min(pool.size() - 1, order_max_waiters);
+  Actor& holder = *pool[0];
+  std::vector<Actor*> waiters(pool.begin() + 1, pool.begin() + 1 + static_cast<std::ptrdiff_t>(n));
+  for (std::size_t i = 0; i < waiters.size(); ++i) waiters[i]->order_pos = static_cast<int>(i);
+  order_waiters_ = n;
+  if (n >= 2 && opt_.order_dead > 0 && r.chance(0.5)) {
+    std::vector<Actor*> alone;  // waiters whose client has no other part in the check
+    for (Actor* w : waiters) {
+      const auto others = std::count_if(pool.begin(), pool.begin() + 1 + static_cast<std::ptrdiff_t>(n),
+                                        [w](const Actor* x) { return &x->c == &w->c; });
+      if (others == 1) alone.push_back(w);
+    }
+    if (!alone.empty()) {
+      // ScheduleOptions::order_dead of them, one after another in the
+      // queue if nobody else's waiter stands between them.
+      const std::size_t k = std::min<std::size_t>(std::max(opt_.order_dead, 1), alone.size());
+      const std::size_t first = r.below(alone.size() - k + 1);
+      for (std::size_t i = first; i < first + k; ++i) {
+        alone[i]->order_dead = true;
+        --order_waiters_;
+      }
+    }
+  }
+  AcquireOptions ao;
+  ao.ttl = max_ttl;
+  ao.wait = milliseconds{tail_wait / ns_per_ms};
+  ao.fair = true;
+  world_.post(world_.now(), &holder.c.proc, [this, &holder, waiters, ao] {
+    order_acquire(holder, ao, [this, &holder, waiters](Result<Lock> r) {
+      if (!r) {
+        violation("liveness", "order check: the holder c" + std::to_string(holder.c.index) + " could not take free " +
+                                  resources_[0] + ": " + r.error().to_string(), world_.now());
+        order_done_ = order_waiters_;
+        return;
+      }
+      order_hold(holder, std::move(*r));
+      for (std::size_t i = 0; i < waiters.size(); ++i) {
+        Actor& w = *waiters[i];
+        const Nanos start = world_.now() + order_spacing * static_cast<Nanos>(i + 1);
+        world_.post(start, &w.c.proc, [this, &w] {
+          AcquireOptions wo;
+          wo.ttl = max_ttl;
+          wo.wait = order_wait;
+          wo.fair = true;
+          order_acquire(w, wo, [this, &w](Result<Lock> res) { order_acquired(w, std::move(res)); });
+        });
+        if (w.order_dead) {
+          world_.post(start + order_crash_after, nullptr, [this, &w] {
+            order_crashed_.push_back(&w.c);
+            w.c.proc.pause();
+          });
+        }
+      }
+      // The hold lasts until every waiter has queued, and a little more.
+      holder.after(order_spacing * static_cast<Nanos>(waiters.size() + 1), [this, &holder] {
+        crowd_release(holder, [] {});
+      });
+    });
+  });
+  return true;
+}
+
+// order_acquire: a fair acquire of the first resource for the order check.
+void Schedule::order_acquire(Actor& a, const AcquireOptions& ao, std::function<void(Result<Lock>)> done) {
+  a.deadline = a.c.proc.steady_now() + ms(static_cast<double>(ao.wait.count()));
+  a.fair = true;
+  note_fair(ao);
+  a.c.engine->acquire(resources_[0], ao, [this, done = std::move(done)](Result<Lock> r) {
+    result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+    done(std::move(r));
+  });
+}
+
+// order_hold: a grant of the order check, a checked hold like any other.
+void Schedule::order_hold(Actor& a, Lock lock) {
+  ++result_.grants;
+  ++result_.fair_grants;
+  Hold h;
+  h.client = a.c.index;
+  h.resource = lock.resource;
+  h.token = lock.token;
+  h.start = world_.now();
+  h.end_local = SimRuntime::from_time_point(lock.validity_deadline);
+  h.tail = true;
+  a.hold = holds_.size();
+  holds_.push_back(std::move(h));
+  a.lock = std::move(lock);
+}
+
+// order_acquired: a waiter of the order check is back; granted, it holds
+// 5 ms and releases (the next is named).
+void Schedule::order_acquired(Actor& a, Result<Lock> r) {
+  if (a.order_dead) {  // back after the check (its client resumed): a hold like any other, not ranked
+    if (!r) return;
+    order_hold(a, std::move(*r));
+    return a.after(ms(5), [this, &a] { crowd_release(a, [] {}); });
+  }
+  const std::string who = "c" + std::to_string(a.c.index) + " (actor " + std::to_string(a.index) + ", arrival " +
+                          std::to_string(a.order_pos) + ")";
+  if (!r) {
+    violation("liveness", "order check: " + who + " was not granted " + resources_[0] + " within its wait of " +
+                              std::to_string(order_wait.count()) + " ms: " + r.error().to_string(),
+              world_.now());
+    ++order_done_;
+    return;
+  }
+  if (a.c.proc.steady_now() >= a.deadline) {
+    violation("liveness", "order check: " + who + " took " + resources_[0] + " only when its wait ran out",
+              world_.now(), {r->token});
+  }
+  order_granted_.push_back(a.order_pos);
+  ++result_.order_checked;
+  order_hold(a, std::move(*r));
+  a.after(ms(5), [this, &a] { crowd_release(a, [this] { ++order_done_; }); });
 }
 
 // gives_way: the tail's next acquire of the actor is a short one that gives
@@ -986,6 +1193,21 @@ void Schedule::check_leaks() {
                 "m" + std::to_string(m) + " still holds " + key + " = " + value + " (PTTL " +
                     std::to_string(net_->master(m).master().pttl(key)) + " ms) after every client released and quiesced",
                 world_.now(), {value});
+    }
+  }
+}
+
+// check_fair_keys: once every fair wait has ended and its TTL run out, no
+// master keeps a queue (waiters that died or gave up without being heard
+// must not keep it alive) or a turn key.
+void Schedule::check_fair_keys() {
+  for (std::size_t m = 0; m < net_->size(); ++m) {
+    for (const auto& [key, value] : net_->master(m).master().keys()) {
+      if (!is_fair_key(key)) continue;
+      violation("leak",
+                "m" + std::to_string(m) + " still holds " + key + " = " + value + " (PTTL " +
+                    std::to_string(net_->master(m).master().pttl(key)) + " ms) after every fair wait and its TTL ended",
+                world_.now());
     }
   }
 }
@@ -1105,11 +1327,39 @@ ScheduleResult Schedule::run() {
   if (tail_done_ < loops) {
     violation("liveness",
               "the quiet tail did not finish (" + std::to_string(loops - tail_done_) +
-                  (workload_ == Workload::crowd ? " actors" : " clients") + " still at it)",
+                  (uses_actors() ? " actors" : " clients") + " still at it)",
               world_.now());
+  }
+  if (workload_ == Workload::fair && tail_done_ == loops && start_order_check()) {
+    const Nanos order_end = world_.now() + tail_wait + order_spacing * static_cast<Nanos>(order_waiters_ + 1) +
+                            ms(static_cast<double>(order_wait.count())) + ms(1000);
+    while (order_done_ < order_waiters_ && world_.now() < order_end) world_.run_until(world_.now() + ms(10));
+    if (order_done_ < order_waiters_) {
+      violation("liveness", "order check: " + std::to_string(order_waiters_ - order_done_) + " of " +
+                                std::to_string(order_waiters_) + " waiters still at it", world_.now());
+    }
+    // The dead waiter (if any) came back only now: it must not have been
+    // granted ahead of the others. The live ones keep their arrival order.
+    for (SimClient* c : order_crashed_) c->proc.resume();
+    for (std::size_t i = 0; i + 1 < order_granted_.size(); ++i) {
+      if (order_granted_[i] < order_granted_[i + 1]) continue;
+      std::string got;
+      for (const int pos : order_granted_) got += (got.empty() ? "" : " ") + std::to_string(pos);
+      violation("order",
+                "order check on " + resources_[0] + ": " + std::to_string(order_waiters_) +
+                    " fair waiters that came one after another (" + std::to_string(order_spacing / ns_per_ms) +
+                    " ms apart) were granted in the order " + got + ", not in arrival order",
+                world_.now());
+      break;
+    }
   }
   world_.run_until(world_.now() + ms(100));
   check_leaks();
+  if (workload_ == Workload::fair) {
+    // Every fair wait and its TTL are over: no queue or turn key may stay.
+    world_.run_until(std::max(world_.now(), fair_until_ + ms(100)));
+    check_fair_keys();
+  }
 
   // Shut down so that nothing is left in flight (every operation completes).
   std::size_t closed = 0;
@@ -1141,13 +1391,14 @@ const char* workload_name(Workload w) {
     case Workload::all: return "all";
     case Workload::leases: return "leases";
     case Workload::crowd: return "crowd";
+    case Workload::fair: return "fair";
   }
   return "?";
 }
 
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
-                           Workload::leases, Workload::crowd}) {
+                           Workload::leases, Workload::crowd, Workload::fair}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

@@ -27,7 +27,14 @@ namespace redlock::sim {
 //   crowd   2–4 waiters per client side by side on 1–2 resources, so that a
 //           client's waiters for one lock wait in line (docs/design.md, "A
 //           crowd in one client waits in line"). Not in `all` either.
-enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd };
+//   fair    2–4 actors per client on 1–2 resources doing fair acquires
+//           (AcquireOptions::fair: the masters' queues, docs/design.md,
+//           "Fair order"): long waits, short ones that give up in the
+//           queue, cancelled ones, a few that are not fair. The quiet tail
+//           also checks the ORDER of waiters that came one after another,
+//           and that no queue or turn key outlives the waits. Not in `all`
+//           (its seeds keep their schedules).
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair };
 
 const char* workload_name(Workload w);
 bool parse_workload(const std::string& text, Workload& out);
@@ -41,6 +48,10 @@ struct ScheduleOptions {
   bool record = false;          // keep a trace for printing (slower)
   bool trace_commands = false;  // the printed trace shows every command
   Nanos fault_phase = ms(4000);
+  // fair: in half of the order checks, up to this many waiters die once
+  // they have queued (each alone on its client; one after another in the
+  // queue when nobody else's waiter stands between them). 0: none.
+  int order_dead = 2;
   // only_faults: when set, only the planned faults with these indices
   // (#k in the trace) happen. The plan is still drawn in full, so the rest
   // of the schedule keeps its place in the random streams (shrinking).
@@ -50,7 +61,7 @@ struct ScheduleOptions {
 
 // Violation — one thing the checker refused.
 struct Violation {
-  std::string kind;  // mutual_exclusion, fence_order, leak, liveness
+  std::string kind;  // mutual_exclusion, fence_order, leak, liveness, order
   std::string what;
   Nanos at = 0;                     // true time it shows
   std::vector<std::string> tokens;  // the holders' values, for the trace
@@ -77,6 +88,11 @@ struct ScheduleResult {
   // before their wait ran out (the line moved on to them).
   std::uint64_t queued = 0;
   std::uint64_t queued_won = 0;
+  // fair: fair acquires started and granted (all phases), and the waiters
+  // whose grant order the quiet tail checked (0 when it could not run).
+  std::uint64_t fair_acquires = 0;
+  std::uint64_t fair_grants = 0;
+  std::uint64_t order_checked = 0;
   std::uint64_t trace_hash = 0;
   std::size_t faults_planned = 0;
   std::vector<Violation> violations;

@@ -98,10 +98,15 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "run for this long (wall clock)")->check(CLI::PositiveNumber);
   app.add_option("--workload", workload,
                  "plain, fenced, multi, lease, all (one of the four per schedule), leases (several leases per "
-                 "client, batched extensions) or crowd (several waiters per client: wait lines)")
-      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd"}))
+                 "client, batched extensions), crowd (several waiters per client: wait lines) or fair (fair "
+                 "acquires: the masters' queues, and their order in the quiet tail)")
+      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
+  app.add_option("--order-dead", opt.order_dead,
+                 "fair workload: in half of the quiet tail's order checks, up to this many queued waiters die")
+      ->check(CLI::Range(0, 4))
+      ->capture_default_str();
   app.add_flag("--beyond", opt.beyond, "also faults outside the stated assumptions (must show violations)");
   app.add_flag("--first", first, "stop at the first schedule with a violation");
   app.add_flag("--verbose", verbose, "one line per schedule");
@@ -149,6 +154,7 @@ int main(int argc, char** argv) {
   std::string replay_flags = std::string(" --workload ") + workload_name(opt.workload);
   if (clients > 0) replay_flags += " --clients " + std::to_string(clients);
   if (opt.beyond) replay_flags += " --beyond";
+  if (opt.order_dead != 2) replay_flags += " --order-dead " + std::to_string(opt.order_dead);
   if (!sabotage.empty()) replay_flags += " --sabotage " + sabotage;
   const std::string faults_flag = opt.restrict_faults ? " --faults '" + join(opt.only_faults) + "'" : "";
 
@@ -156,6 +162,7 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); };
   std::uint64_t done = 0, rounds = 0, violations = 0, commands = 0, wakes = 0, first_seed = 0, reported = 0;
   std::uint64_t batches = 0, batch_keys = 0, batches_mixed = 0, queued = 0, queued_won = 0;
+  std::uint64_t fair_acquires = 0, fair_grants = 0, order_checked = 0, order_schedules = 0;
   double first_at = -1, last_progress = 0;
   for (std::uint64_t i = 0; schedules == 0 || i < schedules; ++i) {
     if (seconds > 0 && elapsed() >= seconds) break;
@@ -170,6 +177,10 @@ int main(int argc, char** argv) {
     batches_mixed += r.extend_batches_mixed;
     queued += r.queued;
     queued_won += r.queued_won;
+    fair_acquires += r.fair_acquires;
+    fair_grants += r.fair_grants;
+    order_checked += r.order_checked;
+    order_schedules += r.order_checked > 0;
     if (verbose) {
       std::string counts;
       if (r.workload == Workload::leases) {
@@ -179,6 +190,10 @@ int main(int argc, char** argv) {
       if (r.workload == Workload::crowd) {
         counts = ", " + std::to_string(r.queued) + " acquires queued in line (" + std::to_string(r.queued_won) +
                  " granted in turn)";
+      }
+      if (r.workload == Workload::fair) {
+        counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
+                 " granted), " + std::to_string(r.order_checked) + " waiters in the order check";
       }
       std::fprintf(stderr, "seed %" PRIu64 ": %s, %zu masters, %zu clients, %" PRIu64 " rounds, %" PRIu64
                    " grants, %zu faults, %s%s, %zu violations, trace %016" PRIx64 "\n",
@@ -231,6 +246,13 @@ int main(int argc, char** argv) {
   // formed), and how many of them the line moved on to.
   if (opt.workload == Workload::crowd) {
     counts_json = ",\"queued\":" + std::to_string(queued) + ",\"queued_won\":" + std::to_string(queued_won);
+  }
+  // fair: fair acquires and grants; waiters (and schedules) whose grant
+  // order the quiet tail checked.
+  if (opt.workload == Workload::fair) {
+    counts_json = ",\"fair_acquires\":" + std::to_string(fair_acquires) + ",\"fair_grants\":" +
+                  std::to_string(fair_grants) + ",\"order_checked\":" + std::to_string(order_checked) +
+                  ",\"order_schedules\":" + std::to_string(order_schedules);
   }
   std::printf("{\"schedules\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"rounds_per_s\":%.0f,\"violations\":%" PRIu64
               ",\"first_violation_seed\":%s,\"seconds_to_first_violation\":%s,\"seconds\":%.3f,"

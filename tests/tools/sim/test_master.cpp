@@ -419,6 +419,180 @@ TEST_CASE("DEL, PEXPIRE, INCR, TIME, PING, AUTH, SELECT") {
   CHECK(is_error_starting(sim.cmd({"SELECT", "16"}), "ERR DB index is out of range"));
 }
 
+TEST_CASE("sorted sets: ZADD, ZRANGE, ZREM, ZCARD, ZRANK, ZSCORE as Redis 7 answers them") {
+  Sim sim;
+  CHECK(sim.cmd({"ZCARD", "q"}) == I(0));
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "-1"}) == A({}));
+  CHECK(sim.cmd({"ZRANK", "q", "a"}) == nil);
+  CHECK(sim.cmd({"ZSCORE", "q", "a"}) == nil);
+  CHECK(sim.cmd({"ZREM", "q", "a"}) == I(0));
+  CHECK(sim.cmd({"ZADD", "q", "XX", "1", "a"}) == I(0));  // XX on nothing makes no key
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));
+
+  CHECK(sim.cmd({"ZADD", "q", "3", "c", "1", "b", "3", "a"}) == I(3));
+  // By score, then member bytewise (a before c at 3; "\xff" after ASCII).
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "-1"}) == A({B("b"), B("a"), B("c")}));
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "-1", "WITHSCORES"}) == A({B("b"), B("1"), B("a"), B("3"), B("c"), B("3")}));
+  CHECK(sim.cmd({"ZRANGE", "q", "-1", "-1", "WITHSCORES"}) == A({B("c"), B("3")}));
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "0"}) == A({B("b")}));
+  CHECK(sim.cmd({"ZRANGE", "q", "-100", "1"}) == A({B("b"), B("a")}));
+  CHECK(sim.cmd({"ZRANGE", "q", "2", "100"}) == A({B("c")}));
+  CHECK(sim.cmd({"ZRANGE", "q", "3", "5"}) == A({}));
+  CHECK(sim.cmd({"ZRANGE", "q", "2", "1"}) == A({}));
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "1", "REV"}) == A({B("c"), B("a")}));
+  CHECK(sim.cmd({"ZCARD", "q"}) == I(3));
+  CHECK(sim.cmd({"ZRANK", "q", "a"}) == I(1));
+  CHECK(sim.cmd({"ZRANK", "q", "zz"}) == nil);
+  CHECK(sim.cmd({"ZSCORE", "q", "c"}) == B("3"));
+
+  // NX keeps a member's score; without it the score moves; CH counts changes.
+  CHECK(sim.cmd({"ZADD", "q", "NX", "0", "c", "2", "d"}) == I(1));
+  CHECK(sim.cmd({"ZSCORE", "q", "c"}) == B("3"));
+  CHECK(sim.cmd({"ZADD", "q", "0", "c"}) == I(0));
+  CHECK(sim.cmd({"ZRANK", "q", "c"}) == I(0));
+  CHECK(sim.cmd({"ZADD", "q", "CH", "0", "c", "9", "d", "2.5", "e"}) == I(2));
+  CHECK(sim.cmd({"ZADD", "q", "GT", "CH", "1", "d", "10", "e"}) == I(1));
+  CHECK(sim.cmd({"ZSCORE", "q", "d"}) == B("9"));
+  CHECK(sim.cmd({"ZADD", "q", "2.5", "f", "-inf", "g"}) == I(2));
+  CHECK(sim.cmd({"ZSCORE", "q", "f"}) == B("2.5"));
+  CHECK(sim.cmd({"ZSCORE", "q", "g"}) == B("-inf"));
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "-1"}) == A({B("g"), B("c"), B("b"), B("f"), B("a"), B("d"), B("e")}));
+
+  CHECK(sim.cmd({"ZREM", "q", "a", "zz", "b"}) == I(2));
+  CHECK(sim.cmd({"ZCARD", "q"}) == I(5));
+  CHECK(sim.cmd({"ZREM", "q", "c", "d", "e", "f", "g"}) == I(5));
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));  // an emptied set's key is gone
+
+  // Bad arguments, as Redis answers them.
+  CHECK(sim.cmd({"ZADD", "q", "x", "a"}) == E("ERR value is not a valid float"));
+  CHECK(sim.cmd({"ZADD", "q", "nan", "a"}) == E("ERR value is not a valid float"));
+  CHECK(sim.cmd({"ZADD", "q", " 1", "a"}) == E("ERR value is not a valid float"));
+  CHECK(sim.cmd({"ZADD", "q", "1", "a", "2"}) == E("ERR syntax error"));
+  CHECK(sim.cmd({"ZADD", "q", "NX"}) == E("ERR wrong number of arguments for 'zadd' command"));
+  CHECK(sim.cmd({"ZADD", "q", "NX", "XX", "1", "a"}) == E("ERR XX and NX options at the same time are not compatible"));
+  CHECK(is_error_starting(sim.cmd({"ZADD", "q", "NX", "GT", "1", "a"}), "ERR GT, LT, and/or NX"));
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));  // nothing was made by a refused ZADD
+  CHECK(sim.cmd({"ZRANGE", "q", "a", "1"}) == E("ERR value is not an integer or out of range"));
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "1", "BOGUS"}) == E("ERR syntax error"));
+  CHECK(sim.cmd({"ZRANK", "q"}) == E("ERR wrong number of arguments for 'zrank' command"));
+}
+
+TEST_CASE("sorted sets: typed keys (WRONGTYPE), expiry, PTTL, PEXPIRE, DEL, FLUSHALL, restart, keys()") {
+  Sim sim;
+  REQUIRE(sim.cmd({"ZADD", "q", "1", "a"}) == I(1));
+  REQUIRE(sim.cmd({"SET", "s", "v"}) == S("OK"));
+  const Reply wrong = E("WRONGTYPE Operation against a key holding the wrong kind of value");
+  CHECK(sim.cmd({"GET", "q"}) == wrong);
+  CHECK(sim.cmd({"INCR", "q"}) == wrong);
+  CHECK(sim.cmd({"SET", "q", "x", "GET"}) == wrong);
+  CHECK(sim.cmd({"ZCARD", "q"}) == I(1));  // SET … GET refused: the set stays
+  for (const std::vector<std::string>& z : std::vector<std::vector<std::string>>{{"ZADD", "s", "1", "a"},
+                                                                                 {"ZRANGE", "s", "0", "-1"},
+                                                                                 {"ZREM", "s", "a"},
+                                                                                 {"ZCARD", "s"},
+                                                                                 {"ZRANK", "s", "a"},
+                                                                                 {"ZSCORE", "s", "a"}}) {
+    CHECK_MESSAGE(sim.cmd(z) == wrong, z[0]);
+  }
+  CHECK(sim.cmd({"GET", "s"}) == B("v"));
+
+  // PEXPIRE / PTTL / expiry on the master's clock, as for strings.
+  CHECK(sim.cmd({"PTTL", "q"}) == I(-1));
+  CHECK(sim.cmd({"PEXPIRE", "q", "100"}) == I(1));
+  CHECK(sim.cmd({"ZADD", "q", "2", "b"}) == I(1));  // ZADD keeps the TTL
+  CHECK(sim.cmd({"PTTL", "q"}) == I(100));
+  CHECK(sim.master.pttl("q") == 100);
+  sim.now += 99;
+  CHECK(sim.cmd({"ZCARD", "q"}) == I(2));
+  sim.now += 1;
+  CHECK(sim.cmd({"ZCARD", "q"}) == I(0));
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));
+  CHECK(sim.cmd({"ZADD", "q", "1", "a"}) == I(1));  // a new set, without the old TTL
+  CHECK(sim.cmd({"PTTL", "q"}) == I(-1));
+
+  // keys() shows a set's members in order; EXISTS / DEL count it.
+  REQUIRE(sim.cmd({"ZADD", "q", "0", "z"}) == I(1));
+  CHECK(sim.master.keys() == std::vector<std::pair<std::string, std::string>>{{"q", "zset{z:0,a:1}"}, {"s", "v"}});
+  CHECK(sim.cmd({"EXISTS", "q", "s"}) == I(2));
+  CHECK(sim.cmd({"SET", "q", "str"}) == S("OK"));  // SET replaces a set
+  CHECK(sim.cmd({"GET", "q"}) == B("str"));
+  CHECK(sim.cmd({"ZADD", "q2", "1", "a"}) == I(1));
+  CHECK(sim.cmd({"DEL", "q", "q2"}) == I(2));
+  CHECK(sim.master.key_count() == 1);
+
+  REQUIRE(sim.cmd({"ZADD", "q", "1", "a"}) == I(1));
+  sim.master.restart(true);
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "-1"}) == A({B("a")}));
+  sim.master.restart(false);
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));
+  REQUIRE(sim.cmd({"ZADD", "q", "1", "a"}) == I(1));
+  CHECK(sim.cmd({"FLUSHALL"}) == S("OK"));
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));
+}
+
+TEST_CASE("fair scripts: two waiters queue in ticket order; the release names them; the leave names the next") {
+  Sim sim;
+  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock);
+  const auto fair_acquire = [&](const std::string& value, const std::string& waiter, const std::string& ticket) {
+    // ttl 1000, grace 250, the queue's life 5000
+    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn}, {value, "1000", waiter, ticket, "250", "5000"});
+  };
+  // Free, nobody queued: the first round takes it at once.
+  CHECK(fair_acquire("Qh1", "h", "0") == A({I(1), I(0), I(-2), I(0)}));
+  // Held: a waiter's first round joins at one above the last queued (1: nobody).
+  CHECK(fair_acquire("Qa1", "a", "0") == A({I(0), I(1), I(1000), I(0)}));
+  CHECK(fair_acquire("Qa2", "a", "1") == A({I(0), I(1), I(1000), I(0)}));  // again at its ticket: no change
+  CHECK(fair_acquire("Qb1", "b", "0") == A({I(0), I(2), I(1000), I(1)}));
+  CHECK(fair_acquire("Qb2", "b", "2") == A({I(0), I(2), I(1000), I(1)}));
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1", "WITHSCORES"}) == A({B("a"), B("1"), B("b"), B("2")}));
+  CHECK(sim.cmd({"PTTL", queue}) == I(5000));  // the queue lives as long as the longest wait in it
+  // A third joins behind, and gives up: it leaves (the lock is held: nobody is named).
+  CHECK(fair_acquire("Qc1", "c", "0") == A({I(0), I(3), I(1000), I(2)}));
+  const std::size_t published = sim.published.size();
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue}, {"c", channel}) == I(1));
+  CHECK(sim.published.size() == published);
+  // A later round at a ticket puts a waiter exactly there (where a first
+  // round put it lower, or it was lost), unless it is the head.
+  CHECK(fair_acquire("Qb3", "b", "4") == A({I(0), I(4), I(1000), I(1)}));
+  CHECK(sim.cmd({"ZSCORE", queue, "b"}) == B("4"));
+  CHECK(fair_acquire("Qb4", "b", "2") == A({I(0), I(2), I(1000), I(1)}));
+
+  // The holder's release names the next two.
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qh1", channel, "h"}) == I(1));
+  REQUIRE(sim.published.size() == published + 1);
+  CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn a b"});
+  // b is not the head: the free lock stays free, and the turn key starts a's grace.
+  CHECK(fair_acquire("Qb5", "b", "2") == A({I(0), I(2), I(-2), I(1)}));
+  CHECK(sim.cmd({"GET", turn}) == B("a " + std::to_string(sim.now + 250)));
+  CHECK(sim.cmd({"PTTL", turn}) == I(1000));  // 4 x grace: a later check still finds the turn
+  CHECK(sim.cmd({"EXISTS", lock}) == I(0));
+  // a comes within its grace and takes it, leaving the queue.
+  sim.now += 100;
+  CHECK(fair_acquire("Qa3", "a", "1") == A({I(1), I(1), I(-2), I(0)}));
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("b")}));
+
+  // a releases: b is named alone; b gives up instead: the leave names nobody (empty queue).
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qa3", channel, "a"}) == I(1));
+  CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn b -"});
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue}, {"b", channel}) == I(1));
+  CHECK(sim.cmd({"EXISTS", queue}) == I(0));
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue}, {"b", channel}) == I(0));
+
+  // A head that never comes loses its place after the grace.
+  CHECK(fair_acquire("Qx2", "x", "5") == A({I(1), I(5), I(-2), I(0)}));  // free, x at the head: taken
+  CHECK(fair_acquire("Qd2", "d", "6") == A({I(0), I(6), I(1000), I(0)}));
+  CHECK(fair_acquire("Qe2", "e", "7") == A({I(0), I(7), I(1000), I(1)}));
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qx2", channel, "x"}) == I(1));
+  CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn d e"});
+  CHECK(fair_acquire("Qe3", "e", "7") == A({I(0), I(7), I(-2), I(1)}));  // d's grace starts
+  sim.now += 250;
+  CHECK(fair_acquire("Qe4", "e", "7") == A({I(0), I(7), I(-2), I(1)}));  // not yet past it
+  sim.now += 1;
+  CHECK(fair_acquire("Qe5", "e", "7") == A({I(1), I(7), I(-2), I(0)}));  // d taken out: e's turn
+  CHECK(sim.cmd({"ZCARD", queue}) == I(0));
+  CHECK(sim.cmd({"GET", lock}) == B("Qe5"));
+}
+
 TEST_CASE("error replies: arity, unknown command, EVALSHA's numkeys") {
   Sim sim;
   CHECK(sim.cmd({"GET"}) == E("ERR wrong number of arguments for 'get' command"));
