@@ -191,12 +191,17 @@ void AcquireOperation::fair_wake(std::string_view message) {
 // waiters that cannot come (dead, paused: nobody takes the lock, nobody
 // releases) the first live one takes them out within a few graces, while a
 // queue that moves never lets the check fire. Waiters further back than
-// max_fair_spread rely on their safety net.
+// max_fair_spread sleep their longest safety net again: while the queue
+// moves they send nothing.
 void AcquireOperation::queue_moved() {
   if (rank_ > 2) --rank_;
-  if (rank_ < 2 || rank_ > max_fair_spread) return;
+  if (rank_ < 2) return;
   if (state_ != State::retry_wait && state_ != State::subscribe_wait) return;
-  arm(std::min<milliseconds>(options().fair_grace * rank_ + milliseconds{1}, wait_left(now())));
+  // The queue moves: whatever this waiter meant to check (a head that had
+  // not come yet) is moot; it sleeps by its new place.
+  const milliseconds wait = rank_ <= max_fair_spread ? options().fair_grace * rank_ + milliseconds{1}
+                                                     : options().wake_safety_net * max_fair_spread;
+  arm(std::min(wait, wait_left(now())));
 }
 
 void AcquireOperation::your_turn(bool took) {

@@ -317,6 +317,15 @@ inline constexpr std::string_view fair_acquire_script = R"lua(
 local lock, queue, turn, me = KEYS[1], KEYS[2], KEYS[3], ARGV[3]
 local ticket = tonumber(ARGV[4])
 local head, added
+-- not_taken: the reply of a waiter that stays queued; one that (re)joined
+-- pushes the queue's life to its own.
+local function not_taken(pttl, rank)
+  if added == 1 then
+    local life = tonumber(ARGV[6])
+    if redis.call('PTTL', queue) < life then redis.call('PEXPIRE', queue, life) end
+  end
+  return {0, ticket, pttl, rank or redis.call('ZRANK', queue, me)}
+end
 if ticket == 0 then
   local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
   if last[2] then
@@ -334,6 +343,13 @@ else
     added = redis.call('ZADD', queue, ticket, me)
     head = nil
   end
+end
+if head == me then
+  if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    redis.call('ZREM', queue, me)
+    return {1, ticket, -2, 0}
+  end
+  return not_taken(redis.call('PTTL', lock), 0)
 end
 local pttl = redis.call('PTTL', lock)
 if pttl == -2 then
@@ -358,11 +374,7 @@ if pttl == -2 then
     return {1, ticket, -2, 0}
   end
 end
-if added == 1 then
-  local life = tonumber(ARGV[6])
-  if redis.call('PTTL', queue) < life then redis.call('PEXPIRE', queue, life) end
-end
-return {0, ticket, pttl, redis.call('ZRANK', queue, me)}
+return not_taken(pttl)
 )lua";
 
 // fair_release: KEYS[1] lock key, KEYS[2] queue; ARGV[1] value, ARGV[2]
