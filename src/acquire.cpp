@@ -514,9 +514,13 @@ bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, millisec
   const Options& o = options();
   if (!o.wake_ups) return false;
   if (!watching_ && watch_all() == WatchState::unavailable) return false;
-  if (!listening_) {
+  if (!listening_ && !subscribe_waited_) {
     // Try again once the subscription is confirmed (a release from then on
-    // is heard), or after one node timeout at the latest.
+    // is heard), or after one node timeout at the latest — once: a
+    // subscription that no master confirms (pub/sub refused, subscribers
+    // down) leaves the waiter to its safety net, not to a poll every node
+    // timeout.
+    subscribe_waited_ = true;
     state_ = State::subscribe_wait;
     arm(std::min(o.node_timeout, left));
     return true;

@@ -200,6 +200,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool need_fix_ = false; // fair: the first round's masters proposed different tickets
   bool listening_ = false;      // the subscription is confirmed: a release from now on is heard
   bool sent_listening_ = false; // fair: it was already when the attempt in flight was sent
+  bool subscribe_waited_ = false; // fair: it waited for the subscription's confirmation once
   std::size_t turns_heard_ = 0; // fair: masters that named it the head since its last attempt began
   std::string last_turn_;       // fair: the last "turn …" message heard (one per release)
   // Inputs latched until the state can act on them.
