@@ -96,7 +96,7 @@ WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {
   }
   auto [it, fresh] = listeners_.try_emplace(channel);
   it->second.push_back(listener);
-  lingering_.erase(channel);
+  if (!lingering_.empty()) lingering_.erase(channel);
   if (fresh) {
     for (auto& s : subscribers_) s->subscribe(channel);
     return WatchState::pending;

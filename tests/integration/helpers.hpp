@@ -97,6 +97,15 @@ inline void no_polling(Options& o) {
   o.wake_safety_net = 60000ms;
 }
 
+// queued_everywhere: `n` waiters in the fair queue of `resource` on every
+// master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set).
+inline bool queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (group[i].command({"ZCARD", "redlock:{" + resource + "}:queue"}).integer != n) return false;
+  }
+  return true;
+}
+
 inline std::size_t count_outcome(const std::vector<NodeOutcome>& nodes, Outcome o) {
   std::size_t n = 0;
   for (const auto& node : nodes) n += node.outcome == o ? 1 : 0;

@@ -46,6 +46,11 @@ std::vector<std::string> run_args(const RedisGroup& g, std::vector<std::string> 
   return args;
 }
 
+// hold_until: a run's script that says "started" and holds until `go` exists.
+std::string hold_until(const fs::path& go) {
+  return "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done";
+}
+
 // The names on the masters (src/keys.hpp): {prefix}{{resource}}:lock and :released.
 std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
 std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }
@@ -250,8 +255,7 @@ TEST_CASE("run: a second run fails at once with the conflict code, or waits for 
   TempDir tmp;
   const auto go = tmp.path / "go";
   const auto marker = tmp.path / "second-ran";
-  Child first(cli_path(), run_args(g, {"--json"}, "shared",
-                                   "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  Child first(cli_path(), run_args(g, {"--json"}, "shared", hold_until(go)));
   REQUIRE(first.wait_for("started"));
 
   SUBCASE("--no-wait: the conflict code, and the command is not run") {
@@ -419,21 +423,12 @@ TEST_CASE("run: --fence exports an increasing REDLOCK_FENCE") {
   CHECK(line_after(r.out, "fence=") == "unset");
 }
 
-// queued_everywhere: `n` waiters in the fair queue of `resource` on every
-// master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set).
-bool queued_everywhere(RedisGroup& g, const std::string& resource, long long n) {
-  for (std::size_t i = 0; i < g.size(); ++i)
-    if (g[i].command({"ZCARD", "redlock:{" + resource + "}:queue"}).integer != n) return false;
-  return true;
-}
-
 TEST_CASE("run: --fair runs the waiting commands in the order their runs started, across processes") {
   RedisGroup g(5);
   TempDir tmp;
   const auto go = tmp.path / "go";
   const auto order = tmp.path / "order";
-  Child holder(cli_path(), run_args(g, {"--fair"}, "fair-run",
-                                    "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  Child holder(cli_path(), run_args(g, {"--fair"}, "fair-run", hold_until(go)));
   REQUIRE(holder.wait_for("started"));
   std::vector<std::unique_ptr<Child>> waiters;
   const std::vector<std::string> names{"w1", "w2", "w3", "w4"};
@@ -474,8 +469,7 @@ TEST_CASE("run: --fair behind two waiters killed in the queue, a live waiter sti
   RedisGroup g(5);
   TempDir tmp;
   const auto go = tmp.path / "go";
-  Child holder(cli_path(), run_args(g, {"--fair"}, "fair-dead",
-                                    "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  Child holder(cli_path(), run_args(g, {"--fair"}, "fair-dead", hold_until(go)));
   REQUIRE(holder.wait_for("started"));
   for (long long k = 1; k <= 2; ++k) {
     Child dead(cli_path(), run_args(g, {"--fair", "--wait", "60s"}, "fair-dead", "true"));

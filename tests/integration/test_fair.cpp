@@ -23,15 +23,7 @@ namespace {
 const std::string queue = "redlock:{fair}:queue";
 const std::string lock_key = "redlock:{fair}:lock";
 
-// queued: the waiters in the fair queue of master `i`.
-long long queued(RedisGroup& group, std::size_t i) { return group[i].command({"ZCARD", queue}).integer; }
-
-bool queued_everywhere(RedisGroup& group, long long n) {
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    if (queued(group, i) != n) return false;
-  }
-  return true;
-}
+bool queued_everywhere(RedisGroup& group, long long n) { return redlock::test::queued_everywhere(group, "fair", n); }
 
 }  // namespace
 
