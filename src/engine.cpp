@@ -211,23 +211,20 @@ TimerQueue& Engine::timers() {
   return *timers_;
 }
 
-Transport& Engine::lease_transport() {
+ExtendBatcher& Engine::batcher() {
   if (batcher_ == nullptr) {
-    batcher_ = std::make_unique<ExtendBatcher>(runtime_, transport_, options_.extend_batch_window,
-                                               options_.extend_batch_max);
+    batcher_ = std::make_unique<ExtendBatcher>(*this, options_.extend_batch_window, options_.extend_batch_max);
   }
   return *batcher_;
 }
 
-void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more,
-                    bool batched) {
+void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more) {
   const milliseconds new_ttl = ttl.count() == 0 ? (lock.ttl.count() == 0 ? options_.default_ttl : lock.ttl) : ttl;
   std::string problem = first_problem([&] { return check_resource(lock.resource); },
                                       [&] { return check_ttl(new_ttl, options_); },
                                       [&] { return check_token(lock.token); });
   LockKeys keys = keys_of(options_.prefix, lock.resource, more);
-  auto* op = new ExtendOperation(*this, std::move(keys), std::move(lock), new_ttl, std::move(done),
-                                 batched && more.empty());
+  auto* op = new ExtendOperation(*this, std::move(keys), std::move(lock), new_ttl, std::move(done));
   op->problem = std::move(problem);
   start(op);
 }

@@ -49,10 +49,9 @@ class Engine {
   // The Lock's resource is the first of them.
   void acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done);
   // `more`: the other resources of a multi-resource lock (sorted, after
-  // lock.resource / resource). `batched`: a lease watchdog's extension of
-  // one resource, sent through the batcher (src/extend_batch.hpp).
-  void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {},
-              bool batched = false);
+  // lock.resource / resource). A lease watchdog's extension of one
+  // resource goes through batcher() instead.
+  void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {});
   void release(std::string resource, std::string token, ReleaseCallback done,
                const std::vector<std::string>& more = {});
 
@@ -66,9 +65,9 @@ class Engine {
   bool closing() const noexcept { return closing_; }
   Runtime& runtime() noexcept { return runtime_; }
   Transport& transport() noexcept { return transport_; }
-  // lease_transport: the transport of the watchdogs' extensions — the
-  // batcher in front of transport() (made at the first use).
-  Transport& lease_transport();
+  // batcher: the watchdogs' extensions, many leases per round
+  // (src/extend_batch.hpp; made at the first use).
+  ExtendBatcher& batcher();
   // timers: the operations' and the watchdogs' timers, one array heap on
   // one runtime timer (src/timer_queue.hpp; made at the first use, kept
   // until the engine goes, with no runtime timer of its own while it has

@@ -4,180 +4,343 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine.hpp"
+#include "keys.hpp"
+#include "operation.hpp"
+#include "quorum.hpp"
 #include "sabotage.hpp"
+#include "telemetry.hpp"
+#include "timer_queue.hpp"
+#include "validity.hpp"
 
 namespace redlock::detail {
 
 namespace {
 
-void fail_one(const ExtendBatcher::Queued& q, std::string_view why) {
-  NodeEvent event;
-  event.kind = EventKind::failed;
-  event.text = why;
-  q.sink->on_node_event(q.slot, event);
-}
+using std::chrono::duration_cast;
 
-// Batch — one extend_batch call on one node: the sink of its events, which
-// it hands on to every call it carries; frees itself after the final one.
-class Batch final : public ReplySink {
+// ExtendRound — one round of up to `max` leases: one Call to every master,
+// each lease decided on its own tally. Frees itself once every lease got
+// its verdict and every master it was sent to gave its final event.
+class ExtendRound final : public ReplySink {
  public:
-  Batch(std::shared_ptr<const Call> call, std::vector<ExtendBatcher::Queued> members,
-        std::shared_ptr<ExtendBatcher::Flow> flow, std::size_t node)
-      : call_(std::move(call)), members_(std::move(members)), flow_(std::move(flow)), node_(node) {}
+  struct Member {
+    Extendee* lease;
+    TimePoint submitted;
+    std::uint8_t yes = 0;
+    bool decided = false;
+  };
 
-  const Call& call() const noexcept { return *call_; }
-
-  void on_node_event(std::size_t /*slot*/, const NodeEvent& event) override {
-    if (event.kind == EventKind::reply && event.reply.type != ReplyView::Type::error) {
-      split(event);
-    } else {
-      for (const ExtendBatcher::Queued& m : members_) m.sink->on_node_event(m.slot, event);
-    }
-    if (event.kind == EventKind::timeout) return;
-    // Final: the node has one batch fewer in flight (the batcher, if it
-    // still lives, sends what waits for that).
-    --flow_->in_flight[node_];
-    if (flow_->owner != nullptr) flow_->owner->batch_done(node_);
-    delete this;
+  ExtendRound(Engine& engine, std::shared_ptr<ExtendBatcher::Flow> flow, std::vector<Member> members)
+      : engine_(engine), flow_(std::move(flow)), members_(std::move(members)) {
+    nodes_.resize(engine_.transport().size());
+    deliver_ = engine_.timers().timer([this] { deliver(); });
   }
 
-  // refused: the inner transport did not take the call; every member fails.
-  void refused(std::string_view why) {
-    for (const ExtendBatcher::Queued& m : members_) fail_one(m, why);
-    delete this;
+  // launch sends the round to every master that can take one more (the
+  // others count as not sent); `closed`: the client closes, nothing is
+  // sent and every lease fails with Errc::closed.
+  void launch(bool closed) {
+    t1_ = engine_.runtime().now();
+    if (closed) {
+      closed_ = true;
+      launching_ = false;
+      for (Node& n : nodes_) n = Node{Outcome::error, "the client was closed", {}, {}, true, false};
+      answered_ = nodes_.size();
+      decide_all();
+      return maybe_free();
+    }
+    build_call();
+    Transport& transport = engine_.transport();
+    std::string why;
+    for (std::size_t node = 0; node < nodes_.size(); ++node) {
+      Node& n = nodes_[node];
+      if (flow_->in_flight[node] >= ExtendBatcher::batches_in_flight) {
+        n = Node{Outcome::error,
+                 "not sent: " + std::to_string(ExtendBatcher::batches_in_flight) +
+                     " extension batches already in flight to this master",
+                 {}, {}, true, false};
+        ++answered_;
+        continue;
+      }
+      why.clear();
+      if (transport.send(node, call_, this, node, why)) {
+        n.sent = true;
+        ++flow_->in_flight[node];
+      } else {
+        n = Node{Outcome::error, why, {}, {}, true, false};
+        ++answered_;
+      }
+    }
+    launching_ = false;
+    decide_all();  // every send refused at once
+    maybe_free();
+  }
+
+  void on_node_event(std::size_t node, const NodeEvent& event) override {
+    Node& n = nodes_[node];
+    if (event.kind != EventKind::timeout) {
+      n.final = true;
+      if (n.sent) {
+        --flow_->in_flight[node];
+        if (flow_->owner != nullptr) flow_->owner->round_done();
+      }
+    }
+    if (n.outcome == Outcome::pending) {
+      record(node, event);
+      ++answered_;
+      decide_all();
+    }
+    maybe_free();
   }
 
  private:
-  ~Batch() = default;
+  struct Node {
+    Outcome outcome = Outcome::pending;  // the master's first event, for the round as a whole
+    std::string text;                    // why it is not a reply of flags
+    std::string flags;                   // outcome ok: one '0'/'1' per lease
+    std::chrono::microseconds rtt{0};
+    bool final = false;
+    bool sent = false;
+  };
 
-  // split: the answer is one flag per key, in order; each call gets the
-  // integer `extend` answers with (1 extended, 0 not ours). Anything else
-  // is an error reply for every call, saying what came.
-  void split(const NodeEvent& event) {
-    const std::string_view flags =
-        event.reply.type == ReplyView::Type::string ? event.reply.str : std::string_view();
-    NodeEvent each = event;
-    each.reply = ReplyView{};
-    if (flags.size() != members_.size() || flags.find_first_not_of("01") != std::string_view::npos) {
-      const std::string text = "ERR unexpected answer to extend_batch (expected " + std::to_string(members_.size()) +
-                               " flags 0/1, got " +
-                               (event.reply.type == ReplyView::Type::string
-                                    ? std::to_string(flags.size()) + " characters"
-                                    : std::string("another type")) +
-                               ")";
-      each.reply.type = ReplyView::Type::error;
-      each.reply.str = text;
-      for (const ExtendBatcher::Queued& m : members_) m.sink->on_node_event(m.slot, each);
+  void build_call() {
+    const std::string& prefix = engine_.options().prefix;
+    if (members_.size() == 1) {
+      const Extendee& l = *members_[0].lease;
+      call_ = Call{CommandId::extend, lock_key(prefix, l.extend_resource()), l.extend_token(),
+                   std::to_string(l.extend_ttl().count()), {}, {}};
       return;
     }
-    each.reply.type = ReplyView::Type::integer;
+    call_.command = CommandId::extend_batch;
+    call_.more_keys.reserve(members_.size() - 1);
+    call_.more_args.reserve(2 * (members_.size() - 1));
     for (std::size_t i = 0; i < members_.size(); ++i) {
-      each.reply.integer = flags[sabotage().batch_first_flag ? 0 : i] == '1' ? 1 : 0;
-      members_[i].sink->on_node_event(members_[i].slot, each);
+      const Extendee& l = *members_[i].lease;
+      if (i == 0) {
+        call_.key = lock_key(prefix, l.extend_resource());
+        call_.arg1 = l.extend_token();
+        call_.arg2 = std::to_string(l.extend_ttl().count());
+      } else {
+        call_.more_keys.push_back(lock_key(prefix, l.extend_resource()));
+        call_.more_args.push_back(l.extend_token());
+        call_.more_args.push_back(std::to_string(l.extend_ttl().count()));
+      }
     }
   }
 
-  std::shared_ptr<const Call> call_;
-  std::vector<ExtendBatcher::Queued> members_;
-  std::shared_ptr<ExtendBatcher::Flow> flow_;
-  std::size_t node_;
-};
-
-// batch_call: one extend_batch call for `n` queued one-key extends.
-std::shared_ptr<const Call> batch_call(const ExtendBatcher::Queued* q, std::size_t n) {
-  auto call = std::make_shared<Call>();
-  call->command = CommandId::extend_batch;
-  call->key = q[0].call->key;
-  call->arg1 = q[0].call->arg1;
-  call->arg2 = q[0].call->arg2;
-  call->more_keys.reserve(n - 1);
-  call->more_args.reserve(2 * (n - 1));
-  for (std::size_t i = 1; i < n; ++i) {
-    call->more_keys.push_back(q[i].call->key);
-    call->more_args.push_back(q[i].call->arg1);
-    call->more_args.push_back(q[i].call->arg2);
+  // record: a master's first event, for every lease of the round. Only a
+  // reply of exactly one flag per lease counts; a master in restart
+  // quarantine, or a server that already answered under another name,
+  // gives no yes at all.
+  void record(std::size_t node, const NodeEvent& event) {
+    Node& n = nodes_[node];
+    n.rtt = event.rtt;
+    NodeOutcome one;
+    classify(CommandId::extend, event, one);  // timeouts, failures, error replies: their text
+    if (event.kind != EventKind::reply || event.reply.type == ReplyView::Type::error) {
+      n.outcome = one.outcome;
+      n.text = std::move(one.error);
+      return;
+    }
+    const ReplyView& r = event.reply;
+    if (call_.command == CommandId::extend) {
+      if (r.type == ReplyView::Type::integer && (r.integer == 0 || r.integer == 1)) n.flags = r.integer == 1 ? "1" : "0";
+    } else if (r.type == ReplyView::Type::string && r.str.size() == members_.size() &&
+               r.str.find_first_not_of("01") == std::string_view::npos) {
+      n.flags = std::string(r.str);
+    }
+    if (n.flags.empty()) {
+      n.outcome = Outcome::error;
+      n.text = "unexpected answer to " + std::string(call_.command == CommandId::extend ? "extend" : "extend_batch") +
+               " (expected " + std::to_string(members_.size()) + " flag(s) 0/1, got " +
+               (r.type == ReplyView::Type::string ? std::to_string(r.str.size()) + " characters" : "another type") + ")";
+      return;
+    }
+    if (sabotage().batch_first_flag) n.flags.assign(n.flags.size(), n.flags[0]);
+    if (event.quarantined) {
+      n.outcome = Outcome::quarantined;
+      n.text = std::string(event.text);
+      return;
+    }
+    if (event.server != 0) {
+      if (std::find(servers_.begin(), servers_.end(), event.server) != servers_.end()) {
+        n.outcome = Outcome::error;
+        n.text = "the same server as another master that already said yes (run id): one server, one vote";
+        return;
+      }
+      servers_.push_back(event.server);
+    }
+    n.outcome = Outcome::ok;
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      if (n.flags[i] == '1') ++members_[i].yes;
+    }
   }
-  return call;
-}
+
+  // decide_all: every lease whose outcome is now certain gets its verdict
+  // on the next loop turn.
+  void decide_all() {
+    const std::size_t quorum = majority_of(nodes_.size());
+    const std::size_t unanswered = nodes_.size() - answered_;
+    bool any = false;
+    for (Member& m : members_) {
+      if (m.decided) continue;
+      if (m.yes >= quorum || m.yes + unanswered < quorum) {
+        m.decided = true;
+        ++ready_;
+        any = true;
+      }
+    }
+    if (any && !deliver_->active()) deliver_->start(milliseconds{0});
+  }
+
+  // outcomes_of: what every master said for lease i, as an extend round
+  // of its own would have recorded it.
+  std::vector<NodeOutcome> outcomes_of(std::size_t i) const {
+    std::vector<NodeOutcome> out(nodes_.size());
+    Transport& transport = engine_.transport();
+    for (std::size_t node = 0; node < nodes_.size(); ++node) {
+      const Node& n = nodes_[node];
+      NodeOutcome& o = out[node];
+      o.address = transport.address(node);
+      o.rtt = n.rtt;
+      o.outcome = n.outcome;
+      o.error = n.text;
+      if (n.outcome == Outcome::ok && n.flags[i] == '0') {
+        o.outcome = Outcome::held;
+        o.error = "token not present (expired, released, or another holder)";
+      } else if (n.outcome == Outcome::quarantined && n.flags[i] == '0') {
+        o.outcome = Outcome::held;
+        o.error = "token not present (expired, released, or another holder)";
+      }
+    }
+    return out;
+  }
+
+  void deliver() {
+    const TimePoint at = engine_.runtime().now();
+    const auto elapsed = duration_cast<microseconds>(at - t1_);
+    const Options& options = engine_.options();
+    Telemetry* t = engine_.telemetry();
+    static const std::vector<NodeOutcome> none;
+    // Verdicts may free this round's leases' watchdogs but never the
+    // round: it frees itself below, once every lease was told.
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      Member& m = members_[i];
+      if (!m.decided || m.lease == nullptr) continue;
+      Extendee* lease = std::exchange(m.lease, nullptr);
+      --ready_;
+      const microseconds latency = duration_cast<microseconds>(at - m.submitted);
+      if (closed_) {
+        if (t != nullptr) t->finished(OpKind::extend, latency);
+        lease->on_batch_extended(make_error(Errc::closed, "the client was closed"));
+        continue;
+      }
+      const milliseconds ttl = lease->extend_ttl();
+      const microseconds validity = validity_left(ttl, elapsed, options.drift_factor);
+      const TimePoint deadline = lease->extend_deadline();
+      const bool in_time = deadline == TimePoint{} || at < deadline;
+      const std::size_t quorum = majority_of(nodes_.size());
+      if (m.yes >= quorum && validity > microseconds{options.min_validity} && in_time) {
+        if (t != nullptr) {
+          if (t->observed()) {
+            t->round(OpKind::extend, lease->extend_resource(), nullptr, 1, elapsed, outcomes_of(i));
+          } else {
+            t->round(OpKind::extend, lease->extend_resource(), nullptr, 1, elapsed, none);
+          }
+          t->finished(OpKind::extend, latency);
+        }
+        lease->on_batch_extended(Extension{at + validity, duration_cast<milliseconds>(validity)});
+        continue;
+      }
+      std::vector<NodeOutcome> nodes = outcomes_of(i);
+      QuorumTally tally(nodes.size(), RoundMode::majority);
+      for (const NodeOutcome& n : nodes) {
+        if (n.outcome != Outcome::pending) tally.record(n.outcome);
+      }
+      Error e = round_error(tally, nodes, validity, in_time, true, options.min_validity);
+      if (t != nullptr) {
+        t->round(OpKind::extend, lease->extend_resource(), &e, 1, elapsed, nodes);
+        t->finished(OpKind::extend, latency);
+      }
+      e.nodes = std::move(nodes);
+      e.attempts = 1;
+      e.elapsed = elapsed;
+      lease->on_batch_extended(std::move(e));
+    }
+    maybe_free();
+  }
+
+  void maybe_free() {
+    if (launching_ || ready_ != 0 || deliver_->active()) return;
+    if (std::any_of(members_.begin(), members_.end(), [](const Member& m) { return !m.decided; })) return;
+    if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.sent && !n.final; })) return;
+    delete this;
+  }
+
+  Engine& engine_;
+  std::shared_ptr<ExtendBatcher::Flow> flow_;
+  std::vector<Member> members_;
+  std::vector<Node> nodes_;
+  std::vector<std::uint64_t> servers_;  // the servers that answered with flags (NodeEvent::server)
+  Call call_;
+  TimePoint t1_{};
+  std::unique_ptr<Timer> deliver_;
+  std::size_t answered_ = 0;  // masters with a first event (or not sent)
+  std::size_t ready_ = 0;     // leases decided and not yet told
+  bool launching_ = true;
+  bool closed_ = false;
+};
 
 }  // namespace
 
-ExtendBatcher::ExtendBatcher(Runtime& runtime, Transport& inner, milliseconds window, std::size_t max)
-    : runtime_(runtime), inner_(inner), window_(window), max_(std::max<std::size_t>(max, 1)) {
-  queues_.resize(inner_.size());
-  flow_ = std::make_shared<Flow>(Flow{this, std::vector<std::size_t>(inner_.size(), 0)});
-  timer_ = runtime_.timer([this] { flush(); });
+ExtendBatcher::ExtendBatcher(Engine& engine, milliseconds window, std::size_t max)
+    : engine_(engine), window_(window), max_(std::max<std::size_t>(max, 1)) {
+  flow_ = std::make_shared<Flow>(Flow{this, std::vector<std::size_t>(engine_.transport().size(), 0)});
+  timer_ = engine_.timers().timer([this] { flush(); });
 }
 
 ExtendBatcher::~ExtendBatcher() {
-  flow_->owner = nullptr;  // batches still in flight finish without us
+  flow_->owner = nullptr;  // rounds still in flight finish without us
   timer_.reset();
-  std::vector<std::deque<Queued>> queues;
-  queues.swap(queues_);
-  for (const std::deque<Queued>& q : queues) {
-    for (const Queued& one : q) fail_one(one, "the client was closed");
-  }
-}
-
-std::size_t ExtendBatcher::queued() const noexcept {
-  std::size_t n = 0;
-  for (const std::deque<Queued>& q : queues_) n += q.size();
-  return n;
+  std::deque<Extendee*> queue;
+  queue.swap(queue_);
+  submitted_.clear();
+  for (Extendee* lease : queue) lease->on_batch_extended(make_error(Errc::closed, "the client was closed"));
 }
 
 std::size_t ExtendBatcher::in_flight(std::size_t node) const noexcept { return flow_->in_flight[node]; }
 
-bool ExtendBatcher::send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
-  if (max_ <= 1 || call.command != CommandId::extend) return inner_.send(node, call, sink, slot, why);
-  std::deque<Queued>& q = queues_[node];
-  q.push_back({&call, sink, slot});
-  if (q.size() >= max_ && flow_->in_flight[node] < batches_in_flight) {
-    timer_->start(milliseconds{0});  // a full batch can go: on the next loop turn
+void ExtendBatcher::submit(Extendee* lease) {
+  queue_.push_back(lease);
+  submitted_.push_back(engine_.runtime().now());
+  if (queue_.size() >= max_) {
+    timer_->start(milliseconds{0});  // a full round can go: on the next loop turn
   } else if (!timer_->active()) {
     timer_->start(window_);
   }
-  return true;
 }
 
-void ExtendBatcher::batch_done(std::size_t node) {
-  if (!queues_[node].empty() && !timer_->active()) timer_->start(milliseconds{0});
+void ExtendBatcher::round_done() {
+  if (!queue_.empty() && !timer_->active()) timer_->start(milliseconds{0});
 }
 
 void ExtendBatcher::flush() {
-  // A round sends to every node in one go, so the nodes' queues usually
-  // hold the same calls in the same order: their chunks share one Call.
-  struct Shared {
-    std::vector<const Call*> calls;
-    std::shared_ptr<const Call> call;
-  };
-  std::vector<Shared> shared;
-  std::string why;
-  for (std::size_t node = 0; node < queues_.size(); ++node) {
-    std::deque<Queued>& q = queues_[node];
-    for (std::size_t chunk = 0; !q.empty() && flow_->in_flight[node] < batches_in_flight; ++chunk) {
-      const std::size_t n = std::min(max_, q.size());
-      std::vector<Queued> members(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n));
-      q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n));
-      if (n == 1) {  // alone: the plain extend, as sent
-        why.clear();
-        if (!inner_.send(node, *members[0].call, members[0].sink, members[0].slot, why)) fail_one(members[0], why);
-        continue;
-      }
-      std::vector<const Call*> calls(n);
-      for (std::size_t i = 0; i < n; ++i) calls[i] = members[i].call;
-      if (chunk >= shared.size()) shared.resize(chunk + 1);
-      Shared& s = shared[chunk];
-      if (s.call == nullptr || s.calls != calls) s = {std::move(calls), batch_call(members.data(), n)};
-      auto* batch = new Batch(s.call, std::move(members), flow_, node);
-      why.clear();
-      if (inner_.send(node, batch->call(), batch, 0, why)) {
-        ++flow_->in_flight[node];
-      } else {
-        batch->refused(why);
-      }
-    }
+  const std::size_t quorum = majority_of(flow_->in_flight.size());
+  while (!queue_.empty()) {
+    const bool closed = engine_.closing();
+    const auto free = static_cast<std::size_t>(std::count_if(flow_->in_flight.begin(), flow_->in_flight.end(),
+                                                             [](std::size_t n) { return n < batches_in_flight; }));
+    if (!closed && free < quorum) return;  // round_done sends what waits once answers come back
+    const std::size_t n = std::min(max_, queue_.size());
+    std::vector<ExtendRound::Member> members;
+    members.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) members.push_back({queue_[i], submitted_[i]});
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    submitted_.erase(submitted_.begin(), submitted_.begin() + static_cast<std::ptrdiff_t>(n));
+    auto* round = new ExtendRound(engine_, flow_, std::move(members));
+    round->launch(closed);
   }
-  // What is left waits for a batch of its node to come back (batch_done).
 }
 
 }  // namespace redlock::detail

@@ -1,29 +1,39 @@
-// extend_batch.hpp — the leases' extensions, many keys per script call.
+// extend_batch.hpp — the leases' extensions, many leases per round.
 //
-// ExtendBatcher is a Transport in front of the client's own: a lease
-// watchdog's extension (src/lease.cpp) is an ordinary ExtendOperation with
-// its own QuorumRound, and only its sends go through the batcher. A send of
-// a one-key `extend` call is queued per node; once the window has passed
-// (or a node's queue holds `max` calls) each node gets one `extend_batch`
-// script call for up to `max` keys (src/scripts.hpp), and its answer — one
-// flag per key — is handed back to every queued send as the integer reply
-// `extend` would have given (1: extended, 0: not ours). Timeouts, failures,
-// error replies, the quarantine flag and the answering server pass to every
-// call of the batch unchanged. So each lease still counts its own majority,
-// with its own validity and its own "refused for good": the rounds cannot
-// tell a batched answer from a single one, and the safety argument of
-// extend is unchanged (docs/design.md, "Batched extensions").
+// A lease watchdog (src/lease.cpp) does not start an operation of its own
+// to extend its lease: it submits itself (an Extendee) to its engine's
+// ExtendBatcher. Once the window has passed (or `max` leases wait) the
+// batcher starts one ExtendRound for up to `max` leases: one Call, sent to
+// every master at once — the extend_batch script, one key, value and TTL
+// per lease (src/scripts.hpp; a round of one lease sends the plain extend).
+// Each master answers one flag per key; the round keeps each lease's tally
+// in two bytes (yes, and what the master said) and decides each lease on
+// its own, exactly as an extend round of its own would:
+//   extended       a majority said yes (once each server, never from a
+//                  master in restart quarantine), with validity
+//                  ttl − (now − T1) − drift left above min_validity, before
+//                  the lease's current validity deadline;
+//   failed         yes + masters yet to answer < majority: the error names
+//                  every master's answer for that lease, as an extend
+//                  round's does (so "refused for good" reads the same).
+// Verdicts are delivered on a loop turn of their own (never inside a
+// master's reply, never inside submit), all of one round's that are ready
+// at once. T1 is when the round was sent; the validity is measured when
+// the verdict is delivered, as an operation measures it when it evaluates.
+// The safety argument of extend is unchanged (docs/design.md, "Batched
+// extensions"): per lease, the same majority over the same answers.
 //
-// Every other call, and every call when max is 1, goes straight through.
+// Flow control: at most batches_in_flight rounds are outstanding per
+// master. A master at that limit is left out of the next rounds (not sent:
+// no vote), so a hung minority costs nothing; when fewer than a majority of
+// masters can take one more round, the leases wait in the queue (paying
+// validity they have plenty of, not node timeouts) until answers come
+// back. A burst of 100,000 leases falling due together was 200 calls of
+// 512 keys queued in each master at once: the last of them missed
+// node_timeout behind the others, and every lease's retry then failed.
 //
-// Flow control: at most batches_in_flight batch calls are outstanding per
-// node; the rest wait in the queue and go as answers come back. A burst of
-// 100,000 leases falling due together was 200 calls of 512 keys queued in
-// each master at once: the last of them missed node_timeout behind the
-// others, the node was marked not answering, every lease's retry then
-// failed at once, and the retries saturated the client (all 100,000
-// lost). Waiting in the queue costs a lease nothing but validity it has
-// plenty of (T1 was taken before), and no node timeout.
+// Only single-resource leases come here; a multi-resource lease extends
+// with one multi_extend round of its own (Engine::extend).
 #pragma once
 
 #include <chrono>
@@ -33,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "redlock/error.hpp"
 #include "runtime.hpp"
 #include "transport.hpp"
 
@@ -40,59 +51,70 @@ namespace redlock::detail {
 
 using std::chrono::milliseconds;
 
-class ExtendBatcher final : public Transport {
+class Engine;
+
+// Extension — a lease extended: its new validity deadline, and the
+// validity it had when the verdict was delivered.
+struct Extension {
+  TimePoint validity_deadline{};
+  milliseconds validity{0};
+};
+
+// Extendee — a lease's side of a batched extension (the Watchdog). The
+// strings must stay valid while it is queued or in a round (until its
+// verdict): the round reads them when it is built.
+class Extendee {
  public:
-  // Keeps references to both; they must outlive it. `window`: how long the
-  // first queued call waits for others (0: the next loop turn).
-  ExtendBatcher(Runtime& runtime, Transport& inner, milliseconds window, std::size_t max);
+  virtual const std::string& extend_resource() const = 0;
+  virtual const std::string& extend_token() const = 0;
+  virtual milliseconds extend_ttl() const = 0;
+  // extend_deadline: the lease's current validity deadline; an extension
+  // decided later is too late (Errc::too_late).
+  virtual TimePoint extend_deadline() const = 0;
+  // on_batch_extended: the verdict, exactly once per submit.
+  virtual void on_batch_extended(Result<Extension> r) = 0;
+
+ protected:
+  ~Extendee() = default;
+};
+
+class ExtendBatcher {
+ public:
+  // `window`: how long the first queued lease waits for others (0: the
+  // next loop turn); `max`: leases per round (1: a round per lease).
+  ExtendBatcher(Engine& engine, milliseconds window, std::size_t max);
   ExtendBatcher(const ExtendBatcher&) = delete;
   ExtendBatcher& operator=(const ExtendBatcher&) = delete;
-  // Calls still queued get their final event (`failed`, client closed).
-  ~ExtendBatcher() override;
+  // Leases still queued get Errc::closed at once; rounds in flight finish
+  // without the batcher.
+  ~ExtendBatcher();
 
-  std::size_t size() const override { return inner_.size(); }
-  const std::string& address(std::size_t node) const override { return inner_.address(node); }
-  // send queues a one-key extend (accepted; its events come once the batch
-  // was sent and answered); anything else goes to the inner transport.
-  bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) override;
-  WatchState watch(const std::string& channel, WakeListener* listener) override {
-    return inner_.watch(channel, listener);
-  }
-  void unwatch(const std::string& channel, WakeListener* listener) override { inner_.unwatch(channel, listener); }
-  Telemetry* telemetry() noexcept override { return inner_.telemetry(); }
+  void submit(Extendee* lease);
 
-  // queued: calls waiting for the next flush, over every node (tests).
-  std::size_t queued() const noexcept;
-  // in_flight: batch calls sent to `node` and not yet finally answered.
+  // queued: leases waiting for a round (tests).
+  std::size_t queued() const noexcept { return queue_.size(); }
+  // in_flight: rounds sent to `node` and not yet finally answered there.
   std::size_t in_flight(std::size_t node) const noexcept;
 
   static constexpr std::size_t batches_in_flight = 4;  // per node
-  // batch_done: a batch call to `node` got its final event (from the batch).
-  void batch_done(std::size_t node);
 
-  // Queued — one call waiting for its batch. `call` is the caller's (kept
-  // alive until its final event, as the Transport contract says).
-  struct Queued {
-    const Call* call;
-    ReplySink* sink;
-    std::size_t slot;
-  };
-
-  // Flow — what the batcher shares with its batches in flight, which may
-  // outlive it: the count per node, and the batcher while it lives.
+  // Flow — what the batcher shares with its rounds, which may outlive it:
+  // the count per node, and the batcher while it lives.
   struct Flow {
     ExtendBatcher* owner;
     std::vector<std::size_t> in_flight;
   };
+  // round_done: a round's node gave its final event (from the round).
+  void round_done();
 
  private:
   void flush();
 
-  Runtime& runtime_;
-  Transport& inner_;
+  Engine& engine_;
   milliseconds window_;
   std::size_t max_;
-  std::vector<std::deque<Queued>> queues_;  // per node
+  std::deque<Extendee*> queue_;
+  std::deque<TimePoint> submitted_;  // when each queued lease was submitted (its latency)
   std::shared_ptr<Flow> flow_;
   std::unique_ptr<Timer> timer_;
 };

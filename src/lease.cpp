@@ -131,23 +131,27 @@ void Watchdog::extend_now() {
     stopped_extending_ = std::move(cap);
     return;  // the deadline declares the loss
   }
+  extending_ = true;
+  // A lease of one resource (also one built without make_lease: no list)
+  // rides a batch round; a multi-resource lease extends every key in one
+  // round of its own.
+  if (state_->resources.size() <= 1) return engine_.batcher().submit(this);
   Lock lock;
   lock.resource = state_->resource;
   lock.token = state_->token;
   lock.ttl = state_->ttl;
   lock.fence = state_->fence;
   lock.validity_deadline = current_deadline();
-  extending_ = true;
-  // A multi-resource lease extends every key (a lease built without
-  // make_lease has no list: one resource).
-  const std::vector<std::string> more =
-      state_->resources.size() > 1 ? std::vector<std::string>(state_->resources.begin() + 1, state_->resources.end())
-                                   : std::vector<std::string>{};
   engine_.extend(
-      std::move(lock), state_->ttl, [this](Result<Lock> r) { on_extended(std::move(r)); }, more, true);
+      std::move(lock), state_->ttl,
+      [this](Result<Lock> r) {
+        if (!r) return on_extended(std::move(r).error());
+        on_extended(Extension{r->validity_deadline, r->validity});
+      },
+      std::vector<std::string>(state_->resources.begin() + 1, state_->resources.end()));
 }
 
-void Watchdog::on_extended(Result<Lock> r) {
+void Watchdog::on_extended(Result<Extension> r) {
   extending_ = false;
   if (stopped_) return maybe_free();
   const TimePoint now = engine_.runtime().now();

@@ -23,6 +23,7 @@
 
 #include "redlock/async_client.hpp"
 #include "redlock/lease.hpp"
+#include "extend_batch.hpp"
 #include "runtime.hpp"
 
 namespace redlock::detail {
@@ -98,7 +99,7 @@ void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state
 // one entry of an array heap each, not three uv timers), and
 // frees itself once stopped and no extension is in flight, telling `gone`
 // (its client) last, never inside a call of its own owner.
-class Watchdog {
+class Watchdog final : public Extendee {
  public:
   Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone);
   Watchdog(const Watchdog&) = delete;
@@ -114,6 +115,13 @@ class Watchdog {
   Watchdog* prev = nullptr;  // the client's intrusive list
   Watchdog* next = nullptr;
 
+  // Extendee: a single-resource lease extends through the engine's batcher.
+  const std::string& extend_resource() const override { return state_->resource; }
+  const std::string& extend_token() const override { return state_->token; }
+  milliseconds extend_ttl() const override { return state_->ttl; }
+  TimePoint extend_deadline() const override { return current_deadline(); }
+  void on_batch_extended(Result<Extension> r) override { on_extended(std::move(r)); }
+
  private:
   ~Watchdog() = default;
   // arm_extend sets the next extension `in` from now; rearm (re)starts the
@@ -122,7 +130,7 @@ class Watchdog {
   void rearm();
   void on_timer();
   void extend_now();
-  void on_extended(Result<Lock> r);
+  void on_extended(Result<Extension> r);
   void on_deadline();
   void lose(std::string why, std::vector<NodeOutcome> nodes = {});
   void maybe_free();

@@ -73,8 +73,8 @@ void Operation::arm(milliseconds delay) {
   timer_->start(delay);
 }
 
-void Operation::launch(Call call, RoundMode mode, const std::vector<bool>& skip, Transport* via) {
-  round_ = QuorumRound::launch(via != nullptr ? *via : engine_.transport(), std::move(call), mode, this, skip);
+void Operation::launch(Call call, RoundMode mode, const std::vector<bool>& skip) {
+  round_ = QuorumRound::launch(engine_.transport(), std::move(call), mode, this, skip);
   if (round_->decided()) arm(milliseconds{0});
 }
 
@@ -113,8 +113,8 @@ std::optional<Error> Operation::early_error() const {
   return std::nullopt;
 }
 
-Error Operation::round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
-                             bool in_time, bool extend) const {
+Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
+                  bool in_time, bool extend, milliseconds min_validity) {
   const std::string detail = describe(nodes);
   const std::string tail = detail.empty() ? "" : ": " + detail;
   if (tally.success() && !in_time) {
@@ -124,7 +124,7 @@ Error Operation::round_error(const QuorumTally& tally, const std::vector<NodeOut
   if (tally.success()) {
     return make_error(Errc::validity_too_short,
                       "majority " + count_of(tally) + " reached but only " + std::to_string(validity.count() / 1000) +
-                          " ms of validity left (minimum " + std::to_string(options().min_validity.count()) +
+                          " ms of validity left (minimum " + std::to_string(min_validity.count()) +
                           " ms)" + tail);
   }
   if (tally.held() > 0) {
@@ -136,16 +136,14 @@ Error Operation::round_error(const QuorumTally& tally, const std::vector<NodeOut
 
 // ---- ExtendOperation ---------------------------------------------------------------
 
-ExtendOperation::ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done,
-                                 bool batched)
+ExtendOperation::ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done)
     : Operation(engine, std::move(keys), std::move(lock.token)),
       ttl_(ttl),
       // A lock value that never came from acquire (CLI extend) has no
       // deadline of its own: then the extension must land within its new ttl.
       lock_deadline_(lock.validity_deadline == TimePoint{} ? TimePoint::max() : lock.validity_deadline),
       fence_(lock.fence),
-      done_(std::move(done)),
-      batched_(batched) {}
+      done_(std::move(done)) {}
 
 void ExtendOperation::step(Event event) {
   switch (state_) {
@@ -156,7 +154,7 @@ void ExtendOperation::step(Event event) {
       t1_ = now();
       launch({keys_.multi() ? CommandId::multi_extend : CommandId::extend, keys_.key, token_,
               std::to_string(ttl_.count()), keys_.more_keys, {}},
-             RoundMode::majority, {}, batched_ ? &engine_.lease_transport() : nullptr);
+             RoundMode::majority);
       return;
     case State::extending:
       if (event == Event::decided || event == Event::abort) return arm(milliseconds{0});  // batch this turn's replies

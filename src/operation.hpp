@@ -47,6 +47,12 @@ struct LockKeys {
 // every other node said.
 std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes);
 
+// round_error: why a decided majority round failed — too late, too little
+// validity left (below `min_validity`), not held (`extend`) or held
+// elsewhere, or no quorum — naming what every other node said.
+Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
+                  bool in_time, bool extend, milliseconds min_validity);
+
 // Operation — what the three state machines share: the engine's list, the
 // timer, the round in flight, and freeing itself once done.
 class Operation : public RoundListener {
@@ -85,10 +91,9 @@ class Operation : public RoundListener {
   void arm(milliseconds delay);
   TimePoint now() { return engine_.runtime().now(); }
   const Options& options() const noexcept { return engine_.options(); }
-  // launch sends `call` to every node (but those `skip` marks) through
-  // `via` (null: the engine's transport); a decision inside launch itself
-  // is stepped on the next loop turn.
-  void launch(Call call, RoundMode mode, const std::vector<bool>& skip = {}, Transport* via = nullptr);
+  // launch sends `call` to every node (but those `skip` marks); a
+  // decision inside launch itself is stepped on the next loop turn.
+  void launch(Call call, RoundMode mode, const std::vector<bool>& skip = {});
   // drop_round lets the round in flight go (it frees itself once final).
   void drop_round() noexcept;
   // take_outcomes copies the per-node outcomes and drops the round.
@@ -101,7 +106,9 @@ class Operation : public RoundListener {
   std::optional<Error> early_error() const;
   static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
   Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
-                    bool in_time, bool extend) const;
+                    bool in_time, bool extend) const {
+    return detail::round_error(tally, nodes, validity, in_time, extend, options().min_validity);
+  }
   // tell_round / tell_finished: the telemetry's view of a decided round
   // (`failure` null: it succeeded) and of the operation's completion.
   void tell_round(OpKind op, const Error* failure, int attempt, microseconds elapsed,
@@ -225,9 +232,7 @@ class ExtendOperation final : public Operation {
  public:
   enum class State : std::uint8_t { starting, extending, done };
 
-  // `batched`: sent through Engine::lease_transport (a watchdog's extension).
-  ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done,
-                  bool batched = false);
+  ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milliseconds ttl, LockCallback done);
   void step(Event event) override;
 
  private:
@@ -240,7 +245,6 @@ class ExtendOperation final : public Operation {
   std::uint64_t fence_;
   TimePoint t1_{};
   LockCallback done_;
-  bool batched_;
 };
 
 // ReleaseOperation — delete our value everywhere and announce the release.
