@@ -88,7 +88,9 @@ std::string check_resource(const std::string& resource) {
 Engine::Engine(Runtime& runtime, Transport& transport, const Options& options) noexcept
     : runtime_(runtime), transport_(transport), options_(options), telemetry_(transport.telemetry()) {}
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  batcher_.reset();  // its timers are on timers_, which goes after it
+}
 
 void Engine::enlist(Operation* op) noexcept {
   op->next = head_;

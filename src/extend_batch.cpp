@@ -15,8 +15,6 @@
 
 namespace redlock::detail {
 
-namespace {
-
 using std::chrono::duration_cast;
 
 // ExtendRound — one round of up to `max` leases: one Call to every master,
@@ -37,43 +35,47 @@ class ExtendRound final : public ReplySink {
     deliver_ = engine_.timers().timer([this] { deliver(); });
   }
 
-  // launch sends the round to every master that can take one more (the
-  // others count as not sent); `closed`: the client closes, nothing is
-  // sent and every lease fails with Errc::closed.
+  // launch sends the round to every master, now or once it can take it
+  // (ExtendBatcher::send); `closed`: the client closes, nothing is sent
+  // and every lease fails with Errc::closed.
   void launch(bool closed) {
     t1_ = engine_.runtime().now();
     if (closed) {
       closed_ = true;
-      launching_ = false;
       for (Node& n : nodes_) n = Node{Outcome::error, "the client was closed", {}, {}, true, false};
       answered_ = nodes_.size();
-      decide_all();
-      return maybe_free();
-    }
-    build_call();
-    Transport& transport = engine_.transport();
-    std::string why;
-    for (std::size_t node = 0; node < nodes_.size(); ++node) {
-      Node& n = nodes_[node];
-      if (flow_->in_flight[node] >= ExtendBatcher::batches_in_flight) {
-        n = Node{Outcome::error,
-                 "not sent: " + std::to_string(ExtendBatcher::batches_in_flight) +
-                     " extension batches already in flight to this master",
-                 {}, {}, true, false};
-        ++answered_;
-        continue;
-      }
-      why.clear();
-      if (transport.send(node, call_, this, node, why)) {
-        n.sent = true;
-        ++flow_->in_flight[node];
-      } else {
-        n = Node{Outcome::error, why, {}, {}, true, false};
-        ++answered_;
-      }
+    } else {
+      build_call();
+      for (std::size_t node = 0; node < nodes_.size(); ++node) flow_->owner->send(this, node);
     }
     launching_ = false;
-    decide_all();  // every send refused at once
+    decide_all();  // every send refused at once, or closed
+    maybe_free();
+  }
+
+  std::size_t keys() const noexcept { return members_.size(); }
+
+  // transmit: the batcher sends the round to `node` now (at launch, or
+  // later from the node's queue).
+  void transmit(std::size_t node) {
+    std::string why;
+    if (engine_.transport().send(node, call_, this, node, why)) {
+      nodes_[node].sent = true;
+      flow_->in_flight[node] += keys();
+      return;
+    }
+    refuse(node, why);
+  }
+
+  // refuse: `node` will never get the round: an error for every lease.
+  void refuse(std::size_t node, std::string why) {
+    Node& n = nodes_[node];
+    n.outcome = Outcome::error;
+    n.text = std::move(why);
+    n.final = true;
+    ++answered_;
+    if (launching_) return;  // launch decides once every node was tried
+    decide_all();
     maybe_free();
   }
 
@@ -81,10 +83,8 @@ class ExtendRound final : public ReplySink {
     Node& n = nodes_[node];
     if (event.kind != EventKind::timeout) {
       n.final = true;
-      if (n.sent) {
-        --flow_->in_flight[node];
-        if (flow_->owner != nullptr) flow_->owner->round_done();
-      }
+      flow_->in_flight[node] -= keys();
+      if (flow_->owner != nullptr) flow_->owner->node_done(node);
     }
     if (n.outcome == Outcome::pending) {
       record(node, event);
@@ -100,7 +100,7 @@ class ExtendRound final : public ReplySink {
     std::string text;                    // why it is not a reply of flags
     std::string flags;                   // outcome ok: one '0'/'1' per lease
     std::chrono::microseconds rtt{0};
-    bool final = false;
+    bool final = false;  // no event will come (final event, refused, or not sent at all)
     bool sent = false;
   };
 
@@ -274,7 +274,7 @@ class ExtendRound final : public ReplySink {
   void maybe_free() {
     if (launching_ || ready_ != 0 || deliver_->active()) return;
     if (std::any_of(members_.begin(), members_.end(), [](const Member& m) { return !m.decided; })) return;
-    if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.sent && !n.final; })) return;
+    if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.final; })) return;
     delete this;
   }
 
@@ -292,21 +292,27 @@ class ExtendRound final : public ReplySink {
   bool closed_ = false;
 };
 
-}  // namespace
-
 ExtendBatcher::ExtendBatcher(Engine& engine, milliseconds window, std::size_t max)
     : engine_(engine), window_(window), max_(std::max<std::size_t>(max, 1)) {
+  waiting_.resize(engine_.transport().size());
   flow_ = std::make_shared<Flow>(Flow{this, std::vector<std::size_t>(engine_.transport().size(), 0)});
   timer_ = engine_.timers().timer([this] { flush(); });
+  drain_ = engine_.timers().timer([this] { drain(); });
 }
 
 ExtendBatcher::~ExtendBatcher() {
   flow_->owner = nullptr;  // rounds still in flight finish without us
   timer_.reset();
+  drain_.reset();
   std::deque<Extendee*> queue;
   queue.swap(queue_);
   submitted_.clear();
   for (Extendee* lease : queue) lease->on_batch_extended(make_error(Errc::closed, "the client was closed"));
+  std::vector<std::deque<ExtendRound*>> waiting;
+  waiting.swap(waiting_);
+  for (std::size_t node = 0; node < waiting.size(); ++node) {
+    for (ExtendRound* round : waiting[node]) round->refuse(node, "the client was closed");
+  }
 }
 
 std::size_t ExtendBatcher::in_flight(std::size_t node) const noexcept { return flow_->in_flight[node]; }
@@ -321,17 +327,31 @@ void ExtendBatcher::submit(Extendee* lease) {
   }
 }
 
-void ExtendBatcher::round_done() {
-  if (!queue_.empty() && !timer_->active()) timer_->start(milliseconds{0});
+void ExtendBatcher::send(ExtendRound* round, std::size_t node) {
+  const std::size_t load = flow_->in_flight[node];
+  if (waiting_[node].empty() && (load == 0 || load + round->keys() <= keys_in_flight)) return round->transmit(node);
+  waiting_[node].push_back(round);
+}
+
+void ExtendBatcher::node_done(std::size_t node) {
+  if (!waiting_[node].empty() && !drain_->active()) drain_->start(milliseconds{0});
+}
+
+void ExtendBatcher::drain() {
+  for (std::size_t node = 0; node < waiting_.size(); ++node) {
+    std::deque<ExtendRound*>& q = waiting_[node];
+    while (!q.empty()) {
+      const std::size_t load = flow_->in_flight[node];
+      if (load != 0 && load + q.front()->keys() > keys_in_flight) break;
+      ExtendRound* round = q.front();
+      q.pop_front();
+      round->transmit(node);
+    }
+  }
 }
 
 void ExtendBatcher::flush() {
-  const std::size_t quorum = majority_of(flow_->in_flight.size());
   while (!queue_.empty()) {
-    const bool closed = engine_.closing();
-    const auto free = static_cast<std::size_t>(std::count_if(flow_->in_flight.begin(), flow_->in_flight.end(),
-                                                             [](std::size_t n) { return n < batches_in_flight; }));
-    if (!closed && free < quorum) return;  // round_done sends what waits once answers come back
     const std::size_t n = std::min(max_, queue_.size());
     std::vector<ExtendRound::Member> members;
     members.reserve(n);
@@ -339,7 +359,7 @@ void ExtendBatcher::flush() {
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     submitted_.erase(submitted_.begin(), submitted_.begin() + static_cast<std::ptrdiff_t>(n));
     auto* round = new ExtendRound(engine_, flow_, std::move(members));
-    round->launch(closed);
+    round->launch(engine_.closing());
   }
 }
 

@@ -23,14 +23,16 @@
 // The safety argument of extend is unchanged (docs/design.md, "Batched
 // extensions"): per lease, the same majority over the same answers.
 //
-// Flow control: at most batches_in_flight rounds are outstanding per
-// master. A master at that limit is left out of the next rounds (not sent:
-// no vote), so a hung minority costs nothing; when fewer than a majority of
-// masters can take one more round, the leases wait in the queue (paying
-// validity they have plenty of, not node timeouts) until answers come
-// back. A burst of 100,000 leases falling due together was 200 calls of
-// 512 keys queued in each master at once: the last of them missed
+// Flow control: at most keys_in_flight leases' keys are outstanding per
+// master (in rounds sent and not finally answered). A round that a master
+// cannot take yet waits for it in that master's own queue, and goes as
+// answers come back; the other masters are not held up, so a slow or hung
+// minority costs nothing, and no master misses a round (its vote and its
+// key's new TTL). A burst of 100,000 leases falling due together was 200
+// calls of 512 keys queued in each master at once: the last of them missed
 // node_timeout behind the others, and every lease's retry then failed.
+// Waiting in the queue costs a lease validity it has plenty of (T1 is when
+// the round was made), not a node timeout.
 //
 // Only single-resource leases come here; a multi-resource lease extends
 // with one multi_extend round of its own (Engine::extend).
@@ -78,6 +80,8 @@ class Extendee {
   ~Extendee() = default;
 };
 
+class ExtendRound;
+
 class ExtendBatcher {
  public:
   // `window`: how long the first queued lease waits for others (0: the
@@ -85,38 +89,47 @@ class ExtendBatcher {
   ExtendBatcher(Engine& engine, milliseconds window, std::size_t max);
   ExtendBatcher(const ExtendBatcher&) = delete;
   ExtendBatcher& operator=(const ExtendBatcher&) = delete;
-  // Leases still queued get Errc::closed at once; rounds in flight finish
-  // without the batcher.
+  // Leases still queued get Errc::closed at once, and so do rounds that
+  // wait for a master; rounds in flight finish without the batcher.
   ~ExtendBatcher();
 
   void submit(Extendee* lease);
 
   // queued: leases waiting for a round (tests).
   std::size_t queued() const noexcept { return queue_.size(); }
-  // in_flight: rounds sent to `node` and not yet finally answered there.
+  // in_flight: keys sent to `node` in rounds not yet finally answered there.
   std::size_t in_flight(std::size_t node) const noexcept;
+  // waiting: rounds waiting to be sent to `node`.
+  std::size_t waiting(std::size_t node) const noexcept { return waiting_[node].size(); }
 
-  static constexpr std::size_t batches_in_flight = 4;  // per node
+  static constexpr std::size_t keys_in_flight = 2048;  // per node
 
   // Flow — what the batcher shares with its rounds, which may outlive it:
-  // the count per node, and the batcher while it lives.
+  // the keys in flight per node, and the batcher while it lives.
   struct Flow {
     ExtendBatcher* owner;
     std::vector<std::size_t> in_flight;
   };
-  // round_done: a round's node gave its final event (from the round).
-  void round_done();
+  // send sends `round` to `node` now, or queues it there until the node
+  // can take it (from the round, at its launch).
+  void send(ExtendRound* round, std::size_t node);
+  // node_done: a round's node gave its final event (from the round); what
+  // waits for the node goes on the next loop turn.
+  void node_done(std::size_t node);
 
  private:
   void flush();
+  void drain();
 
   Engine& engine_;
   milliseconds window_;
   std::size_t max_;
   std::deque<Extendee*> queue_;
   std::deque<TimePoint> submitted_;  // when each queued lease was submitted (its latency)
+  std::vector<std::deque<ExtendRound*>> waiting_;  // per node: rounds it could not take yet
   std::shared_ptr<Flow> flow_;
-  std::unique_ptr<Timer> timer_;
+  std::unique_ptr<Timer> timer_;  // the window: flush
+  std::unique_ptr<Timer> drain_;  // a node can take more: drain
 };
 
 }  // namespace redlock::detail

@@ -1,325 +1,745 @@
 // test_extend_batch.cpp — the lease extensions' batcher (src/extend_batch):
-// what it sends, when, and how one answer becomes each lease's own.
+// what a round sends, when, and how one answer of flags becomes each
+// lease's own verdict. An Engine over a fake transport (the test answers
+// every send by hand) and a ManualRuntime (time moves only on advance()).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
-#include <memory>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "engine.hpp"
 #include "extend_batch.hpp"
+#include "keys.hpp"
+#include "quorum.hpp"
 #include "test_runtime.hpp"
+#include "timer_queue.hpp"
+#include "validity.hpp"
 
+using namespace redlock;
 using namespace redlock::detail;
 using redlock::test::ManualRuntime;
 using std::chrono::milliseconds;
 
 namespace {
 
-// Inner — the transport behind the batcher: records every send; the test
-// answers by hand.
+// Inner — the masters: records every send; the test answers by hand.
 struct Inner final : Transport {
   struct Sent {
     std::size_t node;
-    const Call* call;
+    const Call* call;  // the round's own Call: valid until the round frees itself
     ReplySink* sink;
     std::size_t slot;
+    bool final = false;  // the test gave it its final event
   };
-  std::vector<std::string> addresses{"a:1", "b:1", "c:1"};
+  std::vector<std::string> addresses;
+  std::vector<std::string> refuse;  // per node: when not empty, send fails with this why
   std::vector<Sent> sent;
-  bool refuse = false;
 
+  explicit Inner(std::size_t n) : refuse(n) {
+    for (std::size_t i = 0; i < n; ++i) addresses.push_back("node" + std::to_string(i) + ":6379");
+  }
   std::size_t size() const override { return addresses.size(); }
   const std::string& address(std::size_t node) const override { return addresses[node]; }
   bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) override {
-    if (refuse) {
-      why = "not connected";
+    if (!refuse[node].empty()) {
+      why = refuse[node];
       return false;
     }
     sent.push_back({node, &call, sink, slot});
     return true;
   }
-};
-
-// Sink — one lease's round on one node: every event it was given.
-struct Sink final : ReplySink {
-  struct Got {
-    std::size_t slot;
-    EventKind kind;
-    ReplyView::Type type;
-    long long integer;
-    std::string text;
-    bool quarantined;
-    std::uint64_t server;
-  };
-  std::vector<Got> got;
-  void on_node_event(std::size_t slot, const NodeEvent& e) override {
-    got.push_back({slot, e.kind, e.reply.type, e.reply.integer,
-                   std::string(e.kind == EventKind::failed ? e.text : e.reply.str), e.quarantined, e.server});
+  // nodes_of: the nodes sends [from, sent.size()) went to, in order.
+  std::vector<std::size_t> nodes_of(std::size_t from) const {
+    std::vector<std::size_t> out;
+    for (std::size_t i = from; i < sent.size(); ++i) out.push_back(sent[i].node);
+    return out;
   }
 };
 
-Call extend_call(const std::string& resource, const std::string& value, const std::string& ttl = "30000") {
-  return Call{CommandId::extend, "redlock:{" + resource + "}", value, ttl, {}, {}};
-}
+// FakeLease — a watchdog's side: fixed strings, and every verdict it was told.
+struct FakeLease final : Extendee {
+  std::string resource;
+  std::string token;
+  milliseconds ttl;
+  TimePoint deadline{};  // none: never too late
+  std::vector<Result<Extension>> verdicts;
+  std::function<void()> told;  // called after each verdict is recorded
 
-NodeEvent reply_string(std::string_view flags) {
-  NodeEvent e;
-  e.kind = EventKind::reply;
-  e.reply.type = ReplyView::Type::string;
-  e.reply.str = flags;
-  return e;
+  FakeLease(std::string r, std::string t, milliseconds l) : resource(std::move(r)), token(std::move(t)), ttl(l) {}
+  const std::string& extend_resource() const override { return resource; }
+  const std::string& extend_token() const override { return token; }
+  milliseconds extend_ttl() const override { return ttl; }
+  TimePoint extend_deadline() const override { return deadline; }
+  void on_batch_extended(Result<Extension> r) override {
+    verdicts.push_back(std::move(r));
+    if (told) told();
+  }
+
+  bool extended() const { return verdicts.size() == 1 && verdicts[0].ok(); }
+  const Error& error() const {
+    REQUIRE(verdicts.size() == 1);
+    REQUIRE_FALSE(verdicts[0].ok());
+    return verdicts[0].error();
+  }
+};
+
+constexpr milliseconds ttl30s{30000};
+const char* const not_present = "token not present (expired, released, or another holder)";
+
+// validity: what a lease of `ttl` has left `elapsed` after its round was
+// sent, at the default drift_factor 0.01 (drift = ceil(ttl / 100) + 2 ms).
+milliseconds validity(milliseconds ttl, milliseconds elapsed) {
+  return ttl - elapsed - drift_allowance(ttl, 0.01);
 }
 
 struct Bed {
   ManualRuntime runtime;
   Inner inner;
-  std::vector<Call> calls;
-  std::vector<Sink> sinks;
-  std::unique_ptr<ExtendBatcher> batcher;
+  Options options;
+  std::deque<FakeLease> leases;  // before the engine: the engine's teardown may still tell them
+  std::optional<Engine> engine;
 
-  Bed(std::size_t leases, milliseconds window, std::size_t max) : calls(), sinks(leases) {
-    for (std::size_t i = 0; i < leases; ++i) calls.push_back(extend_call("r" + std::to_string(i), "v" + std::to_string(i)));
-    batcher = std::make_unique<ExtendBatcher>(runtime, inner, window, max);
+  Bed(std::size_t nodes, milliseconds window, std::size_t max) : inner(nodes) {
+    options.prefix = "app:";
+    options.extend_batch_window = window;
+    options.extend_batch_max = max;
+    engine.emplace(runtime, inner, options);
   }
-  // send_all: every lease's round sends to every node, as QuorumRound does.
-  void send_all() {
-    std::string why;
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      for (std::size_t node = 0; node < inner.size(); ++node) {
-        REQUIRE(batcher->send(node, calls[i], &sinks[i], node, why));
+  // The engine is shut down before it goes: that drops the batcher while
+  // the engine's timer queue still lives.
+  ~Bed() {
+    if (engine) {
+      engine->shutdown(nullptr);
+      engine.reset();
+    }
+  }
+
+  ExtendBatcher& batcher() { return engine->batcher(); }
+  FakeLease& lease(std::string resource, std::string token, milliseconds ttl = ttl30s) {
+    return leases.emplace_back(std::move(resource), std::move(token), ttl);
+  }
+  void submit(FakeLease& l) { batcher().submit(&l); }
+  void turn() { runtime.advance(milliseconds{0}); }
+
+  // Events for send i (an index into inner.sent).
+  void event(std::size_t i, const NodeEvent& e) {
+    REQUIRE(i < inner.sent.size());
+    Inner::Sent& s = inner.sent[i];
+    REQUIRE_FALSE(s.final);
+    if (e.kind != EventKind::timeout) s.final = true;
+    s.sink->on_node_event(s.slot, e);
+  }
+  void flags(std::size_t i, std::string_view f, std::uint64_t server = 0, bool quarantined = false) {
+    NodeEvent e;
+    e.kind = EventKind::reply;
+    e.reply.type = ReplyView::Type::string;
+    e.reply.str = f;
+    e.server = server;
+    e.quarantined = quarantined;
+    if (quarantined) e.text = "quarantined until T";
+    event(i, e);
+  }
+  void integer(std::size_t i, long long v) {
+    NodeEvent e;
+    e.kind = EventKind::reply;
+    e.reply.type = ReplyView::Type::integer;
+    e.reply.integer = v;
+    event(i, e);
+  }
+  void timeout(std::size_t i) {
+    NodeEvent e;
+    e.kind = EventKind::timeout;
+    e.rtt = std::chrono::microseconds{50000};
+    event(i, e);
+  }
+  void failed(std::size_t i, std::string_view why) {
+    NodeEvent e;
+    e.kind = EventKind::failed;
+    e.text = why;
+    event(i, e);
+  }
+  // yes_all: every send still unanswered says yes for all its keys.
+  void yes_all() {
+    for (std::size_t i = 0; i < inner.sent.size(); ++i) {
+      if (inner.sent[i].final) continue;
+      const Call& c = *inner.sent[i].call;
+      if (c.command == CommandId::extend) {
+        integer(i, 1);
+      } else {
+        flags(i, std::string(1 + c.more_keys.size(), '1'));
       }
     }
+  }
+  // finish: every send gets its final event, the verdicts go out, the
+  // engine closes; then every round must have freed itself (a round's
+  // only timer is its delivery; the batcher went with the shutdown).
+  void finish() {
+    for (std::size_t i = 0; i < inner.sent.size(); ++i) {
+      if (!inner.sent[i].final) failed(i, "test over");
+    }
+    turn();
+    engine->shutdown(nullptr);
+    turn();
+    CHECK(engine->timers().timers() == 0);
   }
 };
 
 }  // namespace
 
-TEST_CASE("extensions due within the window go to each node as one extend_batch call, values and TTLs in order") {
+TEST_CASE("leases submitted within the window go as one extend_batch call per round, the same Call to every node") {
   Bed bed(3, milliseconds{10}, 512);
-  bed.calls[2].arg2 = "5000";  // each lease keeps its own ttl
-  bed.send_all();
-  CHECK(bed.inner.sent.empty());  // nothing before the window has passed
-  CHECK(bed.batcher->queued() == 9);
-  bed.runtime.advance(milliseconds{9});
+  FakeLease& a = bed.lease("r0", "v0");
+  FakeLease& b = bed.lease("r1", "v1");
+  FakeLease& c = bed.lease("r2", "v2", milliseconds{5000});  // each lease keeps its own ttl
+  bed.submit(a);
+  bed.runtime.advance(milliseconds{4});
+  bed.submit(b);
+  bed.submit(c);
+  CHECK(bed.inner.sent.empty());
+  CHECK(bed.batcher().queued() == 3);
+  bed.runtime.advance(milliseconds{5});  // 9 ms after the first submit: the window still runs
   CHECK(bed.inner.sent.empty());
   bed.runtime.advance(milliseconds{1});
   REQUIRE(bed.inner.sent.size() == 3);  // one per node
+  CHECK(bed.batcher().queued() == 0);
   for (std::size_t node = 0; node < 3; ++node) {
-    const Call& c = *bed.inner.sent[node].call;
-    CHECK(bed.inner.sent[node].node == node);
-    CHECK(c.command == CommandId::extend_batch);
-    CHECK(c.key == "redlock:{r0}");
-    CHECK(c.arg1 == "v0");
-    CHECK(c.arg2 == "30000");
-    CHECK(c.more_keys == std::vector<std::string>{"redlock:{r1}", "redlock:{r2}"});
-    CHECK(c.more_args == std::vector<std::string>{"v1", "30000", "v2", "5000"});
+    const Inner::Sent& s = bed.inner.sent[node];
+    CHECK(s.node == node);
+    CHECK(s.slot == node);
+    CHECK(s.call == bed.inner.sent[0].call);  // one Call serves every node
+    CHECK(s.sink == bed.inner.sent[0].sink);
+    CHECK(bed.batcher().in_flight(node) == 3);  // keys in flight
   }
-  // The nodes' queues held the same calls: one Call serves them all.
-  CHECK(bed.inner.sent[0].call == bed.inner.sent[1].call);
-  CHECK(bed.inner.sent[1].call == bed.inner.sent[2].call);
-  CHECK(bed.batcher->queued() == 0);
-  for (auto& s : bed.inner.sent) s.sink->on_node_event(0, reply_string("111"));
+  const Call& call = *bed.inner.sent[0].call;
+  CHECK(call.command == CommandId::extend_batch);
+  CHECK(call.key == lock_key("app:", "r0"));
+  CHECK(call.key == "app:{r0}:lock");
+  CHECK(call.arg1 == "v0");
+  CHECK(call.arg2 == "30000");
+  CHECK(call.more_keys == std::vector<std::string>{"app:{r1}:lock", "app:{r2}:lock"});
+  CHECK(call.more_args == std::vector<std::string>{"v1", "30000", "v2", "5000"});
+  bed.yes_all();
+  bed.turn();
+  CHECK(a.extended());
+  CHECK(b.extended());
+  CHECK(c.extended());
+  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher().in_flight(node) == 0);
+  bed.finish();
 }
 
-TEST_CASE("one answer becomes each lease's own: flag i is lease i's 1 or 0, with the node's server, rtt and quarantine") {
+TEST_CASE("a lease alone goes as the plain extend command; integer replies 1/0 decide it") {
+  Bed bed(3, milliseconds{10}, 512);
+  FakeLease& solo = bed.lease("solo", "tok");
+  bed.submit(solo);
+  bed.runtime.advance(milliseconds{10});
+  REQUIRE(bed.inner.sent.size() == 3);
+  const Call& call = *bed.inner.sent[0].call;
+  CHECK(call.command == CommandId::extend);
+  CHECK(call.key == "app:{solo}:lock");
+  CHECK(call.arg1 == "tok");
+  CHECK(call.arg2 == "30000");
+  CHECK(call.more_keys.empty());
+  CHECK(call.more_args.empty());
+  bed.integer(0, 1);
+  bed.integer(1, 0);
+  bed.turn();
+  CHECK(solo.verdicts.empty());  // 1 yes, 1 to come: not certain yet
+  bed.integer(2, 1);
+  CHECK(solo.verdicts.empty());  // on a later loop turn only
+  bed.turn();
+  REQUIRE(solo.extended());
+  CHECK(solo.verdicts[0]->validity == validity(ttl30s, milliseconds{0}));
+
+  // Two 0s: refused, for good.
+  FakeLease& gone = bed.lease("gone", "tok");
+  bed.submit(gone);
+  bed.runtime.advance(milliseconds{10});
+  REQUIRE(bed.inner.sent.size() == 6);
+  CHECK(bed.inner.sent[3].call->command == CommandId::extend);
+  bed.integer(3, 0);
+  bed.integer(4, 0);
+  bed.turn();
+  const Error& e = gone.error();
+  CHECK(e.code == Errc::not_held);
+  REQUIRE(e.nodes.size() == 3);
+  CHECK(e.nodes[0].outcome == Outcome::held);
+  CHECK(e.nodes[0].error == not_present);
+  CHECK(e.nodes[1].outcome == Outcome::held);
+  CHECK(e.nodes[2].outcome == Outcome::pending);
+  CHECK(refused_for_good(e.nodes));
+  bed.finish();
+}
+
+TEST_CASE("each lease gets the verdict of its own flag; verdicts come on a later loop turn, never inside a reply") {
   Bed bed(3, milliseconds{0}, 512);
-  bed.send_all();
+  FakeLease& a = bed.lease("a", "va");
+  FakeLease& b = bed.lease("b", "vb");
+  FakeLease& c = bed.lease("c", "vc");
+  bed.submit(a);
+  bed.submit(b);
+  bed.submit(c);
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  bed.runtime.advance(milliseconds{5});  // the masters take 5 ms
+  bed.flags(0, "101");
+  bed.flags(1, "101");  // decides all three
+  for (const FakeLease* l : {&a, &b, &c}) CHECK(l->verdicts.empty());
+  bed.turn();
+  const milliseconds left = validity(ttl30s, milliseconds{5});
+  CHECK(left == milliseconds{29693});
+  for (FakeLease* l : {&a, &c}) {
+    REQUIRE(l->extended());
+    CHECK(l->verdicts[0]->validity == left);
+    CHECK(l->verdicts[0]->validity_deadline == bed.runtime.now() + left);
+  }
+  const Error& e = b.error();
+  CHECK(e.code == Errc::not_held);
+  CHECK(e.attempts == 1);
+  CHECK(e.elapsed == std::chrono::microseconds{5000});
+  REQUIRE(e.nodes.size() == 3);
+  CHECK(e.nodes[0].address == "node0:6379");
+  CHECK(e.nodes[0].outcome == Outcome::held);
+  CHECK(e.nodes[0].error == not_present);
+  CHECK(e.nodes[1].outcome == Outcome::held);
+  CHECK(e.nodes[2].outcome == Outcome::pending);
+  CHECK(refused_for_good(e.nodes));  // 2 of 3 said 0: no majority can ever say yes again
+  // The last master's answer, late, changes nothing.
+  bed.flags(2, "111");
+  bed.turn();
+  for (const FakeLease* l : {&a, &b, &c}) CHECK(l->verdicts.size() == 1);
+  bed.finish();
+}
+
+TEST_CASE("a lease is decided as soon as it is certain: yes from a majority, or too few left to make one") {
+  Bed bed(5, milliseconds{0}, 512);
+  FakeLease& yes = bed.lease("yes", "v");
+  FakeLease& no = bed.lease("no", "v");
+  bed.submit(yes);
+  bed.submit(no);
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 5);
+  bed.runtime.advance(milliseconds{3});
+  bed.flags(0, "10");
+  bed.flags(1, "10");
+  bed.turn();
+  CHECK(yes.verdicts.empty());  // 2 yes of the 3 needed
+  CHECK(no.verdicts.empty());   // 0 yes, 3 still to answer: could still make 3
+  bed.failed(2, "connection lost");
+  bed.turn();
+  CHECK(yes.verdicts.empty());
+  const Error& e = no.error();  // 0 yes + 2 unanswered < 3
+  CHECK(e.code == Errc::not_held);
+  REQUIRE(e.nodes.size() == 5);
+  CHECK(e.nodes[0].outcome == Outcome::held);
+  CHECK(e.nodes[1].outcome == Outcome::held);
+  CHECK(e.nodes[2].outcome == Outcome::error);
+  CHECK(e.nodes[2].error == "connection lost");
+  CHECK(e.nodes[3].outcome == Outcome::pending);
+  CHECK(e.nodes[4].outcome == Outcome::pending);
+  CHECK_FALSE(refused_for_good(e.nodes));  // 2 zeros of 5: a majority might still say yes
+  bed.flags(3, "11");  // the third yes: decided without node 4
+  bed.turn();
+  REQUIRE(yes.extended());
+  CHECK(yes.verdicts[0]->validity == validity(ttl30s, milliseconds{3}));
+  // The slow master times out, then answers: nothing changes.
+  bed.timeout(4);
+  bed.turn();
+  bed.flags(4, "00");
+  bed.turn();
+  CHECK(yes.verdicts.size() == 1);
+  CHECK(no.verdicts.size() == 1);
+  for (std::size_t node = 0; node < 5; ++node) CHECK(bed.batcher().in_flight(node) == 0);
+  bed.finish();
+}
+
+TEST_CASE("a quarantined master's yes does not count") {
+  Bed bed(3, milliseconds{0}, 512);
+  FakeLease& a = bed.lease("a", "v");
+  FakeLease& b = bed.lease("b", "v");
+  bed.submit(a);
+  bed.submit(b);
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  bed.flags(0, "11", 0, true);
+  bed.flags(1, "11");
+  bed.turn();
+  CHECK(a.verdicts.empty());  // one yes that counts, one master to come
+  CHECK(b.verdicts.empty());
+  bed.flags(2, "10");
+  bed.turn();
+  CHECK(a.extended());
+  const Error& e = b.error();
+  CHECK(e.code == Errc::not_held);
+  REQUIRE(e.nodes.size() == 3);
+  CHECK(e.nodes[0].outcome == Outcome::quarantined);
+  CHECK(e.nodes[0].error == "quarantined until T");
+  CHECK(e.nodes[1].outcome == Outcome::ok);
+  CHECK(e.nodes[2].outcome == Outcome::held);
+  bed.finish();
+}
+
+TEST_CASE("one server reached under two names votes once") {
+  Bed bed(3, milliseconds{0}, 512);
+  FakeLease& a = bed.lease("a", "v");
+  FakeLease& b = bed.lease("b", "v");
+  bed.submit(a);
+  bed.submit(b);
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  bed.flags(0, "11", 7);
+  bed.flags(1, "11", 7);  // the same server again
+  bed.turn();
+  CHECK(a.verdicts.empty());
+  CHECK(b.verdicts.empty());
+  bed.flags(2, "01", 9);
+  bed.turn();
+  CHECK(b.extended());  // servers 7 and 9
+  const Error& e = a.error();
+  REQUIRE(e.nodes.size() == 3);
+  CHECK(e.nodes[0].outcome == Outcome::ok);
+  CHECK(e.nodes[1].outcome == Outcome::error);
+  CHECK(e.nodes[1].error.find("same server") != std::string::npos);
+  CHECK(e.nodes[2].outcome == Outcome::held);
+  bed.finish();
+}
+
+TEST_CASE("an answer that is not one 0/1 flag per lease is an error for every lease, never a guess") {
+  SUBCASE("extend_batch: a flag short, a character that is no flag, another type") {
+    Bed bed(3, milliseconds{0}, 512);
+    FakeLease& a = bed.lease("a", "v");
+    FakeLease& b = bed.lease("b", "v");
+    FakeLease& c = bed.lease("c", "v");
+    bed.submit(a);
+    bed.submit(b);
+    bed.submit(c);
+    bed.turn();
+    REQUIRE(bed.inner.sent.size() == 3);
+    bed.flags(0, "11");
+    bed.flags(1, "1x1");
+    bed.integer(2, 1);
+    bed.turn();
+    for (const FakeLease* l : {&a, &b, &c}) {
+      const Error& e = l->error();
+      CHECK(e.code == Errc::no_quorum);
+      REQUIRE(e.nodes.size() == 3);
+      for (const NodeOutcome& n : e.nodes) {
+        CHECK(n.outcome == Outcome::error);
+        CHECK(n.error.find("unexpected answer") != std::string::npos);
+      }
+      CHECK(e.nodes[0].error == "unexpected answer to extend_batch (expected 3 flag(s) 0/1, got 2 characters)");
+      CHECK(e.nodes[1].error == "unexpected answer to extend_batch (expected 3 flag(s) 0/1, got 3 characters)");
+      CHECK(e.nodes[2].error == "unexpected answer to extend_batch (expected 3 flag(s) 0/1, got another type)");
+    }
+    bed.finish();
+  }
+  SUBCASE("extend: an integer other than 0/1, or a string") {
+    Bed bed(3, milliseconds{0}, 512);
+    FakeLease& a = bed.lease("a", "v");
+    bed.submit(a);
+    bed.turn();
+    REQUIRE(bed.inner.sent.size() == 3);
+    bed.integer(0, 2);
+    bed.flags(1, "1");
+    bed.turn();
+    const Error& e = a.error();
+    CHECK(e.code == Errc::no_quorum);
+    REQUIRE(e.nodes.size() == 3);
+    CHECK(e.nodes[0].error == "unexpected answer to extend (expected 1 flag(s) 0/1, got another type)");
+    CHECK(e.nodes[1].error == "unexpected answer to extend (expected 1 flag(s) 0/1, got 1 characters)");
+    CHECK(e.nodes[2].outcome == Outcome::pending);
+    bed.finish();
+  }
+}
+
+TEST_CASE("a majority past the lease's deadline is too late; one leaving too little validity is too short") {
+  SUBCASE("too_late: the verdict is delivered at or after extend_deadline()") {
+    Bed bed(3, milliseconds{0}, 512);
+    const TimePoint start = bed.runtime.now();
+    FakeLease& late = bed.lease("late", "v");
+    FakeLease& just = bed.lease("just", "v");
+    FakeLease& free = bed.lease("free", "v");  // no deadline at all
+    late.deadline = start + milliseconds{30};
+    just.deadline = start + milliseconds{31};
+    bed.submit(late);
+    bed.submit(just);
+    bed.submit(free);
+    bed.turn();
+    REQUIRE(bed.inner.sent.size() == 3);
+    bed.runtime.advance(milliseconds{30});
+    bed.flags(0, "111");
+    bed.flags(1, "111");
+    bed.turn();
+    const Error& e = late.error();
+    CHECK(e.code == Errc::too_late);
+    CHECK(e.nodes.size() == 3);
+    CHECK(e.nodes[0].outcome == Outcome::ok);
+    REQUIRE(just.extended());
+    CHECK(just.verdicts[0]->validity == validity(ttl30s, milliseconds{30}));
+    CHECK(free.extended());
+    bed.finish();
+  }
+  SUBCASE("validity_too_short: validity not above min_validity") {
+    Bed bed(3, milliseconds{0}, 512);
+    bed.options.min_validity = milliseconds{500};
+    FakeLease& brief = bed.lease("brief", "v", milliseconds{1000});  // drift 12 ms
+    FakeLease& roomy = bed.lease("roomy", "v", milliseconds{2000});  // drift 22 ms
+    bed.submit(brief);
+    bed.submit(roomy);
+    bed.turn();
+    REQUIRE(bed.inner.sent.size() == 3);
+    CHECK(bed.inner.sent[0].call->more_args == std::vector<std::string>{"v", "2000"});
+    bed.runtime.advance(milliseconds{488});  // brief: 1000 − 488 − 12 = 500 ms left, not above 500
+    bed.flags(0, "11");
+    bed.flags(1, "11");
+    bed.turn();
+    CHECK(brief.error().code == Errc::validity_too_short);
+    REQUIRE(roomy.extended());
+    CHECK(roomy.verdicts[0]->validity == milliseconds{2000 - 488 - 22});
+    bed.finish();
+  }
+}
+
+TEST_CASE("more than max leases: rounds of at most max; a full round goes on the next loop turn") {
+  Bed bed(3, milliseconds{10}, 2);
+  FakeLease& l0 = bed.lease("l0", "v0");
+  FakeLease& l1 = bed.lease("l1", "v1");
+  bed.submit(l0);
+  bed.submit(l1);  // full
+  CHECK(bed.inner.sent.empty());  // never inside submit
+  bed.turn();      // no wait for the window
+  REQUIRE(bed.inner.sent.size() == 3);
+  CHECK(bed.inner.sent[0].call->command == CommandId::extend_batch);
+  CHECK(bed.inner.sent[0].call->more_keys == std::vector<std::string>{"app:{l1}:lock"});
+  bed.yes_all();
+
+  // Five more: 2 + 2 + 1, all at once.
+  for (int i = 2; i < 7; ++i) bed.submit(bed.lease("l" + std::to_string(i), "v" + std::to_string(i)));
+  CHECK(bed.batcher().queued() == 5);
+  bed.turn();
+  CHECK(bed.batcher().queued() == 0);
+  REQUIRE(bed.inner.sent.size() == 12);
+  std::vector<const Call*> calls;
+  for (std::size_t i = 3; i < 12; ++i) {
+    if (std::find(calls.begin(), calls.end(), bed.inner.sent[i].call) == calls.end()) calls.push_back(bed.inner.sent[i].call);
+  }
+  REQUIRE(calls.size() == 3);  // three rounds, each one Call to the three nodes
+  CHECK(calls[0]->command == CommandId::extend_batch);
+  CHECK(calls[0]->key == "app:{l2}:lock");
+  CHECK(calls[0]->more_keys == std::vector<std::string>{"app:{l3}:lock"});
+  CHECK(calls[0]->more_args == std::vector<std::string>{"v3", "30000"});
+  CHECK(calls[1]->command == CommandId::extend_batch);
+  CHECK(calls[1]->key == "app:{l4}:lock");
+  CHECK(calls[1]->more_keys == std::vector<std::string>{"app:{l5}:lock"});
+  CHECK(calls[2]->command == CommandId::extend);
+  CHECK(calls[2]->key == "app:{l6}:lock");
+  CHECK(calls[2]->arg1 == "v6");
+
+  // One more, alone: it waits for the window.
+  FakeLease& late = bed.lease("l7", "v7");
+  bed.submit(late);
+  bed.turn();
+  CHECK(bed.inner.sent.size() == 12);
+  bed.runtime.advance(milliseconds{9});
+  CHECK(bed.inner.sent.size() == 12);
+  bed.runtime.advance(milliseconds{1});
+  REQUIRE(bed.inner.sent.size() == 15);
+  CHECK(bed.inner.sent[12].call->command == CommandId::extend);
+  CHECK(bed.inner.sent[12].call->key == "app:{l7}:lock");
+
+  bed.yes_all();
+  bed.turn();
+  for (const FakeLease& l : bed.leases) CHECK(l.extended());
+  bed.finish();
+}
+
+TEST_CASE("flow control: a master with keys_in_flight keys outstanding gets the next round later, from its own queue") {
+  static_assert(ExtendBatcher::keys_in_flight == 2048);
+  Bed bed(3, milliseconds{0}, 1024);
+  // submit_round: 1024 leases, one full round (it goes on the next turn).
+  auto submit_round = [&bed](const std::string& tag) {
+    for (int k = 0; k < 1024; ++k) bed.submit(bed.lease(tag + std::to_string(k), "v"));
+    bed.turn();
+  };
+  const std::string all_yes(1024, '1');
+  submit_round("a");
+  submit_round("b");
+  REQUIRE(bed.inner.sent.size() == 6);  // rounds a and b, to every node
+  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher().in_flight(node) == 2048);
+  for (std::size_t i : {0, 1, 3, 4}) bed.flags(i, all_yes);  // nodes 0 and 1 answer; node 2 does not
+  CHECK(bed.batcher().in_flight(0) == 0);
+  CHECK(bed.batcher().in_flight(2) == 2048);
+
+  // Round c: node 2 is full, so c waits in node 2's queue; the others get it.
+  submit_round("c");
+  REQUIRE(bed.inner.sent.size() == 8);
+  CHECK(bed.inner.nodes_of(6) == std::vector<std::size_t>{0, 1});
+  CHECK(bed.batcher().waiting(2) == 1);
+  CHECK(bed.batcher().queued() == 0);
+  bed.flags(6, all_yes);
+  bed.flags(7, all_yes);
+  bed.turn();
+  std::size_t extended = 0;
+  for (const FakeLease& l : bed.leases) extended += l.extended() ? 1 : 0;
+  CHECK(extended == 3 * 1024);  // the slow master held nobody up
+
+  // A timeout is no final event: node 2 stays full.
+  bed.timeout(2);
+  bed.turn();
+  CHECK(bed.inner.sent.size() == 8);
+  CHECK(bed.batcher().waiting(2) == 1);
+  // Its answer to round a frees room: c goes to it on the next turn (never
+  // inside the event), so node 2 misses no round.
+  bed.flags(2, all_yes);
+  CHECK(bed.inner.sent.size() == 8);
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 9);
+  CHECK(bed.inner.sent[8].node == 2);
+  CHECK(bed.inner.sent[8].call == bed.inner.sent[6].call);
+  CHECK(bed.batcher().waiting(2) == 0);
+  CHECK(bed.batcher().in_flight(2) == 2048);
+  bed.finish();
+}
+
+TEST_CASE("flow control: a round bigger than the limit still goes to an idle master") {
+  Bed bed(3, milliseconds{0}, 4096);
+  for (int k = 0; k < 3000; ++k) bed.submit(bed.lease("l" + std::to_string(k), "v"));
   bed.runtime.advance(milliseconds{0});
   REQUIRE(bed.inner.sent.size() == 3);
-  NodeEvent e = reply_string("101");
-  e.server = 77;
-  e.quarantined = true;
-  e.text = "quarantined until T";
-  bed.inner.sent[1].sink->on_node_event(0, e);
-  for (std::size_t i = 0; i < 3; ++i) {
-    REQUIRE(bed.sinks[i].got.size() == 1);
-    const Sink::Got& g = bed.sinks[i].got[0];
-    CHECK(g.slot == 1);  // the slot the lease's round sent to node 1 with
-    CHECK(g.kind == EventKind::reply);
-    CHECK(g.type == ReplyView::Type::integer);
-    CHECK(g.integer == (i == 1 ? 0 : 1));
-    CHECK(g.server == 77);
-    CHECK(g.quarantined);
-  }
-  bed.inner.sent[0].sink->on_node_event(0, reply_string("111"));
-  bed.inner.sent[2].sink->on_node_event(0, reply_string("000"));
-  for (std::size_t i = 0; i < 3; ++i) CHECK(bed.sinks[i].got.size() == 3);
+  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher().in_flight(node) == 3000);
+  bed.yes_all();
+  bed.turn();
+  for (const FakeLease& l : bed.leases) CHECK(l.extended());
+  bed.finish();
 }
 
-TEST_CASE("a timeout, then the late answer, reach every lease of the batch; so do a failure and an error reply") {
-  Bed bed(2, milliseconds{0}, 512);
-  bed.send_all();
-  bed.runtime.advance(milliseconds{0});
-  REQUIRE(bed.inner.sent.size() == 3);
-  NodeEvent timeout;
-  timeout.kind = EventKind::timeout;
-  bed.inner.sent[0].sink->on_node_event(0, timeout);
-  bed.inner.sent[0].sink->on_node_event(0, reply_string("11"));
-  NodeEvent failed;
-  failed.kind = EventKind::failed;
-  failed.text = "connection lost";
-  bed.inner.sent[1].sink->on_node_event(0, failed);
-  NodeEvent error;
-  error.kind = EventKind::reply;
-  error.reply.type = ReplyView::Type::error;
-  error.reply.str = "NOPERM this user has no permissions to run the 'evalsha' command";
-  bed.inner.sent[2].sink->on_node_event(0, error);
-  for (Sink& s : bed.sinks) {
-    REQUIRE(s.got.size() == 4);
-    CHECK(s.got[0].kind == EventKind::timeout);
-    CHECK(s.got[1].kind == EventKind::reply);
-    CHECK(s.got[1].integer == 1);
-    CHECK(s.got[2].kind == EventKind::failed);
-    CHECK(s.got[2].text == "connection lost");
-    CHECK(s.got[3].type == ReplyView::Type::error);
-    CHECK(s.got[3].text.starts_with("NOPERM"));
+TEST_CASE("a send the transport refuses is that master's error") {
+  SUBCASE("one master refuses") {
+    Bed bed(3, milliseconds{0}, 512);
+    bed.inner.refuse[1] = "not connected";
+    FakeLease& a = bed.lease("a", "v");
+    FakeLease& b = bed.lease("b", "v");
+    bed.submit(a);
+    bed.submit(b);
+    bed.turn();
+    REQUIRE(bed.inner.sent.size() == 2);
+    CHECK(bed.inner.nodes_of(0) == std::vector<std::size_t>{0, 2});
+    CHECK(bed.batcher().in_flight(1) == 0);
+    bed.flags(0, "11");
+    bed.flags(1, "10");
+    bed.turn();
+    CHECK(a.extended());
+    const Error& e = b.error();
+    CHECK(e.code == Errc::not_held);
+    REQUIRE(e.nodes.size() == 3);
+    CHECK(e.nodes[1].outcome == Outcome::error);
+    CHECK(e.nodes[1].error == "not connected");
+    bed.finish();
   }
-}
-
-TEST_CASE("an answer that is not one flag per key is an error for every lease, never a guess") {
-  Bed bed(3, milliseconds{0}, 512);
-  bed.send_all();
-  bed.runtime.advance(milliseconds{0});
-  bed.inner.sent[0].sink->on_node_event(0, reply_string("11"));   // a flag short
-  bed.inner.sent[1].sink->on_node_event(0, reply_string("1x1"));  // not a flag
-  NodeEvent integer;
-  integer.kind = EventKind::reply;
-  integer.reply.type = ReplyView::Type::integer;
-  integer.reply.integer = 1;
-  bed.inner.sent[2].sink->on_node_event(0, integer);
-  for (Sink& s : bed.sinks) {
-    REQUIRE(s.got.size() == 3);
-    for (const Sink::Got& g : s.got) {
-      CHECK(g.type == ReplyView::Type::error);
-      CHECK(g.text.find("unexpected answer to extend_batch (expected 3 flags") != std::string::npos);
+  SUBCASE("every master refuses: every lease fails, on a loop turn of its own") {
+    Bed bed(3, milliseconds{0}, 512);
+    for (std::string& r : bed.inner.refuse) r = "not connected";
+    FakeLease& a = bed.lease("a", "v");
+    FakeLease& b = bed.lease("b", "v");
+    bed.submit(a);
+    bed.submit(b);
+    bed.turn();
+    CHECK(bed.inner.sent.empty());
+    for (const FakeLease* l : {&a, &b}) {
+      const Error& e = l->error();
+      CHECK(e.code == Errc::no_quorum);
+      REQUIRE(e.nodes.size() == 3);
+      for (const NodeOutcome& n : e.nodes) CHECK(n.error == "not connected");
     }
+    bed.finish();
   }
 }
 
-TEST_CASE("a full queue goes on the next loop turn, in chunks of max keys; a lone call goes as the plain extend") {
-  Bed bed(5, milliseconds{10}, 2);
-  bed.send_all();
-  bed.runtime.advance(milliseconds{0});  // full: no wait for the window
-  REQUIRE(bed.inner.sent.size() == 9);   // per node: 2 + 2 + 1
-  std::size_t batches = 0, plain = 0;
-  for (const Inner::Sent& s : bed.inner.sent) {
-    if (s.call->command == CommandId::extend_batch) {
-      ++batches;
-      CHECK(s.call->more_keys.size() == 1);
-    } else {
-      ++plain;
-      CHECK(s.call == &bed.calls[4]);  // the caller's own call and sink
-      CHECK(s.sink == &bed.sinks[4]);
-      CHECK(s.slot == s.node);
+TEST_CASE("closing: queued leases get Errc::closed, and nothing is sent for them") {
+  SUBCASE("shutdown with no operation left drops the batcher: queued leases are told at once") {
+    Bed bed(3, milliseconds{10}, 512);
+    FakeLease& a = bed.lease("a", "v");
+    FakeLease& b = bed.lease("b", "v");
+    bed.submit(a);
+    bed.submit(b);
+    bed.engine->shutdown(nullptr);
+    for (const FakeLease* l : {&a, &b}) {
+      CHECK(l->error().code == Errc::closed);
+      CHECK(l->error().message == "the client was closed");
     }
+    bed.runtime.advance(milliseconds{20});
+    CHECK(bed.inner.sent.empty());
+    CHECK(a.verdicts.size() == 1);
+    bed.finish();
   }
-  CHECK(batches == 6);
-  CHECK(plain == 3);
-  for (const Inner::Sent& s : bed.inner.sent) {
-    NodeEvent e = s.call->command == CommandId::extend_batch ? reply_string("11") : NodeEvent{};
-    if (s.call->command != CommandId::extend_batch) {
-      e.kind = EventKind::reply;
-      e.reply.type = ReplyView::Type::integer;
-      e.reply.integer = 1;
+  SUBCASE("shutdown while an operation lives: the batcher's next round fails every lease, closed") {
+    Bed bed(3, milliseconds{0}, 512);
+    Lock lock;
+    lock.resource = "op";
+    lock.token = "optok";
+    lock.ttl = ttl30s;
+    std::optional<Result<Lock>> op_result;
+    bed.engine->extend(lock, ttl30s, [&](Result<Lock> r) { op_result.emplace(std::move(r)); });
+    bed.turn();
+    const std::size_t op_sends = bed.inner.sent.size();
+    REQUIRE(op_sends == 3);
+    FakeLease& a = bed.lease("a", "v");
+    FakeLease& b = bed.lease("b", "v");
+    // Told by the batcher's round (launched closed), not by the batcher
+    // going away: the operation still lives then.
+    std::vector<std::size_t> live_when_told;
+    for (FakeLease* l : {&a, &b}) l->told = [&] { live_when_told.push_back(bed.engine->live_operations()); };
+    bed.submit(a);
+    bed.submit(b);
+    bed.engine->shutdown(nullptr);
+    CHECK(bed.engine->live_operations() == 1);
+    CHECK(a.verdicts.empty());
+    bed.turn();
+    CHECK(live_when_told == std::vector<std::size_t>{1, 1});
+    for (const FakeLease* l : {&a, &b}) {
+      CHECK(l->error().code == Errc::closed);
+      CHECK(l->error().message == "the client was closed");
     }
-    s.sink->on_node_event(s.slot, e);
+    CHECK(bed.inner.sent.size() == op_sends);
+    REQUIRE(op_result.has_value());
+    CHECK(op_result->error().code == Errc::closed);
+    bed.finish();
   }
-  for (Sink& s : bed.sinks) CHECK(s.got.size() == 3);
-}
-
-TEST_CASE("a batch the inner transport refuses fails every lease of it, on the flush, never inside send") {
-  Bed bed(2, milliseconds{0}, 512);
-  bed.inner.refuse = true;
-  bed.send_all();  // accepted: the batcher has queued them
-  for (Sink& s : bed.sinks) CHECK(s.got.empty());
-  bed.runtime.advance(milliseconds{0});
-  for (Sink& s : bed.sinks) {
-    REQUIRE(s.got.size() == 3);
-    for (const Sink::Got& g : s.got) {
-      CHECK(g.kind == EventKind::failed);
-      CHECK(g.text == "not connected");
-    }
+  SUBCASE("a round in flight when the batcher goes still delivers its verdicts") {
+    Bed bed(3, milliseconds{0}, 512);
+    FakeLease& a = bed.lease("a", "v");
+    bed.submit(a);
+    bed.turn();
+    REQUIRE(bed.inner.sent.size() == 3);
+    bed.engine->shutdown(nullptr);  // the batcher goes
+    CHECK(a.verdicts.empty());
+    bed.integer(0, 1);
+    bed.integer(1, 1);
+    bed.integer(2, 1);
+    bed.turn();
+    CHECK(a.extended());
+    bed.finish();
   }
 }
 
-TEST_CASE("other calls, and every call when max is 1, go straight through") {
-  Bed bed(1, milliseconds{10}, 512);
-  std::string why;
-  Sink sink;
-  const Call release{CommandId::release, "redlock:{x}", "v", "", {}, {}};
-  const Call multi{CommandId::multi_extend, "redlock:{x}", "v", "100", {"redlock:{y}"}, {}};
-  REQUIRE(bed.batcher->send(0, release, &sink, 0, why));
-  REQUIRE(bed.batcher->send(0, multi, &sink, 0, why));
-  REQUIRE(bed.inner.sent.size() == 2);
-  CHECK(bed.inner.sent[0].call == &release);
-  CHECK(bed.inner.sent[1].call == &multi);
-
-  ManualRuntime runtime;
-  Inner inner;
-  ExtendBatcher unbatched(runtime, inner, milliseconds{10}, 1);
-  const Call one = extend_call("r", "v");
-  REQUIRE(unbatched.send(2, one, &sink, 2, why));
-  REQUIRE(inner.sent.size() == 1);
-  CHECK(inner.sent[0].call == &one);
-  inner.refuse = true;
-  CHECK_FALSE(unbatched.send(2, one, &sink, 2, why));  // refused at once, as the inner transport says
-  CHECK(why == "not connected");
-}
-
-TEST_CASE("calls still queued when the batcher goes get their final event: failed, client closed") {
-  Bed bed(2, milliseconds{10}, 512);
-  bed.send_all();
-  bed.batcher.reset();
-  for (Sink& s : bed.sinks) {
-    REQUIRE(s.got.size() == 3);
-    CHECK(s.got[0].kind == EventKind::failed);
-    CHECK(s.got[0].text == "the client was closed");
+// The engine destroyed without a shutdown first: its batcher goes with it,
+// before the engine's timer queue (which the batcher's timers are on).
+TEST_CASE("destroying the engine, and with it the batcher, tells queued leases Errc::closed at once") {
+  Bed bed(3, milliseconds{10}, 512);
+  FakeLease& a = bed.lease("a", "v");
+  FakeLease& b = bed.lease("b", "v");
+  bed.submit(a);
+  bed.submit(b);
+  bed.engine.reset();
+  for (const FakeLease* l : {&a, &b}) {
+    CHECK(l->error().code == Errc::closed);
+    CHECK(l->error().message == "the client was closed");
   }
   CHECK(bed.inner.sent.empty());
-}
-
-TEST_CASE("at most batches_in_flight batch calls per node; the rest go as answers come back") {
-  static_assert(ExtendBatcher::batches_in_flight == 4);
-  Bed bed(12, milliseconds{0}, 2);  // 6 batches of 2 per node
-  bed.send_all();
-  bed.runtime.advance(milliseconds{0});
-  REQUIRE(bed.inner.sent.size() == 12);  // 4 per node
-  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher->in_flight(node) == 4);
-  CHECK(bed.batcher->queued() == 12);  // 2 batches × 2 calls × 3 nodes wait
-  // A timeout is not an answer: nothing more goes.
-  NodeEvent timeout;
-  timeout.kind = EventKind::timeout;
-  bed.inner.sent[0].sink->on_node_event(0, timeout);
-  bed.runtime.advance(milliseconds{0});
-  CHECK(bed.inner.sent.size() == 12);
-  // Node 0's first batch is answered: one more batch goes to node 0 only.
-  const std::size_t node0 = bed.inner.sent[0].node;
-  bed.inner.sent[0].sink->on_node_event(0, reply_string("11"));
-  CHECK(bed.batcher->in_flight(node0) == 3);
-  bed.runtime.advance(milliseconds{0});
-  REQUIRE(bed.inner.sent.size() == 13);
-  CHECK(bed.inner.sent[12].node == node0);
-  CHECK(bed.batcher->in_flight(node0) == 4);
-  CHECK(bed.batcher->queued() == 10);
-  // Answer everything, as it goes out, until nothing is left.
-  for (std::size_t i = 1; i < bed.inner.sent.size(); ++i) {
-    bed.inner.sent[i].sink->on_node_event(0, reply_string("11"));
-    bed.runtime.advance(milliseconds{0});
-  }
-  CHECK(bed.inner.sent.size() == 18);  // 6 per node
-  CHECK(bed.batcher->queued() == 0);
-  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher->in_flight(node) == 0);
-  for (Sink& s : bed.sinks) CHECK(s.got.size() == (&s == &bed.sinks[0] || &s == &bed.sinks[1] ? 4 : 3));
-}
-
-TEST_CASE("batches still in flight when the batcher goes are answered without it") {
-  Bed bed(4, milliseconds{0}, 512);
-  bed.send_all();
-  bed.runtime.advance(milliseconds{0});
-  REQUIRE(bed.inner.sent.size() == 3);
-  bed.batcher.reset();
-  for (const Inner::Sent& s : bed.inner.sent) s.sink->on_node_event(0, reply_string("1010"));
-  CHECK(bed.sinks[0].got.size() == 3);
-  CHECK(bed.sinks[1].got.back().integer == 0);
 }
