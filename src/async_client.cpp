@@ -51,7 +51,9 @@ class ClientCore final {
   // start_watchdog: a lease taken through this client now keeps itself
   // extended. After close() it is lost at once.
   void start_watchdog(std::shared_ptr<detail::LeaseState> state) {
-    auto* dog = new detail::Watchdog(engine_, std::move(state), [this](detail::Watchdog* w) { watchdog_gone(w); });
+    auto* dog = new detail::Watchdog(
+        engine_, std::move(state),
+        [](void* core, detail::Watchdog* w) { static_cast<ClientCore*>(core)->watchdog_gone(w); }, this);
     dog->next = watchdogs_;
     if (watchdogs_ != nullptr) watchdogs_->prev = dog;
     watchdogs_ = dog;

@@ -263,7 +263,7 @@ std::string ms(milliseconds d) { return std::to_string(d.count()) + " ms"; }
 // of the held lease `held` (its options are fixed once taken), or "".
 std::string reentry_problem(const detail::LeaseState& held, const LeaseOptions& inner, milliseconds default_ttl,
                             std::chrono::steady_clock::time_point now) {
-  const LeaseOptions& outer = held.options;
+  const detail::LeaseRules& outer = held.rules;
   const milliseconds ttl = inner.ttl.count() == 0 ? default_ttl : inner.ttl;
   if (inner.fence && !outer.fence) return "asks for a fencing token; the held lease was taken without one";
   if (ttl > held.ttl) return "asks for a ttl of " + ms(ttl) + "; the held lease has " + ms(held.ttl);
@@ -340,7 +340,7 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
       if (std::shared_ptr<detail::LeaseState> held = it->second.lease.lock()) {
         std::lock_guard<std::mutex> state_lock(held->mu);
         const auto now = std::chrono::steady_clock::now();
-        if (!held->released && !held->lost && now < held->deadline) {
+        if (!held->released && held->lost == nullptr && now < held->deadline) {
           if (std::string problem = reentry_problem(*held, opts, host.default_ttl, now); !problem.empty()) {
             return make_error(Errc::invalid_argument,
                               "reentrant lock of " + key.first + " by owner " + owner + ": " + problem);

@@ -42,11 +42,37 @@ std::string lease_options_problem(const LeaseOptions& opts) {
   return {};
 }
 
+const std::vector<std::string>& LeaseState::resources() const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (all == nullptr) {
+    auto list = std::make_unique<std::vector<std::string>>();
+    list->reserve(1 + more.size());
+    list->push_back(resource);
+    list->insert(list->end(), more.begin(), more.end());
+    all = std::move(list);
+  }
+  return *all;  // never changed once made
+}
+
+std::stop_token LeaseState::stop_token() const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!stop.stop_possible()) {
+    stop = std::stop_source();
+    if (lost != nullptr) stop.request_stop();
+  }
+  return stop.get_token();
+}
+
+bool LeaseState::lose_locked(const Error& e) {
+  if (lost != nullptr || released) return false;
+  lost = std::make_unique<Error>(e);
+  return true;
+}
+
 std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::string owner,
                                        std::shared_ptr<LeaseHost> host, std::vector<std::string> more) {
   auto state = std::make_shared<LeaseState>();
-  state->resources.push_back(taken.resource);
-  state->resources.insert(state->resources.end(), more.begin(), more.end());
+  state->more = std::move(more);
   state->resource = std::move(taken.resource);
   state->token = std::move(taken.token);
   state->fence = taken.fence;
@@ -56,18 +82,19 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
   state->taken = taken.validity_deadline - taken.validity;  // about when the round began
   state->deadline = taken.validity_deadline;
   state->host = std::move(host);
-  state->options = std::move(opts);
+  state->rules = LeaseRules{opts.auto_extend, opts.fence,           opts.extend_at,
+                            opts.max_extensions, opts.max_hold, std::move(opts.on_lost)};
   return state;
 }
 
 void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done) {
   if (state->watchdog != nullptr) state->watchdog->stop();
-  if (state->resources.size() > 1) return client.release_many(state->resources, state->token, std::move(done));
+  if (!state->more.empty()) return client.release_many(state->resources(), state->token, std::move(done));
   client.release(state->resource, state->token, std::move(done));
 }
 
-Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone)
-    : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(std::move(gone)) {
+Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, Gone gone, void* host)
+    : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(gone), host_(host) {
   timer_ = engine_.timers().timer([this] { on_timer(); });
   state_->watchdog = this;
 }
@@ -78,11 +105,11 @@ TimePoint Watchdog::current_deadline() const {
 }
 
 void Watchdog::start() {
-  if (state_->options.auto_extend) {
+  if (state_->rules.auto_extend) {
     const auto validity = current_deadline() - engine_.runtime().now();
-    arm_extend(duration_cast<Clock::duration>(validity * state_->options.extend_at));
+    arm_extend(duration_cast<Clock::duration>(validity * state_->rules.extend_at));
   } else {
-    stopped_extending_ = "auto_extend is off";
+    stopped_extending_ = Cap::auto_extend_off;
     rearm();
   }
 }
@@ -109,33 +136,37 @@ void Watchdog::on_timer() {
   rearm();  // woke early, or for the next of the two
 }
 
-std::string Watchdog::cap_reached(TimePoint now) const {
-  const LeaseOptions& o = state_->options;
-  int extensions = 0;
-  {
+Watchdog::Cap Watchdog::cap_reached(TimePoint now) const {
+  const LeaseRules& r = state_->rules;
+  if (r.max_extensions > 0) {
     std::lock_guard<std::mutex> lock(state_->mu);
-    extensions = state_->extensions;
+    if (state_->extensions >= r.max_extensions) return Cap::max_extensions;
   }
-  if (o.max_extensions > 0 && extensions >= o.max_extensions) {
-    return "max_extensions (" + std::to_string(o.max_extensions) + ") reached";
-  }
-  if (o.max_hold.count() > 0 && now + state_->ttl > state_->taken + o.max_hold) {
-    return "max_hold (" + std::to_string(o.max_hold.count()) + " ms) reached";
+  if (r.max_hold.count() > 0 && now + state_->ttl > state_->taken + r.max_hold) return Cap::max_hold;
+  return Cap::none;
+}
+
+std::string Watchdog::cap_text() const {
+  switch (stopped_extending_) {
+    case Cap::none: return {};
+    case Cap::auto_extend_off: return "auto_extend is off";
+    case Cap::max_extensions: return "max_extensions (" + std::to_string(state_->rules.max_extensions) + ") reached";
+    case Cap::max_hold: return "max_hold (" + std::to_string(state_->rules.max_hold.count()) + " ms) reached";
   }
   return {};
 }
 
 void Watchdog::extend_now() {
   if (stopped_ || extending_) return;
-  if (std::string cap = cap_reached(engine_.runtime().now()); !cap.empty()) {
-    stopped_extending_ = std::move(cap);
+  if (Cap cap = cap_reached(engine_.runtime().now()); cap != Cap::none) {
+    stopped_extending_ = cap;
     return;  // the deadline declares the loss
   }
   extending_ = true;
   // A lease of one resource (also one built without make_lease: no list)
   // rides a batch round; a multi-resource lease extends every key in one
   // round of its own.
-  if (state_->resources.size() <= 1) return engine_.batcher().submit(this);
+  if (state_->more.empty()) return engine_.batcher().submit(this);
   Lock lock;
   lock.resource = state_->resource;
   lock.token = state_->token;
@@ -148,7 +179,7 @@ void Watchdog::extend_now() {
         if (!r) return on_extended(std::move(r).error());
         on_extended(Extension{r->validity_deadline, r->validity});
       },
-      std::vector<std::string>(state_->resources.begin() + 1, state_->resources.end()));
+      state_->more);
 }
 
 void Watchdog::on_extended(Result<Extension> r) {
@@ -163,7 +194,7 @@ void Watchdog::on_extended(Result<Extension> r) {
     }
     last_failure_.reset();
     if (Telemetry* t = engine_.telemetry()) t->lease_extended(state_->resource, r->validity);
-    return arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->options.extend_at));
+    return arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->rules.extend_at));
   }
   Error e = std::move(r).error();
   if (e.code == Errc::closed) return;  // shutdown() reports it
@@ -181,7 +212,7 @@ void Watchdog::on_extended(Result<Extension> r) {
   // a lease with seconds left does not retry every 50 ms, and a crowd of
   // leases that failed together (an overloaded client, a slow master) does
   // not retry together. About a dozen retries before the deadline.
-  last_failure_ = std::move(e);
+  last_failure_ = std::make_unique<Error>(std::move(e));
   const TimePoint deadline = current_deadline();
   const Clock::duration left = deadline - deadline_margin - now;
   const Clock::duration wait = std::max<Clock::duration>(options_.retry_delay, left / 4) +
@@ -192,8 +223,8 @@ void Watchdog::on_extended(Result<Extension> r) {
 
 void Watchdog::on_deadline() {
   std::string why = "validity deadline passed";
-  if (!stopped_extending_.empty()) {
-    why += " (the watchdog stopped extending: " + stopped_extending_ + ")";
+  if (stopped_extending_ != Cap::none) {
+    why += " (the watchdog stopped extending: " + cap_text() + ")";
   } else if (last_failure_) {
     why += "; the last extension failed: " + last_failure_->message;
   } else if (extending_) {
@@ -206,17 +237,16 @@ void Watchdog::lose(std::string why, std::vector<NodeOutcome> nodes) {
   Error e = make_error(Errc::lost, "lease on " + state_->resource + " lost: " + why);
   e.nodes = std::move(nodes);
   bool first = false;
+  std::stop_source signal{std::nostopstate};
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    if (!state_->lost && !state_->released) {
-      state_->lost = e;
-      first = true;
-    }
+    first = state_->lose_locked(e);
+    if (first) signal = state_->stop;  // requested outside the lock: its callbacks may read the lease
   }
   if (first) {
+    if (signal.stop_possible()) signal.request_stop();
     if (Telemetry* t = engine_.telemetry()) t->lease_lost(state_->resource, e.message);
-    state_->stop.request_stop();
-    if (state_->options.on_lost) state_->options.on_lost(e);
+    if (state_->rules.on_lost) state_->rules.on_lost(e);
   }
   stop();
 }
@@ -232,7 +262,7 @@ void Watchdog::stop() {
 // `this`), unlink from the client and free — never inside stop() itself.
 void Watchdog::maybe_free() {
   if (!stopped_ || extending_ || timer_->active()) return;
-  if (gone_) gone_(this);
+  if (gone_ != nullptr) gone_(host_, this);
   delete this;
 }
 
@@ -312,13 +342,13 @@ Lease::~Lease() {
 bool LeaseView::valid() const noexcept {
   if (state_ == nullptr) return false;
   std::lock_guard<std::mutex> lock(state_->mu);
-  return !state_->released && !state_->lost && std::chrono::steady_clock::now() < state_->deadline;
+  return !state_->released && state_->lost == nullptr && std::chrono::steady_clock::now() < state_->deadline;
 }
 
 const std::string& LeaseView::resource() const noexcept { return state_ ? state_->resource : empty_string; }
 const std::vector<std::string>& LeaseView::resources() const noexcept {
   static const std::vector<std::string> none;
-  return state_ ? state_->resources : none;
+  return state_ ? state_->resources() : none;
 }
 const std::string& LeaseView::token() const noexcept { return state_ ? state_->token : empty_string; }
 std::uint64_t LeaseView::fence() const noexcept { return state_ ? state_->fence : 0; }
@@ -348,12 +378,20 @@ int LeaseView::holds() const noexcept {
   return state_->holds;
 }
 
-std::stop_token LeaseView::stop_token() const noexcept { return state_ ? state_->stop.get_token() : std::stop_token{}; }
+std::stop_token LeaseView::stop_token() const noexcept {
+  if (state_ == nullptr) return {};
+  try {
+    return state_->stop_token();
+  } catch (...) {  // no memory for the stop state: a token that is never requested
+    return {};
+  }
+}
 
 std::optional<Error> LeaseView::lost() const {
   if (state_ == nullptr) return std::nullopt;
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->lost;
+  if (state_->lost == nullptr) return std::nullopt;
+  return *state_->lost;
 }
 
 Result<ReleaseResult> Lease::release() {

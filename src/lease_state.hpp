@@ -53,27 +53,54 @@ struct LeaseHost {
   std::condition_variable_any reentry_settled;                  // an `acquiring` entry got its outcome
 };
 
+// LeaseRules — what a lease keeps of its LeaseOptions once taken: how the
+// watchdog extends it, and whom it tells of a loss.
+struct LeaseRules {
+  bool auto_extend = true;
+  bool fence = false;
+  double extend_at = 1.0 / 3.0;
+  int max_extensions = 0;
+  milliseconds max_hold{0};
+  LostCallback on_lost;
+};
+
+// LeaseState — one held lease. A program may hold 100,000 of them, so what
+// most leases never use costs a pointer until used: the list of resources
+// of a lease of one (made when resources() is first asked), the stop
+// source (made when stop_token() is first asked, or at the loss), the
+// error of a loss.
 struct LeaseState {
   // Fixed when the lease is taken.
   std::string resource;
-  std::vector<std::string> resources;  // every resource, sorted (one: {resource})
   std::string token;
   std::uint64_t fence = 0;
   int attempts = 0;  // the acquire's rounds
   milliseconds ttl{0};
-  LeaseOptions options;
+  LeaseRules rules;
   std::string owner;  // reentrant leases: their owner
   std::chrono::steady_clock::time_point taken{};
   std::shared_ptr<LeaseHost> host;
+  // more: the other resources of a multi-resource lease (sorted, after
+  // `resource`); empty for one.
+  std::vector<std::string> more;
 
   // Shared with the user's threads; guarded by mu.
   mutable std::mutex mu;
   std::chrono::steady_clock::time_point deadline{};
-  std::optional<Error> lost;
+  std::unique_ptr<Error> lost;
   bool released = false;  // the last hold was given back: nothing more happens
   int extensions = 0;
   int holds = 1;
-  std::stop_source stop;
+  mutable std::stop_source stop{std::nostopstate};       // see stop_token()
+  mutable std::unique_ptr<std::vector<std::string>> all;  // see resources()
+
+  // resources: every resource, sorted (made on first use; mu must not be held).
+  const std::vector<std::string>& resources() const;
+  // stop_token: requested once the lease is lost (mu must not be held).
+  std::stop_token stop_token() const;
+  // lose_locked: record the loss (mu held); false if already lost or
+  // released. The caller requests `stop` after letting go of mu.
+  bool lose_locked(const Error& e);
 
   // Loop thread only.
   Watchdog* watchdog = nullptr;
@@ -101,7 +128,9 @@ void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state
 // (its client) last, never inside a call of its own owner.
 class Watchdog final : public Extendee {
  public:
-  Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, std::function<void(Watchdog*)> gone);
+  // `gone(host, this)`: the watchdog frees itself (its client's list).
+  using Gone = void (*)(void* host, Watchdog* dog);
+  Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, Gone gone, void* host);
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
@@ -135,18 +164,22 @@ class Watchdog final : public Extendee {
   void lose(std::string why, std::vector<NodeOutcome> nodes = {});
   void maybe_free();
   TimePoint current_deadline() const;
-  std::string cap_reached(TimePoint now) const;
+  // Cap — why the watchdog no longer extends (none: it does).
+  enum class Cap : std::uint8_t { none, auto_extend_off, max_extensions, max_hold };
+  Cap cap_reached(TimePoint now) const;
+  std::string cap_text() const;
 
   Engine& engine_;
   const Options& options_;
   std::shared_ptr<LeaseState> state_;
-  std::function<void(Watchdog*)> gone_;
+  Gone gone_;
+  void* host_;
   std::unique_ptr<Timer> timer_;  // once stopped: frees the watchdog on a later loop turn
   TimePoint extend_due_ = TimePoint::max();  // max: no extension planned
   bool stopped_ = false;
   bool extending_ = false;
-  std::string stopped_extending_;  // why the watchdog no longer extends (a cap)
-  std::optional<Error> last_failure_;
+  Cap stopped_extending_ = Cap::none;
+  std::unique_ptr<Error> last_failure_;  // the last extension's failure, while no later one succeeded
 };
 
 // start_watchdog puts a watchdog on `client`'s loop for `state` (loop

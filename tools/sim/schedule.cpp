@@ -731,11 +731,11 @@ void Schedule::start_lease(SimClient& c) {
   st->taken = c.rt.now();
   st->deadline = c.lock->validity_deadline;
   const std::vector<std::size_t> held = c.held;
-  st->options.on_lost = [this, held](const Error&) {
+  st->rules.on_lost = [this, held](const Error&) {
     for (const std::size_t i : held) holds_[i].released = std::min(holds_[i].released, world_.now());
   };
   c.lease = st;
-  auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr);  // frees itself once stopped
+  auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr, nullptr);  // frees itself once stopped
   watchdog->start();
   const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->ttl).count();
   c.after(static_cast<Nanos>(world_.rng().unit() * 4 * static_cast<double>(ttl)),
@@ -785,11 +785,11 @@ void Schedule::lease_acquired(SimClient& c, const std::string& resource, Result<
     st->ttl = r->ttl;
     st->taken = c.rt.now();
     st->deadline = r->validity_deadline;
-    st->options.on_lost = [this, index](const Error&) {
+    st->rules.on_lost = [this, index](const Error&) {
       holds_[index].released = std::min(holds_[index].released, world_.now());
     };
     c.leases.push_back({resource, r->token, st, index});
-    auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr);  // frees itself once stopped
+    auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr, nullptr);  // frees itself once stopped
     watchdog->start();
   }
   if (--c.leases_pending > 0) return;
