@@ -95,45 +95,44 @@ void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state
 
 Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, Gone gone, void* host)
     : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(gone), host_(host) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    deadline_ = state_->deadline;
+  }
   timer_ = engine_.timers().timer([this] { on_timer(); });
   state_->watchdog = this;
 }
 
-TimePoint Watchdog::current_deadline() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->deadline;
-}
-
 void Watchdog::start() {
+  const TimePoint now = engine_.runtime().now();
   if (state_->rules.auto_extend) {
-    const auto validity = current_deadline() - engine_.runtime().now();
-    arm_extend(duration_cast<Clock::duration>(validity * state_->rules.extend_at));
+    arm_extend(now, duration_cast<Clock::duration>((deadline_ - now) * state_->rules.extend_at));
   } else {
     stopped_extending_ = Cap::auto_extend_off;
-    rearm();
+    rearm(now);
   }
 }
 
-void Watchdog::arm_extend(Clock::duration in) {
-  extend_due_ = engine_.runtime().now() + std::max(in, Clock::duration::zero());
-  rearm();
+void Watchdog::arm_extend(TimePoint now, Clock::duration in) {
+  extend_due_ = now + std::max(in, Clock::duration::zero());
+  rearm(now);
 }
 
-void Watchdog::rearm() {
+void Watchdog::rearm(TimePoint now) {
   if (stopped_) return;
-  const TimePoint wake = std::min(extend_due_, current_deadline() - deadline_margin);
-  timer_->start(until(wake, engine_.runtime().now()));
+  const TimePoint wake = std::min(extend_due_, deadline_ - deadline_margin);
+  timer_->start(until(wake, now));
 }
 
 void Watchdog::on_timer() {
   if (stopped_) return maybe_free();
   const TimePoint now = engine_.runtime().now();
-  if (now + deadline_margin >= current_deadline()) return on_deadline();
+  if (now + deadline_margin >= deadline_) return on_deadline();
   if (extend_due_ <= now) {
     extend_due_ = TimePoint::max();
-    extend_now();
+    extend_now(now);
   }
-  rearm();  // woke early, or for the next of the two
+  rearm(now);  // woke early, or for the next of the two
 }
 
 Watchdog::Cap Watchdog::cap_reached(TimePoint now) const {
@@ -156,9 +155,9 @@ std::string Watchdog::cap_text() const {
   return {};
 }
 
-void Watchdog::extend_now() {
+void Watchdog::extend_now(TimePoint now) {
   if (stopped_ || extending_) return;
-  if (Cap cap = cap_reached(engine_.runtime().now()); cap != Cap::none) {
+  if (Cap cap = cap_reached(now); cap != Cap::none) {
     stopped_extending_ = cap;
     return;  // the deadline declares the loss
   }
@@ -172,7 +171,7 @@ void Watchdog::extend_now() {
   lock.token = state_->token;
   lock.ttl = state_->ttl;
   lock.fence = state_->fence;
-  lock.validity_deadline = current_deadline();
+  lock.validity_deadline = deadline_;
   engine_.extend(
       std::move(lock), state_->ttl,
       [this](Result<Lock> r) {
@@ -187,14 +186,15 @@ void Watchdog::on_extended(Result<Extension> r) {
   if (stopped_) return maybe_free();
   const TimePoint now = engine_.runtime().now();
   if (r) {
+    deadline_ = r->validity_deadline;
     {
       std::lock_guard<std::mutex> lock(state_->mu);
-      state_->deadline = r->validity_deadline;
+      state_->deadline = deadline_;
       ++state_->extensions;
     }
     last_failure_.reset();
     if (Telemetry* t = engine_.telemetry()) t->lease_extended(state_->resource, r->validity);
-    return arm_extend(duration_cast<Clock::duration>((r->validity_deadline - now) * state_->rules.extend_at));
+    return arm_extend(now, duration_cast<Clock::duration>((deadline_ - now) * state_->rules.extend_at));
   }
   Error e = std::move(r).error();
   if (e.code == Errc::closed) return;  // shutdown() reports it
@@ -213,12 +213,12 @@ void Watchdog::on_extended(Result<Extension> r) {
   // leases that failed together (an overloaded client, a slow master) does
   // not retry together. About a dozen retries before the deadline.
   last_failure_ = std::make_unique<Error>(std::move(e));
-  const TimePoint deadline = current_deadline();
+  const TimePoint deadline = deadline_;
   const Clock::duration left = deadline - deadline_margin - now;
   const Clock::duration wait = std::max<Clock::duration>(options_.retry_delay, left / 4) +
                                engine_.runtime().random_delay(options_.retry_jitter);
-  if (now + wait < deadline - deadline_margin) return arm_extend(wait);
-  if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(options_.retry_delay);
+  if (now + wait < deadline - deadline_margin) return arm_extend(now, wait);
+  if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(now, options_.retry_delay);
 }
 
 void Watchdog::on_deadline() {

@@ -148,22 +148,21 @@ class Watchdog final : public Extendee {
   const std::string& extend_resource() const override { return state_->resource; }
   const std::string& extend_token() const override { return state_->token; }
   milliseconds extend_ttl() const override { return state_->ttl; }
-  TimePoint extend_deadline() const override { return current_deadline(); }
+  TimePoint extend_deadline() const override { return deadline_; }
   void on_batch_extended(Result<Extension> r) override { on_extended(std::move(r)); }
 
  private:
   ~Watchdog() = default;
   // arm_extend sets the next extension `in` from now; rearm (re)starts the
   // timer for the earlier of it and the deadline (less the margin).
-  void arm_extend(Clock::duration in);
-  void rearm();
+  void arm_extend(TimePoint now, Clock::duration in);
+  void rearm(TimePoint now);
   void on_timer();
-  void extend_now();
+  void extend_now(TimePoint now);
   void on_extended(Result<Extension> r);
   void on_deadline();
   void lose(std::string why, std::vector<NodeOutcome> nodes = {});
   void maybe_free();
-  TimePoint current_deadline() const;
   // Cap — why the watchdog no longer extends (none: it does).
   enum class Cap : std::uint8_t { none, auto_extend_off, max_extensions, max_hold };
   Cap cap_reached(TimePoint now) const;
@@ -176,6 +175,7 @@ class Watchdog final : public Extendee {
   void* host_;
   std::unique_ptr<Timer> timer_;  // once stopped: frees the watchdog on a later loop turn
   TimePoint extend_due_ = TimePoint::max();  // max: no extension planned
+  TimePoint deadline_{};  // the lease's validity deadline (only the watchdog moves it; state_->deadline is its copy for other threads)
   bool stopped_ = false;
   bool extending_ = false;
   Cap stopped_extending_ = Cap::none;
