@@ -2,6 +2,8 @@
 #include "extend_batch.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
 #include <utility>
 
 #include "engine.hpp"
@@ -29,10 +31,31 @@ class ExtendRound final : public ReplySink {
     bool decided = false;
   };
 
-  ExtendRound(Engine& engine, std::shared_ptr<ExtendBatcher::Flow> flow, std::vector<Member> members)
-      : engine_(engine), flow_(std::move(flow)), members_(std::move(members)) {
+  ExtendRound(Engine& engine, std::shared_ptr<ExtendBatcher::Flow> flow) : engine_(engine), flow_(std::move(flow)) {
     nodes_.resize(engine_.transport().size());
     deliver_ = engine_.timers().timer([this] { deliver(); });
+  }
+
+  // members: the leases of the round, filled by the batcher before launch.
+  // A round is used again once over (ExtendBatcher::recycle): its buffers
+  // (the leases, the Call's keys and values, the masters' flags) keep
+  // their room, so a busy batcher allocates nothing per lease.
+  std::vector<Member>& members() noexcept { return members_; }
+
+  // reset: ready for another round (every event of this one came).
+  void reset() {
+    members_.clear();
+    for (Node& n : nodes_) {
+      n.outcome = Outcome::pending;
+      n.text.clear();
+      n.flags.clear();
+      n.rtt = std::chrono::microseconds{0};
+      n.final = n.sent = false;
+    }
+    servers_.clear();
+    answered_ = ready_ = 0;
+    launching_ = true;
+    closed_ = false;
   }
 
   // launch sends the round to every master, now or once it can take it
@@ -106,26 +129,20 @@ class ExtendRound final : public ReplySink {
 
   void build_call() {
     const std::string& prefix = engine_.options().prefix;
-    if (members_.size() == 1) {
-      const Extendee& l = *members_[0].lease;
-      call_ = Call{CommandId::extend, lock_key(prefix, l.extend_resource()), l.extend_token(),
-                   std::to_string(l.extend_ttl().count()), {}, {}};
-      return;
-    }
-    call_.command = CommandId::extend_batch;
-    call_.more_keys.reserve(members_.size() - 1);
-    call_.more_args.reserve(2 * (members_.size() - 1));
-    for (std::size_t i = 0; i < members_.size(); ++i) {
+    const std::size_t n = members_.size();
+    call_.command = n == 1 ? CommandId::extend : CommandId::extend_batch;
+    call_.more_keys.resize(n - 1);
+    call_.more_args.resize(2 * (n - 1));
+    for (std::size_t i = 0; i < n; ++i) {
       const Extendee& l = *members_[i].lease;
-      if (i == 0) {
-        call_.key = lock_key(prefix, l.extend_resource());
-        call_.arg1 = l.extend_token();
-        call_.arg2 = std::to_string(l.extend_ttl().count());
-      } else {
-        call_.more_keys.push_back(lock_key(prefix, l.extend_resource()));
-        call_.more_args.push_back(l.extend_token());
-        call_.more_args.push_back(std::to_string(l.extend_ttl().count()));
-      }
+      std::string& key = i == 0 ? call_.key : call_.more_keys[i - 1];
+      std::string& value = i == 0 ? call_.arg1 : call_.more_args[2 * (i - 1)];
+      std::string& ttl = i == 0 ? call_.arg2 : call_.more_args[2 * (i - 1) + 1];
+      assign_resource_name(key, prefix, l.extend_resource(), lock_suffix);
+      value.assign(l.extend_token());
+      char digits[24];
+      const auto [end, ec] = std::to_chars(std::begin(digits), std::end(digits), l.extend_ttl().count());
+      ttl.assign(digits, end);
     }
   }
 
@@ -275,6 +292,7 @@ class ExtendRound final : public ReplySink {
     if (launching_ || ready_ != 0 || deliver_->active()) return;
     if (std::any_of(members_.begin(), members_.end(), [](const Member& m) { return !m.decided; })) return;
     if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.final; })) return;
+    if (flow_->owner != nullptr) return flow_->owner->recycle(this);
     delete this;
   }
 
@@ -302,6 +320,8 @@ ExtendBatcher::ExtendBatcher(Engine& engine, milliseconds window, std::size_t ma
 
 ExtendBatcher::~ExtendBatcher() {
   flow_->owner = nullptr;  // rounds still in flight finish without us
+  for (ExtendRound* round : spare_) delete round;
+  spare_.clear();
   timer_.reset();
   drain_.reset();
   std::deque<Extendee*> queue;
@@ -350,15 +370,30 @@ void ExtendBatcher::drain() {
   }
 }
 
+void ExtendBatcher::recycle(ExtendRound* round) {
+  if (spare_.size() >= spare_rounds) {
+    delete round;
+    return;
+  }
+  round->reset();
+  spare_.push_back(round);
+}
+
 void ExtendBatcher::flush() {
   while (!queue_.empty()) {
     const std::size_t n = std::min(max_, queue_.size());
-    std::vector<ExtendRound::Member> members;
+    ExtendRound* round = nullptr;
+    if (spare_.empty()) {
+      round = new ExtendRound(engine_, flow_);
+    } else {
+      round = spare_.back();
+      spare_.pop_back();
+    }
+    std::vector<ExtendRound::Member>& members = round->members();
     members.reserve(n);
     for (std::size_t i = 0; i < n; ++i) members.push_back({queue_[i], submitted_[i]});
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     submitted_.erase(submitted_.begin(), submitted_.begin() + static_cast<std::ptrdiff_t>(n));
-    auto* round = new ExtendRound(engine_, flow_, std::move(members));
     round->launch(engine_.closing());
   }
 }

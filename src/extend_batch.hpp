@@ -116,6 +116,10 @@ class ExtendBatcher {
   // node_done: a round's node gave its final event (from the round); what
   // waits for the node goes on the next loop turn.
   void node_done(std::size_t node);
+  // recycle: a round is over (every verdict told, every final event come):
+  // kept for the next one, up to spare_rounds, with the room of its buffers.
+  void recycle(ExtendRound* round);
+  static constexpr std::size_t spare_rounds = 8;
 
  private:
   void flush();
@@ -127,6 +131,7 @@ class ExtendBatcher {
   std::deque<Extendee*> queue_;
   std::deque<TimePoint> submitted_;  // when each queued lease was submitted (its latency)
   std::vector<std::deque<ExtendRound*>> waiting_;  // per node: rounds it could not take yet
+  std::vector<ExtendRound*> spare_;               // rounds over, to be used again
   std::shared_ptr<Flow> flow_;
   std::unique_ptr<Timer> timer_;  // the window: flush
   std::unique_ptr<Timer> drain_;  // a node can take more: drain

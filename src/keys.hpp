@@ -24,20 +24,29 @@ namespace redlock::detail {
 
 inline constexpr std::string_view marker_key = "redlock-marker";
 
-// resource_name is {prefix}{{resource}}{suffix}.
-inline std::string resource_name(std::string_view prefix, std::string_view resource, std::string_view suffix) {
-  std::string out;
+// assign_resource_name makes `out` {prefix}{{resource}}{suffix}, in the
+// room it has (a buffer used again allocates nothing).
+inline void assign_resource_name(std::string& out, std::string_view prefix, std::string_view resource,
+                                 std::string_view suffix) {
+  out.clear();
   out.reserve(prefix.size() + resource.size() + suffix.size() + 2);
   out += prefix;
   out += '{';
   out += resource;
   out += '}';
   out += suffix;
+}
+
+// resource_name is {prefix}{{resource}}{suffix}.
+inline std::string resource_name(std::string_view prefix, std::string_view resource, std::string_view suffix) {
+  std::string out;
+  assign_resource_name(out, prefix, resource, suffix);
   return out;
 }
 
+inline constexpr std::string_view lock_suffix = ":lock";
 inline std::string lock_key(std::string_view prefix, std::string_view resource) {
-  return resource_name(prefix, resource, ":lock");
+  return resource_name(prefix, resource, lock_suffix);
 }
 inline std::string fence_key(std::string_view prefix, std::string_view resource) {
   return resource_name(prefix, resource, ":fence");
@@ -49,7 +58,7 @@ inline std::string release_channel(std::string_view prefix, std::string_view res
 // sibling_of is the name of another kind for a lock key's resource
 // (…}:lock → …}{suffix}).
 inline std::string sibling_of(std::string_view lock_key, std::string_view suffix) {
-  std::string out(lock_key.substr(0, lock_key.size() - std::string_view(":lock").size()));
+  std::string out(lock_key.substr(0, lock_key.size() - lock_suffix.size()));
   out += suffix;
   return out;
 }
