@@ -304,7 +304,13 @@ TEST_CASE("run: a lost lease stops the command with SIGTERM, then SIGKILL, and e
   const std::string resource = "lost-job";
 
   SUBCASE("the command obeys SIGTERM") {
-    Child run(cli_path(), run_args(g, {"--ttl", "600", "--json"}, resource,
+    // SIGKILL follows SIGTERM --kill-after later: the shell must be
+    // scheduled and run its trap within that. With --ttl 600 that was the
+    // default's cap, TTL/3 - 50 = 150 ms, and a loaded machine left the
+    // shell unscheduled that long: SIGKILL, no "got-term" (a flake in CI).
+    // 900 ms, as in the -s/--signal test (the lease is lost at the first
+    // extension, 1 s in: 0.8 s longer than with 600 ms).
+    Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "900", "--json"}, resource,
                                    "trap 'echo got-term; exit 0' TERM; echo \"token=$REDLOCK_TOKEN\"; "
                                    "while :; do sleep 0.02; done"));
     REQUIRE(run.wait_for("token="));
@@ -312,6 +318,7 @@ TEST_CASE("run: a lost lease stops the command with SIGTERM, then SIGKILL, and e
     // the next extension is refused by a majority, so the lease is lost.
     for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(resource), "intruder", "PX", "60000"});
     ProcResult r = run.wait();
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
     CHECK(r.exit_code == 3);
     CHECK(r.out.find("got-term") != std::string::npos);
     const json rep = report_of(r);
