@@ -24,15 +24,16 @@
 // extensions"): per lease, the same majority over the same answers.
 //
 // Flow control: at most keys_in_flight leases' keys are outstanding per
-// master (in rounds sent and not finally answered). A round that a master
-// cannot take yet waits for it in that master's own queue, and goes as
-// answers come back; the other masters are not held up, so a slow or hung
-// minority costs nothing, and no master misses a round (its vote and its
-// key's new TTL). A burst of 100,000 leases falling due together was 200
-// calls of 512 keys queued in each master at once: the last of them missed
-// node_timeout behind the others, and every lease's retry then failed.
-// Waiting in the queue costs a lease validity it has plenty of (T1 is when
-// the round was made), not a node timeout.
+// master (in rounds sent and not finally answered). A round is made only
+// when a majority of masters can take it at once; until then its leases
+// wait in the batcher, as pointers, and T1 is taken when they can go (so a
+// burst of 100,000 leases falling due together is not made into 200
+// rounds in one loop turn). A master that cannot take a round yet gets it
+// from its own queue (at most rounds_waiting deep; beyond, the round is
+// not sent there) as its answers come back; the others are not held up,
+// so a slow or hung minority costs nothing. 200 calls of 512 keys queued
+// in each master at once made the last of them miss node_timeout behind
+// the others, and every lease's retry then failed.
 //
 // Only single-resource leases come here; a multi-resource lease extends
 // with one multi_extend round of its own (Engine::extend).
@@ -103,6 +104,7 @@ class ExtendBatcher {
   std::size_t waiting(std::size_t node) const noexcept { return waiting_[node].size(); }
 
   static constexpr std::size_t keys_in_flight = 2048;  // per node
+  static constexpr std::size_t rounds_waiting = 4;     // per node; more are not sent there
 
   // Flow — what the batcher shares with its rounds, which may outlive it:
   // the keys in flight per node, and the batcher while it lives.
@@ -124,6 +126,8 @@ class ExtendBatcher {
  private:
   void flush();
   void drain();
+  // can_take: `node` can be sent a round of `keys` at once.
+  bool can_take(std::size_t node, std::size_t keys) const noexcept;
 
   Engine& engine_;
   milliseconds window_;
