@@ -203,8 +203,16 @@ int run_status(const Args& a) {
   }
   const ResourceStatus& st = *r;
   std::size_t answered = 0;
+  // The fair queue: shown (a QUEUE column, a line) only when a master has one.
+  std::size_t queue_nodes = 0, longest_queue = 0;
+  for (const NodeHolding& n : st.nodes) {
+    queue_nodes += n.queued > 0 ? 1 : 0;
+    longest_queue = std::max(longest_queue, n.queued);
+  }
   json nodes = json::array();
-  Table table({"NODE", "STATE", "TOKEN", "TTL", "FENCE", "RTT", "DETAIL"});
+  std::vector<std::string> header{"NODE", "STATE", "TOKEN", "TTL", "FENCE", "RTT", "DETAIL"};
+  if (queue_nodes > 0) header.insert(header.end() - 1, "QUEUE");
+  Table table(std::move(header));
   for (const NodeHolding& n : st.nodes) {
     // A wrong_type master answered (it holds no lock of anyone's), but its
     // fence counter was not read.
@@ -219,13 +227,25 @@ int run_status(const Args& a) {
                      {"fence", read ? json(n.fence) : json(nullptr)},
                      {"quarantined", n.quarantined},
                      {"rtt_us", up ? json(n.rtt.count()) : json(nullptr)},
-                     {"error", n.error.empty() ? json(nullptr) : json(n.error)}});
+                     {"error", n.error.empty() ? json(nullptr) : json(n.error)},
+                     {"queued", read ? json(n.queued) : json(nullptr)},
+                     {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)}});
     std::string detail = n.error;
     if (n.quarantined) detail = "quarantined (restarted recently; does not count)";
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
-    table.add({n.address, state_name(n.state), held ? short_token(n.token) : "-",
-               held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
-               read ? std::to_string(n.fence) : "-", up ? fmt_us(n.rtt.count()) : "-", detail});
+    std::vector<std::string> row{n.address,
+                                 state_name(n.state),
+                                 held ? short_token(n.token) : "-",
+                                 held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
+                                 read ? std::to_string(n.fence) : "-",
+                                 up ? fmt_us(n.rtt.count()) : "-"};
+    if (queue_nodes > 0) {
+      row.push_back(!read           ? "-"
+                    : n.queued == 0 ? "0"
+                                    : std::to_string(n.queued) + ", head " + short_token(n.queue_head));
+    }
+    row.push_back(detail);
+    table.add(std::move(row));
   }
   const bool known = answered >= st.quorum;
   json out = {{"resource", st.resource},
@@ -236,6 +256,8 @@ int run_status(const Args& a) {
               {"ttl_ms", st.held ? json(st.ttl.count()) : json(nullptr)},
               {"free_nodes", st.free_nodes},
               {"answered", answered},
+              {"queued", st.queued},
+              {"queue_head", st.queue_head.empty() ? json(nullptr) : json(st.queue_head)},
               {"nodes", nodes}};
   std::string human;
   if (st.held) {
@@ -253,6 +275,21 @@ int run_status(const Args& a) {
     human = quote(st.resource) + " is not held by a majority: at most " + std::to_string(st.agreeing) + " of " +
             std::to_string(st.nodes.size()) + " masters agree on one token (quorum " + std::to_string(st.quorum) +
             ")\n";
+  }
+  if (queue_nodes > 0) {
+    // "fair queue: 3 waiting (head 0123abcd…)": what a majority reports at
+    // least; more on a minority of masters is said after it.
+    if (st.queued > 0) {
+      human += "fair queue: " + std::to_string(st.queued) + " waiting (" +
+               (st.queue_head.empty() ? std::string("no head a majority agrees on")
+                                      : "head " + short_token(st.queue_head)) +
+               ")";
+      if (longest_queue > st.queued) human += "; up to " + std::to_string(longest_queue) + " on some masters";
+    } else {
+      human += "fair queue: none on a majority; up to " + std::to_string(longest_queue) + " waiting on " +
+               std::to_string(queue_nodes) + " of " + std::to_string(st.nodes.size()) + " masters";
+    }
+    human += "\n";
   }
   human += table.render();
   return finish(use_json(a.g, false), out, human, known ? kExitOk : kExitNotDone);
@@ -551,7 +588,7 @@ Commands build(CLI::App& app, Args& a) {
       "  redlock run --fair --wait 10m deploy -- ./deploy.sh   # deploys run in the order they came\n"
       "  redlock run --foreground -w 10s edit-config -- vi /etc/app.conf\n");
 
-  c.status = app.add_subcommand("status", "Show who holds RESOURCE on each master");
+  c.status = app.add_subcommand("status", "Show who holds RESOURCE on each master, and who waits in its fair queue");
   resource(c.status, a.resource);
   c.status->footer(std::string(kGlobalHelp) +
                    "\nExit status: 0 when a quorum of masters answered (held or free), 1 when\n"

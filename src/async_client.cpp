@@ -94,13 +94,15 @@ class ClientCore final {
   }
   Stats stats() const { return nodes_.shared_telemetry()->snapshot(); }
 
-  // status: every node's view of `resource` (inspect script), on the loop.
+  // status: every node's view of `resource` (inspect script: its lock key,
+  // fence counter and fair queue), on the loop.
   // After close(), or when the client closes while it is on its way:
   // Errc::closed, like every other operation.
   void status(std::string resource, StatusCallback done) {
     if (closing_) return complete_closed(std::move(done));
-    detail::Call call{detail::CommandId::inspect, detail::lock_key(config_.options.prefix, resource), {}, {},
-                      {detail::fence_key(config_.options.prefix, resource)}, {}};
+    std::string key = detail::lock_key(config_.options.prefix, resource);
+    std::vector<std::string> more{detail::fence_key_of(key), detail::queue_key_of(key)};
+    detail::Call call{detail::CommandId::inspect, std::move(key), {}, {}, std::move(more), {}};
     start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                                       std::vector<detail::SurveyAnswer> answers) mutable {
       if (closing_) return done(closed_error());  // the answers say only "client closed"

@@ -229,27 +229,45 @@ end
 return released
 )lua";
 
-// inspect: KEYS[1] lock key, KEYS[2] its fence counter. Reads, changes
-// nothing: the holder's value, its PTTL and the fence counter, as one
-// string (so the reply needs no array of mixed types): "PTTL FENCE VALUE"
-// when held (PTTL -1: no expiry), "-2 FENCE" when free. The value comes
-// last: it may hold spaces when some other client wrote the key. A key
-// that holds no string (someone else's list at our name) is named, not
+// inspect: KEYS[1] lock key, KEYS[2] its fence counter, KEYS[3] (optional)
+// its fair queue. Reads, changes nothing: the holder's value, its PTTL and
+// the fence counter, as one string (so the reply needs no array of mixed
+// types): "PTTL FENCE VALUE" when held (PTTL -1: no expiry), "-2 FENCE"
+// when free. The value comes last: it may hold spaces when some other
+// client wrote the key. When the queue holds waiters, "queue COUNT HEAD "
+// comes first (ZCARD, and the member of rank 0 — "?" if it holds blanks,
+// which no waiter id does); "queue" is never a PTTL, so a reply without it
+// reads as before; so does one where the queue could not be read (a user
+// whose ACL lacks ZCARD: no queue shown, the holding still is; without
+// ZRANGE the head is "?"). A key that holds no string (someone else's
+// list at our name), or a queue that is no sorted set, is named, not
 // failed on: "wrongtype TYPE KEY" — so that `status` tells such a master
 // from one that did not answer (TYPE under pcall: for a user without it
 // TYPE is "unknown", and the key is still named).
 inline constexpr std::string_view inspect_script = R"lua(
+local function wrongtype(key)
+  local kind = redis.pcall('TYPE', key)['ok'] or 'unknown'
+  return 'wrongtype ' .. kind .. ' ' .. key
+end
 local got = {}
 for i = 1, 2 do
   got[i] = redis.pcall('GET', KEYS[i])
-  if type(got[i]) == 'table' then
-    local kind = redis.pcall('TYPE', KEYS[i])['ok'] or 'unknown'
-    return 'wrongtype ' .. kind .. ' ' .. KEYS[i]
-  end
+  if type(got[i]) == 'table' then return wrongtype(KEYS[i]) end
+end
+local queue = ''
+local n = KEYS[3] and redis.pcall('ZCARD', KEYS[3]) or 0
+if type(n) == 'table' then
+  if string.sub(n['err'] or '', 1, 9) == 'WRONGTYPE' then return wrongtype(KEYS[3]) end
+  n = 0
+end
+if n > 0 then
+  local head = redis.pcall('ZRANGE', KEYS[3], 0, 0)[1]
+  if type(head) ~= 'string' or not string.find(head, '^%S+$') then head = '?' end
+  queue = 'queue ' .. n .. ' ' .. head .. ' '
 end
 local fence = got[2] or '0'
-if not got[1] then return '-2 ' .. fence end
-return redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
+if not got[1] then return queue .. '-2 ' .. fence end
+return queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
 )lua";
 
 // marker: KEYS[1] the master's data-loss marker (src/keys.hpp); ARGV[1] a

@@ -94,6 +94,24 @@ bool parse_int(std::string_view text, long long& v) {
 }  // namespace
 
 bool parse_inspect(std::string_view text, NodeHolding& out) {
+  out.queued = 0;
+  out.queue_head.clear();
+  if (text.starts_with("queue ")) {
+    // "queue COUNT HEAD " before the holding (a fair queue with waiters).
+    const std::string_view all = text;
+    text.remove_prefix(std::string_view("queue ").size());
+    const std::size_t sp1 = text.find(' ');
+    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : text.find(' ', sp1 + 1);
+    long long count = 0;
+    if (sp2 == std::string_view::npos || sp2 == sp1 + 1 || !parse_int(text.substr(0, sp1), count) || count <= 0) {
+      out.state = NodeHolding::State::unreachable;
+      out.error = "unexpected reply to the inspect script: " + std::string(all.substr(0, 80));
+      return false;
+    }
+    out.queued = static_cast<std::size_t>(count);
+    out.queue_head.assign(text.substr(sp1 + 1, sp2 - sp1 - 1));
+    text.remove_prefix(sp2 + 1);
+  }
   if (text.starts_with("wrongtype ")) {
     const std::string_view rest = text.substr(std::string_view("wrongtype ").size());
     const std::size_t sp = rest.find(' ');
@@ -102,7 +120,9 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
       out.state = NodeHolding::State::wrong_type;
       out.error = "WRONGTYPE: the key " + std::string(key) + " holds " +
                   (kind == "unknown" ? std::string("a value of another type") : "a " + std::string(kind)) +
-                  (key.ends_with(":fence") ? ", not a fence counter" : ", not a lock");
+                  (key.ends_with(":fence")   ? ", not a fence counter"
+                   : key.ends_with(":queue") ? ", not a fair queue"
+                                             : ", not a lock");
       return true;
     }
   }
@@ -126,8 +146,35 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
   }
   out.state = NodeHolding::State::unreachable;
   out.error = "unexpected reply to the inspect script: " + std::string(text.substr(0, 80));
+  out.queued = 0;
+  out.queue_head.clear();
   return false;
 }
+
+namespace {
+
+// summarize_queue: the fair queue's length a quorum reports at least (the
+// quorum-th largest over the counted masters, 0 for one that did not say),
+// and the head a quorum names.
+void summarize_queue(ResourceStatus& status) {
+  status.queued = 0;
+  status.queue_head.clear();
+  std::vector<std::size_t> lengths;
+  std::map<std::string_view, std::size_t> heads;
+  for (const NodeHolding& n : status.nodes) {
+    if (n.quarantined) continue;
+    lengths.push_back(n.queued);
+    if (n.queued > 0 && !n.queue_head.empty()) ++heads[n.queue_head];
+  }
+  if (status.quorum == 0 || lengths.size() < status.quorum) return;
+  std::sort(lengths.begin(), lengths.end(), std::greater<>());
+  status.queued = lengths[status.quorum - 1];
+  for (const auto& [head, count] : heads) {
+    if (count >= status.quorum) status.queue_head = std::string(head);
+  }
+}
+
+}  // namespace
 
 void summarize(ResourceStatus& status) {
   status.quorum = majority_of(status.nodes.size());
@@ -146,6 +193,7 @@ void summarize(ResourceStatus& status) {
       status.token = std::string(token);
     }
   }
+  summarize_queue(status);
   status.held = status.agreeing >= status.quorum;
   status.ttl = milliseconds{0};
   if (status.held) {

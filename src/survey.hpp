@@ -64,15 +64,17 @@ class Survey final : public ReplySink {
   uv_timer_t defer_;  // runs `done` on the loop when launch itself completed it
 };
 
-// parse_inspect fills `out` (state, token, ttl, fence) from an inspect
-// script's reply text ("PTTL FENCE TOKEN", "-2 FENCE", or "wrongtype TYPE
-// KEY": state wrong_type, `out.error` names the key and its type, TYPE
-// "unknown" when the user may not run TYPE); false
-// when the text has none of these forms (then `out.error` says so).
+// parse_inspect fills `out` (state, token, ttl, fence, queued, queue_head)
+// from an inspect script's reply text ("PTTL FENCE TOKEN", "-2 FENCE", or
+// "wrongtype TYPE KEY": state wrong_type, `out.error` names the key and its
+// type, TYPE "unknown" when the user may not run TYPE), each maybe after
+// "queue COUNT HEAD " (COUNT ≥ 1 fair waiters, HEAD the first; without it
+// queued is 0 and queue_head empty); false when the text has none of these
+// forms (then `out.error` says so, and queued is 0).
 bool parse_inspect(std::string_view text, NodeHolding& out);
 
 // summarize fills the verdict of `status` (quorum, token, agreeing, held,
-// ttl, free_nodes) from its nodes.
+// ttl, free_nodes, queued, queue_head) from its nodes.
 void summarize(ResourceStatus& status);
 
 }  // namespace redlock::detail

@@ -63,6 +63,17 @@ struct REDLOCK_API NodesReport {
 //   ttl          its remaining time to live (-1 ms: the key has no expiry)
 //   fence        this master's fence counter for the resource (0: none)
 //   quarantined  the master restarted recently: its answer does not count
+//   queued       how many fair waiters wait in the resource's fair queue on
+//                this master ({prefix}{resource}:queue, a sorted set; 0:
+//                no queue, or not read — unreachable, wrong_type, or a
+//                user whose ACL lacks ZCARD)
+//   queue_head   the waiter id (16 hex digits: those after the 'Q' of the
+//                fair token it will hold) at the head of that queue, the next
+//                to take the lock there; empty when queued is 0 ("?" for
+//                a member that holds blanks, which no redlock client writes)
+// A queue key that holds something else than a sorted set makes the state
+// wrong_type, as the lock key or the fence counter do (no fair acquire
+// works there).
 struct REDLOCK_API NodeHolding {
   enum class State : std::uint8_t { free, held, unreachable, wrong_type };
   std::string address;
@@ -73,6 +84,8 @@ struct REDLOCK_API NodeHolding {
   bool quarantined = false;
   std::chrono::microseconds rtt{0};
   std::string error;
+  std::size_t queued = 0;
+  std::string queue_head;
 };
 
 // ResourceStatus — every master's view of one resource, and the verdict.
@@ -83,6 +96,15 @@ struct REDLOCK_API NodeHolding {
 //   ttl          held only: how long that majority still lasts (the
 //                quorum-th longest TTL among the agreeing masters)
 //   free_nodes   counted masters where the key is absent
+//   queued       the fair queue's length a majority agrees on at least: the
+//                quorum-th largest `queued` among the counted masters (an
+//                unreachable or wrong_type one counts as 0), so a quorum
+//                of masters reports that many waiters or more; 0 when
+//                fewer than a quorum are counted. A queue on only a
+//                minority shows in nodes[i].queued alone.
+//   queue_head   the head waiter id named by at least a quorum of counted
+//                masters (the waiter next in fair order); empty when no
+//                quorum names the same one
 struct REDLOCK_API ResourceStatus {
   std::string resource;
   std::vector<NodeHolding> nodes;
@@ -92,6 +114,8 @@ struct REDLOCK_API ResourceStatus {
   bool held = false;
   milliseconds ttl{0};
   std::size_t free_nodes = 0;
+  std::size_t queued = 0;
+  std::string queue_head;
 };
 
 // state_name returns "free", "held", "unreachable" or "wrong_type".

@@ -152,6 +152,25 @@ TEST_CASE("a user with exactly the documented ACL rule can do everything; one co
   auto status = client->status("acl-all");
   REQUIRE_MESSAGE(status.ok(), status.error().to_string());
   CHECK(status->nodes.at(0).token == lock->token);
+  {
+    // The rule has no ZCARD: a fair queue is not shown, the holding still
+    // is; with +zcard +zrange (docs/security.md) the queue shows too.
+    auto db0 = client_for({"redis://locker:lock-pw@" + base});
+    REQUIRE(server.command({"SET", "redlock:{acl-queue}:lock", "holder", "PX", "30000"}).str == "OK");
+    REQUIRE(server.command({"ZADD", "redlock:{acl-queue}:queue", "1", "0123abcd4567ef01"}).integer == 1);
+    auto unread = db0->status("acl-queue");
+    REQUIRE_MESSAGE(unread.ok(), unread.error().to_string());
+    CHECK(unread->nodes.at(0).state == NodeHolding::State::held);
+    CHECK(unread->nodes.at(0).token == "holder");
+    CHECK(unread->nodes.at(0).queued == 0);
+    REQUIRE(server.command({"ACL", "SETUSER", "locker", "+zcard", "+zrange"}).str == "OK");
+    auto read = db0->status("acl-queue");
+    REQUIRE_MESSAGE(read.ok(), read.error().to_string());
+    CHECK(read->nodes.at(0).token == "holder");
+    CHECK(read->nodes.at(0).queued == 1);
+    CHECK(read->queue_head == "0123abcd4567ef01");
+    REQUIRE(server.command({"ACL", "SETUSER", "locker", "-zcard", "-zrange"}).str == "OK");  // the rule alone
+  }
   auto nodes = client->nodes();
   REQUIRE(nodes.ok());
   CHECK(nodes->nodes.at(0).error.empty());

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -552,6 +553,79 @@ TEST_CASE("status: free, held by a majority, and unknown when too few masters an
   auto three_down = cli(op({"status", "report"}, g));
   CHECK(three_down.exit_code == 1);
   CHECK(three_down.out.find("unknown") != std::string::npos);
+}
+
+TEST_CASE("status: the fair queue, its length and head — shown only when a master has one") {
+  using namespace std::chrono_literals;
+  RedisGroup g(3);
+  // No queue: no line, no QUEUE column; queued 0 and no head in JSON.
+  auto none = cli(op({"status", "deploy"}, g));
+  CHECK(none.exit_code == 0);
+  CHECK(none.out.find("fair queue") == std::string::npos);
+  CHECK(none.out.find("QUEUE") == std::string::npos);
+  json nj = json_of(cli(op({"status", "deploy", "--json"}, g)));
+  CHECK(nj["queued"] == 0);
+  CHECK(nj["queue_head"].is_null());
+  for (const auto& n : nj["nodes"]) {
+    CHECK(n["queued"] == 0);
+    CHECK(n["queue_head"].is_null());
+  }
+
+  // A holder and two fair waiters (library clients that only a release wakes).
+  auto holder = redlock::test::client_for(g);
+  auto first = redlock::test::client_for(g, redlock::test::no_polling);
+  auto second = redlock::test::client_for(g, redlock::test::no_polling);
+  auto held = holder->acquire("deploy", {.ttl = 30000ms, .fair = true});
+  REQUIRE(held.ok());
+  REQUIRE(eventually([&] { return g.keys_everywhere(key_of("deploy")) == g.size(); }));
+  std::optional<redlock::Result<redlock::Lock>> got1, got2;
+  const redlock::AcquireOptions wait_fair{.ttl = 30000ms, .wait = 20000ms, .fair = true};
+  std::jthread t1([&] { got1.emplace(first->acquire("deploy", wait_fair)); });
+  REQUIRE(eventually([&] { return redlock::test::queued_everywhere(g, "deploy", 1); }));
+  std::jthread t2([&] { got2.emplace(second->acquire("deploy", wait_fair)); });
+  REQUIRE(eventually([&] { return redlock::test::queued_everywhere(g, "deploy", 2); }));
+
+  json j = json_of(cli(op({"status", "deploy", "--json"}, g)));
+  CHECK(j["held"] == true);
+  CHECK(j["queued"] == 2);
+  REQUIRE(j["queue_head"].is_string());
+  const std::string head = j["queue_head"];
+  CHECK(head.size() == 16);
+  for (const auto& n : j["nodes"]) {
+    CAPTURE(n.dump());
+    CHECK(n["queued"] == 2);
+    CHECK(n["queue_head"] == head);
+  }
+  auto human = cli(op({"status", "deploy"}, g));
+  CHECK(human.exit_code == 0);
+  CHECK(human.out.find("fair queue: 2 waiting (head " + head.substr(0, 8) + "\u2026)\n") != std::string::npos);
+  CHECK(human.out.find("QUEUE") != std::string::npos);
+  CHECK(human.out.find("2, head " + head.substr(0, 8)) != std::string::npos);
+
+  // The head was the first waiter: it takes the lock next (characters 1–16
+  // of a fair token are its waiter id).
+  REQUIRE(holder->release(*held).ok());
+  t1.join();
+  REQUIRE(got1->ok());
+  CHECK((*got1)->token.substr(1, 16) == head);
+  REQUIRE(first->release(**got1).ok());
+  t2.join();
+  REQUIRE(got2->ok());
+  REQUIRE(second->release(**got2).ok());
+  REQUIRE(eventually([&] { return redlock::test::queued_everywhere(g, "deploy", 0); }));
+  auto after = cli(op({"status", "deploy"}, g));
+  CHECK(after.out.find("fair queue") == std::string::npos);
+
+  // A queue on one master only: not a majority's, still shown.
+  g[2].command({"ZADD", "redlock:{deploy}:queue", "1", "0123abcd4567ef01"});
+  auto minority = cli(op({"status", "deploy"}, g));
+  CHECK(minority.out.find("fair queue: none on a majority; up to 1 waiting on 1 of 3 masters\n") !=
+        std::string::npos);
+  json mj = json_of(cli(op({"status", "deploy", "--json"}, g)));
+  CHECK(mj["queued"] == 0);
+  CHECK(mj["queue_head"].is_null());
+  CHECK(mj["nodes"][2]["queued"] == 1);
+  CHECK(mj["nodes"][2]["queue_head"] == "0123abcd4567ef01");
 }
 
 TEST_CASE("nodes: reachability, version, run id, uptime and quarantine of each master") {

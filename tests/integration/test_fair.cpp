@@ -211,3 +211,79 @@ TEST_CASE("a fair lease waits in the queue, is extended by its watchdog, and its
   CHECK(eventually([&] { return queued_everywhere(group, 0); }));
   CHECK(group.keys_everywhere(lock_key) == 0);
 }
+
+TEST_CASE("status shows the fair queue: its length on every master and its head, the first waiter") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto first = client_for(group, no_polling);
+  auto second = client_for(group, no_polling);
+  auto looker = client_for(group);
+
+  // Nobody queues: no queue on any master, none at the resource level.
+  auto free_st = looker->status("fair");
+  REQUIRE(free_st.ok());
+  CHECK(free_st->queued == 0);
+  CHECK(free_st->queue_head.empty());
+  for (const NodeHolding& n : free_st->nodes) {
+    CHECK(n.queued == 0);
+    CHECK(n.queue_head.empty());
+  }
+
+  auto held = holder->acquire("fair", {.ttl = 30000ms, .fair = true});
+  REQUIRE(held.ok());
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == group.size(); }));
+  auto held_st = looker->status("fair");  // held, still nobody waiting
+  REQUIRE(held_st.ok());
+  CHECK(held_st->held);
+  CHECK(held_st->queued == 0);
+  CHECK(held_st->queue_head.empty());
+
+  std::optional<Result<Lock>> got1, got2;
+  const AcquireOptions wait_fair{.ttl = 30000ms, .wait = 20000ms, .fair = true};
+  std::jthread t1([&] { got1.emplace(first->acquire("fair", wait_fair)); });
+  REQUIRE(eventually([&] { return queued_everywhere(group, 1); }));
+  std::jthread t2([&] { got2.emplace(second->acquire("fair", wait_fair)); });
+  REQUIRE(eventually([&] { return queued_everywhere(group, 2); }));
+
+  auto st = looker->status("fair");
+  REQUIRE(st.ok());
+  CHECK(st->held);
+  CHECK(st->token == held->token);
+  CHECK(st->queued == 2);
+  REQUIRE(st->queue_head.size() == 16);
+  for (const NodeHolding& n : st->nodes) {
+    CAPTURE(n.address);
+    CHECK(n.state == NodeHolding::State::held);
+    CHECK(n.queued == 2);
+    CHECK(n.queue_head == st->queue_head);
+  }
+
+  // The head is the first waiter: the lock goes to it next, under a fair
+  // token whose characters 1–16 are its waiter id (src/token.hpp).
+  REQUIRE(holder->release(*held).ok());
+  t1.join();
+  REQUIRE(got1->ok());
+  CHECK((*got1)->token.substr(1, 16) == st->queue_head);
+  REQUIRE(first->release(**got1).ok());
+  t2.join();
+  REQUIRE(got2->ok());
+  CHECK((*got2)->token.substr(1, 16) != st->queue_head);
+  REQUIRE(second->release(**got2).ok());
+  REQUIRE(eventually([&] { return queued_everywhere(group, 0); }));
+  auto after = looker->status("fair");
+  REQUIRE(after.ok());
+  CHECK(after->queued == 0);
+  CHECK(after->queue_head.empty());
+}
+
+TEST_CASE("status names a fair queue that holds no sorted set as wrong_type") {
+  RedisGroup group(3);
+  auto looker = client_for(group);
+  REQUIRE(group[1].command({"SET", queue, "not a queue"}).type == REDIS_REPLY_STATUS);
+  auto st = looker->status("fair");
+  REQUIRE(st.ok());
+  CHECK(st->nodes[0].state == NodeHolding::State::free);
+  CHECK(st->nodes[1].state == NodeHolding::State::wrong_type);
+  CHECK(st->nodes[1].error == "WRONGTYPE: the key " + queue + " holds a string, not a fair queue");
+  CHECK(st->queued == 0);
+}

@@ -64,6 +64,48 @@ TEST_CASE("parse_inspect: a key of another type is wrong_type, naming the key an
   }
 }
 
+TEST_CASE("parse_inspect: a fair queue before the holding, and replies without one read as before") {
+  NodeHolding h;
+  REQUIRE(parse_inspect("queue 3 0123abcd4567ef01 9812 17 Q0123abcd4567ef01 with spaces", h));
+  CHECK(h.state == NodeHolding::State::held);
+  CHECK(h.queued == 3);
+  CHECK(h.queue_head == "0123abcd4567ef01");
+  CHECK(h.ttl == milliseconds{9812});
+  CHECK(h.fence == 17);
+  CHECK(h.token == "Q0123abcd4567ef01 with spaces");
+
+  NodeHolding f;  // a queue on a free lock: its head's turn (docs/design.md, "Fair order")
+  REQUIRE(parse_inspect("queue 1 ? -2 0", f));
+  CHECK(f.state == NodeHolding::State::free);
+  CHECK(f.queued == 1);
+  CHECK(f.queue_head == "?");
+
+  NodeHolding none;  // no queue: nothing before the holding
+  none.queued = 9;  // left from an earlier answer: cleared
+  none.queue_head = "stale";
+  REQUIRE(parse_inspect("-2 4", none));
+  CHECK(none.queued == 0);
+  CHECK(none.queue_head.empty());
+
+  NodeHolding wrong;
+  REQUIRE(parse_inspect("wrongtype string redlock:{r}:queue", wrong));
+  CHECK(wrong.state == NodeHolding::State::wrong_type);
+  CHECK(wrong.error == "WRONGTYPE: the key redlock:{r}:queue holds a string, not a fair queue");
+  CHECK(wrong.queued == 0);
+
+  // "queue" is never a PTTL: a malformed prefix is no reply we know.
+  for (const char* bad : {"queue", "queue ", "queue 3", "queue 3 head", "queue 0 head -2 0", "queue -1 head -2 0",
+                          "queue x head -2 0", "queue 3  -2 0", "queue 2 head garbage"}) {
+    CAPTURE(bad);
+    NodeHolding b;
+    CHECK_FALSE(parse_inspect(bad, b));
+    CHECK(b.state == NodeHolding::State::unreachable);
+    CHECK(b.queued == 0);
+    CHECK(b.queue_head.empty());
+    CHECK(b.error.find("unexpected reply") != std::string::npos);
+  }
+}
+
 namespace {
 
 NodeHolding held(const std::string& token, long long ttl, bool quarantined = false) {
@@ -126,4 +168,56 @@ TEST_CASE("summarize: quarantined masters do not count; a split or a minority is
   summarize(forever);
   CHECK(forever.held);
   CHECK(forever.ttl == milliseconds{-1});
+}
+
+namespace {
+
+NodeHolding queued(std::size_t n, const std::string& head, bool quarantined = false) {
+  NodeHolding h;
+  h.state = NodeHolding::State::free;
+  h.queued = n;
+  h.queue_head = head;
+  h.quarantined = quarantined;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("summarize: the fair queue a majority reports at least, and the head a majority names") {
+  ResourceStatus st;  // 3, 2, 2, 1, 0: a majority (3) reports 2 or more
+  st.nodes = {queued(3, "w1"), queued(2, "w1"), queued(2, "w1"), queued(1, "w2"), queued(0, "")};
+  summarize(st);
+  CHECK(st.queued == 2);
+  CHECK(st.queue_head == "w1");
+
+  ResourceStatus none;
+  none.nodes = {queued(0, ""), queued(0, ""), queued(0, "")};
+  summarize(none);
+  CHECK(none.queued == 0);
+  CHECK(none.queue_head.empty());
+
+  ResourceStatus minority;  // on one master of three: not a majority's
+  minority.nodes = {queued(4, "w1"), queued(0, ""), with_state(NodeHolding::State::unreachable)};
+  summarize(minority);
+  CHECK(minority.queued == 0);
+  CHECK(minority.queue_head.empty());
+
+  ResourceStatus split;  // every master queues, but no majority names one head
+  split.nodes = {queued(2, "w1"), queued(2, "w1"), queued(2, "w2"), queued(2, "w2"), queued(2, "w3")};
+  summarize(split);
+  CHECK(split.queued == 2);
+  CHECK(split.queue_head.empty());
+
+  ResourceStatus quarantine;  // quarantined masters do not count: 2 of 5 left, quorum 3
+  quarantine.nodes = {queued(2, "w1"), queued(2, "w1"), queued(2, "w1", true), queued(2, "w1", true),
+                      queued(2, "w1", true)};
+  summarize(quarantine);
+  CHECK(quarantine.queued == 0);
+  CHECK(quarantine.queue_head.empty());
+
+  ResourceStatus down;  // an unreachable master counts as 0: 2, 2, 0 → 2
+  down.nodes = {queued(2, "w1"), queued(2, "w1"), with_state(NodeHolding::State::unreachable)};
+  summarize(down);
+  CHECK(down.queued == 2);
+  CHECK(down.queue_head == "w1");
 }

@@ -194,6 +194,22 @@ TEST_CASE("inspect: free and held, the value last even with spaces") {
   CHECK(sim.evalsha(scripts::inspect_script, {lock, fence}, {}) == B("-1 7 forever"));
 }
 
+TEST_CASE("inspect: the fair queue's length and head before the holding; a queue of another type is named") {
+  Sim sim;
+  const std::string queue = scripts::queue_key_of(lock);
+  CHECK(sim.evalsha(scripts::inspect_script, {lock, fence, queue}, {}) == B("-2 0"));  // no queue: as before
+  REQUIRE(sim.cmd({"ZADD", queue, "2", "bbbbbbbbbbbbbbbb", "1", "aaaaaaaaaaaaaaaa"}) == I(2));
+  CHECK(sim.evalsha(scripts::inspect_script, {lock, fence, queue}, {}) == B("queue 2 aaaaaaaaaaaaaaaa -2 0"));
+  REQUIRE(sim.cmd({"SET", lock, "Qccc two words", "PX", "5000"}) == S("OK"));
+  CHECK(sim.evalsha(scripts::inspect_script, {lock, fence, queue}, {}) ==
+        B("queue 2 aaaaaaaaaaaaaaaa 5000 0 Qccc two words"));
+  CHECK(sim.evalsha(scripts::inspect_script, {lock, fence}, {}) == B("5000 0 Qccc two words"));  // no KEYS[3]
+  REQUIRE(sim.cmd({"ZADD", queue, "0", "not an id"}) == I(1));  // a head with blanks is not named
+  CHECK(sim.evalsha(scripts::inspect_script, {lock, fence, queue}, {}) == B("queue 3 ? 5000 0 Qccc two words"));
+  REQUIRE(sim.cmd({"SET", queue, "a string"}) == S("OK"));
+  CHECK(sim.evalsha(scripts::inspect_script, {lock, fence, queue}, {}) == B("wrongtype unknown " + queue));
+}
+
 TEST_CASE("marker: created once with the master's time, then found with its age; the declared ms only rises") {
   Sim sim;
   const std::string key(scripts::marker_key);
