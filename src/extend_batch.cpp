@@ -223,10 +223,8 @@ class ExtendRound final : public ReplySink {
       o.rtt = n.rtt;
       o.outcome = n.outcome;
       o.error = n.text;
-      if (n.outcome == Outcome::ok && n.flags[i] == '0') {
-        o.outcome = Outcome::held;
-        o.error = "token not present (expired, released, or another holder)";
-      } else if (n.outcome == Outcome::quarantined && n.flags[i] == '0') {
+      // A 0 is "not ours" also from a master in quarantine (only its yes is void).
+      if ((n.outcome == Outcome::ok || n.outcome == Outcome::quarantined) && n.flags[i] == '0') {
         o.outcome = Outcome::held;
         o.error = "token not present (expired, released, or another holder)";
       }
