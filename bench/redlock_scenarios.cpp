@@ -3,6 +3,7 @@
 // them run on the caller's uv loop with redlock::AsyncClient; callbacks never
 // run on the caller's stack, so chains of acquire → release need no
 // trampolines.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
@@ -94,6 +95,13 @@ void run_until(uv_loop_t* loop, const bool& done) {
   while (!done) {
     if (uv_run(loop, UV_RUN_ONCE) == 0 && !done) die(1, "internal: the loop ran out of work");
   }
+}
+
+// heap_bytes: the bytes malloc has handed out and not been given back (in
+// its arena and in mmapped blocks).
+long heap_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<long>(m.uordblks + m.hblkhd);
 }
 
 long resident_bytes() {
@@ -672,6 +680,7 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
   leases.reserve(static_cast<std::size_t>(n));
   settle(loop, milliseconds{50});
   const long rss_before = resident_bytes();
+  const long heap_before = heap_bytes();
   const clk::time_point taking = clk::now();
   Bounded::run(loop, n, [&](long i, std::function<void()> done) {
     redlock::LeaseOptions o;
@@ -689,9 +698,13 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
   const double take_seconds = std::chrono::duration<double>(clk::now() - taking).count();
   settle(loop, milliseconds{100});
   const long rss_after = resident_bytes();
+  const long heap_after = heap_bytes();
   const auto held = static_cast<double>(leases.size());
-  std::fprintf(stderr, "redlock_bench: leases: %zu taken in %.2f s (TTL %lld ms); RSS %ld -> %ld bytes\n",
-               leases.size(), take_seconds, static_cast<long long>(ttl.count()), rss_before, rss_after);
+  std::fprintf(stderr,
+               "redlock_bench: leases: %zu taken in %.2f s (TTL %lld ms); RSS %ld -> %ld bytes; "
+               "heap in use %ld -> %ld bytes\n",
+               leases.size(), take_seconds, static_cast<long long>(ttl.count()), rss_before, rss_after, heap_before,
+               heap_after);
 
   if (!gate.empty()) pass_gate(gate, "held");
   const redlock::Stats s0 = client.stats();
@@ -712,6 +725,10 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
   run.extra["leases_lost"] = static_cast<double>(s1.leases_lost);
   if (held > 0) {
     run.extra["bytes_per_lease"] = static_cast<double>(rss_after - rss_before) / held;
+    // What malloc handed out and not taken back (its chunks, headers
+    // included, and its mmapped blocks, the slabs of lease records among
+    // them): what the leases use, without the free chunks between them.
+    run.extra["heap_bytes_per_lease"] = static_cast<double>(heap_after - heap_before) / held;
     run.extra["cpu_us_per_lease_s"] = cpu * 1e6 / lease_seconds;
     if (!stats_before.empty()) add_master_stats(run, stats_before, stats_after, lease_seconds);
   }

@@ -263,20 +263,25 @@ Call AcquireOperation::attempt_call() const {
     // lock it may take), and no longer: a queue left by waiters that died
     // expires.
     const long long life = wait_left(engine_.runtime().now()).count() + ttl_.count();
-    return {CommandId::fair_acquire,
-            keys_.key,
-            token_,
-            ttl,
-            {queue_key_of(keys_.key), turn_key_of(keys_.key)},
-            {waiter_, std::to_string(ticket_), std::to_string(options().fair_grace.count()), std::to_string(life)}};
+    return {.command = CommandId::fair_acquire,
+            .key = keys_.key,
+            .arg1 = token_,
+            .arg2 = ttl,
+            .more_keys = {queue_key_of(keys_.key), turn_key_of(keys_.key)},
+            .more_args = {waiter_, std::to_string(ticket_), std::to_string(options().fair_grace.count()),
+                          std::to_string(life)}};
   }
-  if (fence_) return {CommandId::fenced_acquire, keys_.key, token_, ttl, fenced_keys(), {}};
-  if (keys_.multi()) return {CommandId::multi_acquire, keys_.key, token_, ttl, keys_.more_keys, {}};
+  if (fence_) {
+    return {.command = CommandId::fenced_acquire, .key = keys_.key, .arg1 = token_, .arg2 = ttl, .more_keys = fenced_keys()};
+  }
+  if (keys_.multi()) {
+    return {.command = CommandId::multi_acquire, .key = keys_.key, .arg1 = token_, .arg2 = ttl, .more_keys = keys_.more_keys};
+  }
   // A value drawn for this attempt is on no master yet: a plain SET NX PX
   // says all. A caller's value may be (a refresh), and so may the one value
   // the broken "reused value" variant keeps for retries.
   const bool maybe_present = caller_token_ || (sabotage().reused_value && attempts_ > 1);
-  return {maybe_present ? CommandId::acquire : CommandId::set_nx, keys_.key, token_, ttl, {}, {}};
+  return {.command = maybe_present ? CommandId::acquire : CommandId::set_nx, .key = keys_.key, .arg1 = token_, .arg2 = ttl};
 }
 
 void AcquireOperation::start_attempt() {
@@ -324,7 +329,11 @@ void AcquireOperation::start_fence_phase() {
   fence_value_ = counter + 1;
   drop_round();
   state_ = State::fencing;
-  launch({CommandId::fence_raise, keys_.key, token_, std::to_string(fence_value_), fenced_keys(), {}},
+  launch({.command = CommandId::fence_raise,
+          .key = keys_.key,
+          .arg1 = token_,
+          .arg2 = std::to_string(fence_value_),
+          .more_keys = fenced_keys()},
          RoundMode::majority);
 }
 
@@ -549,7 +558,11 @@ bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, millisec
 // of every queue it may be in; where the lock is free the next is named.
 void AcquireOperation::leave_queue() {
   if (!fair_ || waiter_.empty()) return;  // a round that told no ticket may still have queued it somewhere
-  Call call{CommandId::fair_leave, keys_.key, waiter_, channel_of(keys_.key), {queue_key_of(keys_.key)}, {}};
+  Call call{.command = CommandId::fair_leave,
+            .key = keys_.key,
+            .arg1 = waiter_,
+            .arg2 = channel_of(keys_.key),
+            .more_keys = {queue_key_of(keys_.key)}};
   QuorumRound::launch(engine_.transport(), std::move(call), RoundMode::release, nullptr)->detach();
 }
 

@@ -50,19 +50,18 @@ class ClientCore final {
 
   // start_watchdog: a lease taken through this client now keeps itself
   // extended. After close() it is lost at once.
-  void start_watchdog(std::shared_ptr<detail::LeaseState> state) {
-    auto* dog = new detail::Watchdog(
-        engine_, std::move(state),
-        [](void* core, detail::Watchdog* w) { static_cast<ClientCore*>(core)->watchdog_gone(w); }, this);
-    dog->next = watchdogs_;
-    if (watchdogs_ != nullptr) watchdogs_->prev = dog;
-    watchdogs_ = dog;
-    ++live_watchdogs_;
-    if (closing_) {
-      dog->shutdown();
-    } else {
-      dog->start();
-    }
+  void start_watchdog(const std::shared_ptr<detail::LeaseState>& state) {
+    detail::LeaseKeeper& keeper = leases();
+    keeper.keep(state);
+    if (closing_) keeper.shutdown(*state);
+  }
+
+  // leases: the engine's lease keeper, told to call maybe_finish once its
+  // last lease is let go.
+  detail::LeaseKeeper& leases() {
+    detail::LeaseKeeper& keeper = engine_.leases();
+    if (!keeper.on_idle) keeper.on_idle = [this] { maybe_finish(); };
+    return keeper;
   }
   const Config& config() const noexcept { return config_; }
 
@@ -102,7 +101,7 @@ class ClientCore final {
     if (closing_) return complete_closed(std::move(done));
     std::string key = detail::lock_key(config_.options.prefix, resource);
     std::vector<std::string> more{detail::fence_key_of(key), detail::queue_key_of(key)};
-    detail::Call call{detail::CommandId::inspect, std::move(key), {}, {}, std::move(more), {}};
+    detail::Call call{.command = detail::CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
     start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                                       std::vector<detail::SurveyAnswer> answers) mutable {
       if (closing_) return done(closed_error());  // the answers say only "client closed"
@@ -134,7 +133,7 @@ class ClientCore final {
   // Errc::closed as for status.
   void probe(NodesCallback done) {
     if (closing_) return complete_closed(std::move(done));
-    detail::Call call{detail::CommandId::ping, {}, {}, {}, {}, {}};
+    detail::Call call{.command = detail::CommandId::ping};
     start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
       if (closing_) return done(closed_error());
       NodesReport report;
@@ -177,11 +176,7 @@ class ClientCore final {
       std::lock_guard<std::mutex> lock(lease_host_->mu);
       lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
     }
-    for (detail::Watchdog* w = watchdogs_; w != nullptr;) {
-      detail::Watchdog* next = w->next;  // shutdown may not unlink yet (its timers close first)
-      w->shutdown();
-      w = next;
-    }
+    if (detail::LeaseKeeper* keeper = engine_.leases_if_any()) keeper->shutdown_all();
     engine_.shutdown([this] {
       engine_idle_ = true;
       maybe_finish();
@@ -249,16 +244,9 @@ class ClientCore final {
     });
   }
 
-  void watchdog_gone(detail::Watchdog* w) {
-    if (w->prev != nullptr) w->prev->next = w->next;
-    if (w->next != nullptr) w->next->prev = w->prev;
-    if (watchdogs_ == w) watchdogs_ = w->next;
-    --live_watchdogs_;
-    maybe_finish();
-  }
-
   void maybe_finish() {
-    if (!engine_idle_ || !nodes_closed_ || live_watchdogs_ != 0 ||
+    const detail::LeaseKeeper* keeper = engine_.leases_if_any();
+    if (!engine_idle_ || !nodes_closed_ || (keeper != nullptr && keeper->live() != 0) ||
         live_surveys_ != 0 || reaping_) {
       return;
     }
@@ -289,8 +277,6 @@ class ClientCore final {
   AsyncClient* owner_ = nullptr;
   std::shared_ptr<detail::LeaseHost> lease_host_ = std::make_shared<detail::LeaseHost>();
   std::vector<std::function<void()>> closed_callbacks_;
-  detail::Watchdog* watchdogs_ = nullptr;  // intrusive list of live watchdogs
-  std::size_t live_watchdogs_ = 0;
   std::size_t live_surveys_ = 0;
   bool nodes_closed_ = false, closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
 };
@@ -410,9 +396,9 @@ Stats AsyncClient::stats() const { return core_->stats(); }
 
 namespace detail {
 
-void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state) {
-  client.core_->start_watchdog(std::move(state));
-}
+void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state) { client.core_->start_watchdog(state); }
+
+void stop_watchdog(AsyncClient& client, LeaseState& state) { client.core_->leases().stop(state); }
 
 }  // namespace detail
 

@@ -263,25 +263,26 @@ std::string ms(milliseconds d) { return std::to_string(d.count()) + " ms"; }
 // of the held lease `held` (its options are fixed once taken), or "".
 std::string reentry_problem(const detail::LeaseState& held, const LeaseOptions& inner, milliseconds default_ttl,
                             std::chrono::steady_clock::time_point now) {
-  const detail::LeaseRules& outer = held.rules;
+  const detail::LeaseCold* cold = held.cold();
+  const int max_extensions = cold != nullptr ? cold->max_extensions : 0;
+  const milliseconds max_hold = cold != nullptr ? cold->max_hold : milliseconds{0};
   const milliseconds ttl = inner.ttl.count() == 0 ? default_ttl : inner.ttl;
-  if (inner.fence && !outer.fence) return "asks for a fencing token; the held lease was taken without one";
+  if (inner.fence && !held.fenced) return "asks for a fencing token; the held lease was taken without one";
   if (ttl > held.ttl) return "asks for a ttl of " + ms(ttl) + "; the held lease has " + ms(held.ttl);
   if (inner.on_lost) {
     return "gives its own on_lost; only the lock() that took the lease is told of a loss (watch stop_token() "
            "instead)";
   }
   if (!inner.auto_extend) return {};  // asks for no extension: any lease gives at least that
-  if (!outer.auto_extend) return "asks for auto_extend; the held lease is not extended";
-  if (outer.max_extensions > 0 && (inner.max_extensions == 0 || inner.max_extensions > outer.max_extensions)) {
+  if (!held.auto_extend) return "asks for auto_extend; the held lease is not extended";
+  if (max_extensions > 0 && (inner.max_extensions == 0 || inner.max_extensions > max_extensions)) {
     return "asks for " + (inner.max_extensions == 0 ? std::string("unlimited") : std::to_string(inner.max_extensions)) +
-           " extensions; the held lease stops at max_extensions " + std::to_string(outer.max_extensions);
+           " extensions; the held lease stops at max_extensions " + std::to_string(max_extensions);
   }
-  if (outer.max_hold.count() > 0 &&
-      (inner.max_hold.count() == 0 || now + inner.max_hold > held.taken + outer.max_hold)) {
+  if (max_hold.count() > 0 && (inner.max_hold.count() == 0 || now + inner.max_hold > cold->taken + max_hold)) {
     return "asks to be extended " +
            (inner.max_hold.count() == 0 ? std::string("without a max_hold") : "for up to " + ms(inner.max_hold)) +
-           "; the held lease stops at its max_hold (" + ms(outer.max_hold) + " from when it was taken)";
+           "; the held lease stops at its max_hold (" + ms(max_hold) + " from when it was taken)";
   }
   return {};
 }
@@ -338,9 +339,9 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
         continue;
       }
       if (std::shared_ptr<detail::LeaseState> held = it->second.lease.lock()) {
-        std::lock_guard<std::mutex> state_lock(held->mu);
+        std::lock_guard state_lock(held->mu);
         const auto now = std::chrono::steady_clock::now();
-        if (!held->released && held->lost == nullptr && now < held->deadline) {
+        if (!held->released && !held->lost && now < held->deadline()) {
           if (std::string problem = reentry_problem(*held, opts, host.default_ttl, now); !problem.empty()) {
             return make_error(Errc::invalid_argument,
                               "reentrant lock of " + key.first + " by owner " + owner + ": " + problem);

@@ -83,6 +83,11 @@ void Connection::close(std::chrono::milliseconds drain) {
 
 bool Connection::write(std::span<const std::string_view> argv) { return wire_ != nullptr && wire_->write(argv); }
 
+bool Connection::write_encoded(std::span<const std::string_view> head, std::size_t tail_args,
+                               std::span<const std::string_view> tail) {
+  return wire_ != nullptr && wire_->write_encoded(head, tail_args, tail);
+}
+
 void Connection::read_now() {
   if (wire_ != nullptr) wire_->read_now();
 }

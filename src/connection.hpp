@@ -72,6 +72,8 @@ class Connection final : private WireEvents {
   // write queues one command on the Wire (see Wire::write); false when
   // there is no Wire or it refuses.
   bool write(std::span<const std::string_view> argv);
+  bool write_encoded(std::span<const std::string_view> head, std::size_t tail_args,
+                     std::span<const std::string_view> tail);
   // read_now: see Wire::read_now (nothing without a Wire).
   void read_now();
 

@@ -9,6 +9,7 @@
 
 #include "extend_batch.hpp"
 #include "keys.hpp"
+#include "lease_state.hpp"
 #include "operation.hpp"
 #include "telemetry.hpp"
 #include "timer_queue.hpp"
@@ -89,7 +90,8 @@ Engine::Engine(Runtime& runtime, Transport& transport, const Options& options) n
     : runtime_(runtime), transport_(transport), options_(options), telemetry_(transport.telemetry()) {}
 
 Engine::~Engine() {
-  batcher_.reset();  // its timers are on timers_, which goes after it
+  batcher_.reset();  // its timers are on timers_, which goes after it; its last verdicts reach leases_
+  leases_.reset();
 }
 
 void Engine::enlist(Operation* op) noexcept {
@@ -211,6 +213,11 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
 TimerQueue& Engine::timers() {
   if (timers_ == nullptr) timers_ = std::make_unique<TimerQueue>(runtime_);
   return *timers_;
+}
+
+LeaseKeeper& Engine::leases() {
+  if (leases_ == nullptr) leases_ = std::make_unique<LeaseKeeper>(*this);
+  return *leases_;
 }
 
 ExtendBatcher& Engine::batcher() {

@@ -27,6 +27,7 @@ namespace redlock::detail {
 class Operation;
 class AcquireOperation;
 class ExtendBatcher;
+class LeaseKeeper;
 class TimerQueue;
 
 // check_resource: "" when `resource` is a usable name, else why not
@@ -68,6 +69,10 @@ class Engine {
   // batcher: the watchdogs' extensions, many leases per round
   // (src/extend_batch.hpp; made at the first use).
   ExtendBatcher& batcher();
+  // leases: the watchdogs of the leases taken through this engine
+  // (src/lease_state.hpp; made at the first use).
+  LeaseKeeper& leases();
+  LeaseKeeper* leases_if_any() noexcept { return leases_.get(); }
   // timers: the operations' and the watchdogs' timers, one array heap on
   // one runtime timer (src/timer_queue.hpp; made at the first use, kept
   // until the engine goes, with no runtime timer of its own while it has
@@ -105,6 +110,7 @@ class Engine {
   Runtime& runtime_;
   Transport& transport_;
   std::unique_ptr<ExtendBatcher> batcher_;
+  std::unique_ptr<LeaseKeeper> leases_;  // after batcher_: the batcher's last verdicts reach the leases
   std::unique_ptr<TimerQueue> timers_;
   const Options& options_;
   Telemetry* telemetry_;

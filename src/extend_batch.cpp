@@ -127,23 +127,36 @@ class ExtendRound final : public ReplySink {
     bool sent = false;
   };
 
+  // build_call: a round of one lease sends the plain extend; a larger one
+  // the extend_batch script, its keys and arguments encoded here once
+  // (RESP) and written as they are to every master.
   void build_call() {
     const std::string& prefix = engine_.options().prefix;
     const std::size_t n = members_.size();
-    call_.command = n == 1 ? CommandId::extend : CommandId::extend_batch;
-    call_.more_keys.resize(n - 1);
-    call_.more_args.resize(2 * (n - 1));
-    for (std::size_t i = 0; i < n; ++i) {
-      const Extendee& l = *members_[i].lease;
-      std::string& key = i == 0 ? call_.key : call_.more_keys[i - 1];
-      std::string& value = i == 0 ? call_.arg1 : call_.more_args[2 * (i - 1)];
-      std::string& ttl = i == 0 ? call_.arg2 : call_.more_args[2 * (i - 1) + 1];
-      assign_resource_name(key, prefix, l.extend_resource(), lock_suffix);
-      value.assign(l.extend_token());
-      char digits[24];
-      const auto [end, ec] = std::to_chars(std::begin(digits), std::end(digits), l.extend_ttl().count());
-      ttl.assign(digits, end);
+    char digits[24];
+    auto ttl_text = [&digits](const Extendee& l) {
+      return std::string_view(digits, std::to_chars(std::begin(digits), std::end(digits), l.extend_ttl().count()).ptr);
+    };
+    if (n == 1) {
+      const Extendee& l = *members_[0].lease;
+      call_.command = CommandId::extend;
+      call_.encoded_key_count = call_.encoded_arg_count = 0;
+      assign_resource_name(call_.key, prefix, l.extend_resource(), lock_suffix);
+      call_.arg1.assign(l.extend_token());
+      call_.arg2.assign(ttl_text(l));
+      return;
     }
+    call_.command = CommandId::extend_batch;
+    call_.encoded_keys.clear();
+    call_.encoded_args.clear();
+    for (const Member& m : members_) {
+      const Extendee& l = *m.lease;
+      append_resource_name_bulk(call_.encoded_keys, prefix, l.extend_resource(), lock_suffix);
+      resp::append_bulk(call_.encoded_args, l.extend_token());
+      resp::append_bulk(call_.encoded_args, ttl_text(l));
+    }
+    call_.encoded_key_count = n;
+    call_.encoded_arg_count = 2 * n;
   }
 
   // record: a master's first event, for every lease of the round. Only a
@@ -248,7 +261,7 @@ class ExtendRound final : public ReplySink {
       const microseconds latency = duration_cast<microseconds>(at - m.submitted);
       if (closed_) {
         if (t != nullptr) t->finished(OpKind::extend, latency);
-        lease->on_batch_extended(make_error(Errc::closed, "the client was closed"));
+        lease->on_batch_extended(engine_, at, make_error(Errc::closed, "the client was closed"));
         continue;
       }
       const milliseconds ttl = lease->extend_ttl();
@@ -265,7 +278,7 @@ class ExtendRound final : public ReplySink {
           }
           t->finished(OpKind::extend, latency);
         }
-        lease->on_batch_extended(Extension{at + validity, duration_cast<milliseconds>(validity)});
+        lease->on_batch_extended(engine_, at, Extension{at + validity, duration_cast<milliseconds>(validity)});
         continue;
       }
       std::vector<NodeOutcome> nodes = outcomes_of(i);
@@ -281,7 +294,7 @@ class ExtendRound final : public ReplySink {
       e.nodes = std::move(nodes);
       e.attempts = 1;
       e.elapsed = elapsed;
-      lease->on_batch_extended(std::move(e));
+      lease->on_batch_extended(engine_, at, std::move(e));
     }
     maybe_free();
   }
@@ -325,7 +338,8 @@ ExtendBatcher::~ExtendBatcher() {
   std::deque<Extendee*> queue;
   queue.swap(queue_);
   submitted_.clear();
-  for (Extendee* lease : queue) lease->on_batch_extended(make_error(Errc::closed, "the client was closed"));
+  const TimePoint now = engine_.runtime().now();
+  for (Extendee* lease : queue) lease->on_batch_extended(engine_, now, make_error(Errc::closed, "the client was closed"));
   std::vector<std::deque<ExtendRound*>> waiting;
   waiting.swap(waiting_);
   for (std::size_t node = 0; node < waiting.size(); ++node) {
@@ -335,9 +349,9 @@ ExtendBatcher::~ExtendBatcher() {
 
 std::size_t ExtendBatcher::in_flight(std::size_t node) const noexcept { return flow_->in_flight[node]; }
 
-void ExtendBatcher::submit(Extendee* lease) {
+void ExtendBatcher::submit(Extendee* lease, TimePoint now) {
   queue_.push_back(lease);
-  submitted_.push_back(engine_.runtime().now());
+  submitted_.push_back(now);
   if (queue_.size() >= max_) {
     timer_->start(milliseconds{0});  // a full round can go: on the next loop turn
   } else if (!timer_->active()) {

@@ -44,6 +44,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlock/error.hpp"
@@ -63,19 +64,20 @@ struct Extension {
   milliseconds validity{0};
 };
 
-// Extendee — a lease's side of a batched extension (the Watchdog). The
+// Extendee — a lease's side of a batched extension (a LeaseState). The
 // strings must stay valid while it is queued or in a round (until its
 // verdict): the round reads them when it is built.
 class Extendee {
  public:
-  virtual const std::string& extend_resource() const = 0;
-  virtual const std::string& extend_token() const = 0;
+  virtual std::string_view extend_resource() const = 0;
+  virtual std::string_view extend_token() const = 0;
   virtual milliseconds extend_ttl() const = 0;
   // extend_deadline: the lease's current validity deadline; an extension
   // decided later is too late (Errc::too_late).
   virtual TimePoint extend_deadline() const = 0;
-  // on_batch_extended: the verdict, exactly once per submit.
-  virtual void on_batch_extended(Result<Extension> r) = 0;
+  // on_batch_extended: the verdict, exactly once per submit (`engine`: the
+  // batcher's; `now`: the clock when the verdict was made).
+  virtual void on_batch_extended(Engine& engine, TimePoint now, Result<Extension> r) = 0;
 
  protected:
   ~Extendee() = default;
@@ -94,7 +96,9 @@ class ExtendBatcher {
   // wait for a master; rounds in flight finish without the batcher.
   ~ExtendBatcher();
 
-  void submit(Extendee* lease);
+  // submit: `lease` is due for an extension at `now` (the caller's reading
+  // of the runtime's clock; the latency is measured from it).
+  void submit(Extendee* lease, TimePoint now);
 
   // queued: leases waiting for a round (tests).
   std::size_t queued() const noexcept { return queue_.size(); }

@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "resp.hpp"
+
 namespace redlock::detail {
 
 inline constexpr std::string_view marker_key = "redlock-marker";
@@ -35,6 +37,19 @@ inline void assign_resource_name(std::string& out, std::string_view prefix, std:
   out += resource;
   out += '}';
   out += suffix;
+}
+
+// append_resource_name_bulk appends {prefix}{{resource}}{suffix} to `out`
+// as a RESP bulk string (a batch round's keys, encoded once).
+inline void append_resource_name_bulk(std::string& out, std::string_view prefix, std::string_view resource,
+                                      std::string_view suffix) {
+  resp::append_header(out, '$', prefix.size() + resource.size() + suffix.size() + 2);
+  out += prefix;
+  out += '{';
+  out += resource;
+  out += '}';
+  out += suffix;
+  out += "\r\n";
 }
 
 // resource_name is {prefix}{{resource}}{suffix}.

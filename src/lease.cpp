@@ -8,6 +8,7 @@
 #include "lease_state.hpp"
 #include "engine.hpp"
 #include "quorum.hpp"
+#include "slab_pool.hpp"
 #include "timer_queue.hpp"
 #include "telemetry.hpp"
 
@@ -24,12 +25,6 @@ using std::chrono::duration_cast;
 // late; the drift allowance already covers the rest.
 constexpr auto deadline_margin = milliseconds{2};
 
-// Rounded up: a timer armed for less than the time left fires early and
-// re-arms; rounded down, the last millisecond before a deadline would be a
-// busy loop of 0 ms timers (the simulator found it).
-milliseconds until(TimePoint t, TimePoint now) {
-  return std::max(std::chrono::ceil<milliseconds>(t - now), milliseconds{0});
-}
 
 }  // namespace
 
@@ -42,169 +37,252 @@ std::string lease_options_problem(const LeaseOptions& opts) {
   return {};
 }
 
-const std::vector<std::string>& LeaseState::resources() const {
-  std::lock_guard<std::mutex> lock(mu);
-  if (all == nullptr) {
-    auto list = std::make_unique<std::vector<std::string>>();
-    list->reserve(1 + more.size());
-    list->push_back(resource);
-    list->insert(list->end(), more.begin(), more.end());
-    all = std::move(list);
+static_assert(sizeof(LeaseState) <= 184, "a held lease's record grew: docs/benchmarks.md counts on about 200 bytes");
+
+LeaseState::~LeaseState() {
+  if (!inline_fits()) delete[] heap_;
+  delete cold_.load(std::memory_order_relaxed);
+}
+
+void LeaseState::set_names(std::string_view resource, std::string_view token) {
+  resource_size_ = static_cast<std::uint16_t>(resource.size());
+  token_size_ = static_cast<std::uint16_t>(token.size());
+  char* out = inline_;
+  if (!inline_fits()) out = heap_ = new char[resource.size() + token.size()];
+  std::copy(resource.begin(), resource.end(), out);
+  std::copy(token.begin(), token.end(), out + resource.size());
+}
+
+LeaseCold& LeaseState::cold_locked() const {
+  LeaseCold* c = cold_.load(std::memory_order_relaxed);
+  if (c == nullptr) {
+    c = new LeaseCold;
+    cold_.store(c, std::memory_order_release);
   }
-  return *all;  // never changed once made
+  return *c;
+}
+
+const std::vector<std::string>& LeaseState::more() const noexcept {
+  static const std::vector<std::string> none;
+  const LeaseCold* c = cold();
+  return c != nullptr ? c->more : none;
+}
+
+const std::vector<std::string>& LeaseState::resources() const {
+  std::lock_guard lock(mu);
+  LeaseCold& c = cold_locked();
+  if (c.all == nullptr) {
+    auto list = std::make_unique<std::vector<std::string>>();
+    list->reserve(1 + c.more.size());
+    list->emplace_back(resource());
+    list->insert(list->end(), c.more.begin(), c.more.end());
+    c.all = std::move(list);
+  }
+  return *c.all;  // never changed once made
+}
+
+const std::string& LeaseState::resource_string() const {
+  std::lock_guard lock(mu);
+  LeaseCold& c = cold_locked();
+  if (c.resource == nullptr) c.resource = std::make_unique<std::string>(resource());
+  return *c.resource;
+}
+
+const std::string& LeaseState::token_string() const {
+  std::lock_guard lock(mu);
+  LeaseCold& c = cold_locked();
+  if (c.token == nullptr) c.token = std::make_unique<std::string>(token());
+  return *c.token;
 }
 
 std::stop_token LeaseState::stop_token() const {
-  std::lock_guard<std::mutex> lock(mu);
-  if (!stop.stop_possible()) {
-    stop = std::stop_source();
-    if (lost != nullptr) stop.request_stop();
+  std::lock_guard lock(mu);
+  LeaseCold& c = cold_locked();
+  if (!c.stop.stop_possible()) {
+    c.stop = std::stop_source();
+    if (lost) c.stop.request_stop();
   }
-  return stop.get_token();
+  return c.stop.get_token();
 }
 
 bool LeaseState::lose_locked(const Error& e) {
-  if (lost != nullptr || released) return false;
-  lost = std::make_unique<Error>(e);
+  if (lost || released) return false;
+  cold_locked().lost = std::make_unique<Error>(e);
+  lost = true;
   return true;
+}
+
+void LeaseState::on_batch_extended(Engine& engine, TimePoint now, Result<Extension> r) {
+  engine.leases().on_extended(*this, now, std::move(r));
 }
 
 std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::string owner,
                                        std::shared_ptr<LeaseHost> host, std::vector<std::string> more) {
-  auto state = std::make_shared<LeaseState>();
-  state->more = std::move(more);
-  state->resource = std::move(taken.resource);
-  state->token = std::move(taken.token);
-  state->fence = taken.fence;
+  auto state = std::allocate_shared<LeaseState>(SlabAllocator<LeaseState>{});
+  state->set_names(taken.resource, taken.token);
   state->attempts = taken.attempts;
   state->ttl = taken.ttl;
-  state->owner = std::move(owner);
-  state->taken = taken.validity_deadline - taken.validity;  // about when the round began
-  state->deadline = taken.validity_deadline;
+  state->set_deadline(taken.validity_deadline);
   state->host = std::move(host);
-  state->rules = LeaseRules{opts.auto_extend, opts.fence,           opts.extend_at,
-                            opts.max_extensions, opts.max_hold, std::move(opts.on_lost)};
+  state->auto_extend = opts.auto_extend;
+  state->fenced = opts.fence;
+  state->extend_at = static_cast<float>(opts.extend_at);
+  if (taken.fence != 0 || opts.max_extensions > 0 || opts.max_hold.count() > 0 || opts.on_lost || !owner.empty() ||
+      !more.empty()) {
+    LeaseCold& c = state->cold_locked();  // not shared yet
+    c.fence = taken.fence;
+    c.taken = taken.validity_deadline - taken.validity;  // about when the round began
+    c.max_extensions = opts.max_extensions;
+    c.max_hold = opts.max_hold;
+    c.on_lost = std::move(opts.on_lost);
+    c.owner = std::move(owner);
+    c.more = std::move(more);
+  }
   return state;
 }
 
 void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done) {
-  if (state->watchdog != nullptr) state->watchdog->stop();
-  if (!state->more.empty()) return client.release_many(state->resources(), state->token, std::move(done));
-  client.release(state->resource, state->token, std::move(done));
+  stop_watchdog(client, *state);
+  if (state->multi()) return client.release_many(state->resources(), state->token_string(), std::move(done));
+  client.release(std::string(state->resource()), std::string(state->token()), std::move(done));
 }
 
-Watchdog::Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, Gone gone, void* host)
-    : engine_(engine), options_(engine.options()), state_(std::move(state)), gone_(gone), host_(host) {
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    deadline_ = state_->deadline;
+// ---- LeaseKeeper ---------------------------------------------------------------------
+
+LeaseKeeper::LeaseKeeper(Engine& engine) : engine_(engine), wheel_(engine.runtime(), &LeaseKeeper::fire, this) {}
+
+// A client waits for live() to be zero before it closes; an engine that
+// goes with leases still kept (a test, the simulator) lets them go: each
+// is stopped and its hold on itself dropped.
+LeaseKeeper::~LeaseKeeper() {
+  std::vector<WheelEntry*> left;
+  wheel_.take_all(left);
+  for (WheelEntry* e : left) {
+    auto& s = *static_cast<LeaseState*>(e);
+    s.stopped = true;
+    std::shared_ptr<LeaseState> self = std::move(s.self);
   }
-  timer_ = engine_.timers().timer([this] { on_timer(); });
-  state_->watchdog = this;
 }
 
-void Watchdog::start() {
+void LeaseKeeper::fire(void* keeper, WheelEntry* entry, TimePoint now) {
+  static_cast<LeaseKeeper*>(keeper)->on_timer(*static_cast<LeaseState*>(entry), now);
+}
+
+void LeaseKeeper::keep(const std::shared_ptr<LeaseState>& s) {
+  s->self = s;
+  ++live_;
   const TimePoint now = engine_.runtime().now();
-  if (state_->rules.auto_extend) {
-    arm_extend(now, duration_cast<Clock::duration>((deadline_ - now) * state_->rules.extend_at));
+  if (s->auto_extend) {
+    arm_extend(*s, now, duration_cast<Clock::duration>((s->deadline() - now) * s->extend_at));
   } else {
-    stopped_extending_ = Cap::auto_extend_off;
-    rearm(now);
+    s->cap = LeaseState::Cap::auto_extend_off;
+    arm_deadline(*s);
   }
 }
 
-void Watchdog::arm_extend(TimePoint now, Clock::duration in) {
-  extend_due_ = now + std::max(in, Clock::duration::zero());
-  rearm(now);
+// arm_extend plans the next extension `in` from now — unless the deadline
+// (less the margin) comes first: then the timer is for the deadline.
+void LeaseKeeper::arm_extend(LeaseState& s, TimePoint now, Clock::duration in) {
+  const TimePoint due = now + std::max(in, Clock::duration::zero());
+  if (due >= s.deadline() - deadline_margin) return arm_deadline(s);
+  s.extend_planned = true;
+  wheel_.arm(&s, due);
 }
 
-void Watchdog::rearm(TimePoint now) {
-  if (stopped_) return;
-  const TimePoint wake = std::min(extend_due_, deadline_ - deadline_margin);
-  timer_->start(until(wake, now));
+void LeaseKeeper::arm_deadline(LeaseState& s) {
+  s.extend_planned = false;
+  wheel_.arm(&s, s.deadline() - deadline_margin);
 }
 
-void Watchdog::on_timer() {
-  if (stopped_) return maybe_free();
-  const TimePoint now = engine_.runtime().now();
-  if (now + deadline_margin >= deadline_) return on_deadline();
-  if (extend_due_ <= now) {
-    extend_due_ = TimePoint::max();
-    extend_now(now);
+void LeaseKeeper::on_timer(LeaseState& s, TimePoint now) {
+  if (s.stopped) {
+    if (!s.extending) finish(s);
+    return;  // else the verdict lets it go
   }
-  rearm(now);  // woke early, or for the next of the two
+  if (now + deadline_margin >= s.deadline()) return on_deadline(s);
+  if (s.extend_planned) extend_now(s, now);
+  if (!s.stopped) arm_deadline(s);  // while the extension travels (or never comes: a cap)
 }
 
-Watchdog::Cap Watchdog::cap_reached(TimePoint now) const {
-  const LeaseRules& r = state_->rules;
-  if (r.max_extensions > 0) {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->extensions >= r.max_extensions) return Cap::max_extensions;
+LeaseState::Cap LeaseKeeper::cap_reached(const LeaseState& s, TimePoint now) const {
+  const LeaseCold* c = s.cold();
+  if (c == nullptr) return LeaseState::Cap::none;
+  if (c->max_extensions > 0) {
+    std::lock_guard lock(s.mu);
+    if (s.extensions >= c->max_extensions) return LeaseState::Cap::max_extensions;
   }
-  if (r.max_hold.count() > 0 && now + state_->ttl > state_->taken + r.max_hold) return Cap::max_hold;
-  return Cap::none;
+  if (c->max_hold.count() > 0 && now + s.ttl > c->taken + c->max_hold) return LeaseState::Cap::max_hold;
+  return LeaseState::Cap::none;
 }
 
-std::string Watchdog::cap_text() const {
-  switch (stopped_extending_) {
-    case Cap::none: return {};
-    case Cap::auto_extend_off: return "auto_extend is off";
-    case Cap::max_extensions: return "max_extensions (" + std::to_string(state_->rules.max_extensions) + ") reached";
-    case Cap::max_hold: return "max_hold (" + std::to_string(state_->rules.max_hold.count()) + " ms) reached";
+namespace {
+
+std::string cap_text(const LeaseState& s) {
+  switch (s.cap) {
+    case LeaseState::Cap::none: return {};
+    case LeaseState::Cap::auto_extend_off: return "auto_extend is off";
+    case LeaseState::Cap::max_extensions:
+      return "max_extensions (" + std::to_string(s.cold()->max_extensions) + ") reached";
+    case LeaseState::Cap::max_hold: return "max_hold (" + std::to_string(s.cold()->max_hold.count()) + " ms) reached";
   }
   return {};
 }
 
-void Watchdog::extend_now(TimePoint now) {
-  if (stopped_ || extending_) return;
-  if (Cap cap = cap_reached(now); cap != Cap::none) {
-    stopped_extending_ = cap;
+}  // namespace
+
+void LeaseKeeper::extend_now(LeaseState& s, TimePoint now) {
+  if (s.stopped || s.extending) return;
+  if (LeaseState::Cap cap = cap_reached(s, now); cap != LeaseState::Cap::none) {
+    s.cap = cap;
     return;  // the deadline declares the loss
   }
-  extending_ = true;
-  // A lease of one resource (also one built without make_lease: no list)
-  // rides a batch round; a multi-resource lease extends every key in one
-  // round of its own.
-  if (state_->more.empty()) return engine_.batcher().submit(this);
+  s.extending = true;
+  // A lease of one resource rides a batch round; a multi-resource lease
+  // extends every key in one round of its own.
+  if (!s.multi()) return engine_.batcher().submit(&s, now);
   Lock lock;
-  lock.resource = state_->resource;
-  lock.token = state_->token;
-  lock.ttl = state_->ttl;
-  lock.fence = state_->fence;
-  lock.validity_deadline = deadline_;
+  lock.resource = std::string(s.resource());
+  lock.token = std::string(s.token());
+  lock.ttl = s.ttl;
+  lock.fence = s.fence();
+  lock.validity_deadline = s.deadline();
   engine_.extend(
-      std::move(lock), state_->ttl,
-      [this](Result<Lock> r) {
-        if (!r) return on_extended(std::move(r).error());
-        on_extended(Extension{r->validity_deadline, r->validity});
+      std::move(lock), s.ttl,
+      [this, &s](Result<Lock> r) {  // `self` holds the record while extending
+        const TimePoint at = engine_.runtime().now();
+        if (!r) return on_extended(s, at, std::move(r).error());
+        on_extended(s, at, Extension{r->validity_deadline, r->validity});
       },
-      state_->more);
+      s.more());
 }
 
-void Watchdog::on_extended(Result<Extension> r) {
-  extending_ = false;
-  if (stopped_) return maybe_free();
-  const TimePoint now = engine_.runtime().now();
+// on_extended: `now` is when the verdict was made (the round's reading of
+// the clock, a moment ago): the next extension is planned from it.
+void LeaseKeeper::on_extended(LeaseState& s, TimePoint now, Result<Extension> r) {
+  s.extending = false;
+  if (s.stopped) {
+    if (!s.armed()) finish(s);  // else its timer lets it go
+    return;
+  }
   if (r) {
-    deadline_ = r->validity_deadline;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      state_->deadline = deadline_;
-      ++state_->extensions;
+      std::lock_guard lock(s.mu);
+      s.set_deadline(r->validity_deadline);
+      ++s.extensions;
     }
-    last_failure_.reset();
-    if (Telemetry* t = engine_.telemetry()) t->lease_extended(state_->resource, r->validity);
-    return arm_extend(now, duration_cast<Clock::duration>((deadline_ - now) * state_->rules.extend_at));
+    if (LeaseCold* c = s.cold(); c != nullptr) c->last_failure.reset();
+    if (Telemetry* t = engine_.telemetry()) t->lease_extended(s.resource(), r->validity);
+    return arm_extend(s, now, duration_cast<Clock::duration>((r->validity_deadline - now) * s.extend_at));
   }
   Error e = std::move(r).error();
   if (e.code == Errc::closed) return;  // shutdown() reports it
   if (e.code == Errc::too_late) {
-    return lose("extension answered by a majority only after the validity deadline: " + e.message,
+    return lose(s, "extension answered by a majority only after the validity deadline: " + e.message,
                 std::move(e.nodes));
   }
   if (refused_for_good(e.nodes)) {
     // Extend never recreates a key: these nodes will never say yes again.
-    return lose("extension refused: our token is gone from too many nodes for a majority (" + e.message + ")",
+    return lose(s, "extension refused: our token is gone from too many nodes for a majority (" + e.message + ")",
                 std::move(e.nodes));
   }
   // Not decided yet (timeouts, errors): try again while there is time —
@@ -212,63 +290,85 @@ void Watchdog::on_extended(Result<Extension> r) {
   // a lease with seconds left does not retry every 50 ms, and a crowd of
   // leases that failed together (an overloaded client, a slow master) does
   // not retry together. About a dozen retries before the deadline.
-  last_failure_ = std::make_unique<Error>(std::move(e));
-  const TimePoint deadline = deadline_;
-  const Clock::duration left = deadline - deadline_margin - now;
-  const Clock::duration wait = std::max<Clock::duration>(options_.retry_delay, left / 4) +
-                               engine_.runtime().random_delay(options_.retry_jitter);
-  if (now + wait < deadline - deadline_margin) return arm_extend(now, wait);
-  if (now + options_.retry_delay < deadline - deadline_margin) arm_extend(now, options_.retry_delay);
+  {
+    std::lock_guard lock(s.mu);  // cold_ is made under the lock
+    s.cold_locked().last_failure = std::make_unique<Error>(std::move(e));
+  }
+  const Options& options = engine_.options();
+  const TimePoint end = s.deadline() - deadline_margin;
+  const Clock::duration wait =
+      std::max<Clock::duration>(options.retry_delay, (end - now) / 4) + engine_.runtime().random_delay(options.retry_jitter);
+  if (now + wait < end) return arm_extend(s, now, wait);
+  if (now + options.retry_delay < end) return arm_extend(s, now, options.retry_delay);
+  // No time for another try: the timer stays on the deadline.
 }
 
-void Watchdog::on_deadline() {
+void LeaseKeeper::on_deadline(LeaseState& s) {
   std::string why = "validity deadline passed";
-  if (stopped_extending_ != Cap::none) {
-    why += " (the watchdog stopped extending: " + cap_text() + ")";
-  } else if (last_failure_) {
-    why += "; the last extension failed: " + last_failure_->message;
-  } else if (extending_) {
+  const LeaseCold* c = s.cold();
+  const Error* last = c != nullptr ? c->last_failure.get() : nullptr;
+  if (s.cap != LeaseState::Cap::none) {
+    why += " (the watchdog stopped extending: " + cap_text(s) + ")";
+  } else if (last != nullptr) {
+    why += "; the last extension failed: " + last->message;
+  } else if (s.extending) {
     why += " while an extension was still unanswered";
   }
-  lose(std::move(why), last_failure_ ? last_failure_->nodes : std::vector<NodeOutcome>{});
+  lose(s, std::move(why), last != nullptr ? last->nodes : std::vector<NodeOutcome>{});
 }
 
-void Watchdog::lose(std::string why, std::vector<NodeOutcome> nodes) {
-  Error e = make_error(Errc::lost, "lease on " + state_->resource + " lost: " + why);
+void LeaseKeeper::lose(LeaseState& s, std::string why, std::vector<NodeOutcome> nodes) {
+  Error e = make_error(Errc::lost, "lease on " + std::string(s.resource()) + " lost: " + why);
   e.nodes = std::move(nodes);
   bool first = false;
   std::stop_source signal{std::nostopstate};
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    first = state_->lose_locked(e);
-    if (first) signal = state_->stop;  // requested outside the lock: its callbacks may read the lease
+    std::lock_guard lock(s.mu);
+    first = s.lose_locked(e);
+    if (first) signal = s.cold()->stop;  // requested outside the lock: its callbacks may read the lease
   }
-  if (first) {
-    if (signal.stop_possible()) signal.request_stop();
-    if (Telemetry* t = engine_.telemetry()) t->lease_lost(state_->resource, e.message);
-    if (state_->rules.on_lost) state_->rules.on_lost(e);
+  // The record stays held (self) until finish, on a later turn: the
+  // callbacks below may drop every handle.
+  stop(s);
+  if (!first) return;
+  if (signal.stop_possible()) signal.request_stop();
+  if (Telemetry* t = engine_.telemetry()) t->lease_lost(s.resource(), e.message);
+  if (const LeaseCold* c = s.cold(); c != nullptr && c->on_lost) c->on_lost(e);
+}
+
+void LeaseKeeper::stop(LeaseState& s) {
+  if (s.stopped || s.self == nullptr) return;
+  s.stopped = true;
+  wheel_.arm(&s, engine_.runtime().now());  // finish, on a later loop turn
+}
+
+// finish: stopped, no extension in flight, its timer gone — let the record
+// go (the last reference may be this one: nothing touches it after).
+void LeaseKeeper::finish(LeaseState& s) {
+  wheel_.disarm(&s);
+  std::shared_ptr<LeaseState> self = std::move(s.self);
+  --live_;
+  self.reset();
+  if (live_ == 0 && on_idle) on_idle();
+}
+
+void LeaseKeeper::shutdown(LeaseState& s) {
+  if (s.stopped) return;
+  lose(s, "the client was closed; the lease is no longer extended");
+}
+
+void LeaseKeeper::shutdown_all() {
+  std::vector<WheelEntry*> kept;
+  wheel_.take_all(kept);
+  const TimePoint now = engine_.runtime().now();
+  for (WheelEntry* e : kept) {
+    auto& s = *static_cast<LeaseState*>(e);
+    if (s.stopped) {
+      wheel_.arm(&s, now);  // stopped before: its finish was in the wheel
+    } else {
+      shutdown(s);
+    }
   }
-  stop();
-}
-
-void Watchdog::stop() {
-  if (stopped_) return;
-  stopped_ = true;
-  state_->watchdog = nullptr;
-  timer_->start(milliseconds{0});  // maybe_free, on a later loop turn
-}
-
-// maybe_free: once stopped and no extension in flight (its callback holds
-// `this`), unlink from the client and free — never inside stop() itself.
-void Watchdog::maybe_free() {
-  if (!stopped_ || extending_ || timer_->active()) return;
-  if (gone_ != nullptr) gone_(host_, this);
-  delete this;
-}
-
-void Watchdog::shutdown() {
-  if (stopped_) return;
-  lose("the client was closed; the lease is no longer extended");
 }
 
 }  // namespace detail
@@ -281,8 +381,8 @@ const std::string empty_string;
 
 Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s) {
   {
-    std::lock_guard<std::mutex> lock(s->mu);
-    if (s->released) return make_error(Errc::not_held, "lease on " + s->resource + " already released");
+    std::lock_guard lock(s->mu);
+    if (s->released) return make_error(Errc::not_held, "lease on " + std::string(s->resource()) + " already released");
     if (--s->holds > 0) return ReleaseResult{};  // a reentrant hold: the count only
     s->released = true;
   }
@@ -292,8 +392,8 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
   bool posted = false;
   {
     std::lock_guard<std::mutex> lock(host.mu);
-    if (!s->owner.empty()) {
-      auto it = host.reentrant.find({s->resource, s->owner});
+    if (const detail::LeaseCold* c = s->cold(); c != nullptr && !c->owner.empty()) {
+      auto it = host.reentrant.find({std::string(s->resource()), c->owner});
       if (it != host.reentrant.end() && !it->second.acquiring && it->second.lease.lock() == s) {
         host.reentrant.erase(it);
       }
@@ -305,13 +405,13 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
       posted = true;
     }
   }
-  if (!posted) return make_error(Errc::closed, "the client is gone; the lock on " + s->resource + " expires by its TTL");
+  if (!posted) return make_error(Errc::closed, "the client is gone; the lock on " + std::string(s->resource()) + " expires by its TTL");
   // Never wait on the loop thread itself: the release could not run.
   if (std::this_thread::get_id() == host.loop_thread) {
-    return make_error(Errc::internal, "release of " + s->resource + " started on the loop thread; not waited for");
+    return make_error(Errc::internal, "release of " + std::string(s->resource()) + " started on the loop thread; not waited for");
   }
   if (future.wait_for(host.release_bound) != std::future_status::ready) {
-    return make_error(Errc::no_quorum, "release of " + s->resource + " not confirmed within " +
+    return make_error(Errc::no_quorum, "release of " + std::string(s->resource()) + " not confirmed within " +
                                            std::to_string(host.release_bound.count()) + " ms");
   }
   return future.get();
@@ -341,23 +441,22 @@ Lease::~Lease() {
 
 bool LeaseView::valid() const noexcept {
   if (state_ == nullptr) return false;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return !state_->released && state_->lost == nullptr && std::chrono::steady_clock::now() < state_->deadline;
+  std::lock_guard lock(state_->mu);
+  return !state_->released && !state_->lost && std::chrono::steady_clock::now() < state_->deadline();
 }
 
-const std::string& LeaseView::resource() const noexcept { return state_ ? state_->resource : empty_string; }
+const std::string& LeaseView::resource() const noexcept { return state_ ? state_->resource_string() : empty_string; }
 const std::vector<std::string>& LeaseView::resources() const noexcept {
   static const std::vector<std::string> none;
   return state_ ? state_->resources() : none;
 }
-const std::string& LeaseView::token() const noexcept { return state_ ? state_->token : empty_string; }
-std::uint64_t LeaseView::fence() const noexcept { return state_ ? state_->fence : 0; }
+const std::string& LeaseView::token() const noexcept { return state_ ? state_->token_string() : empty_string; }
+std::uint64_t LeaseView::fence() const noexcept { return state_ ? state_->fence() : 0; }
 int LeaseView::attempts() const noexcept { return state_ ? state_->attempts : 0; }
 
 std::chrono::steady_clock::time_point LeaseView::deadline() const noexcept {
   if (state_ == nullptr) return {};
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->deadline;
+  return state_->deadline();
 }
 
 milliseconds LeaseView::remaining() const noexcept {
@@ -368,13 +467,13 @@ milliseconds LeaseView::remaining() const noexcept {
 
 int LeaseView::extensions() const noexcept {
   if (state_ == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  std::lock_guard lock(state_->mu);
   return state_->extensions;
 }
 
 int LeaseView::holds() const noexcept {
   if (state_ == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  std::lock_guard lock(state_->mu);
   return state_->holds;
 }
 
@@ -389,9 +488,9 @@ std::stop_token LeaseView::stop_token() const noexcept {
 
 std::optional<Error> LeaseView::lost() const {
   if (state_ == nullptr) return std::nullopt;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->lost == nullptr) return std::nullopt;
-  return *state_->lost;
+  std::lock_guard lock(state_->mu);
+  if (!state_->lost) return std::nullopt;
+  return state_->lost_error();
 }
 
 Result<ReleaseResult> Lease::release() {
@@ -412,8 +511,8 @@ void release_async(std::shared_ptr<detail::LeaseState> s, std::function<void(Res
   };
   if (s == nullptr) return tell(make_error(Errc::not_held, "empty lease: nothing to release"));
   {
-    std::lock_guard<std::mutex> lock(s->mu);
-    if (s->released) return tell(make_error(Errc::not_held, "lease on " + s->resource + " already released"));
+    std::lock_guard lock(s->mu);
+    if (s->released) return tell(make_error(Errc::not_held, "lease on " + std::string(s->resource()) + " already released"));
     s->released = true;
   }
   std::function<void(detail::LeaseHost::Task)> post;
@@ -421,7 +520,7 @@ void release_async(std::shared_ptr<detail::LeaseState> s, std::function<void(Res
     std::lock_guard<std::mutex> lock(s->host->mu);
     post = s->host->post;
   }
-  if (!post) return tell(make_error(Errc::closed, "the client is closed; the lock on " + s->resource + " expires by its TTL"));
+  if (!post) return tell(make_error(Errc::closed, "the client is closed; the lock on " + std::string(s->resource()) + " expires by its TTL"));
   post([s, done = std::move(done)](AsyncClient& client) mutable {
     detail::release_lease(client, s, [done = std::move(done)](Result<ReleaseResult> r) {
       if (done) done(std::move(r));

@@ -1,15 +1,18 @@
 // lease_state.hpp — what a Lease shares with its client's loop.
 //
 // LeaseState is shared (shared_ptr) by the Lease handles of the user's
-// threads and by the Watchdog on the loop thread; its mutable fields are
-// guarded by its mutex. LeaseHost is the client's side of the link: it
+// threads and by its watchdog on the loop thread (LeaseKeeper); its
+// mutable fields are guarded by its lock. LeaseHost is the client's side of the link: it
 // posts work to the loop for as long as the client lives (the Client clears
 // it before it closes), and it keeps the reentrancy registry.
 //
 // Lock order: LeaseHost::mu before LeaseState::mu, never the other way.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <string_view>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -24,12 +27,12 @@
 #include "redlock/async_client.hpp"
 #include "redlock/lease.hpp"
 #include "extend_batch.hpp"
+#include "lease_wheel.hpp"
 #include "runtime.hpp"
 
 namespace redlock::detail {
 
 class Engine;
-class Watchdog;
 
 // Reentry — one (resource, owner) of the reentrancy registry: the lease
 // that owner holds, or `acquiring` while one of its threads is taking it
@@ -53,57 +56,156 @@ struct LeaseHost {
   std::condition_variable_any reentry_settled;                  // an `acquiring` entry got its outcome
 };
 
-// LeaseRules — what a lease keeps of its LeaseOptions once taken: how the
-// watchdog extends it, and whom it tells of a loss.
-struct LeaseRules {
-  bool auto_extend = true;
-  bool fence = false;
-  double extend_at = 1.0 / 3.0;
+// LeaseLock — a lease's own lock, four bytes (a program may hold 100,000
+// leases; a std::mutex is 40). What it guards is a few loads and stores:
+// a thread that finds it taken sleeps on the word (a futex), and an
+// unlock with nobody asleep makes no system call.
+class LeaseLock {
+ public:
+  void lock() noexcept {
+    while (word_.exchange(1, std::memory_order_acquire) != 0) word_.wait(1, std::memory_order_relaxed);
+  }
+  void unlock() noexcept {
+    word_.store(0, std::memory_order_release);
+    word_.notify_one();
+  }
+
+ private:
+  std::atomic<int> word_{0};
+};
+
+// LeaseCold — what most leases never use, made only when one does: at
+// make_lease (a fence, caps, an on_lost, an owner, more resources), or
+// later under the lease's lock (the loss, the stop source, the API's
+// copies of the names), or on the loop (the last failed extension).
+struct LeaseCold {
+  // Fixed when the lease is taken.
+  std::uint64_t fence = 0;
+  TimePoint taken{};  // about when the acquire round began (for max_hold)
   int max_extensions = 0;
   milliseconds max_hold{0};
   LostCallback on_lost;
-};
-
-// LeaseState — one held lease. A program may hold 100,000 of them, so what
-// most leases never use costs a pointer until used: the list of resources
-// of a lease of one (made when resources() is first asked), the stop
-// source (made when stop_token() is first asked, or at the loss), the
-// error of a loss.
-struct LeaseState {
-  // Fixed when the lease is taken.
-  std::string resource;
-  std::string token;
-  std::uint64_t fence = 0;
-  int attempts = 0;  // the acquire's rounds
-  milliseconds ttl{0};
-  LeaseRules rules;
   std::string owner;  // reentrant leases: their owner
-  std::chrono::steady_clock::time_point taken{};
-  std::shared_ptr<LeaseHost> host;
-  // more: the other resources of a multi-resource lease (sorted, after
-  // `resource`); empty for one.
+  // more: the other resources of a multi-resource lease (sorted, after the first).
   std::vector<std::string> more;
 
-  // Shared with the user's threads; guarded by mu.
-  mutable std::mutex mu;
-  std::chrono::steady_clock::time_point deadline{};
+  // Made later, under the lease's lock; never changed once made (the
+  // strings and the list are handed out by reference).
   std::unique_ptr<Error> lost;
-  bool released = false;  // the last hold was given back: nothing more happens
-  int extensions = 0;
-  int holds = 1;
-  mutable std::stop_source stop{std::nostopstate};       // see stop_token()
-  mutable std::unique_ptr<std::vector<std::string>> all;  // see resources()
+  std::stop_source stop{std::nostopstate};
+  std::unique_ptr<std::vector<std::string>> all;
+  std::unique_ptr<std::string> resource, token;
 
-  // resources: every resource, sorted (made on first use; mu must not be held).
+  // Loop thread only: the last extension's failure, while no later one succeeded.
+  std::unique_ptr<Error> last_failure;
+};
+
+// LeaseState — one held lease, and its watchdog: the record shared (by
+// shared_ptr) by the Lease handles of the user's threads and by the loop
+// while its watchdog runs. A program may hold 100,000 leases, so the
+// record is one allocation of about 200 bytes (docs/benchmarks.md,
+// "Results (session 17)"): the names inline, the watchdog's timer an
+// entry of its engine's LeaseWheel (intrusive), a four-byte lock, and all
+// that most leases never use behind one pointer (LeaseCold).
+//
+// Threads: `mu` guards released, lost, holds, extensions and the making of
+// `cold`; the deadline is atomic (written by the loop under mu, read by
+// anyone); the watchdog's fields (the wheel entry, stopped, extending,
+// extend_planned, cap, self) are the loop's alone.
+struct LeaseState final : Extendee, WheelEntry {
+  LeaseState() = default;
+  LeaseState(const LeaseState&) = delete;
+  LeaseState& operator=(const LeaseState&) = delete;
+  ~LeaseState();
+
+  // Fixed when the lease is taken: host (null in the simulator: no Lease
+  // handles), ttl, attempts (the acquire's rounds), extend_at,
+  // auto_extend, fenced (taken with a fencing token), the names.
+  std::shared_ptr<LeaseHost> host;
+  // self: the loop's hold on the record while its watchdog runs or an
+  // extension is in flight (LeaseKeeper; loop thread only).
+  std::shared_ptr<LeaseState> self;
+  milliseconds ttl{0};
+
+ private:
+  std::atomic<Clock::rep> deadline_{0};
+  mutable std::atomic<LeaseCold*> cold_{nullptr};  // owned; made once, freed with the record
+
+ public:
+  int attempts = 0;
+  float extend_at = 1.0f / 3.0f;
+  int extensions = 0;  // (mu)
+  int holds = 1;       // (mu)
+  mutable LeaseLock mu;
+
+ private:
+  std::uint16_t resource_size_ = 0;  // resource names are at most 1024 bytes, tokens 128
+  std::uint16_t token_size_ = 0;
+
+ public:
+  bool auto_extend = true;
+  bool fenced = false;
+  bool released = false;  // the last hold was given back: nothing more happens (mu)
+  bool lost = false;      // cold()->lost says why (mu)
+  // The watchdog's (loop thread only): stopped, an extension in flight,
+  // the wheel entry is the next extension (else the deadline), and why it
+  // no longer extends (Cap::none: it does).
+  bool stopped = false;
+  bool extending = false;
+  bool extend_planned = false;
+  enum class Cap : std::uint8_t { none, auto_extend_off, max_extensions, max_hold };
+  Cap cap = Cap::none;
+
+ private:
+  // The names, resource then token: inline when they fit (a 32-byte name
+  // and a 32-digit token do), else on the heap.
+  union {
+    char inline_[64];
+    char* heap_;
+  };
+
+ public:
+  std::string_view resource() const noexcept { return {text(), resource_size_}; }
+  std::string_view token() const noexcept { return {text() + resource_size_, token_size_}; }
+  // set_names: the resource and the token (once, before the lease is shared).
+  void set_names(std::string_view resource, std::string_view token);
+
+  // The rarely used part (null: none of it). cold_locked makes it if need
+  // be (mu held, or before the lease is shared).
+  LeaseCold* cold() const noexcept { return cold_.load(std::memory_order_acquire); }
+  LeaseCold& cold_locked() const;
+  std::uint64_t fence() const noexcept { return cold() ? cold()->fence : 0; }
+  const std::vector<std::string>& more() const noexcept;
+  bool multi() const noexcept { return !more().empty(); }
+
+  TimePoint deadline() const noexcept {
+    return TimePoint{Clock::duration{deadline_.load(std::memory_order_acquire)}};
+  }
+  void set_deadline(TimePoint t) noexcept { deadline_.store(t.time_since_epoch().count(), std::memory_order_release); }
+
+  // resources: every resource, sorted; resource_string / token_string:
+  // the names as strings (each made on first use; mu must not be held).
   const std::vector<std::string>& resources() const;
+  const std::string& resource_string() const;
+  const std::string& token_string() const;
   // stop_token: requested once the lease is lost (mu must not be held).
   std::stop_token stop_token() const;
   // lose_locked: record the loss (mu held); false if already lost or
-  // released. The caller requests `stop` after letting go of mu.
+  // released. The caller requests the stop source after letting go of mu.
   bool lose_locked(const Error& e);
+  // lost_error: why it was lost (mu held; lost must be true).
+  const Error& lost_error() const noexcept { return *cold()->lost; }
 
-  // Loop thread only.
-  Watchdog* watchdog = nullptr;
+  // Extendee: a single-resource lease extends through the engine's batcher.
+  std::string_view extend_resource() const override { return resource(); }
+  std::string_view extend_token() const override { return token(); }
+  milliseconds extend_ttl() const override { return ttl; }
+  TimePoint extend_deadline() const override { return deadline(); }
+  void on_batch_extended(Engine& engine, TimePoint now, Result<Extension> r) override;
+
+ private:
+  const char* text() const noexcept { return inline_fits() ? inline_ : heap_; }
+  bool inline_fits() const noexcept { return std::size_t{resource_size_} + token_size_ <= sizeof inline_; }
 };
 
 // lease_options_problem: what is wrong with `opts` (extend_at outside
@@ -112,6 +214,7 @@ std::string lease_options_problem(const LeaseOptions& opts);
 
 // make_lease: the state of a lease just taken as `taken`; `more`: the
 // other resources of a multi-resource lease (sorted, after taken.resource).
+// `host` may be null (the simulator: no Lease handles).
 std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::string owner,
                                        std::shared_ptr<LeaseHost> host, std::vector<std::string> more = {});
 
@@ -119,71 +222,60 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
 // `client`, on its loop thread; the watchdog stops first.
 void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done);
 
-// Watchdog — keeps one lease extended and declares it lost. Lives on the
-// loop, on the engine's Runtime (so it runs in the simulator too); owns one
-// timer of the engine's timers() queue, armed for the earlier of the
-// next extension and the deadline (a program holding 100,000 leases pays
-// one entry of an array heap each, not three uv timers), and
-// frees itself once stopped and no extension is in flight, telling `gone`
-// (its client) last, never inside a call of its own owner.
-class Watchdog final : public Extendee {
+// LeaseKeeper — the watchdogs of one engine's leases (Engine::leases()).
+// A watchdog keeps its lease extended and declares it lost; its timer is
+// the lease's entry of the keeper's LeaseWheel, armed for the earlier of
+// the next extension and the deadline (less a margin). A lease being kept
+// holds itself (`self`) until stopped with no extension in flight; it is
+// then let go on a later loop turn, never inside a call of its own owner.
+// It runs on the engine's Runtime, so in the simulator too.
+class LeaseKeeper {
  public:
-  // `gone(host, this)`: the watchdog frees itself (its client's list).
-  using Gone = void (*)(void* host, Watchdog* dog);
-  Watchdog(Engine& engine, std::shared_ptr<LeaseState> state, Gone gone, void* host);
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
+  explicit LeaseKeeper(Engine& engine);
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+  ~LeaseKeeper();
 
-  void start();
-  // stop: the lease was released; no signal. Idempotent.
-  void stop();
-  // shutdown: the client closes under the lease; it is lost (Errc::lost,
-  // "client closed"), then stopped.
-  void shutdown();
+  // keep: the lease now keeps itself extended (with auto_extend off, it
+  // runs out at its deadline, and is lost then).
+  void keep(const std::shared_ptr<LeaseState>& s);
+  // stop: the lease was released; no signal. Idempotent; a lease not kept
+  // (no `self`) is left alone.
+  void stop(LeaseState& s);
+  // shutdown: the client closes under the lease: it is lost (Errc::lost,
+  // "the client was closed"), then stopped. shutdown_all: every lease kept.
+  void shutdown(LeaseState& s);
+  void shutdown_all();
 
-  Watchdog* prev = nullptr;  // the client's intrusive list
-  Watchdog* next = nullptr;
+  // live: leases kept and not yet let go; on_idle (set by the client) is
+  // told each time it drops to zero.
+  std::size_t live() const noexcept { return live_; }
+  std::function<void()> on_idle;
 
-  // Extendee: a single-resource lease extends through the engine's batcher.
-  const std::string& extend_resource() const override { return state_->resource; }
-  const std::string& extend_token() const override { return state_->token; }
-  milliseconds extend_ttl() const override { return state_->ttl; }
-  TimePoint extend_deadline() const override { return deadline_; }
-  void on_batch_extended(Result<Extension> r) override { on_extended(std::move(r)); }
+  // on_extended: an extension's verdict (from the batcher, or the
+  // multi-resource lease's own round).
+  void on_extended(LeaseState& s, TimePoint now, Result<Extension> r);
 
  private:
-  ~Watchdog() = default;
-  // arm_extend sets the next extension `in` from now; rearm (re)starts the
-  // timer for the earlier of it and the deadline (less the margin).
-  void arm_extend(TimePoint now, Clock::duration in);
-  void rearm(TimePoint now);
-  void on_timer();
-  void extend_now(TimePoint now);
-  void on_extended(Result<Extension> r);
-  void on_deadline();
-  void lose(std::string why, std::vector<NodeOutcome> nodes = {});
-  void maybe_free();
-  // Cap — why the watchdog no longer extends (none: it does).
-  enum class Cap : std::uint8_t { none, auto_extend_off, max_extensions, max_hold };
-  Cap cap_reached(TimePoint now) const;
-  std::string cap_text() const;
+  static void fire(void* keeper, WheelEntry* entry, TimePoint now);
+  void on_timer(LeaseState& s, TimePoint now);
+  void arm_extend(LeaseState& s, TimePoint now, Clock::duration in);
+  void arm_deadline(LeaseState& s);
+  void extend_now(LeaseState& s, TimePoint now);
+  void on_deadline(LeaseState& s);
+  void lose(LeaseState& s, std::string why, std::vector<NodeOutcome> nodes = {});
+  void finish(LeaseState& s);
+  LeaseState::Cap cap_reached(const LeaseState& s, TimePoint now) const;
 
   Engine& engine_;
-  const Options& options_;
-  std::shared_ptr<LeaseState> state_;
-  Gone gone_;
-  void* host_;
-  std::unique_ptr<Timer> timer_;  // once stopped: frees the watchdog on a later loop turn
-  TimePoint extend_due_ = TimePoint::max();  // max: no extension planned
-  TimePoint deadline_{};  // the lease's validity deadline (only the watchdog moves it; state_->deadline is its copy for other threads)
-  bool stopped_ = false;
-  bool extending_ = false;
-  Cap stopped_extending_ = Cap::none;
-  std::unique_ptr<Error> last_failure_;  // the last extension's failure, while no later one succeeded
+  LeaseWheel wheel_;
+  std::size_t live_ = 0;
 };
 
-// start_watchdog puts a watchdog on `client`'s loop for `state` (loop
-// thread only). Without a live client the lease is lost at once.
+// start_watchdog puts the lease's watchdog on `client`'s loop (loop thread
+// only): kept, or lost at once when the client is closing.
+// stop_watchdog stops it (release_lease).
 void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
+void stop_watchdog(AsyncClient& client, LeaseState& state);
 
 }  // namespace redlock::detail

@@ -196,10 +196,15 @@ bool NodeSession::queue_call(const Call& call, bool as_eval) {
     if (set_get_) argv_.push_back("GET");
   } else {
     const std::size_t id = static_cast<std::size_t>(call.command);
-    const std::size_t keys = 1 + call.more_keys.size();
+    const bool encoded = call.encoded_key_count != 0;
+    const std::size_t keys = encoded ? call.encoded_key_count : 1 + call.more_keys.size();
     argv_.push_back(as_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
     argv_.push_back(as_eval ? script_bodies[id] : std::string_view(shas_[id]));
     argv_.emplace_back(numkeys_, std::to_chars(numkeys_, numkeys_ + sizeof numkeys_, keys).ptr);
+    if (encoded) {
+      const std::string_view tail[] = {call.encoded_keys, call.encoded_args};
+      return conn_.write_encoded(argv_, call.encoded_key_count + call.encoded_arg_count, tail);
+    }
     argv_.push_back(call.key);
     for (const std::string& key : call.more_keys) argv_.push_back(key);
     argv_.push_back(call.arg1);

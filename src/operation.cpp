@@ -39,11 +39,17 @@ std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcom
 
 Call LockKeys::release_call(const std::string& value, bool announce) const {
   if (announce && !multi() && is_fair_token(value)) {
-    return {CommandId::fair_release, key, value, channel_of(key), {queue_key_of(key)},
-            {std::string(fair_waiter_of(value))}};
+    return {.command = CommandId::fair_release,
+            .key = key,
+            .arg1 = value,
+            .arg2 = channel_of(key),
+            .more_keys = {queue_key_of(key)},
+            .more_args = {std::string(fair_waiter_of(value))}};
   }
-  if (!multi()) return {CommandId::release, key, value, announce ? channel_of(key) : std::string(), {}, {}};
-  Call call{CommandId::multi_release, key, value, {}, more_keys, {}};
+  if (!multi()) {
+    return {.command = CommandId::release, .key = key, .arg1 = value, .arg2 = announce ? channel_of(key) : std::string()};
+  }
+  Call call{.command = CommandId::multi_release, .key = key, .arg1 = value, .more_keys = more_keys};
   if (announce) {
     call.arg2 = channel_of(key);
     for (const std::string& k : more_keys) call.more_args.push_back(channel_of(k));
@@ -152,8 +158,11 @@ void ExtendOperation::step(Event event) {
       if (std::optional<Error> e = early_error()) return finish(std::move(*e));
       state_ = State::extending;
       t1_ = now();
-      launch({keys_.multi() ? CommandId::multi_extend : CommandId::extend, keys_.key, token_,
-              std::to_string(ttl_.count()), keys_.more_keys, {}},
+      launch({.command = keys_.multi() ? CommandId::multi_extend : CommandId::extend,
+              .key = keys_.key,
+              .arg1 = token_,
+              .arg2 = std::to_string(ttl_.count()),
+              .more_keys = keys_.more_keys},
              RoundMode::majority);
       return;
     case State::extending:

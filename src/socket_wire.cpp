@@ -145,6 +145,14 @@ bool SocketWire::write(std::span<const std::string_view> argv) {
   return true;
 }
 
+bool SocketWire::write_encoded(std::span<const std::string_view> head, std::size_t tail_args,
+                               std::span<const std::string_view> tail) {
+  if (state_ == State::failed) return false;
+  append_command_encoded(address_.tls ? plain_out_ : out_, head, tail_args, tail);
+  if (state_ == State::ready) arm_flush();
+  return true;
+}
+
 void SocketWire::read_now() {
   if (state_ != State::ready && state_ != State::tls_handshake) return;
   Gone g(this);

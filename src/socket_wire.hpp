@@ -50,6 +50,8 @@ class SocketWire final : public Wire {
   ~SocketWire() override;
 
   bool write(std::span<const std::string_view> argv) override;
+  bool write_encoded(std::span<const std::string_view> head, std::size_t tail_args,
+                     std::span<const std::string_view> tail) override;
   void read_now() override;
   std::string waiting_for() const override;
 

@@ -62,6 +62,13 @@ struct Call {
   std::string arg2;
   std::vector<std::string> more_keys;  // multi_*: the keys after `key`; fenced: the fence counter
   std::vector<std::string> more_args;  // multi_release: the channels after arg2
+  // extend_batch: its keys and its arguments (value and TTL per lease), as
+  // RESP bulk strings in place of key… and arg1…: encoded once by the
+  // round, the same bytes written to every master (src/extend_batch.cpp).
+  std::string encoded_keys;
+  std::string encoded_args;
+  std::size_t encoded_key_count = 0;  // 0: not encoded
+  std::size_t encoded_arg_count = 0;
 };
 
 // ReplySink — receives a command's events. For every accepted send the sink

@@ -16,8 +16,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redlock/config.hpp"
+#include "resp.hpp"
 
 namespace redlock::detail {
 
@@ -69,6 +71,20 @@ class Wire {
   // Returns false when the command cannot be queued (the connection is
   // already failing); then no reply will come for it.
   virtual bool write(std::span<const std::string_view> argv) = 0;
+  // write_encoded queues one command whose arguments after `head` are
+  // `tail_args` bulk strings already in RESP, in the pieces of `tail` (a
+  // batch round encodes its keys once for every master). SocketWire sends
+  // the bytes as they are; a Wire that deals in arguments (the
+  // simulator's, the tests') reads them back: an encoding that is not
+  // exactly `tail_args` bulk strings is refused (false) there.
+  virtual bool write_encoded(std::span<const std::string_view> head, std::size_t tail_args,
+                             std::span<const std::string_view> tail) {
+    std::string joined;
+    for (std::string_view piece : tail) joined += piece;
+    std::vector<std::string_view> argv(head.begin(), head.end());
+    if (!resp::split_bulks(joined, tail_args, argv)) return false;
+    return write(argv);
+  }
   // read_now delivers, through on_reply, the replies that have already
   // arrived but were not read yet (and on_lost, if that read finds the
   // connection gone) (a stalled loop turn reads them before

@@ -37,6 +37,7 @@ class AsyncClient;
 namespace detail {
 struct LeaseState;
 void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
+void stop_watchdog(AsyncClient& client, LeaseState& state);
 }  // namespace detail
 
 using LockCallback = std::function<void(Result<Lock>)>;
@@ -130,6 +131,7 @@ class REDLOCK_API AsyncClient {
 
  private:
   friend void detail::start_watchdog(AsyncClient& client, std::shared_ptr<detail::LeaseState> state);
+  friend void detail::stop_watchdog(AsyncClient& client, detail::LeaseState& state);
   REDLOCK_LOCAL explicit AsyncClient(ClientCore* core) noexcept;
   ClientCore* core_;  // owned; frees itself after its handles have closed
 };

@@ -17,7 +17,9 @@
 #include "engine.hpp"
 #include "extend_batch.hpp"
 #include "keys.hpp"
+#include "lease_state.hpp"
 #include "quorum.hpp"
+#include "resp.hpp"
 #include "test_runtime.hpp"
 #include "timer_queue.hpp"
 #include "validity.hpp"
@@ -73,11 +75,11 @@ struct FakeLease final : Extendee {
   std::function<void()> told;  // called after each verdict is recorded
 
   FakeLease(std::string r, std::string t, milliseconds l) : resource(std::move(r)), token(std::move(t)), ttl(l) {}
-  const std::string& extend_resource() const override { return resource; }
-  const std::string& extend_token() const override { return token; }
+  std::string_view extend_resource() const override { return resource; }
+  std::string_view extend_token() const override { return token; }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline; }
-  void on_batch_extended(Result<Extension> r) override {
+  void on_batch_extended(Engine&, TimePoint, Result<Extension> r) override {
     verdicts.push_back(std::move(r));
     if (told) told();
   }
@@ -89,6 +91,29 @@ struct FakeLease final : Extendee {
     return verdicts[0].error();
   }
 };
+
+// keys_of / args_of: the KEYS and ARGV a round's Call sends, whichever form
+// it takes (the plain extend's key, arg1, arg2; extend_batch's encoded once).
+std::vector<std::string> keys_of(const Call& c) {
+  if (c.encoded_key_count == 0) {
+    std::vector<std::string> out{c.key};
+    out.insert(out.end(), c.more_keys.begin(), c.more_keys.end());
+    return out;
+  }
+  std::vector<std::string_view> keys;
+  REQUIRE(resp::split_bulks(c.encoded_keys, c.encoded_key_count, keys));
+  return {keys.begin(), keys.end()};
+}
+std::vector<std::string> args_of(const Call& c) {
+  if (c.encoded_key_count == 0) {
+    std::vector<std::string> out{c.arg1, c.arg2};
+    out.insert(out.end(), c.more_args.begin(), c.more_args.end());
+    return out;
+  }
+  std::vector<std::string_view> args;
+  REQUIRE(resp::split_bulks(c.encoded_args, c.encoded_arg_count, args));
+  return {args.begin(), args.end()};
+}
 
 constexpr milliseconds ttl30s{30000};
 const char* const not_present = "token not present (expired, released, or another holder)";
@@ -125,7 +150,7 @@ struct Bed {
   FakeLease& lease(std::string resource, std::string token, milliseconds ttl = ttl30s) {
     return leases.emplace_back(std::move(resource), std::move(token), ttl);
   }
-  void submit(FakeLease& l) { batcher().submit(&l); }
+  void submit(FakeLease& l) { batcher().submit(&l, runtime.now()); }
   void turn() { runtime.advance(milliseconds{0}); }
 
   // Events for send i (an index into inner.sent).
@@ -173,7 +198,7 @@ struct Bed {
       if (c.command == CommandId::extend) {
         integer(i, 1);
       } else {
-        flags(i, std::string(1 + c.more_keys.size(), '1'));
+        flags(i, std::string(keys_of(c).size(), '1'));
       }
     }
   }
@@ -219,12 +244,9 @@ TEST_CASE("leases submitted within the window go as one extend_batch call per ro
   }
   const Call& call = *bed.inner.sent[0].call;
   CHECK(call.command == CommandId::extend_batch);
-  CHECK(call.key == lock_key("app:", "r0"));
-  CHECK(call.key == "app:{r0}:lock");
-  CHECK(call.arg1 == "v0");
-  CHECK(call.arg2 == "30000");
-  CHECK(call.more_keys == std::vector<std::string>{"app:{r1}:lock", "app:{r2}:lock"});
-  CHECK(call.more_args == std::vector<std::string>{"v1", "30000", "v2", "5000"});
+  CHECK(keys_of(call).front() == lock_key("app:", "r0"));
+  CHECK(keys_of(call) == std::vector<std::string>{"app:{r0}:lock", "app:{r1}:lock", "app:{r2}:lock"});
+  CHECK(args_of(call) == std::vector<std::string>{"v0", "30000", "v1", "30000", "v2", "5000"});
   bed.yes_all();
   bed.turn();
   CHECK(a.extended());
@@ -494,7 +516,7 @@ TEST_CASE("a majority past the lease's deadline is too late; one leaving too lit
     bed.submit(roomy);
     bed.turn();
     REQUIRE(bed.inner.sent.size() == 3);
-    CHECK(bed.inner.sent[0].call->more_args == std::vector<std::string>{"v", "2000"});
+    CHECK(args_of(*bed.inner.sent[0].call) == std::vector<std::string>{"v", "1000", "v", "2000"});
     bed.runtime.advance(milliseconds{488});  // brief: 1000 − 488 − 12 = 500 ms left, not above 500
     bed.flags(0, "11");
     bed.flags(1, "11");
@@ -516,7 +538,7 @@ TEST_CASE("more than max leases: rounds of at most max; a full round goes on the
   bed.turn();      // no wait for the window
   REQUIRE(bed.inner.sent.size() == 3);
   CHECK(bed.inner.sent[0].call->command == CommandId::extend_batch);
-  CHECK(bed.inner.sent[0].call->more_keys == std::vector<std::string>{"app:{l1}:lock"});
+  CHECK(keys_of(*bed.inner.sent[0].call) == std::vector<std::string>{"app:{l0}:lock", "app:{l1}:lock"});
   bed.yes_all();
 
   // Five more: 2 + 2 + 1, all at once.
@@ -531,12 +553,10 @@ TEST_CASE("more than max leases: rounds of at most max; a full round goes on the
   }
   REQUIRE(calls.size() == 3);  // three rounds, each one Call to the three nodes
   CHECK(calls[0]->command == CommandId::extend_batch);
-  CHECK(calls[0]->key == "app:{l2}:lock");
-  CHECK(calls[0]->more_keys == std::vector<std::string>{"app:{l3}:lock"});
-  CHECK(calls[0]->more_args == std::vector<std::string>{"v3", "30000"});
+  CHECK(keys_of(*calls[0]) == std::vector<std::string>{"app:{l2}:lock", "app:{l3}:lock"});
+  CHECK(args_of(*calls[0]) == std::vector<std::string>{"v2", "30000", "v3", "30000"});
   CHECK(calls[1]->command == CommandId::extend_batch);
-  CHECK(calls[1]->key == "app:{l4}:lock");
-  CHECK(calls[1]->more_keys == std::vector<std::string>{"app:{l5}:lock"});
+  CHECK(keys_of(*calls[1]) == std::vector<std::string>{"app:{l4}:lock", "app:{l5}:lock"});
   CHECK(calls[2]->command == CommandId::extend);
   CHECK(calls[2]->key == "app:{l6}:lock");
   CHECK(calls[2]->arg1 == "v6");
@@ -742,4 +762,223 @@ TEST_CASE("destroying the engine, and with it the batcher, tells queued leases E
     CHECK(l->error().message == "the client was closed");
   }
   CHECK(bed.inner.sent.empty());
+}
+
+// ---- The watchdogs over the batcher (LeaseKeeper, src/lease_state.hpp) --------------
+//
+// A lease record kept by its engine's LeaseKeeper: its timer is an entry of
+// the keeper's wheel on the same ManualRuntime, its extensions go through
+// the batcher above. Time moves only on advance().
+
+namespace {
+
+// Losses — what on_lost was told.
+struct Losses {
+  int count = 0;
+  std::string why;
+  LostCallback callback() {
+    return [this](const Error& e) {
+      ++count;
+      why = e.message;
+    };
+  }
+};
+
+// keep: a lease of `resource` (`ttl` of validity from now) under the keeper.
+std::shared_ptr<LeaseState> keep(Bed& bed, std::string resource, Losses& losses, LeaseOptions opts = {},
+                                 milliseconds ttl = milliseconds{3000}) {
+  Lock l;
+  l.resource = std::move(resource);
+  l.token = "tok-" + l.resource;
+  l.ttl = ttl;
+  l.validity = ttl;
+  l.validity_deadline = bed.runtime.now() + ttl;
+  l.attempts = 1;
+  opts.on_lost = losses.callback();
+  auto s = make_lease(std::move(l), std::move(opts), {}, nullptr);
+  bed.engine->leases().keep(s);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a kept lease is extended once extend_at of its validity has passed, its deadline moves; stop lets go") {
+  Bed bed(3, milliseconds{0}, 512);
+  Losses losses;
+  auto s = keep(bed, "r", losses);
+  LeaseKeeper& keeper = bed.engine->leases();
+  CHECK(keeper.live() == 1);
+  CHECK(s.use_count() == 2);  // the keeper holds the record while it runs
+  bed.runtime.advance(milliseconds{999});
+  CHECK(bed.inner.sent.empty());
+  bed.runtime.advance(milliseconds{1});  // 1/3 of 3 s: submitted, the round goes on the next turn
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  CHECK(bed.inner.sent[0].call->command == CommandId::extend);  // a round of one lease: the plain extend
+  CHECK(bed.inner.sent[0].call->arg1 == "tok-r");
+  const TimePoint sent_at = bed.runtime.now();
+  bed.runtime.advance(milliseconds{5});
+  bed.yes_all();
+  bed.turn();
+  CHECK(s->extensions == 1);
+  CHECK(s->deadline() == bed.runtime.now() + validity(milliseconds{3000}, milliseconds{5}));
+  CHECK(s->deadline() > sent_at + milliseconds{2900});
+  // The next extension comes a third of the new validity later.
+  const std::size_t before = bed.inner.sent.size();
+  bed.runtime.advance(milliseconds{900});
+  CHECK(bed.inner.sent.size() == before);
+  bed.runtime.advance(milliseconds{200});
+  bed.turn();
+  CHECK(bed.inner.sent.size() == before + 3);
+  bed.yes_all();
+  bed.turn();
+  CHECK(s->extensions == 2);
+
+  keeper.stop(*s);
+  keeper.stop(*s);  // idempotent
+  CHECK(keeper.live() == 1);  // let go on a later turn, never inside stop()
+  bed.runtime.advance(milliseconds{1});
+  CHECK(keeper.live() == 0);
+  CHECK(s.use_count() == 1);
+  bed.runtime.advance(milliseconds{10000});
+  CHECK(bed.inner.sent.size() == before + 3);  // stopped: no more extensions
+  CHECK(losses.count == 0);  // a release is not a loss
+  bed.finish();
+}
+
+TEST_CASE("an extension refused by a majority loses the lease at once, told once, with the stop token requested") {
+  Bed bed(3, milliseconds{0}, 512);
+  Losses losses;
+  auto s = keep(bed, "r", losses);
+  const std::stop_token stop = s->stop_token();
+  bed.runtime.advance(milliseconds{1000});
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  bed.integer(0, 0);
+  bed.integer(1, 0);  // two of three: no majority can say yes any more
+  bed.turn();
+  CHECK(losses.count == 1);
+  CHECK(losses.why.find("extension refused") != std::string::npos);
+  CHECK(stop.stop_requested());
+  {
+    std::lock_guard lock(s->mu);
+    REQUIRE(s->lost);
+    CHECK(s->lost_error().code == Errc::lost);
+    CHECK(s->lost_error().nodes.size() == 3);
+  }
+  bed.integer(2, 1);  // the straggler changes nothing
+  bed.runtime.advance(milliseconds{5000});
+  CHECK(losses.count == 1);
+  CHECK(bed.engine->leases().live() == 0);
+  CHECK(s.use_count() == 1);
+  bed.finish();
+}
+
+TEST_CASE("with no answer a lease is lost before its deadline, never after; the late verdict lets the record go") {
+  Bed bed(3, milliseconds{0}, 512);
+  Losses losses;
+  auto s = keep(bed, "r", losses);
+  const TimePoint deadline = s->deadline();
+  bed.runtime.advance(milliseconds{1000});
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  bed.runtime.advance(milliseconds{1997});  // 3 ms before the deadline: not yet
+  CHECK(losses.count == 0);
+  bed.runtime.advance(milliseconds{1});  // the deadline less the 2 ms margin
+  CHECK(losses.count == 1);
+  CHECK(bed.runtime.now() < deadline);
+  CHECK(losses.why.find("validity deadline passed while an extension was still unanswered") != std::string::npos);
+  CHECK(s.use_count() == 2);  // the extension is still in flight: the keeper holds on
+  bed.yes_all();  // a majority, but after the deadline: too late, and stopped anyway
+  bed.turn();
+  CHECK(s->extensions == 0);
+  CHECK(s->deadline() == deadline);
+  CHECK(losses.count == 1);
+  bed.runtime.advance(milliseconds{1});  // let go on the turn after the loss
+  CHECK(bed.engine->leases().live() == 0);
+  CHECK(s.use_count() == 1);
+  bed.finish();
+}
+
+TEST_CASE("a lease not extended (auto_extend off, or a cap reached) runs out at its deadline, naming why") {
+  Bed bed(3, milliseconds{0}, 512);
+  Losses off_losses, capped_losses;
+  LeaseOptions off;
+  off.auto_extend = false;
+  auto a = keep(bed, "a", off_losses, off);
+  LeaseOptions capped;
+  capped.max_extensions = 1;
+  auto b = keep(bed, "b", capped_losses, capped);
+  bed.runtime.advance(milliseconds{1000});
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);  // only b's extension
+  bed.yes_all();
+  bed.turn();
+  CHECK(b->extensions == 1);
+  bed.runtime.advance(milliseconds{2000});  // a's deadline
+  CHECK(off_losses.count == 1);
+  CHECK(off_losses.why.find("auto_extend is off") != std::string::npos);
+  bed.runtime.advance(milliseconds{5000});  // b's new deadline: no second extension was sent
+  CHECK(bed.inner.sent.size() == 3);
+  CHECK(capped_losses.count == 1);
+  CHECK(capped_losses.why.find("max_extensions (1) reached") != std::string::npos);
+  bed.finish();
+}
+
+TEST_CASE("shutdown_all loses every kept lease ('the client was closed'); one released before is only let go") {
+  Bed bed(3, milliseconds{0}, 512);
+  Losses la, lb, lc;
+  auto a = keep(bed, "a", la);
+  auto b = keep(bed, "b", lb);
+  auto c = keep(bed, "c", lc);
+  LeaseKeeper& keeper = bed.engine->leases();
+  keeper.stop(*c);  // released just before the close
+  bed.runtime.advance(milliseconds{1000});  // a and b extending, c let go
+  CHECK(keeper.live() == 2);
+  keeper.shutdown_all();
+  CHECK(la.count == 1);
+  CHECK(lb.count == 1);
+  CHECK(lc.count == 0);
+  CHECK(la.why.find("the client was closed") != std::string::npos);
+  bed.finish();  // the round's verdicts (closed) come after the loss: nothing more is told
+  bed.runtime.advance(milliseconds{1});  // let go on a later turn
+  CHECK(la.count == 1);
+  CHECK(keeper.live() == 0);
+  CHECK(a.use_count() == 1);
+  CHECK(b.use_count() == 1);
+}
+
+TEST_CASE("a lease record keeps its names inline up to 64 bytes, on the heap beyond, and the rest only when used") {
+  Bed bed(3, milliseconds{0}, 512);
+  for (const std::size_t size : {std::size_t{1}, std::size_t{32}, std::size_t{64 - 36}, std::size_t{64 - 35},
+                                 std::size_t{1024}}) {
+    Lock l;
+    l.resource = std::string(size, 'r');
+    l.token = std::string(36, 't');
+    l.ttl = milliseconds{3000};
+    l.validity_deadline = bed.runtime.now() + l.ttl;
+    auto s = make_lease(l, {}, {}, nullptr);
+    CHECK(s->resource() == l.resource);
+    CHECK(s->token() == l.token);
+    CHECK(s->cold() == nullptr);  // nothing rare asked for yet
+    CHECK(s->fence() == 0);
+    CHECK(s->resource_string() == l.resource);
+    CHECK(s->token_string() == l.token);
+    CHECK(&s->resource_string() == &s->resource_string());  // made once, handed out by reference
+    CHECK(s->resources() == std::vector<std::string>{l.resource});
+  }
+  Lock l;
+  l.resource = "r";
+  l.token = "t";
+  l.fence = 42;
+  LeaseOptions o;
+  o.fence = true;
+  auto fenced = make_lease(l, o, {}, nullptr);
+  REQUIRE(fenced->cold() != nullptr);
+  CHECK(fenced->fence() == 42);
+  CHECK(fenced->fenced);
+  auto multi = make_lease(l, {}, {}, nullptr, {"s", "t"});
+  CHECK(multi->multi());
+  CHECK(multi->resources() == std::vector<std::string>{"r", "s", "t"});
+  bed.finish();
 }

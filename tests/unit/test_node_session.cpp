@@ -11,6 +11,7 @@
 
 #include "fake_wire.hpp"
 #include "node_session.hpp"
+#include "resp.hpp"
 #include "scripts.hpp"
 #include "test_runtime.hpp"
 #include "validity.hpp"
@@ -111,7 +112,12 @@ struct Bed {
     REQUIRE(session->state() == NodeSession::State::ready);
   }
   bool send(CommandId id, std::string key = "k", std::size_t slot = 0) {
-    calls.push_back(std::make_unique<Call>(Call{id, std::move(key), "v", "1000", {}, {}}));
+    auto call = std::make_unique<Call>();
+    call->command = id;
+    call->key = std::move(key);
+    call->arg1 = "v";
+    call->arg2 = "1000";
+    calls.push_back(std::move(call));
     std::string why;
     const bool ok = session->send(*calls.back(), &sink, slot, why);
     last_why = why;
@@ -197,6 +203,62 @@ TEST_CASE("NOSCRIPT is retried once as EVAL with the script's text") {
   REQUIRE(bed.wires.log.back().size() >= 2);
   CHECK(bed.wires.log.back()[0] == "EVAL");
   CHECK(bed.wires.log.back()[1] == extend_script);
+}
+
+TEST_CASE("a batch round's keys and arguments, encoded once, go out as EVALSHA sha N keys… values…, and as EVAL after NOSCRIPT") {
+  Bed bed;
+  bed.ready();
+  auto call = std::make_unique<Call>();
+  call->command = CommandId::extend_batch;
+  for (const char* key : {"app:{a}:lock", "app:{b}:lock"}) resp::append_bulk(call->encoded_keys, key);
+  for (const char* arg : {"va", "30000", "vb", "5000"}) resp::append_bulk(call->encoded_args, arg);
+  call->encoded_key_count = 2;
+  call->encoded_arg_count = 4;
+  bed.script = [](const Command& c) -> std::optional<Reply> {
+    if (c[0] == "EVALSHA") return error("NOSCRIPT No matching script. Please use EVAL.");
+    return integer(1);
+  };
+  std::string why;
+  REQUIRE(bed.session->send(*call, &bed.sink, 0, why));
+  bed.serve();
+  REQUIRE(bed.wires.log.size() >= 2);
+  const Command& first = bed.wires.log[bed.wires.log.size() - 2];
+  const Command& again = bed.wires.log.back();
+  REQUIRE(first.size() == 9);
+  CHECK(first[0] == "EVALSHA");
+  CHECK(Command(first.begin() + 2, first.end()) ==
+        Command{"2", "app:{a}:lock", "app:{b}:lock", "va", "30000", "vb", "5000"});
+  REQUIRE(again.size() == 9);
+  CHECK(again[0] == "EVAL");
+  CHECK(Command(again.begin() + 2, again.end()) == Command(first.begin() + 2, first.end()));
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+}
+
+TEST_CASE("RESP: a command written with its tail encoded is byte for byte the command written whole; bad tails are refused") {
+  const std::vector<std::string_view> whole = {"EVALSHA", "abc", "2", "k1", "k2", "", "v\r\n2"};
+  std::string expected;
+  append_command(expected, whole);
+  std::string keys, args;
+  resp::append_bulk(keys, "k1");
+  resp::append_bulk(keys, "k2");
+  resp::append_bulk(args, "");
+  resp::append_bulk(args, "v\r\n2");
+  const std::vector<std::string_view> head(whole.begin(), whole.begin() + 3);
+  const std::string_view tail[] = {keys, args};
+  std::string written;
+  append_command_encoded(written, head, 4, tail);
+  CHECK(written == expected);
+  std::vector<std::string_view> back;
+  const std::string joined = keys + args;  // the views point into it
+  REQUIRE(resp::split_bulks(joined, 4, back));
+  CHECK(back == std::vector<std::string_view>(whole.begin() + 3, whole.end()));
+  for (const std::string_view bad : {std::string_view("$2\r\nk1\r\n"), std::string_view("$3\r\nk1\r\n$2\r\nk2\r\n"),
+                                     std::string_view("$x\r\nk1\r\n$2\r\nk2\r\n"), std::string_view("$2\r\nk1$2\r\nk2\r\n"),
+                                     std::string_view("$2\r\nk1\r\n$2\r\nk2\r\n$0\r\n\r\n")}) {
+    back.clear();
+    CHECK_FALSE(resp::split_bulks(bad, 2, back));
+  }
 }
 
 TEST_CASE("a deadline passes: timeout, then the late reply; meanwhile acquires are refused, releases not") {

@@ -231,7 +231,7 @@ TEST_CASE("a fair round's ticket is the highest proposed, its rank the place a m
   FakeTransport fake(&loop, 5, [&](std::size_t node, const Call&) {
     return replies[node].empty() ? redlock::test::failed("down") : redlock::test::array_reply(replies[node]);
   });
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::fair_acquire, "k", "t", "1000", {}, {}},
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::fair_acquire, .key = "k", .arg1 = "t", .arg2 = "1000"},
                                            RoundMode::majority, nullptr);
   CHECK(redlock::test::run_and_close(&loop) == 0);
   CHECK(round->decided());
@@ -250,7 +250,7 @@ TEST_CASE("a round is decided by the majority without waiting for stragglers, an
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}, {}}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, RoundMode::majority,
                                            &listener);
   REQUIRE(fake.held_back.size() == 5);
   CHECK_FALSE(round->decided());
@@ -280,7 +280,7 @@ TEST_CASE("a round whose sends are all refused is decided inside launch without 
   FakeTransport fake(&loop, 3, [](std::size_t, const Call&) { return Response{}; });
   fake.refuse[0] = fake.refuse[1] = fake.refuse[2] = true;
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}, {}}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, RoundMode::majority,
                                            &listener);
   CHECK(round->decided());
   CHECK_FALSE(round->tally().success());
@@ -299,7 +299,7 @@ TEST_CASE("a detached round outlives its owner until the stragglers are final") 
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::release, "k", "t", "c", {}, {}}, RoundMode::release,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::release, .key = "k", .arg1 = "t", .arg2 = "c"}, RoundMode::release,
                                            &listener);
   round->detach();
   // The straggler's reply arrives after detach; the round must still be alive to take it.
@@ -319,7 +319,7 @@ TEST_CASE("one server, one vote: a round counts one yes per server, whatever the
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {CommandId::acquire, "k", "t", "1000", {}, {}}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, RoundMode::majority,
                                            &listener);
   CHECK(redlock::test::run_and_close(&loop) == 0);
   REQUIRE(round->decided());

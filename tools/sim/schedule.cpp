@@ -724,19 +724,14 @@ void Schedule::hold(SimClient& c, Nanos left, bool may_extend) {
 // validity) while the client holds it, up to four TTLs; the hold ends at
 // the release, at the lease's last deadline, or when the lease is lost.
 void Schedule::start_lease(SimClient& c) {
-  auto st = std::make_shared<detail::LeaseState>();
-  st->resource = c.lock->resource;
-  st->token = c.lock->token;
-  st->ttl = c.lock->ttl;
-  st->taken = c.rt.now();
-  st->deadline = c.lock->validity_deadline;
+  LeaseOptions opts;
   const std::vector<std::size_t> held = c.held;
-  st->rules.on_lost = [this, held](const Error&) {
+  opts.on_lost = [this, held](const Error&) {
     for (const std::size_t i : held) holds_[i].released = std::min(holds_[i].released, world_.now());
   };
+  auto st = detail::make_lease(*c.lock, std::move(opts), {}, nullptr);
   c.lease = st;
-  auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr, nullptr);  // frees itself once stopped
-  watchdog->start();
+  c.engine->leases().keep(st);
   const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->ttl).count();
   c.after(static_cast<Nanos>(world_.rng().unit() * 4 * static_cast<double>(ttl)),
           [this, &c] { release(c, [this, &c] { think(c); }); });
@@ -779,18 +774,13 @@ void Schedule::lease_acquired(SimClient& c, const std::string& resource, Result<
     h.start = world_.now();
     h.end_local = SimRuntime::from_time_point(r->validity_deadline);
     holds_.push_back(std::move(h));
-    auto st = std::make_shared<detail::LeaseState>();
-    st->resource = r->resource;
-    st->token = r->token;
-    st->ttl = r->ttl;
-    st->taken = c.rt.now();
-    st->deadline = r->validity_deadline;
-    st->rules.on_lost = [this, index](const Error&) {
+    LeaseOptions opts;
+    opts.on_lost = [this, index](const Error&) {
       holds_[index].released = std::min(holds_[index].released, world_.now());
     };
+    auto st = detail::make_lease(*r, std::move(opts), {}, nullptr);
     c.leases.push_back({resource, r->token, st, index});
-    auto* watchdog = new detail::Watchdog(*c.engine, st, nullptr, nullptr);  // frees itself once stopped
-    watchdog->start();
+    c.engine->leases().keep(st);
   }
   if (--c.leases_pending > 0) return;
   if (c.leases.empty()) return think(c);
@@ -805,12 +795,12 @@ void Schedule::release_leases(SimClient& c) {
   leases.swap(c.leases);
   c.leases_pending = leases.size();
   for (SimClient::HeldLease& l : leases) {
-    if (l.state->watchdog != nullptr) l.state->watchdog->stop();
+    c.engine->leases().stop(*l.state);
     {
-      std::lock_guard<std::mutex> lock(l.state->mu);
+      std::lock_guard lock(l.state->mu);
       l.state->released = true;
       Hold& h = holds_[l.hold];
-      h.end_local = std::max(h.end_local, SimRuntime::from_time_point(l.state->deadline));
+      h.end_local = std::max(h.end_local, SimRuntime::from_time_point(l.state->deadline()));
     }
     holds_[l.hold].released = std::min(holds_[l.hold].released, world_.now());
     c.engine->release(l.resource, l.token, [this, &c](Result<ReleaseResult>) {
@@ -821,10 +811,10 @@ void Schedule::release_leases(SimClient& c) {
 
 void Schedule::release(SimClient& c, std::function<void()> then) {
   if (c.lease) {
-    if (c.lease->watchdog != nullptr) c.lease->watchdog->stop();
-    std::lock_guard<std::mutex> lock(c.lease->mu);
+    c.engine->leases().stop(*c.lease);
+    std::lock_guard lock(c.lease->mu);
     c.lease->released = true;
-    const Nanos end = SimRuntime::from_time_point(c.lease->deadline);
+    const Nanos end = SimRuntime::from_time_point(c.lease->deadline());
     for (const std::size_t i : c.held) holds_[i].end_local = std::max(holds_[i].end_local, end);
   }
   c.lease.reset();
