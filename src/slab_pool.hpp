@@ -30,13 +30,22 @@ class SlabPool {
   explicit SlabPool(std::size_t slot) noexcept : slot_(slot < sizeof(Free) ? sizeof(Free) : slot) {}
   SlabPool(const SlabPool&) = delete;
   SlabPool& operator=(const SlabPool&) = delete;
+  // Frees every slab (a pool's slots must all be given back first). The
+  // records' own pools are never destroyed.
+  ~SlabPool() {
+    while (slabs_ != nullptr) ::operator delete(std::exchange(slabs_, slabs_->next));
+  }
 
   void* take() {
     std::lock_guard lock(mu_);
     if (free_ != nullptr) return std::exchange(free_, free_->next);
     if (static_cast<std::size_t>(end_ - next_) < slot_) {
-      next_ = static_cast<char*>(::operator new(slab_bytes));
-      end_ = next_ + slab_bytes / slot_ * slot_;
+      // A slab starts with the link to the one before (for the destructor),
+      // its slots after it.
+      char* slab = static_cast<char*>(::operator new(slab_bytes));
+      slabs_ = ::new (slab) Slab{slabs_};
+      next_ = slab + slab_header;
+      end_ = next_ + (slab_bytes - slab_header) / slot_ * slot_;
     }
     return std::exchange(next_, next_ + slot_);
   }
@@ -52,11 +61,16 @@ class SlabPool {
   struct Free {
     Free* next;
   };
+  struct Slab {
+    Slab* next;
+  };
+  static constexpr std::size_t slab_header = alignof(std::max_align_t);
   std::mutex mu_;
   const std::size_t slot_;
   Free* free_ = nullptr;  // slots given back
   char* next_ = nullptr;  // the current slab's unused part
   char* end_ = nullptr;
+  Slab* slabs_ = nullptr;  // every slab, newest first
 };
 
 // SlabAllocator — an allocator for allocate_shared: single objects come
