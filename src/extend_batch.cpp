@@ -239,7 +239,7 @@ class ExtendRound final : public ReplySink {
       // A 0 is "not ours" also from a master in quarantine (only its yes is void).
       if ((n.outcome == Outcome::ok || n.outcome == Outcome::quarantined) && n.flags[i] == '0') {
         o.outcome = Outcome::held;
-        o.error = "token not present (expired, released, or another holder)";
+        o.error = token_absent_text;
       }
     }
     return out;
@@ -282,11 +282,7 @@ class ExtendRound final : public ReplySink {
         continue;
       }
       std::vector<NodeOutcome> nodes = outcomes_of(i);
-      QuorumTally tally(nodes.size(), RoundMode::majority);
-      for (const NodeOutcome& n : nodes) {
-        if (n.outcome != Outcome::pending) tally.record(n.outcome);
-      }
-      Error e = round_error(tally, nodes, validity, in_time, true, options.min_validity);
+      Error e = round_error(tally_of(nodes, RoundMode::majority), nodes, validity, in_time, true, options.min_validity);
       if (t != nullptr) {
         t->round(OpKind::extend, lease->extend_resource(), &e, 1, elapsed, nodes);
         t->finished(OpKind::extend, latency);

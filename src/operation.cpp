@@ -233,14 +233,6 @@ bool may_hold_majority(const std::vector<NodeOutcome>& nodes) noexcept {
   return static_cast<std::size_t>(std::count_if(nodes.begin(), nodes.end(), unsure)) >= majority_of(nodes.size());
 }
 
-QuorumTally release_tally(const std::vector<NodeOutcome>& nodes) {
-  QuorumTally tally(nodes.size(), RoundMode::release);
-  for (const NodeOutcome& n : nodes) {
-    if (n.outcome != Outcome::pending) tally.record(n.outcome);
-  }
-  return tally;
-}
-
 }  // namespace
 
 void ReleaseOperation::step(Event event) {
@@ -313,7 +305,7 @@ void ReleaseOperation::relaunch() {
 void ReleaseOperation::report() {
   merge_round();
   drop_round();
-  const QuorumTally tally = release_tally(outcomes_);
+  const QuorumTally tally = tally_of(outcomes_, RoundMode::release);
   ReleaseResult r;
   r.released = tally.success();
   r.released_nodes = static_cast<int>(tally.ok());

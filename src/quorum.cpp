@@ -34,6 +34,14 @@ bool QuorumTally::success() const noexcept {
   return ok_ >= 1 && unconfirmed < quorum();
 }
 
+QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundMode mode) noexcept {
+  QuorumTally tally(nodes.size(), mode);
+  for (const NodeOutcome& n : nodes) {
+    if (n.outcome != Outcome::pending) tally.record(n.outcome);
+  }
+  return tally;
+}
+
 bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept {
   const auto held = static_cast<std::size_t>(
       std::count_if(nodes.begin(), nodes.end(), [](const NodeOutcome& n) { return n.outcome == Outcome::held; }));
@@ -156,7 +164,7 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     if (r.integer == 0) {
       out.error = command == CommandId::fence_raise
                       ? "fence not raised (token not present, or the counter already at the fence or above)"
-                      : "token not present (expired, released, or another holder)";
+                      : std::string(token_absent_text);
     }
   } else {
     unexpected(event, out);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,14 @@ class QuorumRound final : public ReplySink {
   bool launching_ = true;
   bool detached_ = false;
 };
+
+// tally_of: the tally of the outcomes that are in (pending ones are not),
+// for the error of a round that failed or was cut short.
+QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundMode mode) noexcept;
+
+// token_absent_text: the error text of a master that answered "not ours" to
+// an extend or release (an extend round's and a batched extension's alike).
+inline constexpr std::string_view token_absent_text = "token not present (expired, released, or another holder)";
 
 // refused_for_good: more than N − quorum nodes answered "not ours" (held)
 // to an extend — which never recreates a key — so no majority can ever say

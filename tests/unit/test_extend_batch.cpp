@@ -151,6 +151,18 @@ struct Bed {
     return leases.emplace_back(std::move(resource), std::move(token), ttl);
   }
   void submit(FakeLease& l) { batcher().submit(&l, runtime.now()); }
+  // two_submitted: leases "a" and "b" (value "v"), both submitted.
+  struct Two {
+    FakeLease& a;
+    FakeLease& b;
+  };
+  Two two_submitted() {
+    FakeLease& a = lease("a", "v");
+    FakeLease& b = lease("b", "v");
+    submit(a);
+    submit(b);
+    return {a, b};
+  }
   void turn() { runtime.advance(milliseconds{0}); }
 
   // Events for send i (an index into inner.sent).
@@ -383,10 +395,7 @@ TEST_CASE("a lease is decided as soon as it is certain: yes from a majority, or 
 
 TEST_CASE("a quarantined master's yes does not count") {
   Bed bed(3, milliseconds{0}, 512);
-  FakeLease& a = bed.lease("a", "v");
-  FakeLease& b = bed.lease("b", "v");
-  bed.submit(a);
-  bed.submit(b);
+  auto [a, b] = bed.two_submitted();
   bed.turn();
   REQUIRE(bed.inner.sent.size() == 3);
   bed.flags(0, "11", 0, true);
@@ -409,10 +418,7 @@ TEST_CASE("a quarantined master's yes does not count") {
 
 TEST_CASE("one server reached under two names votes once") {
   Bed bed(3, milliseconds{0}, 512);
-  FakeLease& a = bed.lease("a", "v");
-  FakeLease& b = bed.lease("b", "v");
-  bed.submit(a);
-  bed.submit(b);
+  auto [a, b] = bed.two_submitted();
   bed.turn();
   REQUIRE(bed.inner.sent.size() == 3);
   bed.flags(0, "11", 7);
@@ -643,10 +649,7 @@ TEST_CASE("a send the transport refuses is that master's error") {
   SUBCASE("one master refuses") {
     Bed bed(3, milliseconds{0}, 512);
     bed.inner.refuse[1] = "not connected";
-    FakeLease& a = bed.lease("a", "v");
-    FakeLease& b = bed.lease("b", "v");
-    bed.submit(a);
-    bed.submit(b);
+    auto [a, b] = bed.two_submitted();
     bed.turn();
     REQUIRE(bed.inner.sent.size() == 2);
     CHECK(bed.inner.nodes_of(0) == std::vector<std::size_t>{0, 2});
@@ -665,10 +668,7 @@ TEST_CASE("a send the transport refuses is that master's error") {
   SUBCASE("every master refuses: every lease fails, on a loop turn of its own") {
     Bed bed(3, milliseconds{0}, 512);
     for (std::string& r : bed.inner.refuse) r = "not connected";
-    FakeLease& a = bed.lease("a", "v");
-    FakeLease& b = bed.lease("b", "v");
-    bed.submit(a);
-    bed.submit(b);
+    auto [a, b] = bed.two_submitted();
     bed.turn();
     CHECK(bed.inner.sent.empty());
     for (const FakeLease* l : {&a, &b}) {
@@ -684,10 +684,7 @@ TEST_CASE("a send the transport refuses is that master's error") {
 TEST_CASE("closing: queued leases get Errc::closed, and nothing is sent for them") {
   SUBCASE("shutdown with no operation left drops the batcher: queued leases are told at once") {
     Bed bed(3, milliseconds{10}, 512);
-    FakeLease& a = bed.lease("a", "v");
-    FakeLease& b = bed.lease("b", "v");
-    bed.submit(a);
-    bed.submit(b);
+    auto [a, b] = bed.two_submitted();
     bed.engine->shutdown(nullptr);
     for (const FakeLease* l : {&a, &b}) {
       CHECK(l->error().code == Errc::closed);
@@ -752,10 +749,7 @@ TEST_CASE("closing: queued leases get Errc::closed, and nothing is sent for them
 // before the engine's timer queue (which the batcher's timers are on).
 TEST_CASE("destroying the engine, and with it the batcher, tells queued leases Errc::closed at once") {
   Bed bed(3, milliseconds{10}, 512);
-  FakeLease& a = bed.lease("a", "v");
-  FakeLease& b = bed.lease("b", "v");
-  bed.submit(a);
-  bed.submit(b);
+  auto [a, b] = bed.two_submitted();
   bed.engine.reset();
   for (const FakeLease* l : {&a, &b}) {
     CHECK(l->error().code == Errc::closed);
