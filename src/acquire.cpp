@@ -44,6 +44,7 @@ AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions
       caller_token_(!token_.empty()),
       fence_(opts.fence),
       fair_(opts.fair),
+      tries_once_(opts.wait <= milliseconds{0}),
       wake_spread_(engine.options().wake_jitter) {}
 
 // step — the transition function. Inputs that cannot be acted on in the
@@ -269,7 +270,7 @@ Call AcquireOperation::attempt_call() const {
             .arg2 = ttl,
             .more_keys = {queue_key_of(keys_.key), turn_key_of(keys_.key)},
             .more_args = {waiter_, std::to_string(ticket_), std::to_string(options().fair_grace.count()),
-                          std::to_string(life)}};
+                          std::to_string(life), tries_once_ ? "1" : "0"}};
   }
   if (fence_) {
     return {.command = CommandId::fenced_acquire, .key = keys_.key, .arg1 = token_, .arg2 = ttl, .more_keys = fenced_keys()};
@@ -557,7 +558,9 @@ bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, millisec
 // leave_queue: a fair waiter that ends without the lock takes itself out
 // of every queue it may be in; where the lock is free the next is named.
 void AcquireOperation::leave_queue() {
-  if (!fair_ || waiter_.empty()) return;  // a round that told no ticket may still have queued it somewhere
+  // A round that told no ticket may still have queued the waiter somewhere
+  // (a master that answered late); a try never joins anywhere.
+  if (!fair_ || waiter_.empty() || tries_once_) return;
   Call call{.command = CommandId::fair_leave,
             .key = keys_.key,
             .arg1 = waiter_,

@@ -201,6 +201,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool caller_token_;  // the caller gave the value: a refresh; never rolled back
   bool fence_;         // a fenced acquire (two phases)
   bool fair_;          // in fair order: waits in the masters' queues
+  bool tries_once_;    // no wait: one attempt (fair: it never joins a queue)
   std::string waiter_;    // fair: its id in the queues (16 hex digits, drawn at the first attempt)
   long long ticket_ = 0;  // fair: its place in every queue, once the first round told it
   long long rank_ = -1;   // fair: its place after the last attempt (QuorumRound::majority_rank)

@@ -314,10 +314,12 @@ return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0
 // fair_acquire: KEYS[1] lock key, KEYS[2] queue, KEYS[3] turn key;
 // ARGV[1] value, ARGV[2] ttl ms, ARGV[3] waiter id, ARGV[4] ticket ("0":
 // none yet), ARGV[5] grace ms, ARGV[6] the queue's life ms (the waiter's
-// wait left + ttl: the queue key outlives every wait in it, and no more).
+// wait left + ttl: the queue key outlives every wait in it, and no more),
+// ARGV[7] "1" for a try (no wait): it never joins the queue.
 // → [taken, ticket, PTTL of the lock key (-2: free), rank]:
 //   ticket 0, the first round: with nobody queued the lock is taken at once
-//     if free → [1, 0, -2, 0]; else the waiter joins at one above the last
+//     if free → [1, 0, -2, 0]; else a try is told [0, 0, PTTL, -1] and
+//     leaves nothing behind; any other waiter joins at one above the last
 //     queued (1 for an empty queue) and that ticket is in the reply;
 //   a ticket: unless it is the head, the waiter is put at exactly that
 //     ticket (it rejoins where it was lost; where the first round put it
@@ -346,10 +348,12 @@ local function not_taken(pttl, rank)
 end
 if ticket == 0 then
   local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+  if not last[2] and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, 0, -2, 0}
+  end
+  if ARGV[7] == '1' then return {0, 0, redis.call('PTTL', lock), -1} end
   if last[2] then
     ticket = tonumber(last[2]) + 1
-  elseif redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {1, 0, -2, 0}
   else
     ticket = 1
     head = me

@@ -191,7 +191,9 @@ struct REDLOCK_API AcquireOptions {
   // value drawn by the library (no `token`), one resource (not
   // acquire_many) and no `fence`; those fail with invalid_argument. Waiters
   // that are not fair are not ordered: they may take a free lock ahead of
-  // the queue. Lock::token of a fair lock starts with 'Q'.
+  // the queue. With `wait` 0 it is a try: it takes the lock only when
+  // nobody queues, and joins no queue. Lock::token of a fair lock starts
+  // with 'Q'.
   bool fair = false;
   // Cancellation: once stop is requested (from any thread), a waiting
   // acquire ends with Errc::cancelled; an attempt on its way is finished

@@ -106,6 +106,15 @@ inline bool queued_everywhere(RedisGroup& group, const std::string& resource, lo
   return true;
 }
 
+// command_calls: how often `command` (lower case) ran on the server
+// (INFO commandstats), the calls scripts make included.
+inline long long command_calls(RedisServer& server, const std::string& command) {
+  const std::string info = server.command({"INFO", "commandstats"}).str;
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(field);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
 inline std::size_t count_outcome(const std::vector<NodeOutcome>& nodes, Outcome o) {
   std::size_t n = 0;
   for (const auto& node : nodes) n += node.outcome == o ? 1 : 0;

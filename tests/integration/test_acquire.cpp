@@ -297,11 +297,7 @@ TEST_CASE("replies that arrived during a stalled loop turn are not timeouts") {
   // Every master has run the vote check (the GET behind the SET) once its
   // GET count grew: its replies were then written to our sockets, since a
   // master writes a loop iteration's replies before it answers INFO.
-  auto gets = [&](std::size_t i) {
-    const std::string info = group[i].command({"INFO", "commandstats"}).str;
-    const auto at = info.find("cmdstat_get:calls=");
-    return at == std::string::npos ? 0LL : std::atoll(info.c_str() + at + 18);
-  };
+  auto gets = [&](std::size_t i) { return command_calls(group[i], "get"); };
   std::vector<long long> before;
   for (std::size_t i = 0; i < group.size(); ++i) before.push_back(gets(i));
 

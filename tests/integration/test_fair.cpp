@@ -126,6 +126,38 @@ TEST_CASE("a fair waiter whose wait runs out leaves every queue") {
   REQUIRE(holder->release(*held).ok());
 }
 
+TEST_CASE("a fair try-lock (no wait) on a held lock fails at once and touches no queue, joining nor leaving") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto other = client_for(group);
+  auto held = holder->acquire("fair", {.ttl = 30000ms});
+  REQUIRE(held.ok());
+  std::vector<long long> zadd, zrem;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    zadd.push_back(command_calls(group[i], "zadd"));
+    zrem.push_back(command_calls(group[i], "zrem"));
+  }
+  Result<Lock> got = other->acquire("fair", {.ttl = 10000ms, .fair = true});
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().code == Errc::held);
+  // A leave would go out when the try ends, ahead of anything the client
+  // sends next on the same connections: once a later lock's key is on
+  // every master, each has run whatever the try left to send.
+  REQUIRE(other->acquire("after", {.ttl = 10000ms}).ok());
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (group[i].command({"EXISTS", "redlock:{after}:lock"}).integer != 1) return false;
+    }
+    return true;
+  }));
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    CHECK(command_calls(group[i], "zadd") == zadd[i]);  // it never joined
+    CHECK(command_calls(group[i], "zrem") == zrem[i]);  // nor left
+  }
+  CHECK(group.keys_everywhere(queue) == 0);
+  REQUIRE(holder->release(*held).ok());
+}
+
 TEST_CASE("a release by a holder that was not fair wakes the head of the fair queue") {
   RedisGroup group(3);
   auto holder = client_for(group);

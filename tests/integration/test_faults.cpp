@@ -9,19 +9,6 @@ using namespace redlock;
 using namespace redlock::test;
 using namespace std::chrono_literals;
 
-namespace {
-
-// calls is how often `command` ran on the server (INFO commandstats).
-long long calls(RedisServer& server, const std::string& command) {
-  const std::string info = server.command({"INFO", "commandstats"}).str;
-  const std::string field = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(field);
-  if (at == std::string::npos) return 0;
-  return std::stoll(info.substr(at + field.size()));
-}
-
-}  // namespace
-
 TEST_CASE("2 of 5 masters killed: still acquires; 3 killed: fails at once, naming the failed nodes") {
   RedisGroup group(5);
   auto client = client_for(group, [](Options& o) { o.node_timeout = 100ms; });
@@ -100,7 +87,7 @@ TEST_CASE("a SET that lands after the client decided failure is released: no key
   for (std::size_t i : {0u, 1u, 2u}) {
     // the marker's SET, the warm-up's and the late one (the release behind
     // it is an EVALSHA, like the marker checks: counted by the key below)
-    CHECK(eventually([&] { return calls(group[i], "set") >= 3; }));
+    CHECK(eventually([&] { return command_calls(group[i], "set") >= 3; }));
   }
   CHECK(eventually([&] { return group.keys_everywhere("redlock:{late}:lock") == 0; }, 5000ms));
 }
@@ -210,8 +197,8 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
   CHECK(eventually([&] { return group.keys_everywhere("redlock:{r-*") == 0; }));
   CHECK(group.keys_everywhere("redlock:{more-*") == 0);
   // Node 4 ran the SETs sent before the refusal and none of the 20 after it.
-  CHECK(eventually([&] { return calls(group[4], "evalsha") >= static_cast<long long>(held.size()); }));
-  CHECK(calls(group[4], "set") == 2 + sent_before_refusal);  // the data-loss marker, warm-up, those
+  CHECK(eventually([&] { return command_calls(group[4], "evalsha") >= static_cast<long long>(held.size()); }));
+  CHECK(command_calls(group[4], "set") == 2 + sent_before_refusal);  // the data-loss marker, warm-up, those
   // Its replies came back: it is asked again.
   CHECK(eventually([&] {
     auto l = client->try_acquire("back");

@@ -739,11 +739,7 @@ TEST_CASE("AsyncClient::lock: a lease held when the client closes is lost, and i
 TEST_CASE("batched extensions: 120 leases share script calls, and a lease whose key another value took is lost alone") {
   RedisGroup group(3);
   auto holder = client_for(group, [](Options& o) { o.extend_batch_window = 20ms; });
-  auto evalsha_calls = [&](std::size_t i) {
-    const std::string info = group[i].command({"INFO", "commandstats"}).str;
-    const auto at = info.find("cmdstat_evalsha:calls=");
-    return at == std::string::npos ? 0LL : std::atoll(info.c_str() + at + 22);
-  };
+  auto evalsha_calls = [&](std::size_t i) { return command_calls(group[i], "evalsha"); };
   constexpr int leases_n = 120;
   std::vector<Lease> leases;
   std::atomic<int> lost_signals{0};

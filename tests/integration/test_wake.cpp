@@ -30,13 +30,6 @@ bool listening(RedisGroup& group, const std::string& channel) {
   return true;
 }
 
-// set_calls: SET commands the master ran (a first acquire attempt is one).
-long long set_calls(RedisServer& server) {
-  const std::string info = server.command({"INFO", "commandstats"}).str;
-  const auto at = info.find("cmdstat_set:calls=");
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + 18));
-}
-
 }  // namespace
 
 TEST_CASE("a waiter that would not poll again for a minute gets the lock as soon as the holder releases") {
@@ -113,12 +106,12 @@ TEST_CASE("wake_ups off: a waiter polls; released early, the lock is taken only 
   // master 0 (under ASan it was: counted as the waiter's, the release came
   // before the waiter's first attempt, which then won).
   REQUIRE(eventually([&] { return group.keys_everywhere("redlock:{off}:lock") == group.size(); }));
-  const long long sets_before = set_calls(group[0]);
+  const long long sets_before = command_calls(group[0], "set");
   const auto started = Clock::now();
   std::optional<Result<Lock>> got;
   std::thread t([&] { got.emplace(waiter->acquire("off", {.ttl = 30000ms, .wait = 1000ms})); });
   // Release right after the waiter's first attempt reached a master.
-  REQUIRE(eventually([&] { return set_calls(group[0]) > sets_before; }));
+  REQUIRE(eventually([&] { return command_calls(group[0], "set") > sets_before; }));
   REQUIRE(holder->release(*lock)->released);
   t.join();
   REQUIRE(got.has_value());

@@ -546,6 +546,25 @@ TEST_CASE("sorted sets: typed keys (WRONGTYPE), expiry, PTTL, PEXPIRE, DEL, FLUS
   CHECK(sim.cmd({"EXISTS", "q"}) == I(0));
 }
 
+TEST_CASE("fair_acquire, a try (ARGV[7] 1): takes a free lock nobody queues for; else is told so and joins no queue") {
+  Sim sim;
+  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock);
+  const auto attempt = [&](const std::string& value, const std::string& waiter, const std::string& try_only) {
+    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn},
+                       {value, "1000", waiter, "0", "250", "5000", try_only});
+  };
+  CHECK(attempt("Qh1", "h", "1") == A({I(1), I(0), I(-2), I(0)}));  // free, nobody queued: taken
+  CHECK(attempt("Qt1", "t", "1") == A({I(0), I(0), I(1000), I(-1)}));  // held: told the TTL, not queued
+  CHECK(sim.cmd({"EXISTS", queue}) == I(0));
+  CHECK(attempt("Qa1", "a", "0") == A({I(0), I(1), I(1000), I(0)}));  // a waiter joins
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qh1", channel, "h"}) == I(1));
+  // Free, but a waits: the try does not pass it, and starts no turn.
+  CHECK(attempt("Qt2", "t", "1") == A({I(0), I(0), I(-2), I(-1)}));
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("a")}));
+  CHECK(sim.cmd({"EXISTS", lock}) == I(0));
+  CHECK(sim.cmd({"EXISTS", turn}) == I(0));
+}
+
 TEST_CASE("fair scripts: two waiters queue in ticket order; the release names them; the leave names the next") {
   Sim sim;
   const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock);
