@@ -50,8 +50,8 @@ bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept {
 
 long long QuorumRound::majority_rank() const {
   std::vector<long long> told;
-  for (long long r : ranks_) {
-    if (r >= 0) told.push_back(r);
+  for (const FairPlace& p : places_) {
+    if (p.rank >= 0) told.push_back(p.rank);
   }
   const std::size_t quorum = majority_of(outcomes_.size());
   if (told.size() < quorum) return -1;
@@ -60,8 +60,9 @@ long long QuorumRound::majority_rank() const {
 }
 
 bool QuorumRound::tickets_agree() const {
-  return !tickets_.empty() &&
-         std::all_of(tickets_.begin(), tickets_.end(), [this](long long t) { return t < 0 || t == max_counter_; });
+  return !places_.empty() && std::all_of(places_.begin(), places_.end(), [this](const FairPlace& p) {
+           return p.ticket < 0 || p.ticket == max_counter_;
+         });
 }
 
 std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes) {
@@ -223,10 +224,8 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
       event.kind == EventKind::reply && event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);
     if (call_.command == CommandId::fair_acquire && event.reply.item_count == 4) {
-      if (ranks_.empty()) ranks_.assign(outcomes_.size(), -1);
-      if (tickets_.empty()) tickets_.assign(outcomes_.size(), -1);
-      ranks_[slot] = event.reply.items[3];
-      tickets_[slot] = event.reply.items[1];
+      if (places_.empty()) places_.resize(outcomes_.size());
+      places_[slot] = {.ticket = event.reply.items[1], .rank = event.reply.items[3]};
     }
   }
   const bool first = out.outcome == Outcome::pending;

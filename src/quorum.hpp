@@ -123,8 +123,13 @@ class QuorumRound final : public ReplySink {
   std::size_t finals_ = 0;
   std::vector<std::uint64_t> yes_servers_;  // the servers whose yes counted (NodeEvent::server)
   long long max_counter_ = 0;
-  std::vector<long long> ranks_;    // fair_acquire: each node's reported rank (-1: none)
-  std::vector<long long> tickets_;  // fair_acquire: each node's ticket (-1: no answer)
+  // FairPlace — what one node told a fair acquire: its ticket (-1: no
+  // answer) and the waiter's rank in its queue (-1: none).
+  struct FairPlace {
+    long long ticket = -1;
+    long long rank = -1;
+  };
+  std::vector<FairPlace> places_;  // fair_acquire: per node, once any answered
   bool launching_ = true;
   bool detached_ = false;
 };
