@@ -64,7 +64,8 @@ struct REDLOCK_API LeaseOptions {
   milliseconds max_hold{0};
   // Take a fencing token as well (AcquireOptions::fence); Lease::fence().
   bool fence = false;
-  // Wait in fair order (AcquireOptions::fair; not with fence).
+  // Wait in fair order (AcquireOptions::fair; not with fence). With `wait`
+  // 0 it is a try and joins no queue.
   bool fair = false;
   // Reentrancy: a second lock() of the same resource by the same owner while
   // the first lease is held succeeds at once, with no network round, and
