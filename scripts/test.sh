@@ -30,6 +30,7 @@ done
 total_passed=0
 total_failed=0
 problems=()
+failure_reports=()
 
 # summary_value LOG KEY: the number on meson's last "KEY: N" summary line
 # (empty if there is none).
@@ -95,6 +96,43 @@ run_suite() {
   env "$@" meson test -C "$dir" --print-errorlogs </dev/null 2>&1 | tee "$out" || rc=$?
   if ((rc != 0)); then log "$label: meson test exited with status $rc"; fi
   count_results "$out" "$label"
+  collect_failures "$dir" "$label"
+}
+
+# collect_failures BUILD_DIR LABEL: for each test that did not pass in
+# BUILD_DIR's meson-logs/testlog.json, keep its name and the part of its output
+# that says why (doctest's failure blocks, else the last lines), so the end of
+# this script's output names them even when only that end is read.
+collect_failures() {
+  local json="$1/meson-logs/testlog.json" report
+  [[ -f $json ]] || return 0
+  report=$(python3 - "$json" "$2" <<'PY'
+import json, sys
+path, label = sys.argv[1], sys.argv[2]
+for line in open(path, encoding="utf-8", errors="replace"):
+    try:
+        test = json.loads(line)
+    except ValueError:
+        continue
+    if test.get("result") in ("OK", "EXPECTEDFAIL"):
+        continue
+    out = (test.get("stdout") or "").splitlines()
+    blocks, cur = [], []
+    for text in out:
+        if text.startswith("=" * 20):
+            if any("ERROR" in t or "FATAL" in t for t in cur):
+                blocks.append(cur)
+            cur = []
+        else:
+            cur.append(text)
+    shown = [t for b in blocks[:4] for t in b[:25]] or out[-40:]
+    print(f"--- {label}: {test.get('name')}: {test.get('result')} "
+          f"(exit {test.get('returncode')}, {test.get('duration', 0):.1f} s)")
+    for t in shown[:80]:
+        print("    " + t[:300])
+PY
+) || return 0
+  if [[ -n $report ]]; then failure_reports+=("$report"); fi
 }
 
 run_suite build "build" "${MESON_ARGS:-}"
@@ -125,6 +163,9 @@ else
   log "--quick: sanitizer build skipped"
 fi
 
+for r in "${failure_reports[@]}"; do
+  printf '%s\n' "$r"
+done
 for p in "${problems[@]}"; do
   log "problem: $p"
 done
