@@ -123,6 +123,13 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     // Another program keeps a list, hash… under the lock key's name (our
     // own commands only ever write strings there).
     if (r.str.starts_with("WRONGTYPE")) out.error += " (the lock key is not a lock: `redlock status` names its type)";
+    // A script calling a command the user's ACL denies: Redis 7 says "can't
+    // run this command" without naming it, so say which script it was.
+    if (is_script(command) && (r.str.starts_with("NOPERM") || r.str.find("can't run this command") != std::string_view::npos)) {
+      out.error += " (the ACL user may not run a command of the " +
+                   std::string(script_names[static_cast<std::size_t>(command)]) +
+                   " script: docs/security.md has the rule)";
+    }
     return;
   }
   if (command == CommandId::fenced_acquire) {

@@ -332,6 +332,9 @@ return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0
 // rather than starting a new one for the same dead head. (It lived 2 ×
 // grace: a check just later than that restarted the turn, every time, and
 // two dead waiters in front kept everyone behind them out for good.)
+// The queue's life is pushed by PTTL then PEXPIRE, not by one PEXPIRE GT:
+// GT counts a key without a TTL as living for ever, and a queue that ZADD
+// just created has none, so GT alone would leave it without one.
 // Lua numbers are doubles: tickets stay far below 2^53 (one per arrival).
 inline constexpr std::string_view fair_acquire_script = R"lua(
 local lock, queue, turn, me = KEYS[1], KEYS[2], KEYS[3], ARGV[3]
@@ -441,6 +444,14 @@ inline constexpr std::array<std::string_view, script_count> script_bodies{
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
     inspect_script,        marker_script,        extend_batch_script, fair_acquire_script,
     fair_release_script,   fair_leave_script};
+
+// script_names: each script's name, as docs/security.md lists them.
+inline constexpr std::array<std::string_view, script_count> script_names{
+    "acquire",      "extend",       "release",      "fenced_acquire", "fence_raise",  "multi_acquire", "multi_extend",
+    "multi_release", "inspect",     "marker",       "extend_batch",   "fair_acquire", "fair_release",  "fair_leave"};
+
+static_assert(script_names[static_cast<std::size_t>(CommandId::fair_leave)] == "fair_leave" &&
+              script_names[static_cast<std::size_t>(CommandId::extend_batch)] == "extend_batch");
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
 // is_release: a release, of one key or several, or a fair waiter leaving

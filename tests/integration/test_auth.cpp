@@ -204,6 +204,7 @@ TEST_CASE("a user with exactly the documented ACL rule can do everything; one co
   CHECK_FALSE(refused->released);
   INFO(refused->nodes.at(0).error);
   CHECK(refused->nodes.at(0).error.find("can't run this command") != std::string::npos);
+  CHECK(refused->nodes.at(0).error.find("of the release script") != std::string::npos);
   REQUIRE(server.command({"EXISTS", "redlock:{acl-less}:lock"}).integer == 1);
 
   // Without INFO or EVALSHA the handshake itself fails, and says so.
@@ -220,6 +221,61 @@ TEST_CASE("a user with exactly the documented ACL rule can do everything; one co
     CHECK(why.find("'" + missing + "'") != std::string::npos);
     CHECK_FALSE(blind->try_acquire("acl-blind").ok());
   }
+}
+
+TEST_CASE("fair order needs the rule's fair permissions: without them a clear error and nothing left; with them queue, turn, try, leave") {
+  ServerOptions so;
+  RedisServer server(so);
+  const std::string base = "127.0.0.1:" + std::to_string(server.port());
+  REQUIRE(server.command(lock_user_acl("locker")).str == "OK");
+  auto client = client_for({"redis://locker:lock-pw@" + base});
+  AcquireOptions fair;
+  fair.fair = true;
+  fair.ttl = 10000ms;
+  fair.wait = 2000ms;
+
+  // The rule alone: the fair script is refused, and the error says a
+  // permission is missing (Redis 7 answers ERR …, not NOPERM, for a script).
+  auto refused = client->acquire("acl-fair", fair);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::no_quorum);
+  INFO(refused.error().to_string());
+  CHECK(refused.error().nodes.at(0).outcome == Outcome::error);
+  CHECK(refused.error().nodes.at(0).error.find("can't run this command") != std::string::npos);
+  CHECK(refused.error().nodes.at(0).error.find("fair_acquire script") != std::string::npos);
+  CHECK(server.command({"EXISTS", "redlock:{acl-fair}:lock"}).integer == 0);
+  CHECK(server.command({"EXISTS", "redlock:{acl-fair}:queue"}).integer == 0);
+
+  // With the fair permissions docs/security.md adds, everything works.
+  REQUIRE(server.command({"ACL", "SETUSER", "locker", "+zadd", "+zrem", "+zrange", "+zrank", "+exists"}).str ==
+          "OK");
+  auto holder = client->acquire("acl-fair", fair);
+  REQUIRE_MESSAGE(holder.ok(), holder.error().to_string());
+  // A try on the held lock is told no and joins nothing.
+  AcquireOptions try_fair = fair;
+  try_fair.wait = 0ms;
+  auto tried = client->acquire("acl-fair", try_fair);
+  REQUIRE_FALSE(tried.ok());
+  CHECK(tried.error().code == Errc::held);
+  CHECK(server.command({"EXISTS", "redlock:{acl-fair}:queue"}).integer == 0);
+  // A waiter that gives up leaves the queue (fair_leave: ZREM, EXISTS).
+  AcquireOptions short_wait = fair;
+  short_wait.wait = 300ms;
+  auto gave_up = client->acquire("acl-fair", short_wait);
+  REQUIRE_FALSE(gave_up.ok());
+  CHECK(gave_up.error().code == Errc::held);
+  CHECK(server.command({"ZCARD", "redlock:{acl-fair}:queue"}).integer == 0);
+  // A queued waiter gets the lock when the holder releases (fair_release
+  // names it on the channel).
+  auto waiter = client->acquire_async("acl-fair", fair);
+  REQUIRE(eventually([&] { return server.command({"ZCARD", "redlock:{acl-fair}:queue"}).integer == 1; }));
+  auto released = client->release(*holder);
+  REQUIRE(released.ok());
+  CHECK(released->released);
+  auto next = waiter.get();
+  REQUIRE_MESSAGE(next.ok(), next.error().to_string());
+  CHECK(server.command({"ZCARD", "redlock:{acl-fair}:queue"}).integer == 0);
+  CHECK(client->release(*next)->released);
 }
 
 TEST_CASE("the password from a file or the environment, not the URL; redlock run does not pass it on") {
