@@ -9,7 +9,7 @@
 //                 [--waiters W] [--resource NAME] [--gate FIFO] [--seconds S]
 //                 [--fair]
 //   redlock_bench --nodes URL,... --scenario leases [--leases N] [--hold S]
-//                 [--gate FIFO [--stats-before FILE --stats-after FILE]]
+//                 [--spread] [--gate FIFO [--stats-before FILE --stats-after FILE]]
 //   [--extend-batch-max N] [--extend-batch-window MS] (any scenario)
 //   (redlock_bench --help)
 //
@@ -76,7 +76,9 @@
 //              rest is the same (Options::fair_grace: the default, 250 ms).
 //   leases     N leases (--leases, default 100000) on distinct resources,
 //              AsyncClient::lock with LeaseOptions defaults (watchdog on)
-//              and the TTL above, taken 256 in flight; then held for
+//              and the TTL above, taken 256 in flight (--spread: at an
+//              even pace over one TTL, so that their extensions fall due
+//              spread in time, not bunched); then held for
 //              --hold S seconds (default 60) while the watchdogs extend
 //              them, then released, 256 in flight. bytes_per_lease = RSS
 //              (/proc/self/statm) with all held, settled, minus before /
@@ -146,8 +148,8 @@ Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
 Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
                           bool fair, double seconds, const std::string& events_path, std::vector<long long>& samples);
 Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
-                   const std::string& gate, const std::string& stats_before, const std::string& stats_after,
-                   std::vector<long long>& samples);
+                   bool spread, const std::string& gate, const std::string& stats_before,
+                   const std::string& stats_after, std::vector<long long>& samples);
 
 [[noreturn]] void die(int code, const std::string& message) {
   std::fprintf(stderr, "redlock_bench: %s\n", message.c_str());
@@ -188,6 +190,7 @@ struct Args {
   long locks = 100000, leases = 100000;
   int waiters = 1;
   bool fair = false;
+  bool spread = false;
   long extend_batch_max = static_cast<long>(redlock::Options{}.extend_batch_max);
   long extend_batch_window_ms = static_cast<long>(redlock::Options{}.extend_batch_window.count());
 };
@@ -223,7 +226,7 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
   // a command): %.4g keeps their digits.
   for (auto [name, fmt] :
        {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"},
-        {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
+        {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"take_seconds", "%.2f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
         {"bytes_per_lease", "%.1f"}, {"cpu_us_per_lease_s", "%.4g"}, {"commands_per_lease_s", "%.4g"},
         {"requests_per_lease_s", "%.4g"}, {"master_cpu_us_per_lease_s", "%.4g"}, {"leases_extended", "%.0f"},
         {"extend_failures", "%.0f"}, {"leases_lost", "%.0f"}}) {
@@ -292,6 +295,8 @@ Args parse_args(int argc, char** argv) {
       ->type_name("S")
       ->check(bench::run_seconds(1, 3600, false))
       ->capture_default_str();
+  app.add_flag("--spread", a.spread,
+               "leases: take them at an even pace over one TTL (their extensions fall due spread in time)");
   CLI::Option* before =
       app.add_option("--stats-before", a.stats_before, "leases: the masters' INFO the runner saved at \"held\"")
           ->type_name("FILE");
@@ -344,7 +349,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   // A hung run must not hang the suite: SIGALRM's default action ends us.
   const double extra = args.scenario == "memory"   ? static_cast<double>(args.locks / 500)
-                      : args.scenario == "leases" ? args.hold + static_cast<double>(args.leases / 500)
+                      : args.scenario == "leases" ? args.hold * (args.spread ? 1.5 : 1.0) + static_cast<double>(args.leases / 500)
                                                   : 0.0;
   alarm(static_cast<unsigned>(args.seconds + 120 + extra));
 
@@ -383,8 +388,8 @@ int main(int argc, char** argv) {
     m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.fair, args.seconds, args.events_path,
                           samples);
   } else if (args.scenario == "leases") {
-    m = run_leases(&loop, *clients[0], base, args.leases, args.hold, args.gate, args.stats_before, args.stats_after,
-                   samples);
+    m = run_leases(&loop, *clients[0], base, args.leases, args.hold, args.spread, args.gate, args.stats_before,
+                   args.stats_after, samples);
     m["extend_batch_max"] = static_cast<double>(args.extend_batch_max);
     m["extend_batch_window_ms"] = static_cast<double>(args.extend_batch_window_ms);
   } else {

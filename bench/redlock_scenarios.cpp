@@ -505,16 +505,39 @@ class Bounded {
     run_until(loop, b.done_);
   }
 
+  // paced: the same, but the i-th operation starts no earlier than
+  // i / n × `over` from now (an even pace; a 10 ms tick).
+  static void paced(uv_loop_t* loop, long n, milliseconds over, Start start) {
+    Bounded b(n, std::move(start));
+    b.pace_ = over;
+    b.began_ = clk::now();
+    uv_timer_init(loop, &b.tick_);
+    b.tick_.data = &b;
+    uv_timer_start(
+        &b.tick_, [](uv_timer_t* t) { static_cast<Bounded*>(t->data)->fill(); }, 0, 10);
+    run_until(loop, b.done_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&b.tick_), nullptr);
+    uv_run(loop, UV_RUN_NOWAIT);
+  }
+
  private:
   Bounded(long n, Start start) : n_(n), start_(std::move(start)), done_(n == 0) {}
 
+  // due: how many operations may have started by now.
+  long due() const {
+    if (pace_.count() <= 0) return n_;
+    const double share = std::chrono::duration<double>(clk::now() - began_) / pace_;
+    return std::min(n_, static_cast<long>(share * static_cast<double>(n_)) + 1);
+  }
+
   void fill() {
-    while (in_flight_ < memory_in_flight && next_ < n_) {
+    const long until = due();
+    while (in_flight_ < memory_in_flight && next_ < until) {
       ++in_flight_;
       start_(next_++, [this] {
         --in_flight_;
         if (next_ == n_ && in_flight_ == 0) done_ = true;
-        fill();
+        if (pace_.count() <= 0) fill();  // paced: the tick fills
       });
     }
   }
@@ -523,6 +546,9 @@ class Bounded {
   Start start_;
   long next_ = 0, in_flight_ = 0;
   bool done_;
+  milliseconds pace_{0};
+  clk::time_point began_{};
+  uv_timer_t tick_{};
 };
 
 // memory: hold N locks at once.
@@ -672,7 +698,11 @@ void add_master_stats(Run& run, const std::string& before_path, const std::strin
   run.extra["master_cpu_us_per_lease_s"] = (after.cpu_seconds - before.cpu_seconds) * 1e6 / lease_seconds;
 }
 
-Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long n, double hold,
+// spread: the leases are taken at an even pace over one TTL, not at once,
+// so their extensions fall due spread in time, as in a service that takes
+// leases as its work arrives (few leases per batch window), not bunched
+// (full rounds).
+Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long n, double hold, bool spread,
                    const std::string& gate, const std::string& stats_before, const std::string& stats_after) {
   Run run;
   const milliseconds ttl = std::min(lease_ttl_max, milliseconds{std::llround(hold * 500)});
@@ -682,7 +712,7 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
   const long rss_before = resident_bytes();
   const long heap_before = heap_bytes();
   const clk::time_point taking = clk::now();
-  Bounded::run(loop, n, [&](long i, std::function<void()> done) {
+  auto take = [&](long i, std::function<void()> done) {
     redlock::LeaseOptions o;
     o.ttl = ttl;
     client.lock(base + "-lease-" + std::to_string(i), std::move(o),
@@ -694,16 +724,22 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
                   }
                   done();
                 });
-  });
+  };
+  if (spread) {
+    Bounded::paced(loop, n, ttl, take);
+  } else {
+    Bounded::run(loop, n, take);
+  }
   const double take_seconds = std::chrono::duration<double>(clk::now() - taking).count();
   settle(loop, milliseconds{100});
   const long rss_after = resident_bytes();
   const long heap_after = heap_bytes();
   const auto held = static_cast<double>(leases.size());
   std::fprintf(stderr,
-               "redlock_bench: leases: %zu taken in %.2f s (TTL %lld ms); RSS %ld -> %ld bytes; "
+               "redlock_bench: leases: %zu taken in %.2f s%s (TTL %lld ms); RSS %ld -> %ld bytes; "
                "heap in use %ld -> %ld bytes\n",
-               leases.size(), take_seconds, static_cast<long long>(ttl.count()), rss_before, rss_after, heap_before,
+               leases.size(), take_seconds, spread ? ", at an even pace over one TTL" : "",
+               static_cast<long long>(ttl.count()), rss_before, rss_after, heap_before,
                heap_after);
 
   if (!gate.empty()) pass_gate(gate, "held");
@@ -720,6 +756,7 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
   run.ops = static_cast<long long>(s1.leases_extended - s0.leases_extended);
   run.extra["leases"] = held;
   run.extra["ttl_ms"] = static_cast<double>(ttl.count());
+  run.extra["take_seconds"] = take_seconds;
   run.extra["leases_extended"] = static_cast<double>(run.ops);
   run.extra["extend_failures"] = static_cast<double>(failed_rounds(s1.extend_rounds) - failed_rounds(s0.extend_rounds));
   run.extra["leases_lost"] = static_cast<double>(s1.leases_lost);
@@ -798,9 +835,9 @@ Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::strin
 }
 
 Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
-                   const std::string& gate, const std::string& stats_before, const std::string& stats_after,
-                   std::vector<long long>& samples) {
-  return finish(measure_leases(loop, client, base, leases, hold, gate, stats_before, stats_after), samples);
+                   bool spread, const std::string& gate, const std::string& stats_before,
+                   const std::string& stats_after, std::vector<long long>& samples) {
+  return finish(measure_leases(loop, client, base, leases, hold, spread, gate, stats_before, stats_after), samples);
 }
 
 }  // namespace redlock_bench

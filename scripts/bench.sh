@@ -24,7 +24,7 @@
 #                   handoff-crowd-256, handoff-crowd-1-fair,
 #                   handoff-crowd-8-fair, handoff-crowd-64-fair,
 #                   handoff-crowd-256-fair, leases-100k,
-#                   leases-100k-unbatched (default: all)
+#                   leases-100k-unbatched, leases-100k-spread (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -64,7 +64,10 @@
 # leases-100k: one redlock_bench process takes --leases leases (TTL
 # min(30 s, hold/2)) and holds them --hold seconds while the library's
 # watchdogs extend them (`--scenario leases`); leases-100k-unbatched is the
-# same with --extend-batch-max 1 (one extension call per lease per master).
+# same with --extend-batch-max 1 (one extension call per lease per master);
+# leases-100k-spread takes them at an even pace over one TTL (--spread), so
+# their extensions fall due spread in time, as a service's do, instead of in
+# the bunches one burst of acquires leaves (its hold starts once all are held).
 # Its gate: "held PID" on a FIFO once all are held, "done PID" once the hold
 # is over, each answered with "go" after every master's INFO commandstats +
 # cpu was saved; the program reads the two snapshots itself and reports
@@ -109,7 +112,7 @@ OUT=$BUILD_DIR/bench-out
 ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
-               leases-100k leases-100k-unbatched)
+               leases-100k leases-100k-unbatched leases-100k-spread)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -489,17 +492,18 @@ run_crowd() {
   fi
 }
 
-# run_leases LABEL ROUND: one leases-100k or leases-100k-unbatched run of
-# redlock (see the header).
+# run_leases LABEL ROUND: one leases-100k, leases-100k-unbatched or
+# leases-100k-spread run of redlock (see the header).
 run_leases() {
   local label=$1 round=$2 dir limit line rc=0 why="" pid stage want got ready_fd go_fd summary
   local -a cmd args
   read -r -a cmd <<<"${PROGRAM[redlock]}"
   dir=$OUT/leases/$label.r$round
-  limit=$(awk -v h="$hold" -v n="$leases" 'BEGIN { printf "%d", h + 120 + n / 200 }')
+  limit=$(awk -v h="$hold" -v n="$leases" 'BEGIN { printf "%d", 1.5 * h + 120 + n / 200 }')
   args=(--nodes "$NODES_OK" --scenario leases --leases "$leases" --hold "$hold" --gate "$dir/ready"
         --stats-before "$dir/stats.before" --stats-after "$dir/stats.after")
   [[ $label == *-unbatched ]] && args+=(--extend-batch-max 1)
+  [[ $label == *-spread ]] && args+=(--spread)
   mkdir -p "$dir"
   mkfifo "$dir/ready" "$dir/go"
   exec {ready_fd}<>"$dir/ready"
