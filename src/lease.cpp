@@ -2,6 +2,7 @@
 #include "redlock/lease.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <future>
 #include <utility>
 
@@ -180,11 +181,53 @@ void LeaseKeeper::keep(const std::shared_ptr<LeaseState>& s) {
   }
 }
 
+namespace {
+
+// extension_grid: the grid a batched lease's extension is planned on, for
+// an extension planned `in` from now, with `live` leases kept: the largest
+// power of two of ms that is at most in / 16, at most max_extension_grid,
+// and at most what lets one grid point gather about extend_batch_max
+// leases (live leases falling due every `in` or so: about live × grid / in
+// per point) — a fuller point only makes a burst of rounds that queue
+// behind one another. Zero (no grid) when it would not be above the batch
+// window, or when extensions are not batched (window 0 or
+// extend_batch_max 1). Powers of two nest: a lease on a 512 ms grid meets
+// those on a 256 ms one at every other point.
+constexpr milliseconds max_extension_grid{1024};
+
+milliseconds extension_grid(const Options& o, Clock::duration in, std::size_t live) {
+  if (o.extend_batch_window <= milliseconds{0} || o.extend_batch_max <= 1) return milliseconds{0};
+  const double in_ms = std::chrono::duration<double, std::milli>(in).count();
+  const double fill_ms = in_ms * static_cast<double>(o.extend_batch_max) / static_cast<double>(std::max<std::size_t>(live, 1));
+  const double bound = std::min({in_ms / 16, fill_ms, static_cast<double>(max_extension_grid.count())});
+  if (bound < 1) return milliseconds{0};
+  const milliseconds grid{static_cast<long long>(std::bit_floor(static_cast<unsigned long long>(bound)))};
+  return grid > o.extend_batch_window ? grid : milliseconds{0};
+}
+
+}  // namespace
+
 // arm_extend plans the next extension `in` from now — unless the deadline
-// (less the margin) comes first: then the timer is for the deadline.
+// (less the margin) comes first: then the timer is for the deadline. A
+// lease that rides batch rounds is planned on a grid (extension_grid):
+// its due is moved EARLIER, to the last grid point at or before it, at most
+// in / 16 earlier (never sooner than a full round's worth of leases). Leases whose extensions fall due spread in time (taken
+// one by one, as a service takes them) then fall due together, at the same
+// grid points, and share rounds of hundreds instead of a round per batch
+// window with a few each: the cost of a round (a send and a wake per
+// master) is what bounds the client's CPU (docs/benchmarks.md). An earlier
+// extension is as safe as a planned one (only its validity counts, from its
+// own round), and it costs at most 1/16 more extensions.
 void LeaseKeeper::arm_extend(LeaseState& s, TimePoint now, Clock::duration in) {
-  const TimePoint due = now + std::max(in, Clock::duration::zero());
+  in = std::max(in, Clock::duration::zero());
+  TimePoint due = now + in;
   if (due >= s.deadline() - deadline_margin) return arm_deadline(s);
+  if (!s.multi()) {
+    if (const milliseconds grid = extension_grid(engine_.options(), in, live_); grid > milliseconds{0}) {
+      const Clock::duration since = due.time_since_epoch();
+      due = TimePoint{since - since % grid};  // > now: grid <= in / 16
+    }
+  }
   s.extend_planned = true;
   wheel_.arm(&s, due);
 }

@@ -52,7 +52,9 @@ struct REDLOCK_API LeaseOptions {
   milliseconds ttl{0};
   milliseconds wait{0};
   // The watchdog: extend once this fraction of the current validity has
-  // passed (default 1/3, leaving 2/3 of it for retries of a failed round).
+  // passed (default 1/3, leaving 2/3 of it for retries of a failed round;
+  // with batched extensions up to 1/16 of that time sooner, on a grid
+  // shared with other leases: Options::extend_batch_window).
   // 0 < extend_at < 1. With auto_extend off the lease only expires.
   bool auto_extend = true;
   double extend_at = 1.0 / 3.0;

@@ -840,6 +840,94 @@ TEST_CASE("a kept lease is extended once extend_at of its validity has passed, i
   bed.finish();
 }
 
+TEST_CASE("with a batch window, extensions are planned on a grid: leases due apart share one round, never later, at most 1/16 earlier") {
+  Bed bed(3, milliseconds{10}, 512);
+  Losses losses;
+  // A 3 s lease extends after 1 s: its grid is the power of two of ms at
+  // most 1000 / 16, 32 ms. Start on a grid point.
+  constexpr milliseconds grid{32};
+  const auto off = bed.runtime.now().time_since_epoch() % grid;
+  bed.runtime.advance(duration_cast<milliseconds>((grid - off) % grid));
+  const TimePoint t0 = bed.runtime.now();
+  bed.runtime.advance(milliseconds{1});
+  auto a = keep(bed, "a", losses);  // due at t0 + 1001 ms
+  bed.runtime.advance(milliseconds{8});
+  auto b = keep(bed, "b", losses);  // due at t0 + 1009 ms
+  // Both are planned at the grid point before: t0 + 992 ms (1/16 of 1 s is
+  // 62.5 ms: never earlier than that).
+  bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{991} - bed.runtime.now()));
+  CHECK(bed.batcher().queued() == 0);
+  bed.runtime.advance(milliseconds{1});
+  CHECK(bed.batcher().queued() == 2);
+  CHECK(bed.inner.sent.empty());  // the window
+  bed.runtime.advance(milliseconds{10});
+  REQUIRE(bed.inner.sent.size() == 3);  // one round for both
+  CHECK(bed.inner.sent[0].call->command == CommandId::extend_batch);
+  CHECK(keys_of(*bed.inner.sent[0].call) == std::vector<std::string>{lock_key("app:", "a"), lock_key("app:", "b")});
+  bed.yes_all();
+  bed.turn();
+  CHECK(a->extensions == 1);
+  CHECK(b->extensions == 1);
+  CHECK(losses.count == 0);
+  bed.finish();
+}
+
+TEST_CASE("the grid is no wider than what gathers about one round: with many leases kept, extensions go when planned") {
+  // extend_batch_max 2 and 200 leases: planned 1 s ahead with 200 kept, a
+  // point of any grid wider than the window would gather more than
+  // extend_batch_max of them (were they all planned alike): no grid. (The
+  // 199 others are of 60 s: none falls due during the test.)
+  Bed bed(3, milliseconds{10}, 2);
+  Losses losses;
+  std::vector<std::shared_ptr<LeaseState>> kept;
+  for (int i = 0; i < 199; ++i) kept.push_back(keep(bed, "r" + std::to_string(i), losses, {}, milliseconds{60000}));
+  // Lease x is kept 1 ms after a point of the grid it would get alone
+  // (32 ms): planned 1000 ms later, 9 ms after a grid point.
+  constexpr milliseconds grid{32};
+  const auto off = bed.runtime.now().time_since_epoch() % grid;
+  bed.runtime.advance(duration_cast<milliseconds>((grid - off) % grid + milliseconds{1}));
+  kept.push_back(keep(bed, "x", losses));
+  const std::string x = lock_key("app:", "x");
+  auto sent_x = [&] {
+    for (const auto& sent : bed.inner.sent) {
+      const std::vector<std::string> keys = keys_of(*sent.call);
+      if (std::find(keys.begin(), keys.end(), x) != keys.end()) return true;
+    }
+    return false;
+  };
+  bed.runtime.advance(milliseconds{999});
+  CHECK(bed.batcher().queued() == 0);
+  CHECK_FALSE(sent_x());
+  bed.runtime.advance(milliseconds{1});
+  CHECK(bed.batcher().queued() == 1);  // x, for the window
+  bed.runtime.advance(milliseconds{10});
+  CHECK(sent_x());
+  bed.yes_all();
+  bed.turn();
+  CHECK(losses.count == 0);
+  bed.finish();
+}
+
+TEST_CASE("without batching in time (window 0, or extend_batch_max 1) an extension goes exactly when planned") {
+  for (auto [window, max] : {std::pair{milliseconds{0}, std::size_t{512}}, {milliseconds{10}, std::size_t{1}}}) {
+    CAPTURE(window.count());
+    CAPTURE(max);
+    Bed bed(3, window, max);
+    Losses losses;
+    bed.runtime.advance(milliseconds{1});
+    auto a = keep(bed, "a", losses);
+    bed.runtime.advance(milliseconds{999});
+    CHECK(bed.batcher().queued() == 0);
+    CHECK(bed.inner.sent.empty());
+    bed.runtime.advance(window + milliseconds{1});
+    CHECK(bed.inner.sent.size() == 3);
+    bed.yes_all();
+    bed.turn();
+    CHECK(a->extensions == 1);
+    bed.finish();
+  }
+}
+
 TEST_CASE("an extension refused by a majority loses the lease at once, told once, with the stop token requested") {
   Bed bed(3, milliseconds{0}, 512);
   Losses losses;
