@@ -27,6 +27,8 @@ class ExtendRound final : public ReplySink {
   struct Member {
     Extendee* lease;
     TimePoint submitted;
+    std::uint32_t first_key = 0;  // its keys' flags: [first_key, first_key + keys)
+    std::uint32_t keys = 1;
     std::uint8_t yes = 0;
     bool decided = false;
   };
@@ -45,6 +47,7 @@ class ExtendRound final : public ReplySink {
   // reset: ready for another round (every event of this one came).
   void reset() {
     members_.clear();
+    keys_ = 0;
     for (Node& n : nodes_) {
       n.outcome = Outcome::pending;
       n.text.clear();
@@ -63,6 +66,12 @@ class ExtendRound final : public ReplySink {
   // and every lease fails with Errc::closed.
   void launch(bool closed) {
     t1_ = engine_.runtime().now();
+    keys_ = 0;
+    for (Member& m : members_) {
+      m.first_key = static_cast<std::uint32_t>(keys_);
+      m.keys = static_cast<std::uint32_t>(1 + m.lease->extend_more().size());
+      keys_ += m.keys;
+    }
     if (closed) {
       closed_ = true;
       for (Node& n : nodes_) n = Node{Outcome::error, "the client was closed", {}, {}, true, false};
@@ -76,7 +85,9 @@ class ExtendRound final : public ReplySink {
     maybe_free();
   }
 
-  std::size_t keys() const noexcept { return members_.size(); }
+  // keys: the keys of the round (a lease of several resources has one per
+  // resource): what it weighs in the flow control.
+  std::size_t keys() const noexcept { return keys_; }
 
   // transmit: the batcher sends the round to `node` now (at launch, or
   // later from the node's queue).
@@ -121,18 +132,18 @@ class ExtendRound final : public ReplySink {
   struct Node {
     Outcome outcome = Outcome::pending;  // the master's first event, for the round as a whole
     std::string text;                    // why it is not a reply of flags
-    std::string flags;                   // outcome ok: one '0'/'1' per lease
+    std::string flags;                   // outcome ok: one '0'/'1' per key
     std::chrono::microseconds rtt{0};
     bool final = false;  // no event will come (final event, refused, or not sent at all)
     bool sent = false;
   };
 
-  // build_call: a round of one lease sends the plain extend; a larger one
-  // the extend_batch script, its keys and arguments encoded here once
-  // (RESP) and written as they are to every master.
+  // build_call: a round of one lease of one resource sends the plain
+  // extend; any other the extend_batch script, its keys and arguments
+  // encoded here once (RESP) and written as they are to every master.
   void build_call() {
     const std::string& prefix = engine_.options().prefix;
-    const std::size_t n = members_.size();
+    const std::size_t n = keys_;
     char digits[24];
     auto ttl_text = [&digits](const Extendee& l) {
       return std::string_view(digits, std::to_chars(std::begin(digits), std::end(digits), l.extend_ttl().count()).ptr);
@@ -151,9 +162,15 @@ class ExtendRound final : public ReplySink {
     call_.encoded_args.clear();
     for (const Member& m : members_) {
       const Extendee& l = *m.lease;
+      const std::string_view ttl = ttl_text(l);
       append_resource_name_bulk(call_.encoded_keys, prefix, l.extend_resource(), lock_suffix);
       resp::append_bulk(call_.encoded_args, l.extend_token());
-      resp::append_bulk(call_.encoded_args, ttl_text(l));
+      resp::append_bulk(call_.encoded_args, ttl);
+      for (const std::string& more : l.extend_more()) {
+        append_resource_name_bulk(call_.encoded_keys, prefix, more, lock_suffix);
+        resp::append_bulk(call_.encoded_args, l.extend_token());
+        resp::append_bulk(call_.encoded_args, ttl);
+      }
     }
     call_.encoded_key_count = n;
     call_.encoded_arg_count = 2 * n;
@@ -176,14 +193,14 @@ class ExtendRound final : public ReplySink {
     const ReplyView& r = event.reply;
     if (call_.command == CommandId::extend) {
       if (r.type == ReplyView::Type::integer && (r.integer == 0 || r.integer == 1)) n.flags = r.integer == 1 ? "1" : "0";
-    } else if (r.type == ReplyView::Type::string && r.str.size() == members_.size() &&
+    } else if (r.type == ReplyView::Type::string && r.str.size() == keys_ &&
                r.str.find_first_not_of("01") == std::string_view::npos) {
       n.flags = std::string(r.str);
     }
     if (n.flags.empty()) {
       n.outcome = Outcome::error;
       n.text = "unexpected answer to " + std::string(call_.command == CommandId::extend ? "extend" : "extend_batch") +
-               " (expected " + std::to_string(members_.size()) + " flag(s) 0/1, got " +
+               " (expected " + std::to_string(keys_) + " flag(s) 0/1, got " +
                (r.type == ReplyView::Type::string ? std::to_string(r.str.size()) + " characters" : "another type") + ")";
       return;
     }
@@ -202,9 +219,15 @@ class ExtendRound final : public ReplySink {
       servers_.push_back(event.server);
     }
     n.outcome = Outcome::ok;
-    for (std::size_t i = 0; i < members_.size(); ++i) {
-      if (n.flags[i] == '1') ++members_[i].yes;
+    for (Member& m : members_) {
+      if (all_ours(n.flags, m)) ++m.yes;
     }
+  }
+
+  // all_ours: the master extended every key of the lease (a lease of
+  // several resources is ours there only if all of them are).
+  static bool all_ours(std::string_view flags, const Member& m) {
+    return flags.substr(m.first_key, m.keys).find('0') == std::string_view::npos;
   }
 
   // decide_all: every lease whose outcome is now certain gets its verdict
@@ -237,7 +260,7 @@ class ExtendRound final : public ReplySink {
       o.outcome = n.outcome;
       o.error = n.text;
       // A 0 is "not ours" also from a master in quarantine (only its yes is void).
-      if ((n.outcome == Outcome::ok || n.outcome == Outcome::quarantined) && n.flags[i] == '0') {
+      if ((n.outcome == Outcome::ok || n.outcome == Outcome::quarantined) && !all_ours(n.flags, members_[i])) {
         o.outcome = Outcome::held;
         o.error = token_absent_text;
       }
@@ -306,6 +329,7 @@ class ExtendRound final : public ReplySink {
   Engine& engine_;
   std::shared_ptr<ExtendBatcher::Flow> flow_;
   std::vector<Member> members_;
+  std::size_t keys_ = 0;  // keys of the round, every lease's resources
   std::vector<Node> nodes_;
   std::vector<std::uint64_t> servers_;  // the servers that answered with flags (NodeEvent::server)
   Call call_;
@@ -334,6 +358,7 @@ ExtendBatcher::~ExtendBatcher() {
   std::deque<Extendee*> queue;
   queue.swap(queue_);
   submitted_.clear();
+  queued_keys_ = 0;
   const TimePoint now = engine_.runtime().now();
   for (Extendee* lease : queue) lease->on_batch_extended(engine_, now, make_error(Errc::closed, "the client was closed"));
   std::vector<std::deque<ExtendRound*>> waiting;
@@ -348,7 +373,8 @@ std::size_t ExtendBatcher::in_flight(std::size_t node) const noexcept { return f
 void ExtendBatcher::submit(Extendee* lease, TimePoint now) {
   queue_.push_back(lease);
   submitted_.push_back(now);
-  if (queue_.size() >= max_) {
+  queued_keys_ += 1 + lease->extend_more().size();
+  if (queued_keys_ >= max_) {
     timer_->start(milliseconds{0});  // a full round can go: on the next loop turn
   } else if (!timer_->active()) {
     timer_->start(window_);
@@ -401,10 +427,18 @@ void ExtendBatcher::recycle(ExtendRound* round) {
 void ExtendBatcher::flush() {
   const std::size_t quorum = majority_of(waiting_.size());
   while (!queue_.empty()) {
-    const std::size_t n = std::min(max_, queue_.size());
+    // The round: leases from the front up to max_ keys (at least one lease,
+    // whatever its keys).
+    std::size_t n = 0, keys = 0;
+    while (n < queue_.size()) {
+      const std::size_t k = 1 + queue_[n]->extend_more().size();
+      if (n > 0 && keys + k > max_) break;
+      keys += k;
+      ++n;
+    }
     const bool closed = engine_.closing();
     std::size_t ready = 0;
-    for (std::size_t node = 0; node < waiting_.size(); ++node) ready += can_take(node, n) ? 1 : 0;
+    for (std::size_t node = 0; node < waiting_.size(); ++node) ready += can_take(node, keys) ? 1 : 0;
     // A round is made only when a majority of masters can take it at once:
     // the rest wait here, as pointers, and T1 is taken when they can go.
     // (Making every round at once was a loop turn of tens of ms for 100,000
@@ -422,6 +456,7 @@ void ExtendBatcher::flush() {
     members.reserve(n);
     for (std::size_t i = 0; i < n; ++i) members.push_back({queue_[i], submitted_[i]});
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    queued_keys_ -= keys;
     submitted_.erase(submitted_.begin(), submitted_.begin() + static_cast<std::ptrdiff_t>(n));
     round->launch(closed);
   }

@@ -5,9 +5,9 @@
 // ExtendBatcher. Once the window has passed (or `max` leases wait) the
 // batcher starts one ExtendRound for up to `max` leases: one Call, sent to
 // every master at once — the extend_batch script, one key, value and TTL
-// per lease (src/scripts.hpp; a round of one lease sends the plain extend).
-// Each master answers one flag per key; the round keeps each lease's tally
-// in two bytes (yes, and what the master said) and decides each lease on
+// per lease and resource (src/scripts.hpp; a round of one lease of one
+// resource sends the plain extend). Each master answers one flag per key;
+// the round keeps each lease's tally (its yes) and decides each lease on
 // its own, exactly as an extend round of its own would:
 //   extended       a majority said yes (once each server, never from a
 //                  master in restart quarantine), with validity
@@ -35,14 +35,16 @@
 // in each master at once made the last of them miss node_timeout behind
 // the others, and every lease's retry then failed.
 //
-// Only single-resource leases come here; a multi-resource lease extends
-// with one multi_extend round of its own (Engine::extend).
+// A lease of several resources rides the same rounds: one key per
+// resource, each checked on its own by the script, and a master's yes for
+// the lease needs every one of its keys' flags (docs/design.md).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +72,10 @@ struct Extension {
 class Extendee {
  public:
   virtual std::string_view extend_resource() const = 0;
+  // extend_more: the other resources of a lease of several (lock_many):
+  // their keys go in the same round, with the same value and TTL, and a
+  // master says yes for the lease only if it extended every one of them.
+  virtual std::span<const std::string> extend_more() const { return {}; }
   virtual std::string_view extend_token() const = 0;
   virtual milliseconds extend_ttl() const = 0;
   // extend_deadline: the lease's current validity deadline; an extension
@@ -88,7 +94,8 @@ class ExtendRound;
 class ExtendBatcher {
  public:
   // `window`: how long the first queued lease waits for others (0: the
-  // next loop turn); `max`: leases per round (1: a round per lease).
+  // next loop turn); `max`: keys per round, one per lease and resource (1:
+  // a round per lease).
   ExtendBatcher(Engine& engine, milliseconds window, std::size_t max);
   ExtendBatcher(const ExtendBatcher&) = delete;
   ExtendBatcher& operator=(const ExtendBatcher&) = delete;
@@ -138,6 +145,7 @@ class ExtendBatcher {
   std::size_t max_;
   std::deque<Extendee*> queue_;
   std::deque<TimePoint> submitted_;  // when each queued lease was submitted (its latency)
+  std::size_t queued_keys_ = 0;      // the queued leases' keys (one per resource)
   std::vector<std::deque<ExtendRound*>> waiting_;  // per node: rounds it could not take yet
   std::vector<ExtendRound*> spare_;               // rounds over, to be used again
   std::shared_ptr<Flow> flow_;

@@ -222,11 +222,9 @@ void LeaseKeeper::arm_extend(LeaseState& s, TimePoint now, Clock::duration in) {
   in = std::max(in, Clock::duration::zero());
   TimePoint due = now + in;
   if (due >= s.deadline() - deadline_margin) return arm_deadline(s);
-  if (!s.multi()) {
-    if (const milliseconds grid = extension_grid(engine_.options(), in, live_); grid > milliseconds{0}) {
-      const Clock::duration since = due.time_since_epoch();
-      due = TimePoint{since - since % grid};  // > now: grid <= in / 16
-    }
+  if (const milliseconds grid = extension_grid(engine_.options(), in, live_); grid > milliseconds{0}) {
+    const Clock::duration since = due.time_since_epoch();
+    due = TimePoint{since - since % grid};  // > now: grid <= in / 16
   }
   s.extend_planned = true;
   wheel_.arm(&s, due);
@@ -280,23 +278,7 @@ void LeaseKeeper::extend_now(LeaseState& s, TimePoint now) {
     return;  // the deadline declares the loss
   }
   s.extending = true;
-  // A lease of one resource rides a batch round; a multi-resource lease
-  // extends every key in one round of its own.
-  if (!s.multi()) return engine_.batcher().submit(&s, now);
-  Lock lock;
-  lock.resource = std::string(s.resource());
-  lock.token = std::string(s.token());
-  lock.ttl = s.ttl;
-  lock.fence = s.fence();
-  lock.validity_deadline = s.deadline();
-  engine_.extend(
-      std::move(lock), s.ttl,
-      [this, &s](Result<Lock> r) {  // `self` holds the record while extending
-        const TimePoint at = engine_.runtime().now();
-        if (!r) return on_extended(s, at, std::move(r).error());
-        on_extended(s, at, Extension{r->validity_deadline, r->validity});
-      },
-      s.more());
+  engine_.batcher().submit(&s, now);  // `self` holds the record while extending
 }
 
 // on_extended: `now` is when the verdict was made (the round's reading of

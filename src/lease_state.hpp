@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -196,8 +197,10 @@ struct LeaseState final : Extendee, WheelEntry {
   // lost_error: why it was lost (mu held; lost must be true).
   const Error& lost_error() const noexcept { return *cold()->lost; }
 
-  // Extendee: a single-resource lease extends through the engine's batcher.
+  // Extendee: every lease extends through the engine's batcher (one of
+  // several resources with a key per resource in the same round).
   std::string_view extend_resource() const override { return resource(); }
+  std::span<const std::string> extend_more() const override { return more(); }
   std::string_view extend_token() const override { return token(); }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline(); }
@@ -252,8 +255,7 @@ class LeaseKeeper {
   std::size_t live() const noexcept { return live_; }
   std::function<void()> on_idle;
 
-  // on_extended: an extension's verdict (from the batcher, or the
-  // multi-resource lease's own round).
+  // on_extended: an extension's verdict (from the batcher).
   void on_extended(LeaseState& s, TimePoint now, Result<Extension> r);
 
  private:

@@ -72,10 +72,12 @@ struct FakeLease final : Extendee {
   milliseconds ttl;
   TimePoint deadline{};  // none: never too late
   std::vector<Result<Extension>> verdicts;
-  std::function<void()> told;  // called after each verdict is recorded
+  std::function<void()> told;     // called after each verdict is recorded
+  std::vector<std::string> more;  // a lease of several resources: the others
 
   FakeLease(std::string r, std::string t, milliseconds l) : resource(std::move(r)), token(std::move(t)), ttl(l) {}
   std::string_view extend_resource() const override { return resource; }
+  std::span<const std::string> extend_more() const override { return more; }
   std::string_view extend_token() const override { return token; }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline; }
@@ -265,6 +267,63 @@ TEST_CASE("leases submitted within the window go as one extend_batch call per ro
   CHECK(b.extended());
   CHECK(c.extended());
   for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher().in_flight(node) == 0);
+  bed.finish();
+}
+
+TEST_CASE("a lease of several resources rides the round with a key each; a master's yes needs all of its keys") {
+  Bed bed(3, milliseconds{10}, 512);
+  FakeLease& multi = bed.lease("a", "vm");
+  multi.more = {"b", "c"};
+  FakeLease& single = bed.lease("d", "vd");
+  FakeLease& broken = bed.lease("e", "ve");
+  broken.more = {"f"};
+  bed.submit(multi);
+  bed.submit(single);
+  bed.submit(broken);
+  bed.runtime.advance(milliseconds{10});
+  REQUIRE(bed.inner.sent.size() == 3);
+  const Call& call = *bed.inner.sent[0].call;
+  CHECK(call.command == CommandId::extend_batch);
+  CHECK(keys_of(call) == std::vector<std::string>{lock_key("app:", "a"), lock_key("app:", "b"), lock_key("app:", "c"),
+                                                  lock_key("app:", "d"), lock_key("app:", "e"), lock_key("app:", "f")});
+  CHECK(args_of(call) == std::vector<std::string>{"vm", "30000", "vm", "30000", "vm", "30000", "vd", "30000", "ve",
+                                                  "30000", "ve", "30000"});
+  for (std::size_t node = 0; node < 3; ++node) CHECK(bed.batcher().in_flight(node) == 6);  // keys, not leases
+  // multi: all three keys on m0 and m2, one missing on m1 → yes 2 of 3.
+  // broken: f is gone on m0 and m1 (e still there) → one yes: refused.
+  bed.flags(0, "111110");
+  bed.flags(1, "101110");
+  bed.flags(2, "111111");
+  bed.turn();
+  CHECK(multi.extended());
+  CHECK(single.extended());
+  const Error& e = broken.error();
+  CHECK(e.nodes.at(0).outcome == Outcome::held);
+  CHECK(e.nodes.at(1).outcome == Outcome::held);
+  CHECK(e.nodes.at(2).outcome == Outcome::ok);
+  CHECK(e.nodes.at(0).error == not_present);
+  bed.finish();
+}
+
+TEST_CASE("rounds count keys: leases of several resources fill extend_batch_max with their keys") {
+  Bed bed(3, milliseconds{10}, 4);
+  FakeLease& a = bed.lease("a", "v");
+  a.more = {"a2", "a3"};
+  FakeLease& b = bed.lease("b", "v");
+  b.more = {"b2"};
+  bed.submit(a);
+  bed.runtime.advance(milliseconds{1});
+  CHECK(bed.inner.sent.empty());  // 3 keys: the window runs
+  bed.submit(b);                  // 5 keys queued: full rounds go on the next turn
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 6);  // a alone (with b, 5 > 4), then b
+  CHECK(keys_of(*bed.inner.sent[0].call) == std::vector<std::string>{lock_key("app:", "a"), lock_key("app:", "a2"),
+                                                                     lock_key("app:", "a3")});
+  CHECK(keys_of(*bed.inner.sent[3].call) == std::vector<std::string>{lock_key("app:", "b"), lock_key("app:", "b2")});
+  bed.yes_all();
+  bed.turn();
+  CHECK(a.extended());
+  CHECK(b.extended());
   bed.finish();
 }
 

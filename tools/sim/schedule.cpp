@@ -182,7 +182,9 @@ struct SimClient {
     std::string resource;
     std::string token;
     std::shared_ptr<detail::LeaseState> state;
-    std::size_t hold = 0;  // index into holds
+    std::size_t hold = 0;                // index into holds
+    std::vector<std::string> more;       // a lease of several resources: the others
+    std::vector<std::size_t> more_holds;  // and their holds
   };
   std::vector<HeldLease> leases;
   std::size_t leases_pending = 0;
@@ -207,7 +209,10 @@ class Schedule {
   void release(SimClient& c, std::function<void()> then);
   void start_lease(SimClient& c);
   void start_leases(SimClient& c, const AcquireOptions& ao);
-  void lease_acquired(SimClient& c, const std::string& resource, Result<Lock> r);
+  void lease_acquired(SimClient& c, const std::vector<std::string>& resources, Result<Lock> r);
+  // add_hold: a checked hold of `resource` by client `client` under `lock`
+  // from now to its validity deadline; its index in holds_.
+  std::size_t add_hold(std::size_t client, const std::string& resource, const Lock& lock, bool tail = false);
   void release_leases(SimClient& c);
   void think(SimClient& c);
   void tail_next(SimClient& c, bool give_up);
@@ -753,33 +758,37 @@ void Schedule::start_leases(SimClient& c, const AcquireOptions& ao) {
     pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(i));
   }
   c.leases_ttl = ao.ttl;
+  if (r.chance(0.3)) {
+    // The set as ONE lease of several resources (lock_many): its keys ride
+    // the same batched extension rounds, all of them or none per master.
+    std::sort(set.begin(), set.end());
+    c.leases_pending = 1;
+    c.engine->acquire_many(set, ao, [this, &c, set](Result<Lock> lock) { lease_acquired(c, set, std::move(lock)); });
+    return;
+  }
   c.leases_pending = set.size();
   for (const std::string& res : set) {
-    c.engine->acquire(res, ao, [this, &c, res](Result<Lock> lock) { lease_acquired(c, res, std::move(lock)); });
+    c.engine->acquire(res, ao, [this, &c, res](Result<Lock> lock) { lease_acquired(c, {res}, std::move(lock)); });
   }
 }
 
 // lease_acquired: one acquire of the set came back; a grant is a hold and a
 // watchdog of its own (a lost lease ends its hold alone). Once every acquire
 // is back the client holds what it got for up to four TTLs, then releases.
-void Schedule::lease_acquired(SimClient& c, const std::string& resource, Result<Lock> r) {
+void Schedule::lease_acquired(SimClient& c, const std::vector<std::string>& resources, Result<Lock> r) {
   result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
   if (r) {
     ++result_.grants;
-    const std::size_t index = holds_.size();
-    Hold h;
-    h.client = c.index;
-    h.resource = resource;
-    h.token = r->token;
-    h.start = world_.now();
-    h.end_local = SimRuntime::from_time_point(r->validity_deadline);
-    holds_.push_back(std::move(h));
+    std::vector<std::size_t> indices;
+    for (const std::string& resource : resources) indices.push_back(add_hold(c.index, resource, *r));
     LeaseOptions opts;
-    opts.on_lost = [this, index](const Error&) {
-      holds_[index].released = std::min(holds_[index].released, world_.now());
+    opts.on_lost = [this, indices](const Error&) {
+      for (const std::size_t i : indices) holds_[i].released = std::min(holds_[i].released, world_.now());
     };
-    auto st = detail::make_lease(*r, std::move(opts), {}, nullptr);
-    c.leases.push_back({resource, r->token, st, index});
+    std::vector<std::string> more(resources.begin() + 1, resources.end());
+    auto st = detail::make_lease(*r, std::move(opts), {}, nullptr, more);
+    c.leases.push_back({resources[0], r->token, st, indices[0], std::move(more),
+                        std::vector<std::size_t>(indices.begin() + 1, indices.end())});
     c.engine->leases().keep(st);
   }
   if (--c.leases_pending > 0) return;
@@ -796,16 +805,22 @@ void Schedule::release_leases(SimClient& c) {
   c.leases_pending = leases.size();
   for (SimClient::HeldLease& l : leases) {
     c.engine->leases().stop(*l.state);
+    std::vector<std::size_t> holds = l.more_holds;
+    holds.push_back(l.hold);
     {
       std::lock_guard lock(l.state->mu);
       l.state->released = true;
-      Hold& h = holds_[l.hold];
-      h.end_local = std::max(h.end_local, SimRuntime::from_time_point(l.state->deadline()));
+      for (const std::size_t i : holds) {
+        holds_[i].end_local = std::max(holds_[i].end_local, SimRuntime::from_time_point(l.state->deadline()));
+      }
     }
-    holds_[l.hold].released = std::min(holds_[l.hold].released, world_.now());
-    c.engine->release(l.resource, l.token, [this, &c](Result<ReleaseResult>) {
-      if (--c.leases_pending == 0) think(c);
-    });
+    for (const std::size_t i : holds) holds_[i].released = std::min(holds_[i].released, world_.now());
+    c.engine->release(
+        l.resource, l.token,
+        [this, &c](Result<ReleaseResult>) {
+          if (--c.leases_pending == 0) think(c);
+        },
+        l.more);
   }
 }
 
@@ -960,15 +975,7 @@ void Schedule::crowd_acquired(Actor& a, const std::string& resource, Result<Lock
   }
   ++result_.grants;
   if (a.fair) ++result_.fair_grants;
-  Hold h;
-  h.client = c.index;
-  h.resource = resource;
-  h.token = r->token;
-  h.start = world_.now();
-  h.end_local = SimRuntime::from_time_point(r->validity_deadline);
-  h.tail = tail;
-  a.hold = holds_.size();
-  holds_.push_back(std::move(h));
+  a.hold = add_hold(c.index, resource, *r, tail);
   a.lock = std::move(*r);
   if (tail) {
     ++a.tail_pos;
@@ -1115,16 +1122,20 @@ void Schedule::order_acquire(Actor& a, const AcquireOptions& ao, std::function<v
 void Schedule::order_hold(Actor& a, Lock lock) {
   ++result_.grants;
   ++result_.fair_grants;
+  a.hold = add_hold(a.c.index, lock.resource, lock, true);
+  a.lock = std::move(lock);
+}
+
+std::size_t Schedule::add_hold(std::size_t client, const std::string& resource, const Lock& lock, bool tail) {
   Hold h;
-  h.client = a.c.index;
-  h.resource = lock.resource;
+  h.client = client;
+  h.resource = resource;
   h.token = lock.token;
   h.start = world_.now();
   h.end_local = SimRuntime::from_time_point(lock.validity_deadline);
-  h.tail = true;
-  a.hold = holds_.size();
+  h.tail = tail;
   holds_.push_back(std::move(h));
-  a.lock = std::move(lock);
+  return holds_.size() - 1;
 }
 
 // order_acquired: a waiter of the order check is back; granted, it holds

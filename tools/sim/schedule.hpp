@@ -22,7 +22,9 @@ namespace redlock::sim {
 //   all     one of the four above per schedule, chosen by the seed
 //   leases  2–3 leases on distinct resources taken at once with one TTL,
 //           each with its own watchdog: their extensions fall due together
-//           and share extend_batch calls (src/extend_batch.hpp). Not in
+//           and share extend_batch calls (src/extend_batch.hpp); or (3 in
+//           10) one lease of all of them (acquire_many), whose keys ride
+//           the batch together. Not in
 //           `all` (its seeds keep their schedules).
 //   crowd   2–4 waiters per client side by side on 1–2 resources, so that a
 //           client's waiters for one lock wait in line (docs/design.md, "A
