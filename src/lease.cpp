@@ -198,7 +198,8 @@ constexpr milliseconds max_extension_grid{1024};
 milliseconds extension_grid(const Options& o, Clock::duration in, std::size_t live) {
   if (o.extend_batch_window <= milliseconds{0} || o.extend_batch_max <= 1) return milliseconds{0};
   const double in_ms = std::chrono::duration<double, std::milli>(in).count();
-  const double fill_ms = in_ms * static_cast<double>(o.extend_batch_max) / static_cast<double>(std::max<std::size_t>(live, 1));
+  const double fill_ms =
+      in_ms * static_cast<double>(o.extend_batch_max) / static_cast<double>(std::max<std::size_t>(live, 1));
   const double bound = std::min({in_ms / 16, fill_ms, static_cast<double>(max_extension_grid.count())});
   if (bound < 1) return milliseconds{0};
   const milliseconds grid{static_cast<long long>(std::bit_floor(static_cast<unsigned long long>(bound)))};
@@ -211,7 +212,7 @@ milliseconds extension_grid(const Options& o, Clock::duration in, std::size_t li
 // (less the margin) comes first: then the timer is for the deadline. A
 // lease that rides batch rounds is planned on a grid (extension_grid):
 // its due is moved EARLIER, to the last grid point at or before it, at most
-// in / 16 earlier (never sooner than a full round's worth of leases). Leases whose extensions fall due spread in time (taken
+// in / 16 earlier. Leases whose extensions fall due spread in time (taken
 // one by one, as a service takes them) then fall due together, at the same
 // grid points, and share rounds of hundreds instead of a round per batch
 // window with a few each: the cost of a round (a send and a wake per
