@@ -143,6 +143,26 @@ struct TempDir {
   }
 };
 
+// PatientConfig — for a check that needs every running master's answer: a
+// config file with the group's nodes and a node timeout of 1 s, not the
+// default 50 ms (a fresh process's first round on a loaded machine — CI, ASan —
+// can find a master still in its handshake). A killed master refuses at once,
+// so this costs nothing where a master is down.
+struct PatientConfig {
+  TempDir dir;
+  fs::path file;
+  explicit PatientConfig(const std::vector<std::string>& urls) {
+    const json settings{{"node_timeout_ms", 1000}, {"stall_timeout_ms", 3000}, {"nodes", urls}};
+    file = dir.write("redlock.json", settings.dump());
+  }
+  explicit PatientConfig(const RedisGroup& g) : PatientConfig(g.urls()) {}
+  // op: ARGS with --no-quarantine and --config FILE (the nodes come from it).
+  std::vector<std::string> op(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--no-quarantine", "--config", file.string()});
+    return args;
+  }
+};
+
 // check_usage_error runs `redlock ARGS...` and checks the usage-error
 // contract: exit 2, nothing on stdout, a message on stderr naming each of
 // `names`.

@@ -508,17 +508,11 @@ TEST_CASE("run: --fair with --fence is a usage error naming both; nothing is run
 
 TEST_CASE("status: free, held by a majority, and unknown when too few masters answer") {
   RedisGroup g(5);
-  // Every running master must answer: a node timeout of 1 s, not 50 ms (a
-  // fresh process's first status under ASan on a loaded machine saw one of
-  // five masters still in its handshake). Killed masters refuse at once.
-  TempDir tmp;
-  const fs::path config = tmp.path / "redlock.json";
-  json settings{{"node_timeout_ms", 1000}, {"stall_timeout_ms", 3000}, {"nodes", json::array()}};
-  for (std::size_t i = 0; i < g.size(); ++i) settings["nodes"].push_back(g[i].url());
-  std::ofstream(config.string()) << settings.dump();
+  // Every running master must answer (PatientConfig). Killed masters refuse at once.
+  const PatientConfig patient(g);
   auto status = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"--config", config.string(), "status", "report"});
-    return cli(op(args, g));
+    args.insert(args.begin(), {"status", "report"});
+    return cli(patient.op(args));
   };
   auto free_r = status({"--json"});
   CHECK(free_r.exit_code == 0);
@@ -577,15 +571,17 @@ TEST_CASE("status: free, held by a majority, and unknown when too few masters an
 TEST_CASE("status: the fair queue, its length and head — shown only when a master has one") {
   using namespace std::chrono_literals;
   RedisGroup g(3);
+  const PatientConfig patient(g);  // every master must answer
   // No queue: no line, no QUEUE column; queued 0 and no head in JSON.
-  auto none = cli(op({"status", "deploy"}, g));
+  auto none = cli(patient.op({"status", "deploy"}));
   CHECK(none.exit_code == 0);
   CHECK(none.out.find("fair queue") == std::string::npos);
   CHECK(none.out.find("QUEUE") == std::string::npos);
-  json nj = json_of(cli(op({"status", "deploy", "--json"}, g)));
+  json nj = json_of(cli(patient.op({"status", "deploy", "--json"})));
   CHECK(nj["queued"] == 0);
   CHECK(nj["queue_head"].is_null());
   for (const auto& n : nj["nodes"]) {
+    CAPTURE(n.dump());
     CHECK(n["queued"] == 0);
     CHECK(n["queue_head"].is_null());
   }
@@ -604,7 +600,7 @@ TEST_CASE("status: the fair queue, its length and head — shown only when a mas
   std::jthread t2([&] { got2.emplace(second->acquire("deploy", wait_fair)); });
   REQUIRE(eventually([&] { return redlock::test::queued_everywhere(g, "deploy", 2); }));
 
-  json j = json_of(cli(op({"status", "deploy", "--json"}, g)));
+  json j = json_of(cli(patient.op({"status", "deploy", "--json"})));
   CHECK(j["held"] == true);
   CHECK(j["queued"] == 2);
   REQUIRE(j["queue_head"].is_string());
@@ -615,7 +611,7 @@ TEST_CASE("status: the fair queue, its length and head — shown only when a mas
     CHECK(n["queued"] == 2);
     CHECK(n["queue_head"] == head);
   }
-  auto human = cli(op({"status", "deploy"}, g));
+  auto human = cli(patient.op({"status", "deploy"}));
   CHECK(human.exit_code == 0);
   CHECK(human.out.find("fair queue: 2 waiting (head " + head.substr(0, 8) + "\u2026)\n") != std::string::npos);
   CHECK(human.out.find("QUEUE") != std::string::npos);
@@ -632,15 +628,15 @@ TEST_CASE("status: the fair queue, its length and head — shown only when a mas
   REQUIRE(got2->ok());
   REQUIRE(second->release(**got2).ok());
   REQUIRE(eventually([&] { return redlock::test::queued_everywhere(g, "deploy", 0); }));
-  auto after = cli(op({"status", "deploy"}, g));
+  auto after = cli(patient.op({"status", "deploy"}));
   CHECK(after.out.find("fair queue") == std::string::npos);
 
   // A queue on one master only: not a majority's, still shown.
   g[2].command({"ZADD", "redlock:{deploy}:queue", "1", "0123abcd4567ef01"});
-  auto minority = cli(op({"status", "deploy"}, g));
+  auto minority = cli(patient.op({"status", "deploy"}));
   CHECK(minority.out.find("fair queue: none on a majority; up to 1 waiting on 1 of 3 masters\n") !=
         std::string::npos);
-  json mj = json_of(cli(op({"status", "deploy", "--json"}, g)));
+  json mj = json_of(cli(patient.op({"status", "deploy", "--json"})));
   CHECK(mj["queued"] == 0);
   CHECK(mj["queue_head"].is_null());
   CHECK(mj["nodes"][2]["queued"] == 1);
@@ -649,7 +645,8 @@ TEST_CASE("status: the fair queue, its length and head — shown only when a mas
 
 TEST_CASE("nodes: reachability, version, run id, uptime and quarantine of each master") {
   RedisGroup g(3);
-  auto ok = cli(op({"nodes", "--json"}, g));
+  const PatientConfig patient(g);  // every running master must answer
+  auto ok = cli(patient.op({"nodes", "--json"}));
   CHECK(ok.exit_code == 0);
   json j = json_of(ok);
   CHECK(j["can_lock"] == true);
@@ -666,7 +663,7 @@ TEST_CASE("nodes: reachability, version, run id, uptime and quarantine of each m
   }
 
   // Without --no-quarantine, freshly started masters sit out.
-  auto fresh = cli({"nodes", "--json", "--nodes", g.url_list()});
+  auto fresh = cli({"nodes", "--json", "--config", patient.file.string()});
   CHECK(fresh.exit_code == 1);
   json q = json_of(fresh);
   CHECK(q["can_lock"] == false);
@@ -675,20 +672,20 @@ TEST_CASE("nodes: reachability, version, run id, uptime and quarantine of each m
     CHECK(n["quarantine_left_ms"].get<long long>() > 0);
     CHECK(n["quarantine_until"].is_string());
   }
-  auto fresh_human = cli({"nodes", "--nodes", g.url_list()});
+  auto fresh_human = cli({"nodes", "--config", patient.file.string()});
   CHECK(fresh_human.out.find("NO lock can be taken") != std::string::npos);
 
   // One master down: reported, with why; a majority is still usable.
   g[1].kill();
-  auto one_down = cli(op({"nodes"}, g));
+  auto one_down = cli(patient.op({"nodes"}));
   CHECK(one_down.exit_code == 0);
   CHECK(one_down.out.find("down") != std::string::npos);
   CHECK(one_down.out.find("2 of 3 masters usable") != std::string::npos);
-  json d = json_of(cli(op({"nodes", "--json"}, g)));
+  json d = json_of(cli(patient.op({"nodes", "--json"})));
   CHECK(d["nodes"][1]["reachable"] == false);
   CHECK(d["nodes"][1]["error"].is_string());
   g[2].kill();
-  CHECK(cli(op({"nodes"}, g)).exit_code == 1);
+  CHECK(cli(patient.op({"nodes"})).exit_code == 1);
 }
 
 TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {

@@ -26,12 +26,6 @@ std::vector<std::string> urls_as(RedisGroup& group, const std::string& user_pass
   return urls;
 }
 
-std::string joined(const std::vector<std::string>& urls) {
-  std::string list;
-  for (const auto& u : urls) list += (list.empty() ? "" : ",") + u;
-  return list;
-}
-
 // a_list_at makes the lock key of `resource` a list on master `i`.
 void a_list_at(RedisGroup& group, std::size_t i, const std::string& resource) {
   REQUIRE(group[i].command({"RPUSH", "redlock:{" + resource + "}:lock", "not-a-lock"}).integer == 1);
@@ -69,10 +63,11 @@ TEST_CASE("a release whose DEL ran but whose PUBLISH an ACL refuses is reported 
   CHECK(eventually([&] { return group.keys_everywhere("redlock:{quiet-*}:lock") == 0; }));
 
   // The command line says the same: exit 0, "released": true (it waits
-  // one node timeout for the last master: all three count).
+  // one node timeout — PatientConfig's 1 s — for the last master: all three count).
+  const harness::PatientConfig patient(urls);
   auto again = client->acquire("quiet-cli", {.ttl = 10000ms});
   REQUIRE_MESSAGE(again.ok(), again.error().to_string());
-  auto r = harness::cli({"--no-quarantine", "--nodes", joined(urls), "release", "quiet-cli", again->token});
+  auto r = harness::cli(patient.op({"release", "quiet-cli", again->token}));
   CHECK(r.exit_code == 0);
   const auto out = harness::json_of(r);
   CHECK(out["released"] == true);
@@ -83,6 +78,7 @@ TEST_CASE("a release whose DEL ran but whose PUBLISH an ACL refuses is reported 
 TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not unreachable") {
   RedisGroup group(3);
   a_list_at(group, 0, "typed");
+  const harness::PatientConfig patient(group);  // all three must answer
   auto client = client_for(group);
   auto st = client->status("typed");
   REQUIRE(st.ok());
@@ -92,7 +88,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   CHECK(st->free_nodes == 2);
   CHECK_FALSE(st->held);
 
-  auto r = harness::cli(harness::op({"status", "typed", "--json"}, group));
+  auto r = harness::cli(patient.op({"status", "typed", "--json"}));
   CHECK(r.exit_code == 0);  // all three answered
   const auto out = harness::json_of(r);
   CHECK(out["answered"] == 3);
@@ -101,7 +97,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   CHECK(out["nodes"][0]["fence"].is_null());
   CHECK(out["nodes"][1]["state"] == "free");
 
-  auto human = harness::cli(harness::op({"status", "typed", "--human"}, group));
+  auto human = harness::cli(patient.op({"status", "typed", "--human"}));
   CHECK(human.exit_code == 0);
   CHECK(human.out.find("wrong_type") != std::string::npos);
   CHECK(human.out.find(kWrongType) != std::string::npos);
