@@ -218,14 +218,26 @@ milliseconds extension_grid(const Options& o, Clock::duration in, std::size_t li
 // window with a few each: the cost of a round (a send and a wake per
 // master) is what bounds the client's CPU (docs/benchmarks.md). An earlier
 // extension is as safe as a planned one (only its validity counts, from its
-// own round), and it costs at most 1/16 more extensions.
+// own round), and it costs at most 1/16 more extensions. A point gathers
+// at most one full round's keys (grid_points_): leases taken in a burst,
+// dense enough to fill rounds on their own, would otherwise meet in bursts
+// of several rounds that queue per master (the extension p99 of 100,000
+// bunched leases rose from 33 to 131 ms with the grid alone); the rest go
+// when planned, gathered by the batch window as without a grid.
 void LeaseKeeper::arm_extend(LeaseState& s, TimePoint now, Clock::duration in) {
   in = std::max(in, Clock::duration::zero());
   TimePoint due = now + in;
   if (due >= s.deadline() - deadline_margin) return arm_deadline(s);
   if (const milliseconds grid = extension_grid(engine_.options(), in, live_); grid > milliseconds{0}) {
     const Clock::duration since = due.time_since_epoch();
-    due = TimePoint{since - since % grid};  // > now: grid <= in / 16
+    const TimePoint point{since - since % grid};  // > now: grid <= in / 16
+    GridPoint& p = grid_points_[static_cast<std::size_t>(since / grid) % grid_points_.size()];
+    if (p.at != point) p = GridPoint{point, 0};
+    const std::size_t keys = 1 + s.extend_more().size();
+    if (p.keys + keys <= engine_.options().extend_batch_max) {
+      p.keys += keys;
+      due = point;
+    }
   }
   s.extend_planned = true;
   wheel_.arm(&s, due);

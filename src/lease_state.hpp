@@ -9,6 +9,7 @@
 // Lock order: LeaseHost::mu before LeaseState::mu, never the other way.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -272,6 +273,15 @@ class LeaseKeeper {
   Engine& engine_;
   LeaseWheel wheel_;
   std::size_t live_ = 0;
+  // The grid points extensions were lately planned at (arm_extend), and the
+  // keys each gathers: a point takes no more than one full round
+  // (extend_batch_max keys); a lease beyond that goes when it was planned.
+  // Direct-mapped by point / grid: a slot holding another point is reused.
+  struct GridPoint {
+    TimePoint at{};
+    std::size_t keys = 0;
+  };
+  std::array<GridPoint, 64> grid_points_{};
 };
 
 // start_watchdog puts the lease's watchdog on `client`'s loop (loop thread

@@ -931,6 +931,46 @@ TEST_CASE("with a batch window, extensions are planned on a grid: leases due apa
   bed.finish();
 }
 
+TEST_CASE("a grid point gathers at most one full round: a lease beyond it goes when planned") {
+  // extend_batch_max 2, three leases due within one 32 ms grid interval:
+  // the first two are planned at the grid point, the third at its own due
+  // (a burst of leases, dense enough to fill rounds alone, would otherwise
+  // meet in bursts of rounds that queue per master).
+  Bed bed(3, milliseconds{10}, 2);
+  Losses losses;
+  constexpr milliseconds grid{32};
+  const auto off = bed.runtime.now().time_since_epoch() % grid;
+  bed.runtime.advance(duration_cast<milliseconds>((grid - off) % grid));
+  const TimePoint t0 = bed.runtime.now();
+  bed.runtime.advance(milliseconds{1});
+  auto a = keep(bed, "a", losses);  // due at t0 + 1001 ms
+  bed.runtime.advance(milliseconds{4});
+  auto b = keep(bed, "b", losses);  // t0 + 1005 ms
+  bed.runtime.advance(milliseconds{4});
+  auto c = keep(bed, "c", losses);  // t0 + 1009 ms
+  bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{991} - bed.runtime.now()));
+  CHECK(bed.inner.sent.empty());
+  bed.runtime.advance(milliseconds{1});
+  REQUIRE(bed.inner.sent.size() == 3);  // a and b at the grid point: a full round goes at once
+  CHECK(keys_of(*bed.inner.sent[0].call) == std::vector<std::string>{lock_key("app:", "a"), lock_key("app:", "b")});
+  bed.yes_all();
+  bed.turn();
+  bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{1008} - bed.runtime.now()));
+  CHECK(bed.batcher().queued() == 0);
+  bed.runtime.advance(milliseconds{1});
+  CHECK(bed.batcher().queued() == 1);  // c, when planned
+  bed.runtime.advance(milliseconds{10});
+  REQUIRE(bed.inner.sent.size() == 6);
+  CHECK(keys_of(*bed.inner.sent[3].call) == std::vector<std::string>{lock_key("app:", "c")});
+  bed.yes_all();
+  bed.turn();
+  CHECK(a->extensions == 1);
+  CHECK(b->extensions == 1);
+  CHECK(c->extensions == 1);
+  CHECK(losses.count == 0);
+  bed.finish();
+}
+
 TEST_CASE("the grid is no wider than what gathers about one round: with many leases kept, extensions go when planned") {
   // extend_batch_max 2 and 200 leases: planned 1 s ahead with 200 kept, a
   // point of any grid wider than the window would gather more than
