@@ -149,6 +149,12 @@ struct Bed {
   }
 
   ExtendBatcher& batcher() { return engine->batcher(); }
+  // align_to: advance to the next point of `grid` (now, if on one); the point.
+  TimePoint align_to(milliseconds grid) {
+    const auto off = runtime.now().time_since_epoch() % grid;
+    runtime.advance(std::chrono::duration_cast<milliseconds>((grid - off) % grid));
+    return runtime.now();
+  }
   FakeLease& lease(std::string resource, std::string token, milliseconds ttl = ttl30s) {
     return leases.emplace_back(std::move(resource), std::move(token), ttl);
   }
@@ -904,10 +910,7 @@ TEST_CASE("with a batch window, extensions are planned on a grid: leases due apa
   Losses losses;
   // A 3 s lease extends after 1 s: its grid is the power of two of ms at
   // most 1000 / 16, 32 ms. Start on a grid point.
-  constexpr milliseconds grid{32};
-  const auto off = bed.runtime.now().time_since_epoch() % grid;
-  bed.runtime.advance(duration_cast<milliseconds>((grid - off) % grid));
-  const TimePoint t0 = bed.runtime.now();
+  const TimePoint t0 = bed.align_to(milliseconds{32});
   bed.runtime.advance(milliseconds{1});
   auto a = keep(bed, "a", losses);  // due at t0 + 1001 ms
   bed.runtime.advance(milliseconds{8});
@@ -938,10 +941,7 @@ TEST_CASE("a grid point gathers at most one full round: a lease beyond it goes w
   // meet in bursts of rounds that queue per master).
   Bed bed(3, milliseconds{10}, 2);
   Losses losses;
-  constexpr milliseconds grid{32};
-  const auto off = bed.runtime.now().time_since_epoch() % grid;
-  bed.runtime.advance(duration_cast<milliseconds>((grid - off) % grid));
-  const TimePoint t0 = bed.runtime.now();
+  const TimePoint t0 = bed.align_to(milliseconds{32});
   bed.runtime.advance(milliseconds{1});
   auto a = keep(bed, "a", losses);  // due at t0 + 1001 ms
   bed.runtime.advance(milliseconds{4});
@@ -982,9 +982,8 @@ TEST_CASE("the grid is no wider than what gathers about one round: with many lea
   for (int i = 0; i < 199; ++i) kept.push_back(keep(bed, "r" + std::to_string(i), losses, {}, milliseconds{60000}));
   // Lease x is kept 1 ms after a point of the grid it would get alone
   // (32 ms): planned 1000 ms later, 9 ms after a grid point.
-  constexpr milliseconds grid{32};
-  const auto off = bed.runtime.now().time_since_epoch() % grid;
-  bed.runtime.advance(duration_cast<milliseconds>((grid - off) % grid + milliseconds{1}));
+  bed.align_to(milliseconds{32});
+  bed.runtime.advance(milliseconds{1});
   kept.push_back(keep(bed, "x", losses));
   const std::string x = lock_key("app:", "x");
   auto sent_x = [&] {
