@@ -660,7 +660,8 @@ TEST_CASE("cli: nodes --watch --json prints one JSON line per refresh until SIGT
   RedisGroup g(3);
   std::vector<std::string> addresses;
   for (std::size_t i = 0; i < g.size(); ++i) addresses.push_back(g[i].address());
-  Child watch(program("REDLOCK_CLI"), op({"nodes", "--watch", "--interval", "100ms", "--json"}, g));
+  const PatientConfig patient(g);  // every refresh must hear all three
+  Child watch(program("REDLOCK_CLI"), patient.op({"nodes", "--watch", "--interval", "100ms", "--json"}));
   for (int refresh = 0; refresh < 3; ++refresh) {
     const std::optional<std::string> line = watch.read_line();
     REQUIRE_MESSAGE(line.has_value(), "refresh " << refresh << " printed no line");
