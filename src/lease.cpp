@@ -222,25 +222,38 @@ milliseconds extension_grid(const Options& o, Clock::duration in, std::size_t li
 // at most one full round's keys (grid_points_): leases taken in a burst,
 // dense enough to fill rounds on their own, would otherwise meet in bursts
 // of several rounds that queue per master (the extension p99 of 100,000
-// bunched leases rose from 33 to 131 ms with the grid alone); the rest go
-// when planned, gathered by the batch window as without a grid.
+// bunched leases rose from 33 to 131 ms with the grid alone). A lease that
+// finds its point full tries the finer grids' points (half the grid, a
+// quarter, … while above the batch window), which fall between; where all
+// are full it goes when planned, gathered by the window as without a grid.
 void LeaseKeeper::arm_extend(LeaseState& s, TimePoint now, Clock::duration in) {
   in = std::max(in, Clock::duration::zero());
   TimePoint due = now + in;
   if (due >= s.deadline() - deadline_margin) return arm_deadline(s);
-  if (const milliseconds grid = extension_grid(engine_.options(), in, live_); grid > milliseconds{0}) {
+  const Options& o = engine_.options();
+  const std::size_t keys = 1 + s.extend_more().size();
+  // The grid's point, else a finer grid's (halves, above the window) that
+  // has room; else the planned due.
+  for (milliseconds grid = extension_grid(o, in, live_); grid > o.extend_batch_window; grid /= 2) {
     const Clock::duration since = due.time_since_epoch();
     const TimePoint point{since - since % grid};  // > now: grid <= in / 16
-    GridPoint& p = grid_points_[static_cast<std::size_t>(since / grid) % grid_points_.size()];
+    GridPoint& p = grid_point(point);
     if (p.at != point) p = GridPoint{point, 0};
-    const std::size_t keys = 1 + s.extend_more().size();
-    if (p.keys + keys <= engine_.options().extend_batch_max) {
+    if (p.keys + keys <= o.extend_batch_max) {
       p.keys += keys;
       due = point;
+      break;
     }
   }
   s.extend_planned = true;
   wheel_.arm(&s, due);
+}
+
+// grid_point: the slot of `point` in grid_points_ (a multiplicative hash of
+// its time, so points of every grid spread over the slots).
+LeaseKeeper::GridPoint& LeaseKeeper::grid_point(TimePoint point) {
+  const auto t = static_cast<std::uint64_t>(point.time_since_epoch().count());
+  return grid_points_[(t * 0x9E3779B97F4A7C15ULL) >> 58];  // 64 slots
 }
 
 void LeaseKeeper::arm_deadline(LeaseState& s) {

@@ -276,12 +276,13 @@ class LeaseKeeper {
   // The grid points extensions were lately planned at (arm_extend), and the
   // keys each gathers: a point takes no more than one full round
   // (extend_batch_max keys); a lease beyond that goes when it was planned.
-  // Direct-mapped by point / grid: a slot holding another point is reused.
+  // Direct-mapped (grid_point): a slot holding another point is reused.
   struct GridPoint {
     TimePoint at{};
     std::size_t keys = 0;
   };
   std::array<GridPoint, 64> grid_points_{};
+  GridPoint& grid_point(TimePoint point);
 };
 
 // start_watchdog puts the lease's watchdog on `client`'s loop (loop thread

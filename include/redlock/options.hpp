@@ -140,7 +140,8 @@ struct REDLOCK_API Options {
   // extend_batch_max 1: one script call per lease per master (no batching).
   // With both on, a lease's next extension is also planned on a grid, up to
   // 1/16 of its period (at most 1,024 ms) sooner than extend_at says, so
-  // that leases falling due apart share rounds (docs/design.md).
+  // that leases falling due apart share rounds — at most extend_batch_max
+  // keys per grid point (docs/design.md).
   // Defaults 10 ms and 512 keys (the masters run one call's keys without
   // serving anyone else: a few µs each, about 2 ms for 512).
   milliseconds extend_batch_window{10};

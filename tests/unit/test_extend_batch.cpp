@@ -934,39 +934,47 @@ TEST_CASE("with a batch window, extensions are planned on a grid: leases due apa
   bed.finish();
 }
 
-TEST_CASE("a grid point gathers at most one full round: a lease beyond it goes when planned") {
-  // extend_batch_max 2, three leases due within one 32 ms grid interval:
-  // the first two are planned at the grid point, the third at its own due
-  // (a burst of leases, dense enough to fill rounds alone, would otherwise
-  // meet in bursts of rounds that queue per master).
+TEST_CASE("a grid point gathers at most one full round: a lease beyond it tries the finer grids' points, then goes when planned") {
+  // extend_batch_max 2, window 10 ms, five leases due within one 32 ms grid
+  // interval: a and b are planned at its point (t0 + 992 ms); c and d find
+  // it full and take the 16 ms grid's point (t0 + 1008 ms); e finds both
+  // full, and the next grid (8 ms) is not above the window: it goes when
+  // planned. (A burst of leases, dense enough to fill rounds alone, would
+  // otherwise meet in bursts of rounds that queue per master.)
   Bed bed(3, milliseconds{10}, 2);
   Losses losses;
   const TimePoint t0 = bed.align_to(milliseconds{32});
-  bed.runtime.advance(milliseconds{1});
-  auto a = keep(bed, "a", losses);  // due at t0 + 1001 ms
-  bed.runtime.advance(milliseconds{4});
-  auto b = keep(bed, "b", losses);  // t0 + 1005 ms
-  bed.runtime.advance(milliseconds{4});
-  auto c = keep(bed, "c", losses);  // t0 + 1009 ms
-  bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{991} - bed.runtime.now()));
+  std::vector<std::shared_ptr<LeaseState>> kept;
+  for (const auto& [name, at] : {std::pair{"a", 1}, {"b", 3}, {"c", 9}, {"d", 11}, {"e", 13}}) {
+    bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{at} - bed.runtime.now()));
+    kept.push_back(keep(bed, name, losses));  // due at t0 + 1000 ms + at
+  }
+  auto sent_keys = [&](std::size_t i) { return keys_of(*bed.inner.sent.at(i).call); };
+  auto until = [&](long long ms) { bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{ms} - bed.runtime.now())); };
+  until(991);
   CHECK(bed.inner.sent.empty());
-  bed.runtime.advance(milliseconds{1});
-  REQUIRE(bed.inner.sent.size() == 3);  // a and b at the grid point: a full round goes at once
-  CHECK(keys_of(*bed.inner.sent[0].call) == std::vector<std::string>{lock_key("app:", "a"), lock_key("app:", "b")});
+  until(992);
+  REQUIRE(bed.inner.sent.size() == 3);  // a full round goes at once
+  CHECK(sent_keys(0) == std::vector<std::string>{lock_key("app:", "a"), lock_key("app:", "b")});
   bed.yes_all();
   bed.turn();
-  bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{1008} - bed.runtime.now()));
-  CHECK(bed.batcher().queued() == 0);
-  bed.runtime.advance(milliseconds{1});
-  CHECK(bed.batcher().queued() == 1);  // c, when planned
-  bed.runtime.advance(milliseconds{10});
+  until(1007);
+  CHECK(bed.inner.sent.size() == 3);
+  until(1008);
   REQUIRE(bed.inner.sent.size() == 6);
-  CHECK(keys_of(*bed.inner.sent[3].call) == std::vector<std::string>{lock_key("app:", "c")});
+  CHECK(sent_keys(3) == std::vector<std::string>{lock_key("app:", "c"), lock_key("app:", "d")});
   bed.yes_all();
   bed.turn();
-  CHECK(a->extensions == 1);
-  CHECK(b->extensions == 1);
-  CHECK(c->extensions == 1);
+  until(1012);
+  CHECK(bed.batcher().queued() == 0);
+  until(1013);
+  CHECK(bed.batcher().queued() == 1);  // e, when planned, for the window
+  until(1023);
+  REQUIRE(bed.inner.sent.size() == 9);
+  CHECK(sent_keys(6) == std::vector<std::string>{lock_key("app:", "e")});
+  bed.yes_all();
+  bed.turn();
+  for (const auto& s : kept) CHECK(s->extensions == 1);
   CHECK(losses.count == 0);
   bed.finish();
 }
