@@ -97,6 +97,16 @@ inline void no_polling(Options& o) {
   o.wake_safety_net = 60000ms;
 }
 
+// patient: a node timeout of 1 s, not 50 ms, for a client whose check needs
+// every running master's answer to its first request (a command sent
+// before the connection's handshake completes waits for it within its node
+// timeout, and a loaded machine — CI, ASan — can take longer than 50 ms).
+// (The stall timeout must stay above it.)
+inline void patient(Options& o) {
+  o.node_timeout = std::chrono::milliseconds{1000};
+  o.stall_timeout = std::chrono::milliseconds{3000};
+}
+
 // queued_everywhere: `n` waiters in the fair queue of `resource` on every
 // master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set).
 inline bool queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {

@@ -249,7 +249,7 @@ TEST_CASE("status shows the fair queue: its length on every master and its head,
   auto holder = client_for(group);
   auto first = client_for(group, no_polling);
   auto second = client_for(group, no_polling);
-  auto looker = client_for(group);
+  auto looker = client_for(group, patient);  // every master must answer
 
   // Nobody queues: no queue on any master, none at the resource level.
   auto free_st = looker->status("fair");

@@ -78,8 +78,8 @@ TEST_CASE("a release whose DEL ran but whose PUBLISH an ACL refuses is reported 
 TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not unreachable") {
   RedisGroup group(3);
   a_list_at(group, 0, "typed");
-  const harness::PatientConfig patient(group);  // all three must answer
-  auto client = client_for(group);
+  const harness::PatientConfig patient_cli(group);  // all three must answer
+  auto client = client_for(group, redlock::test::patient);
   auto st = client->status("typed");
   REQUIRE(st.ok());
   CHECK(st->nodes[0].state == NodeHolding::State::wrong_type);
@@ -88,7 +88,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   CHECK(st->free_nodes == 2);
   CHECK_FALSE(st->held);
 
-  auto r = harness::cli(patient.op({"status", "typed", "--json"}));
+  auto r = harness::cli(patient_cli.op({"status", "typed", "--json"}));
   CHECK(r.exit_code == 0);  // all three answered
   const auto out = harness::json_of(r);
   CHECK(out["answered"] == 3);
@@ -97,7 +97,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   CHECK(out["nodes"][0]["fence"].is_null());
   CHECK(out["nodes"][1]["state"] == "free");
 
-  auto human = harness::cli(patient.op({"status", "typed", "--human"}));
+  auto human = harness::cli(patient_cli.op({"status", "typed", "--human"}));
   CHECK(human.exit_code == 0);
   CHECK(human.out.find("wrong_type") != std::string::npos);
   CHECK(human.out.find(kWrongType) != std::string::npos);
@@ -106,7 +106,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   // A user who may not run TYPE still gets the key named.
   for (std::size_t i = 0; i < group.size(); ++i)
     REQUIRE(group[i].command({"ACL", "SETUSER", "notype", "on", ">pw", "~*", "&*", "+@all", "-type"}).str == "OK");
-  auto blind = client_for(urls_as(group, "notype:pw"))->status("typed");
+  auto blind = client_for(urls_as(group, "notype:pw"), redlock::test::patient)->status("typed");
   REQUIRE(blind.ok());
   CHECK(blind->nodes[0].state == NodeHolding::State::wrong_type);
   CHECK(blind->nodes[0].error == "WRONGTYPE: the key redlock:{typed}:lock holds a value of another type, not a lock");
