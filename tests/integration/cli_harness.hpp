@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "helpers.hpp"
 #include "redis_server.hpp"
 #include "support/process.hpp"
 
@@ -144,15 +145,19 @@ struct TempDir {
 };
 
 // PatientConfig — for a check that needs every running master's answer: a
-// config file with the group's nodes and a node timeout of 1 s, not the
-// default 50 ms (a fresh process's first round on a loaded machine — CI, ASan —
+// config file with the group's nodes and the timeouts of helpers.hpp's
+// patient() (a fresh process's first round on a loaded machine — CI, ASan —
 // can find a master still in its handshake). A killed master refuses at once,
 // so this costs nothing where a master is down.
 struct PatientConfig {
   TempDir dir;
   fs::path file;
   explicit PatientConfig(const std::vector<std::string>& urls) {
-    const json settings{{"node_timeout_ms", 1000}, {"stall_timeout_ms", 3000}, {"nodes", urls}};
+    Options o;
+    patient(o);
+    const json settings{{"node_timeout_ms", o.node_timeout.count()},
+                        {"stall_timeout_ms", o.stall_timeout.count()},
+                        {"nodes", urls}};
     file = dir.write("redlock.json", settings.dump());
   }
   explicit PatientConfig(const RedisGroup& g) : PatientConfig(g.urls()) {}

@@ -64,10 +64,10 @@ TEST_CASE("a release whose DEL ran but whose PUBLISH an ACL refuses is reported 
 
   // The command line says the same: exit 0, "released": true (it waits
   // one node timeout — PatientConfig's 1 s — for the last master: all three count).
-  const harness::PatientConfig patient(urls);
+  const harness::PatientConfig patient_cli(urls);
   auto again = client->acquire("quiet-cli", {.ttl = 10000ms});
   REQUIRE_MESSAGE(again.ok(), again.error().to_string());
-  auto r = harness::cli(patient.op({"release", "quiet-cli", again->token}));
+  auto r = harness::cli(patient_cli.op({"release", "quiet-cli", again->token}));
   CHECK(r.exit_code == 0);
   const auto out = harness::json_of(r);
   CHECK(out["released"] == true);
@@ -79,7 +79,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   RedisGroup group(3);
   a_list_at(group, 0, "typed");
   const harness::PatientConfig patient_cli(group);  // all three must answer
-  auto client = client_for(group, redlock::test::patient);
+  auto client = client_for(group, patient);
   auto st = client->status("typed");
   REQUIRE(st.ok());
   CHECK(st->nodes[0].state == NodeHolding::State::wrong_type);
@@ -106,7 +106,7 @@ TEST_CASE("status shows a master whose lock key holds a list as wrong_type, not 
   // A user who may not run TYPE still gets the key named.
   for (std::size_t i = 0; i < group.size(); ++i)
     REQUIRE(group[i].command({"ACL", "SETUSER", "notype", "on", ">pw", "~*", "&*", "+@all", "-type"}).str == "OK");
-  auto blind = client_for(urls_as(group, "notype:pw"), redlock::test::patient)->status("typed");
+  auto blind = client_for(urls_as(group, "notype:pw"), patient)->status("typed");
   REQUIRE(blind.ok());
   CHECK(blind->nodes[0].state == NodeHolding::State::wrong_type);
   CHECK(blind->nodes[0].error == "WRONGTYPE: the key redlock:{typed}:lock holds a value of another type, not a lock");

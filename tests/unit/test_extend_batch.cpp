@@ -917,7 +917,7 @@ TEST_CASE("with a batch window, extensions are planned on a grid: leases due apa
   auto b = keep(bed, "b", losses);  // due at t0 + 1009 ms
   // Both are planned at the grid point before: t0 + 992 ms (1/16 of 1 s is
   // 62.5 ms: never earlier than that).
-  bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{991} - bed.runtime.now()));
+  bed.runtime.advance_to(t0 + milliseconds{991});
   CHECK(bed.batcher().queued() == 0);
   bed.runtime.advance(milliseconds{1});
   CHECK(bed.batcher().queued() == 2);
@@ -946,11 +946,11 @@ TEST_CASE("a grid point gathers at most one full round: a lease beyond it tries 
   const TimePoint t0 = bed.align_to(milliseconds{32});
   std::vector<std::shared_ptr<LeaseState>> kept;
   for (const auto& [name, at] : {std::pair{"a", 1}, {"b", 3}, {"c", 9}, {"d", 11}, {"e", 13}}) {
-    bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{at} - bed.runtime.now()));
+    bed.runtime.advance_to(t0 + milliseconds{at});
     kept.push_back(keep(bed, name, losses));  // due at t0 + 1000 ms + at
   }
   auto sent_keys = [&](std::size_t i) { return keys_of(*bed.inner.sent.at(i).call); };
-  auto until = [&](long long ms) { bed.runtime.advance(duration_cast<milliseconds>(t0 + milliseconds{ms} - bed.runtime.now())); };
+  auto until = [&](long long ms) { bed.runtime.advance_to(t0 + milliseconds{ms}); };
   until(991);
   CHECK(bed.inner.sent.empty());
   until(992);
