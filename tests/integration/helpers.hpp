@@ -116,6 +116,22 @@ inline bool queued_everywhere(RedisGroup& group, const std::string& resource, lo
   return true;
 }
 
+// subscribers counts the pub/sub subscribers of `channel` on a master.
+inline long long subscribers(RedisServer& server, const std::string& channel) {
+  const Reply r = server.command({"PUBSUB", "NUMSUB", channel});
+  return r.elements.size() == 2 ? r.elements[1].integer : -1;
+}
+
+// listening: every master has a subscriber on `channel` — a release
+// published from then on reaches the waiter (src/keys.hpp: a lock's
+// channel is {prefix}{{resource}}:released).
+inline bool listening(RedisGroup& group, const std::string& channel) {
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (subscribers(group[i], channel) < 1) return false;
+  }
+  return true;
+}
+
 // command_calls: how often `command` (lower case) ran on the server
 // (INFO commandstats), the calls scripts make included.
 inline long long command_calls(RedisServer& server, const std::string& command) {

@@ -163,8 +163,11 @@ TEST_CASE("observer and stats: leases extended and lost, a waiter woken, quarant
   auto held = holder->acquire("wake", {.ttl = 5000ms});
   REQUIRE(held.ok());
   auto waiting = client->acquire_async("wake", {.ttl = 1000ms, .wait = 4000ms});
-  // The waiter has tried once (held) before the holder lets go.
+  // The waiter has tried once (held), and listens on every master, before
+  // the holder lets go (a release published before it listened would go
+  // unheard, and its next poll, not a notification, would take the lock).
   REQUIRE(eventually([&] { return rec->has("acquire wake redlock.held"); }));
+  REQUIRE(eventually([&] { return listening(group, "redlock:{wake}:released"); }));
   REQUIRE(holder->release(*held).ok());
   REQUIRE(waiting.get().ok());
   CHECK(client->stats().wake_ups >= 1);

@@ -14,24 +14,6 @@ using namespace redlock::test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-// subscribers counts the pub/sub subscribers of `channel` on a master.
-long long subscribers(RedisServer& server, const std::string& channel) {
-  const Reply r = server.command({"PUBSUB", "NUMSUB", channel});
-  return r.elements.size() == 2 ? r.elements[1].integer : -1;
-}
-
-// listening: every master has a subscriber on `channel`.
-bool listening(RedisGroup& group, const std::string& channel) {
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    if (subscribers(group[i], channel) < 1) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 TEST_CASE("a waiter that would not poll again for a minute gets the lock as soon as the holder releases") {
   RedisGroup group(3);
   auto holder = client_for(group);
