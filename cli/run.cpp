@@ -373,10 +373,14 @@ int run_command(const Globals& g, const RunArgs& a) {
     // release that did not free the lock leaves it held until its TTL.
     if (!released && !was_lost) {
       std::string why;
+      // Not held: our token was on no majority when the release came (it
+      // expired unnoticed, was deleted, or masters lost their data): nothing
+      // of ours stays, but the lock may have ended before CMD did.
+      const bool gone = rel && !unavailable(Errc::not_held, rel->nodes);
       if (!rel) {
         why = rel.error().to_string();
       } else {
-        why = std::string(errc_name(unavailable(Errc::not_held, rel->nodes) ? Errc::no_quorum : Errc::not_held)) +
+        why = std::string(errc_name(gone ? Errc::not_held : Errc::no_quorum)) +
               ": released on " + std::to_string(rel->released_nodes) + " of " + std::to_string(rel->nodes.size()) +
               " masters";
         for (const auto& n : rel->nodes)
@@ -386,9 +390,13 @@ int run_command(const Globals& g, const RunArgs& a) {
       report.j["release_error"] = why;
       if (rel) report.j["release_nodes"] = nodes_json(rel->nodes);
       if (status == 0) status = kRunReleaseFailed;
-      // Always on stderr, --json or not: the lock stays until its TTL.
-      std::cerr << "redlock: run: the lock on " << quote(a.resource) << " was not released (it stays until its TTL, "
-                << fmt_ms(ttl.count()) << " at most): " << why
+      // Always on stderr, --json or not: the lock stays until its TTL, or
+      // it ended before the release.
+      std::cerr << "redlock: run: the lock on " << quote(a.resource)
+                << (gone ? " was no longer held at its release (its token was on no majority of masters: expired, "
+                           "deleted, or lost with a master's data; the command may have run without it at the end)"
+                         : " was not released (it stays until its TTL, " + fmt_ms(ttl.count()) + " at most)")
+                << ": " << why
                 << (status == kRunReleaseFailed ? "; exit status 125" : "") << '\n' << std::flush;
     }
     report.j["exit_status"] = status;

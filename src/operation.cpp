@@ -274,7 +274,18 @@ void ReleaseOperation::merge_round() {
     return;
   }
   for (std::size_t i = 0; i < outcomes_.size() && i < now_said.size(); ++i) {
-    if (unsure(outcomes_[i]) && now_said[i].outcome != Outcome::pending) outcomes_[i] = now_said[i];
+    if (!unsure(outcomes_[i]) || now_said[i].outcome == Outcome::pending) continue;
+    outcomes_[i] = now_said[i];
+    // "Not present" on a retry, where an earlier round of this release may
+    // have run (its answer timed out or was lost): most likely that round
+    // deleted it — a loaded client times out on deletes that happened.
+    // Either way our value is gone from this master, which is what a
+    // release is for: it counts as released, not as "not held" (which would
+    // report a lock that was ours until now as lost).
+    if (rounds_ > 1 && outcomes_[i].outcome == Outcome::held) {
+      outcomes_[i].outcome = Outcome::ok;
+      outcomes_[i].error = std::string(gone_on_retry_text);
+    }
   }
 }
 

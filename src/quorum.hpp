@@ -141,6 +141,11 @@ QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundMode mode) noex
 // token_absent_text: the error text of a master that answered "not ours" to
 // an extend or release (an extend round's and a batched extension's alike).
 inline constexpr std::string_view token_absent_text = "token not present (expired, released, or another holder)";
+// gone_on_retry_text: the note of a master that answered "not ours" to a
+// release's retry after an earlier round of that release may have run
+// there (counted as released: src/operation.cpp, merge_round).
+inline constexpr std::string_view gone_on_retry_text =
+    "gone when asked again: an earlier round of this release, whose answer was lost, deleted it (or its TTL ran out)";
 
 // refused_for_good: more than N − quorum nodes answered "not ours" (held)
 // to an extend — which never recreates a key — so no majority can ever say

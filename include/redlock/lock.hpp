@@ -94,9 +94,13 @@ struct REDLOCK_API MultiLock {
 };
 
 // ReleaseResult — what a release did. `released_nodes` counts the nodes that
-// deleted our token by the time the release was decided. `released` is true
-// when at least one node deleted it and fewer than a majority may still hold
-// it (nodes that timed out or errored may), i.e. the lock is free.
+// deleted our token by the time the release was decided — and the nodes
+// that, asked again after an earlier round's answer was lost (a timeout, a
+// dropped connection), no longer had it: that round most likely deleted it,
+// and either way it is gone (their outcome is ok, with a note saying so).
+// `released` is true when at least one node counts and fewer than a majority
+// may still hold it (nodes that timed out or errored may), i.e. the lock is
+// free.
 struct REDLOCK_API ReleaseResult {
   bool released = false;
   int released_nodes = 0;

@@ -1043,6 +1043,26 @@ TEST_CASE("run: a failed final release is reported on stderr and in the report, 
   CHECK(report_of(f)["release_error"].is_string());
 }
 
+TEST_CASE("run: a lock gone before its release (deleted by hand) exits 125 and says it was no longer held") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  Child run(cli_path(), run_args(g, {"--ttl", "30s", "--json"}, "deleted",
+                                 "echo ready; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  REQUIRE(run.wait_for("ready"));
+  for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(g[i].command({"DEL", key_of("deleted")}).integer == 1);
+  std::ofstream(go.string()) << "go";
+  ProcResult r = run.wait();
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 125);
+  CHECK(r.err.find("the lock on \"deleted\" was no longer held at its release") != std::string::npos);
+  CHECK(r.err.find("stays until its TTL") == std::string::npos);  // nothing of ours stays
+  const json rep = report_of(r);
+  CHECK(rep["released"] == false);
+  CHECK(rep["lost"].is_null());  // the watchdog had not noticed (its next extension was seconds away)
+  CHECK(rep["release_error"].get<std::string>().rfind("redlock.not_held: released on 0 of 3", 0) == 0);
+}
+
 TEST_CASE("run: --foreground makes the command's group the terminal's foreground group") {
   // script(1) (util-linux's bsdutils, essential in Debian) gives redlock a
   // pseudo-terminal whose foreground group it is.

@@ -468,6 +468,38 @@ TEST_CASE("a release that may leave its value on a majority is sent again, to th
     CHECK_FALSE(r.released);
     CHECK(bed.fake->sent.size() == 5);
   }
+  SUBCASE("a round whose answers were lost deleted the value: 'not present' on the retry counts as released") {
+    // CI, ASan, 100 processes: every answer to the first round came after
+    // its node timeout, the deletes had run, and the retry found nothing —
+    // reported as "not held" on all five, as if the lock had been lost.
+    auto tries = std::make_shared<std::vector<int>>(5, 0);
+    Bed bed(5, [tries](std::size_t node, const Call&) {
+      if ((*tries)[node]++ == 0) return redlock::test::failed("connection lost with the command written");
+      return redlock::test::int_reply(0);
+    });
+    const ReleaseResult r = release(bed);
+    CHECK(r.released);
+    CHECK(r.released_nodes == 5);
+    CHECK(bed.fake->sent.size() == 10);  // one retry: then nobody may hold it
+    CHECK(r.nodes[2].outcome == Outcome::ok);
+    CHECK(r.nodes[2].error.find("earlier round of this release") != std::string::npos);
+  }
+  SUBCASE("'not present' in a first round's answer stays 'not held': nothing of ours can have deleted it") {
+    // Nodes 0-1 answer "not present" at once; nodes 2-4 lose the first
+    // round's answer (a majority unsure: one retry, to them only).
+    auto tries = std::make_shared<std::vector<int>>(5, 0);
+    Bed bed(5, [tries](std::size_t node, const Call&) {
+      if (node < 2) return redlock::test::int_reply(0);
+      return (*tries)[node]++ == 0 ? redlock::test::failed("connection reset by peer") : redlock::test::int_reply(0);
+    });
+    const ReleaseResult r = release(bed);
+    CHECK(r.released);
+    CHECK(r.released_nodes == 3);
+    CHECK(bed.fake->sent.size() == 8);
+    CHECK(r.nodes[0].outcome == Outcome::held);
+    CHECK(r.nodes[0].error == "token not present (expired, released, or another holder)");
+    CHECK(r.nodes[4].outcome == Outcome::ok);
+  }
 }
 
 TEST_CASE("bad arguments are reported on the loop with invalid_argument naming the problem") {
