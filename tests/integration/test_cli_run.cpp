@@ -1050,7 +1050,9 @@ TEST_CASE("run: a lock gone before its release (deleted by hand) exits 125 and s
   Child run(cli_path(), run_args(g, {"--ttl", "30s", "--json"}, "deleted",
                                  "echo ready; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
   REQUIRE(run.wait_for("ready"));
-  for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(g[i].command({"DEL", key_of("deleted")}).integer == 1);
+  long long deleted = 0;  // a majority had it (a loaded machine may time out on the third)
+  for (std::size_t i = 0; i < g.size(); ++i) deleted += g[i].command({"DEL", key_of("deleted")}).integer;
+  REQUIRE(deleted >= 2);
   std::ofstream(go.string()) << "go";
   ProcResult r = run.wait();
   INFO("stderr: " << r.err);
