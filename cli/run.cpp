@@ -370,7 +370,8 @@ int run_command(const Globals& g, const RunArgs& a) {
     const bool released = rel && rel->released;
     report.j["released"] = released;
     // A lost lease's key is expected to be gone or another's; any other
-    // release that did not free the lock leaves it held until its TTL.
+    // release that did not free the lock is an error: the lock stays until
+    // its TTL, or it was gone before the release.
     if (!released && !was_lost) {
       std::string why;
       // Not held: our token was on no majority when the release came (it
