@@ -13,6 +13,7 @@
 #include "fake_transport.hpp"
 #include "test_runtime.hpp"
 #include "engine.hpp"
+#include "quorum.hpp"
 #include "uv_runtime.hpp"
 #include "validity.hpp"
 
@@ -404,11 +405,13 @@ TEST_CASE("release waits up to release_settle for stragglers, and no longer") {
 }
 
 TEST_CASE("a release that may leave its value on a majority is sent again, to the unsure nodes only") {
-  // Node 0 releases at once; nodes 1-4 fail `fail_rounds` times, then release.
-  auto bed_failing = [](int fail_rounds) {
+  // Nodes below `from` answer `answer` at once; the others fail
+  // `fail_rounds` times (the answer lost with the connection), then answer
+  // it. By default node 0 releases at once and nodes 1-4 release late.
+  auto bed_failing = [](int fail_rounds, std::size_t from = 1, long long answer = 1) {
     auto tries = std::make_shared<std::vector<int>>(5, 0);
-    return std::make_unique<Bed>(5, [tries, fail_rounds](std::size_t node, const Call&) {
-      if (node == 0 || (*tries)[node]++ >= fail_rounds) return redlock::test::int_reply(1);
+    return std::make_unique<Bed>(5, [tries, fail_rounds, from, answer](std::size_t node, const Call&) {
+      if (node < from || (*tries)[node]++ >= fail_rounds) return redlock::test::int_reply(answer);
       return redlock::test::failed("connection reset by peer");
     });
   };
@@ -472,32 +475,24 @@ TEST_CASE("a release that may leave its value on a majority is sent again, to th
     // CI, ASan, 100 processes: every answer to the first round came after
     // its node timeout, the deletes had run, and the retry found nothing —
     // reported as "not held" on all five, as if the lock had been lost.
-    auto tries = std::make_shared<std::vector<int>>(5, 0);
-    Bed bed(5, [tries](std::size_t node, const Call&) {
-      if ((*tries)[node]++ == 0) return redlock::test::failed("connection lost with the command written");
-      return redlock::test::int_reply(0);
-    });
-    const ReleaseResult r = release(bed);
+    auto bed = bed_failing(1, 0, 0);
+    const ReleaseResult r = release(*bed);
     CHECK(r.released);
     CHECK(r.released_nodes == 5);
-    CHECK(bed.fake->sent.size() == 10);  // one retry: then nobody may hold it
+    CHECK(bed->fake->sent.size() == 10);  // one retry: then nobody may hold it
     CHECK(r.nodes[2].outcome == Outcome::ok);
     CHECK(r.nodes[2].error.find("earlier round of this release") != std::string::npos);
   }
   SUBCASE("'not present' in a first round's answer stays 'not held': nothing of ours can have deleted it") {
     // Nodes 0-1 answer "not present" at once; nodes 2-4 lose the first
     // round's answer (a majority unsure: one retry, to them only).
-    auto tries = std::make_shared<std::vector<int>>(5, 0);
-    Bed bed(5, [tries](std::size_t node, const Call&) {
-      if (node < 2) return redlock::test::int_reply(0);
-      return (*tries)[node]++ == 0 ? redlock::test::failed("connection reset by peer") : redlock::test::int_reply(0);
-    });
-    const ReleaseResult r = release(bed);
+    auto bed = bed_failing(1, 2, 0);
+    const ReleaseResult r = release(*bed);
     CHECK(r.released);
     CHECK(r.released_nodes == 3);
-    CHECK(bed.fake->sent.size() == 8);
+    CHECK(bed->fake->sent.size() == 8);
     CHECK(r.nodes[0].outcome == Outcome::held);
-    CHECK(r.nodes[0].error == "token not present (expired, released, or another holder)");
+    CHECK(r.nodes[0].error == token_absent_text);
     CHECK(r.nodes[4].outcome == Outcome::ok);
   }
 }
