@@ -239,7 +239,11 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
     why = "too many commands in flight (" + std::to_string(pending_.size()) + ")";
     return false;
   }
-  // Before the handshake completed nothing is written: the command waits.
+  // Before the handshake completed nothing is written: the command waits,
+  // bounded by the connection's connect deadline (which fails it with the
+  // stage it waited in); its node timeout runs from its write. (Counted
+  // from here, a first command on a master a few round trips away timed
+  // out while its handshake ran.)
   // An acquire is followed by the vote check: its yes counts only if the
   // master still has the marker it had (it lost no data up to the SET).
   const bool write_now = conn_.state() == State::ready;
@@ -254,7 +258,8 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
   p.slot = slot;
   p.call = &call;
   p.sent = now;
-  p.deadline = now + options_.node_timeout;
+  // Unwritten: a bound behind the connect deadline, which comes first.
+  p.deadline = now + options_.node_timeout + (write_now ? milliseconds{0} : options_.connect_timeout);
   pending_.push_back(p);
   unwritten_ += write_now ? 0 : 1;
   if (write_now && is_acquire(call.command) && !sabotage().no_data_check) check_owed_ = true;
@@ -489,6 +494,7 @@ void NodeSession::become_ready() {
   unwritten_ = 0;
   scanned_ = std::min(scanned_, pending_.size());
   std::vector<Pending> refused;
+  const clock::time_point now = runtime_.now();
   for (Pending& p : waited) {
     if (!duplicate_.empty() && !is_release(p.call->command)) {
       refused.push_back(p);
@@ -498,14 +504,19 @@ void NodeSession::become_ready() {
       p.written = false;
       ++unwritten_;
     } else {
+      p.written = true;
       p.set_get = sends_get(*p.call);
       if (is_acquire(p.call->command) && !sabotage().no_data_check) check_owed_ = true;
+      // Its node timeout (and its round trip) run from now, as a command
+      // written at once: deadlines stay in order along pending_.
+      p.sent = now;
+      p.deadline = now + options_.node_timeout;
     }
     pending_.push_back(p);
   }
-  const clock::time_point now = runtime_.now();
   for (const Pending& p : refused) fail(p, duplicate_, now);
   if (unwritten_ > 0) return conn_.drop("cannot write a queued command");
+  if (waited.size() > refused.size()) arm_at(now + options_.node_timeout + deadline_slack);
   check_timer_->start(options_.data_check_interval);
 }
 

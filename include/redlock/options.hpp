@@ -40,9 +40,11 @@ struct REDLOCK_API Options {
   // above this. Default 1 ms (validity must be positive with a margin).
   milliseconds min_validity{1};
 
-  // Deadline for one command on one node. A node that has not answered by
-  // then counts as `timeout` for the round (its late answer is still
-  // processed). Must be well below the TTL. Default 50 ms.
+  // Deadline for one command on one node, from its write. A node that has
+  // not answered by then counts as `timeout` for the round (its late answer
+  // is still processed). A command that waits for the connection's
+  // handshake is written when it completes; that wait is bounded by
+  // connect_timeout. Must be well below the TTL. Default 50 ms.
   milliseconds node_timeout{50};
 
   // Deadline for a TCP/unix connect plus the handshake. Default 200 ms.

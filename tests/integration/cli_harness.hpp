@@ -146,8 +146,8 @@ struct TempDir {
 
 // PatientConfig — for a check that needs every running master's answer: a
 // config file with the group's nodes and the timeouts of helpers.hpp's
-// patient() (a fresh process's first round on a loaded machine — CI, ASan —
-// can find a master still in its handshake). A killed master refuses at once,
+// patient() (a fresh process on a loaded machine — CI, ASan — may hear a
+// master later than 50 ms after its write). A killed master refuses at once,
 // so this costs nothing where a master is down.
 struct PatientConfig {
   TempDir dir;

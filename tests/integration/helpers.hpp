@@ -87,6 +87,19 @@ inline bool eventually(const std::function<bool()>& cond,
   return cond();
 }
 
+// ready_everywhere: every one of the client's `n` masters has finished its
+// handshake and answers (a PING each; quarantine off). A test that pauses
+// masters after its first acquire needs it: that acquire was decided by a
+// majority, and a master paused while still in its handshake holds the
+// client's commands unwritten — they fail at the connect deadline instead
+// of being run late (docs/design.md, "Nothing before the handshake").
+inline bool ready_everywhere(Client& client, std::size_t n) {
+  return eventually([&] {
+    const Result<NodesReport> report = client.nodes();
+    return report.ok() && report->usable() == n;
+  });
+}
+
 // no_polling: polling so slow that a test's wait is over long before it
 // would retry: only a notification (or the holder's TTL) can explain an
 // acquisition.
@@ -98,10 +111,9 @@ inline void no_polling(Options& o) {
 }
 
 // patient: a node timeout of 1 s, not 50 ms, for a client whose check needs
-// every running master's answer to its first request (a command sent
-// before the connection's handshake completes waits for it within its node
-// timeout, and a loaded machine — CI, ASan — can take longer than 50 ms).
-// (The stall timeout must stay above it.)
+// every running master's answer (a loaded machine — CI, ASan — can take
+// longer than 50 ms to answer, or to reload a flushed script). (The stall
+// timeout must stay above it.)
 inline void patient(Options& o) {
   o.node_timeout = std::chrono::milliseconds{1000};
   o.stall_timeout = std::chrono::milliseconds{3000};

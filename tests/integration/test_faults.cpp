@@ -46,6 +46,7 @@ TEST_CASE("2 of 5 masters paused: acquisitions succeed and never wait for the pa
     o.stall_timeout = 60000ms;
   });
   REQUIRE(client->try_acquire("warm-up").ok());
+  REQUIRE(ready_everywhere(*client, group.size()));
   group[1].pause();
   group[2].pause();
   for (int i = 0; i < 20; ++i) {
@@ -74,6 +75,7 @@ TEST_CASE("a SET that lands after the client decided failure is released: no key
     o.stall_timeout = 60000ms;
   });
   REQUIRE(client->try_acquire("warm-up").ok());
+  REQUIRE(ready_everywhere(*client, group.size()));
   for (std::size_t i : {0u, 1u, 2u}) group[i].pause();
   AcquireOptions opts;
   opts.ttl = 30000ms;  // far longer than the test: expiry cannot explain a clean state
@@ -168,6 +170,7 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
     o.stall_timeout = 60000ms;  // keep the connection: the refusal, not a reconnect, is under test
   });
   REQUIRE(client->try_acquire("warm-up").ok());
+  REQUIRE(ready_everywhere(*client, group.size()));
   group[4].pause();
   // Until a command to node 4 has passed its deadline, acquires are still
   // queued there; after that they fail at once, without being sent.
@@ -220,6 +223,7 @@ TEST_CASE("a release whose every answer came too late had freed the lock: the re
     o.retry_jitter = 0ms;
     o.release_settle = 1000ms;  // each round waits for all three: the count is exact
   });
+  REQUIRE(ready_everywhere(*client, group.size()));
   auto lock = client->acquire("late-release", {.ttl = 30000ms});
   REQUIRE(lock.ok());
   for (std::size_t i = 0; i < group.size(); ++i) group[i].pause();

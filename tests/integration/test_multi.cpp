@@ -129,6 +129,7 @@ TEST_CASE("a multi acquire that times out on a majority leaves no partial set on
     o.stall_timeout = 60000ms;
   });
   REQUIRE(client->try_acquire("warm-up").ok());
+  REQUIRE(ready_everywhere(*client, group.size()));
   for (std::size_t i : {0u, 1u, 2u}) group[i].pause();
   auto lock = client->acquire_many({"X", "Y", "Z"}, {.ttl = 30000ms});
   REQUIRE_FALSE(lock.ok());

@@ -169,6 +169,56 @@ TEST_CASE("nothing is written before the handshake completes; then the waiting c
   CHECK(bed.sink.events[1].quarantined);
 }
 
+TEST_CASE("a command that waited for the handshake gets its whole node timeout from its write") {
+  // A master a few round trips away: the handshake alone takes longer than
+  // node_timeout. The command's deadline runs from the moment it is
+  // written, so it is answered, not timed out while it waited.
+  Bed bed;
+  bed.marker = "e1";
+  bed.start();
+  REQUIRE(bed.send(CommandId::set_nx, "a", 0));
+  bed.runtime.advance(milliseconds{30});
+  bed.wire().connected();
+  bed.runtime.advance(milliseconds{60});  // handshake on its way: 90 ms since the send
+  CHECK(bed.sink.events.empty());
+  bed.script = [](const Command&) -> std::optional<Reply> { return std::nullopt; };
+  bed.serve();  // answers the handshake, not yet the SET (it holds)
+  REQUIRE(bed.session->state() == NodeSession::State::ready);
+  CHECK(bed.count("SET") == 1);
+  bed.runtime.advance(milliseconds{40});  // 40 ms after the write: in time
+  CHECK(bed.sink.events.empty());
+  bed.wire().answer(status());
+  bed.wire().answer(bulk("e1 10102 0"));  // the vote check behind it
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  CHECK(bed.sink.events[0].str == "OK");
+
+  SUBCASE("and its deadline still holds from the write") {
+    REQUIRE(bed.send(CommandId::release, "b", 1));
+    bed.serve();
+    bed.runtime.advance(milliseconds{52});
+    REQUIRE(bed.sink.events.size() == 2);
+    CHECK(bed.sink.events[1].slot == 1);
+    CHECK(bed.sink.events[1].kind == EventKind::timeout);
+  }
+}
+
+TEST_CASE("a handshake that never completes fails the waiting command at the connect deadline, naming the stage") {
+  Bed bed;
+  bed.options.connect_timeout = milliseconds{200};
+  bed.start();
+  REQUIRE(bed.send(CommandId::set_nx, "a", 0));
+  bed.wire().connected();
+  bed.wire().flush();  // the handshake is written; the master never answers
+  bed.runtime.advance(milliseconds{199});
+  CHECK(bed.sink.events.empty());  // no timeout at node_timeout: it was never written
+  bed.runtime.advance(milliseconds{1});
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::failed);
+  CHECK(bed.sink.events[0].text == "connect timeout after 200 ms, waiting for the server to answer the handshake");
+  CHECK(bed.count("SET") == 0);
+}
+
 TEST_CASE("a failed handshake fails the waiting commands and writes nothing more") {
   Bed bed;
   bed.address.password = "wrong";
