@@ -64,15 +64,24 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   RedisGroup group(3);
   auto a = client_for(group);
   auto b = client_for(group);
-  // Connected everywhere first: a SET queued behind a handshake that takes
-  // longer than node_timeout (a loaded machine) is never written, and a's
-  // lock would then rightly hold on only two nodes.
+  // a's lock on every master first: a majority decides an acquire, and on a
+  // loaded machine the third master's SET may land late, or not be sent
+  // (a master judged not answering) — then b would rightly take that one.
+  REQUIRE(ready_everywhere(*a, group.size()));
+  const auto everywhere = [&](const std::string& token) {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (group[i].command({"GET", "redlock:{row-17}:lock"}).str != token) return false;
+    }
+    return true;
+  };
+  Result<Lock> lock = make_error(Errc::internal, "not tried");
   REQUIRE(eventually([&] {
-    auto report = a->nodes();
-    return report.ok() && report->usable() == group.size();
-  }));
-  auto lock = a->acquire("row-17");
-  REQUIRE(lock.ok());
+    lock = a->acquire("row-17");
+    if (!lock.ok()) return false;
+    if (eventually([&] { return everywhere(lock->token); }, 1000ms)) return true;
+    (void)a->release(*lock);
+    return false;
+  }, 10000ms));
 
   auto second = b->try_acquire("row-17");
   REQUIRE_FALSE(second.ok());

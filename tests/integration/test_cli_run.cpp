@@ -1048,11 +1048,22 @@ TEST_CASE("run: a lock gone before its release (deleted by hand) exits 125 and s
   TempDir tmp;
   const auto go = tmp.path / "go";
   Child run(cli_path(), run_args(g, {"--ttl", "30s", "--json"}, "deleted",
-                                 "echo ready; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
-  REQUIRE(run.wait_for("ready"));
-  long long deleted = 0;  // a majority had it (a loaded machine may time out on the third)
+                                 "echo \"token=$REDLOCK_TOKEN\"; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done"));
+  REQUIRE(run.wait_for("token="));
+  const std::string token = line_after(run.out_so_far(), "token=");
+  // The acquire was decided by a majority: the third master's SET may land
+  // later (a loaded machine). Delete only once every master has it — a SET
+  // landing after our DEL would be the release's to delete, and it would
+  // rightly say released.
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (g[i].command({"GET", key_of("deleted")}).str != token) return false;
+    }
+    return true;
+  }));
+  long long deleted = 0;
   for (std::size_t i = 0; i < g.size(); ++i) deleted += g[i].command({"DEL", key_of("deleted")}).integer;
-  REQUIRE(deleted >= 2);
+  REQUIRE(deleted == 3);
   std::ofstream(go.string()) << "go";
   ProcResult r = run.wait();
   INFO("stderr: " << r.err);
