@@ -1,15 +1,20 @@
 // test_bad_server.cpp — a master that misbehaves at the protocol level: it
-// vanishes in the middle of a reply, answers garbage, or hangs up at once.
+// vanishes in the middle of a reply, answers garbage, or hangs up at once;
+// and one whose connection is slow to start (a master far away).
 // Each must be one node's `error` outcome with a clear text; nothing
 // crashes, nothing leaks (ASan), and the healthy masters decide.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "helpers.hpp"
 
@@ -17,6 +22,26 @@ using namespace redlock;
 using namespace redlock::test;
 
 namespace {
+
+sockaddr_in loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  return addr;
+}
+
+// listen_loopback: a listening socket on 127.0.0.1, a free port (set).
+int listen_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopback(0);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  REQUIRE(::listen(fd, 8) == 0);
+  return fd;
+}
 
 // FakeMaster — answers the client's handshake (3 × SCRIPT LOAD, INFO) like
 // a redis that has been up for long, then does `misbehave` on the first
@@ -26,15 +51,7 @@ class FakeMaster {
   enum class Mode { cut_reply, garbage, hang_up };
 
   explicit FakeMaster(Mode mode) : mode_(mode) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    REQUIRE(::listen(fd_, 8) == 0);
+    fd_ = listen_loopback(port_);
     thread_ = std::thread([this] { serve(); });
   }
   ~FakeMaster() {
@@ -95,6 +112,70 @@ class FakeMaster {
   std::thread thread_;
 };
 
+// SlowStartRelay — a master far away, as its first answers see it: each
+// connection is accepted at once (TCP is up), but nothing is forwarded to
+// or from the real server for `hold`; then bytes pass both ways as they
+// come. The client's handshake thus takes longer than `hold`.
+class SlowStartRelay {
+ public:
+  SlowStartRelay(int target_port, std::chrono::milliseconds hold) : target_(target_port), hold_(hold) {
+    fd_ = listen_loopback(port_);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~SlowStartRelay() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+    for (std::thread& t : links_) t.join();
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      links_.emplace_back([this, c] { link(c); });  // every connection at once (lock and subscriber)
+    }
+  }
+  void link(int c) {
+    std::this_thread::sleep_for(hold_);  // the slow network, not a wait for an event
+    const int up = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = loopback(target_);
+    if (::connect(up, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) pump(c, up);
+    ::close(up);
+    ::close(c);
+  }
+  // pump forwards both ways until either side closes or the relay stops.
+  void pump(int a, int b) {
+    char chunk[65536];
+    while (!stop_) {
+      pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+      if (::poll(fds, 2, 50) < 0) return;
+      for (int i = 0; i < 2; ++i) {
+        if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        const ssize_t n = ::read(fds[i].fd, chunk, sizeof chunk);
+        if (n <= 0) return;
+        const int to = i == 0 ? b : a;
+        for (ssize_t done = 0; done < n;) {
+          const ssize_t w = ::write(to, chunk + done, static_cast<std::size_t>(n - done));
+          if (w <= 0) return;
+          done += w;
+        }
+      }
+    }
+  }
+
+  int target_;
+  std::chrono::milliseconds hold_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<std::thread> links_;  // only the accept thread adds to it
+};
+
 // With one good and one fake master the majority is both, so every round
 // waits for the fake and shows exactly what became of it.
 std::string fake_error(FakeMaster::Mode mode) {
@@ -133,4 +214,25 @@ TEST_CASE("a master that hangs up at once is an error outcome") {
   const std::string why = fake_error(FakeMaster::Mode::hang_up);
   CAPTURE(why);
   CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("a master whose handshake takes longer than node_timeout answers the first command: its node timeout runs from its write") {
+  // One master: its answer decides. The relay holds the connection's first
+  // bytes for 1.5 s, three node timeouts; the connect deadline allows it.
+  // (Before, the command's node timeout ran from the call: both failed.)
+  RedisServer server;
+  SlowStartRelay far(server.port(), std::chrono::milliseconds{1500});
+  auto client = client_for({far.url()}, [](Options& o) {
+    o.node_timeout = std::chrono::milliseconds{500};
+    o.stall_timeout = std::chrono::milliseconds{3000};
+    o.connect_timeout = std::chrono::milliseconds{10000};
+  });
+  auto status = client->status("far");  // sent before the handshake completed
+  REQUIRE(status.ok());
+  REQUIRE(status->nodes.size() == 1);
+  INFO(status->nodes[0].error);
+  CHECK(status->nodes[0].state == NodeHolding::State::free);
+  auto lock = client->try_acquire("far");
+  REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
+  CHECK(client->release(*lock)->released);
 }
