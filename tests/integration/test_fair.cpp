@@ -86,8 +86,8 @@ TEST_CASE("behind a waiter that died in the queue, the next takes the lock after
   // the masters' clocks let it pass only after the grace.
   CHECK(took >= 200ms);
   CHECK(got->attempts >= 2);  // joined (the head's turn starts), checked after the grace
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    CHECK(group[i].command({"ZSCORE", queue, "deaddeaddeaddead"}).type == REDIS_REPLY_NIL);
+  for (std::size_t i = 0; i < group.size(); ++i) {  // the last master may answer after the majority
+    CHECK(eventually([&] { return group[i].command({"ZSCORE", queue, "deaddeaddeaddead"}).type == REDIS_REPLY_NIL; }));
   }
   REQUIRE(client->release(*got).ok());
 }
