@@ -185,7 +185,6 @@ Network::Network(World& world, std::size_t masters, NetConfig config) : world_(w
       return publish(i, channel, message);
     };
   }
-  msgs_.reserve(1024);
 }
 
 Network::~Network() = default;

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -184,7 +185,10 @@ class Network {
   std::vector<std::unique_ptr<SimWireFactory>> factories_;
   std::vector<Link> links_;  // clients × masters
   std::vector<std::unique_ptr<Conn>> conns_;
-  std::vector<Msg> msgs_;
+  // A deque: a message's reference (and the argv views into it) must stay
+  // valid while executing it adds messages (a script's PUBLISH), which a
+  // vector's growth would move (a use-after-free under MALLOC_PERTURB_).
+  std::deque<Msg> msgs_;
   std::vector<std::uint32_t> free_msgs_;
   std::vector<std::string_view> argv_scratch_;
   std::vector<detail::WireReply> reply_scratch_;
