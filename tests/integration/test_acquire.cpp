@@ -187,7 +187,7 @@ TEST_CASE("threads contending for one lock increment a shared counter exactly") 
   CHECK(failures == 0);
   CHECK(overlaps == 0);
   CHECK(counter.command({"GET", "counter"}).str == std::to_string(kThreads * kRounds));
-  CHECK(group.keys_everywhere("redlock:*") == 0);
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:*") == 0; }));  // the last release may land after its majority
 }
 
 TEST_CASE("async core: callbacks run on the loop and the loop closes with no handle left") {

@@ -276,7 +276,7 @@ TEST_CASE("cli: release with the holder's token deletes the key on every node") 
   std::size_t oks = 0;
   for (const auto& n : j["nodes"]) oks += n["outcome"] == "ok";
   CHECK(j["released_nodes"].get<std::size_t>() == oks);
-  CHECK(g.keys_everywhere(key_of("job")) == 0);  // gone from every master
+  CHECK(redlock::test::eventually([&] { return g.keys_everywhere(key_of("job")) == 0; }));  // gone from every master (a pending one soon)
 }
 
 TEST_CASE("cli: acquire with the token already held refreshes the lock") {
@@ -304,7 +304,7 @@ TEST_CASE("cli: acquire --fair takes a fair lock (its token starts with Q), rele
   CHECK(holders(g, "fair-job", token).size() >= 2);
   auto r = cli(op({"release", "fair-job", token}, g));
   CHECK(r.exit_code == 0);
-  CHECK(g.keys_everywhere("redlock:{fair-job}:*") == 0);
+  CHECK(redlock::test::eventually([&] { return g.keys_everywhere("redlock:{fair-job}:*") == 0; }));  // the last master may answer after the majority
 }
 
 TEST_CASE("cli: usage errors exit 2 and name the argument") {
@@ -572,7 +572,7 @@ TEST_CASE("cli: a resource or token that starts with '-' is given after \"--\" o
   auto rel = cli(dashed({"release", "--", "-other", "-mine"}));
   CHECK(rel.exit_code == 0);
   CHECK(json_of(rel)["released"] == true);
-  CHECK(g.keys_everywhere(key_of("-other")) == 0);
+  CHECK(redlock::test::eventually([&] { return g.keys_everywhere(key_of("-other")) == 0; }));  // the last master may answer after the majority
 }
 
 TEST_CASE("counter_worker: 4 workers x 25 iterations lose no increment and never overlap") {

@@ -376,7 +376,7 @@ TEST_CASE("run: SIGINT, SIGTERM and SIGHUP are passed to the command; the lock i
     REQUIRE(run.wait_for("ready"));
     run.signal(SIGTERM);
     CHECK(run.wait().exit_code == 128 + SIGTERM);
-    CHECK(g.keys_everywhere(key_of("signalled")) == 0);
+    CHECK(eventually([&] { return g.keys_everywhere(key_of("signalled")) == 0; }));  // the last master may answer after the majority
   }
 }
 
@@ -411,7 +411,7 @@ TEST_CASE("run: a command that cannot be run exits 127 / 126 and leaves no lock 
   args.back() = script.string();
   auto r2 = cli(args);
   CHECK(r2.exit_code == 126);
-  CHECK(g.keys_everywhere(key_of("nocmd")) == 0);
+  CHECK(eventually([&] { return g.keys_everywhere(key_of("nocmd")) == 0; }));  // the last master may answer after the majority
 }
 
 TEST_CASE("run: --fence exports an increasing REDLOCK_FENCE") {
