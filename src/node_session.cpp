@@ -252,7 +252,6 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
     return false;
   }
   Pending p;
-  p.written = write_now;
   p.set_get = write_now && sends_get(call);
   p.sink = sink;
   p.slot = slot;
@@ -501,10 +500,8 @@ void NodeSession::become_ready() {
       continue;
     }
     if (!queue_call(*p.call, false)) {
-      p.written = false;
       ++unwritten_;
     } else {
-      p.written = true;
       p.set_get = sends_get(*p.call);
       if (is_acquire(p.call->command) && !sabotage().no_data_check) check_owed_ = true;
       // Its node timeout (and its round trip) run from now, as a command
@@ -516,7 +513,7 @@ void NodeSession::become_ready() {
   }
   for (const Pending& p : refused) fail(p, duplicate_, now);
   if (unwritten_ > 0) return conn_.drop("cannot write a queued command");
-  if (waited.size() > refused.size()) arm_at(now + options_.node_timeout + deadline_slack);
+  rearm();  // the written ones' deadlines, now + node_timeout
   check_timer_->start(options_.data_check_interval);
 }
 

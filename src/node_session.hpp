@@ -11,9 +11,10 @@
 // Commands are accepted while the connection is being set up, but nothing
 // of theirs is written before the whole handshake succeeded: AUTH (the
 // Connection's), SELECT, SCRIPT LOAD, INFO, then the data-loss marker. They
-// wait in the FIFO, unwritten (with their deadlines running), and are
-// written in order the moment the handshake completes; a failed handshake
-// fails them, and nothing else goes down that connection.
+// wait in the FIFO, unwritten (bounded by the connect deadline), and are
+// written in order the moment the handshake completes, their node timeout
+// running from then; a failed handshake fails them, and nothing else goes
+// down that connection.
 //
 // Loop thread only. Every event a sink receives comes from a Wire event or
 // a Runtime timer, never from inside send().
@@ -99,7 +100,6 @@ class NodeSession final : private ConnectionOwner {
     Kind kind = Kind::script;
     bool timed_out = false;
     bool retried = false;  // already re-sent as EVAL after NOSCRIPT
-    bool written = true;   // false: accepted before the handshake completed
     bool set_get = false;  // written as SET … NX PX ttl GET (see view_for)
     ReplySink* sink = nullptr;
     std::size_t slot = 0;

@@ -3,6 +3,7 @@
 // poll a server-side condition with a bound instead of sleeping blindly.
 #pragma once
 
+#include <hiredis/hiredis.h>
 #include <sys/wait.h>
 #include <uv.h>
 
@@ -85,6 +86,17 @@ inline bool eventually(const std::function<bool()>& cond,
     std::this_thread::sleep_for(std::chrono::milliseconds{5});
   }
   return cond();
+}
+
+// holding: how many masters of the group hold `token` in the lock key of
+// `resource` (the default prefix).
+inline std::size_t holding(RedisGroup& group, const std::string& resource, const std::string& token) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const auto reply = group[i].command({"GET", "redlock:{" + resource + "}:lock"});
+    n += reply.type == REDIS_REPLY_STRING && reply.str == token ? 1 : 0;
+  }
+  return n;
 }
 
 // ready_everywhere: every one of the client's `n` masters has finished its

@@ -68,17 +68,11 @@ TEST_CASE("a lock held elsewhere reports held; a foreign token can neither exten
   // loaded machine the third master's SET may land late, or not be sent
   // (a master judged not answering) — then b would rightly take that one.
   REQUIRE(ready_everywhere(*a, group.size()));
-  const auto everywhere = [&](const std::string& token) {
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      if (group[i].command({"GET", "redlock:{row-17}:lock"}).str != token) return false;
-    }
-    return true;
-  };
   Result<Lock> lock = make_error(Errc::internal, "not tried");
   REQUIRE(eventually([&] {
     lock = a->acquire("row-17");
     if (!lock.ok()) return false;
-    if (eventually([&] { return everywhere(lock->token); }, 1000ms)) return true;
+    if (eventually([&] { return holding(group, "row-17", lock->token) == group.size(); }, 1000ms)) return true;
     (void)a->release(*lock);
     return false;
   }, 10000ms));

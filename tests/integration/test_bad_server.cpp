@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,17 +32,42 @@ sockaddr_in loopback(int port) {
   return addr;
 }
 
-// listen_loopback: a listening socket on 127.0.0.1, a free port (set).
-int listen_loopback(int& port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = loopback(0);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  port = ntohs(addr.sin_port);
-  REQUIRE(::listen(fd, 8) == 0);
-  return fd;
-}
+// Listener — a port on 127.0.0.1 whose connections go, one by one, to
+// `serve` (which closes them) on a thread of its own, until stop() or its
+// destruction. Declared last in its owner: its thread uses the rest.
+class Listener {
+ public:
+  explicit Listener(std::function<void(int)> serve) : serve_(std::move(serve)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = loopback(0);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    REQUIRE(::listen(fd_, 8) == 0);
+    thread_ = std::thread([this] {
+      for (int c = 0; !stopped_ && (c = ::accept(fd_, nullptr, nullptr)) >= 0;) serve_(c);
+    });
+  }
+  ~Listener() { stop(); }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  void stop() {
+    if (stopped_.exchange(true)) return;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  bool stopped() const { return stopped_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::function<void(int)> serve_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopped_{false};
+  std::thread thread_;
+};
 
 // FakeMaster — answers the client's handshake (3 × SCRIPT LOAD, INFO) like
 // a redis that has been up for long, then does `misbehave` on the first
@@ -50,33 +76,15 @@ class FakeMaster {
  public:
   enum class Mode { cut_reply, garbage, hang_up };
 
-  explicit FakeMaster(Mode mode) : mode_(mode) {
-    fd_ = listen_loopback(port_);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~FakeMaster() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  explicit FakeMaster(Mode mode)
+      : mode_(mode), listener_([this](int c) {
+          if (mode_ != Mode::hang_up) talk(c);
+          ::close(c);
+        }) {}
+  std::string url() const { return listener_.url(); }
   int script_calls() const { return script_calls_; }
 
  private:
-  void serve() {
-    while (!stop_) {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      if (mode_ == Mode::hang_up) {
-        ::close(c);
-        continue;
-      }
-      talk(c);
-      ::close(c);
-    }
-  }
-
   // talk answers commands in order; a command starts with '*' at a line start.
   void talk(int c) {
     std::string buf;
@@ -105,11 +113,8 @@ class FakeMaster {
   static void send(int c, const std::string& s) { (void)!::write(c, s.data(), s.size()); }
 
   Mode mode_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
   std::atomic<int> script_calls_{0};
-  std::thread thread_;
+  Listener listener_;
 };
 
 // SlowStartRelay — a master far away, as its first answers see it: each
@@ -118,27 +123,17 @@ class FakeMaster {
 // come. The client's handshake thus takes longer than `hold`.
 class SlowStartRelay {
  public:
-  SlowStartRelay(int target_port, std::chrono::milliseconds hold) : target_(target_port), hold_(hold) {
-    fd_ = listen_loopback(port_);
-    thread_ = std::thread([this] { serve(); });
-  }
+  SlowStartRelay(int target_port, std::chrono::milliseconds hold)
+      : target_(target_port), hold_(hold), listener_([this](int c) {
+          links_.emplace_back([this, c] { link(c); });  // every connection at once (lock and subscriber)
+        }) {}
   ~SlowStartRelay() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
+    listener_.stop();  // no new links
     for (std::thread& t : links_) t.join();
   }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return listener_.url(); }
 
  private:
-  void serve() {
-    while (!stop_) {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      links_.emplace_back([this, c] { link(c); });  // every connection at once (lock and subscriber)
-    }
-  }
   void link(int c) {
     std::this_thread::sleep_for(hold_);  // the slow network, not a wait for an event
     const int up = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -150,7 +145,7 @@ class SlowStartRelay {
   // pump forwards both ways until either side closes or the relay stops.
   void pump(int a, int b) {
     char chunk[65536];
-    while (!stop_) {
+    while (!listener_.stopped()) {
       pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
       if (::poll(fds, 2, 50) < 0) return;
       for (int i = 0; i < 2; ++i) {
@@ -169,11 +164,8 @@ class SlowStartRelay {
 
   int target_;
   std::chrono::milliseconds hold_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::vector<std::thread> links_;  // only the accept thread adds to it
+  std::vector<std::thread> links_;  // only the listener's thread adds to it
+  Listener listener_;
 };
 
 // With one good and one fake master the majority is both, so every round

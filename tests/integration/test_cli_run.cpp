@@ -56,15 +56,6 @@ std::string hold_until(const fs::path& go) {
 std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
 std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }
 
-std::size_t holding(RedisGroup& g, const std::string& resource, const std::string& token) {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    auto reply = g[i].command({"GET", key_of(resource)});
-    n += reply.type == REDIS_REPLY_STRING && reply.str == token ? 1 : 0;
-  }
-  return n;
-}
-
 // line_after returns the rest of the stdout line that starts with `marker`.
 std::string line_after(const std::string& out, const std::string& marker) {
   const auto at = out.find(marker);
@@ -1055,12 +1046,7 @@ TEST_CASE("run: a lock gone before its release (deleted by hand) exits 125 and s
   // later (a loaded machine). Delete only once every master has it — a SET
   // landing after our DEL would be the release's to delete, and it would
   // rightly say released.
-  REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      if (g[i].command({"GET", key_of("deleted")}).str != token) return false;
-    }
-    return true;
-  }));
+  REQUIRE(eventually([&] { return holding(g, "deleted", token) == g.size(); }));
   long long deleted = 0;
   for (std::size_t i = 0; i < g.size(); ++i) deleted += g[i].command({"DEL", key_of("deleted")}).integer;
   REQUIRE(deleted == 3);
