@@ -6,6 +6,7 @@
 //   fair queue    {prefix}{{resource}}:queue        (fair acquires only)
 //   fair turn     {prefix}{{resource}}:turn
 //   marker key    redlock-marker                  one per master (data loss)
+//   marker server {redlock-marker}:server         the run id that wrote it
 //
 // Why these can never collide (docs/design.md, "Keys"): the prefix holds no
 // brace, so the first '{' of every resource name stands right after the
@@ -15,6 +16,8 @@
 // resource and equal kind. The marker holds no '{' at all. The braces make
 // the resource the Redis Cluster hash tag of all five names (a tag ends at
 // the first '}', so a resource may not hold one: check_resource refuses it).
+// The marker's server key has no suffix of the five, so no resource name
+// meets it, and its tag puts it in the marker's slot (one script, two keys).
 #pragma once
 
 #include <string>
@@ -25,6 +28,7 @@
 namespace redlock::detail {
 
 inline constexpr std::string_view marker_key = "redlock-marker";
+inline constexpr std::string_view marker_server_key = "{redlock-marker}:server";
 
 // assign_resource_name makes `out` {prefix}{{resource}}{suffix}, in the
 // room it has (a buffer used again allocates nothing).

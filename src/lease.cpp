@@ -113,6 +113,23 @@ bool LeaseState::lose_locked(const Error& e) {
   return true;
 }
 
+bool LeaseState::lose_if_expired(TimePoint now) {
+  std::stop_source signal{std::nostopstate};
+  {
+    std::lock_guard lock(mu);
+    if (lost) return true;
+    if (released || now < deadline()) return false;
+    const auto late = std::chrono::floor<milliseconds>(now - deadline()).count();
+    lose_locked(make_error(Errc::lost, "lease on " + std::string(resource()) + " lost: validity deadline passed " +
+                                           std::to_string(late) +
+                                           " ms ago, before the client's loop could act (the process or its "
+                                           "loop thread was stopped)"));
+    signal = cold()->stop;
+  }
+  if (signal.stop_possible()) signal.request_stop();
+  return true;
+}
+
 void LeaseState::on_batch_extended(Engine& engine, TimePoint now, Result<Extension> r) {
   engine.leases().on_extended(*this, now, std::move(r));
 }
@@ -263,7 +280,10 @@ void LeaseKeeper::arm_deadline(LeaseState& s) {
 
 void LeaseKeeper::on_timer(LeaseState& s, TimePoint now) {
   if (s.stopped) {
-    if (!s.extending) finish(s);
+    if (!s.extending) {
+      tell_loss(s);  // lost on another thread, then released before the loop saw it
+      finish(s);
+    }
     return;  // else the verdict lets it go
   }
   if (now + deadline_margin >= s.deadline()) return on_deadline(s);
@@ -316,11 +336,16 @@ void LeaseKeeper::on_extended(LeaseState& s, TimePoint now, Result<Extension> r)
     return;
   }
   if (r) {
+    bool expired = false;  // another thread saw the deadline pass first
     {
       std::lock_guard lock(s.mu);
-      s.set_deadline(r->validity_deadline);
-      ++s.extensions;
+      expired = s.lost;
+      if (!expired) {
+        s.set_deadline(r->validity_deadline);
+        ++s.extensions;
+      }
     }
+    if (expired) return lose(s, "validity deadline passed before the extension's answer was applied");
     if (LeaseCold* c = s.cold(); c != nullptr) c->last_failure.reset();
     if (Telemetry* t = engine_.telemetry()) t->lease_extended(s.resource(), r->validity);
     return arm_extend(s, now, duration_cast<Clock::duration>((r->validity_deadline - now) * s.extend_at));
@@ -371,20 +396,31 @@ void LeaseKeeper::on_deadline(LeaseState& s) {
 void LeaseKeeper::lose(LeaseState& s, std::string why, std::vector<NodeOutcome> nodes) {
   Error e = make_error(Errc::lost, "lease on " + std::string(s.resource()) + " lost: " + why);
   e.nodes = std::move(nodes);
-  bool first = false;
-  std::stop_source signal{std::nostopstate};
   {
     std::lock_guard lock(s.mu);
-    first = s.lose_locked(e);
-    if (first) signal = s.cold()->stop;  // requested outside the lock: its callbacks may read the lease
+    s.lose_locked(e);  // no-op if another thread recorded the loss first: its error is the one told
   }
   // The record stays held (self) until finish, on a later turn: the
   // callbacks below may drop every handle.
   stop(s);
-  if (!first) return;
+  tell_loss(s);
+}
+
+// tell_loss: once per lease, on the loop thread, the recorded loss goes to
+// the stop token, the telemetry and on_lost — whichever thread recorded it.
+void LeaseKeeper::tell_loss(LeaseState& s) {
+  std::stop_source signal{std::nostopstate};
+  std::optional<Error> e;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.lost || s.cold()->told) return;
+    s.cold()->told = true;
+    e = s.lost_error();
+    signal = s.cold()->stop;  // requested outside the lock: its callbacks may read the lease
+  }
   if (signal.stop_possible()) signal.request_stop();
-  if (Telemetry* t = engine_.telemetry()) t->lease_lost(s.resource(), e.message);
-  if (const LeaseCold* c = s.cold(); c != nullptr && c->on_lost) c->on_lost(e);
+  if (Telemetry* t = engine_.telemetry()) t->lease_lost(s.resource(), e->message);
+  if (const LeaseCold* c = s.cold(); c != nullptr && c->on_lost) c->on_lost(*e);
 }
 
 void LeaseKeeper::stop(LeaseState& s) {
@@ -430,7 +466,18 @@ namespace {
 
 const std::string empty_string;
 
+// lost_before_release: the loss of a lease released after it was lost —
+// by the watchdog, or by its deadline passing while nothing ran — is what
+// a release reports (once the release itself is done: whatever is left of
+// the key goes). Errc::lost, as lost() says.
+std::optional<Error> lost_before_release(detail::LeaseState& s) {
+  if (!s.lose_if_expired(detail::Clock::now())) return std::nullopt;
+  std::lock_guard lock(s.mu);
+  return s.lost_error();
+}
+
 Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s) {
+  std::optional<Error> lost = lost_before_release(*s);
   {
     std::lock_guard lock(s->mu);
     if (s->released) return make_error(Errc::not_held, "lease on " + std::string(s->resource()) + " already released");
@@ -461,7 +508,9 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
   if (std::this_thread::get_id() == host.loop_thread) {
     return make_error(Errc::internal, "release of " + std::string(s->resource()) + " started on the loop thread; not waited for");
   }
-  if (future.wait_for(host.release_bound) != std::future_status::ready) {
+  const bool answered = future.wait_for(host.release_bound) == std::future_status::ready;
+  if (lost) return std::move(*lost);
+  if (!answered) {
     return make_error(Errc::no_quorum, "release of " + std::string(s->resource()) + " not confirmed within " +
                                            std::to_string(host.release_bound.count()) + " ms");
   }
@@ -493,7 +542,7 @@ Lease::~Lease() {
 bool LeaseView::valid() const noexcept {
   if (state_ == nullptr) return false;
   std::lock_guard lock(state_->mu);
-  return !state_->released && !state_->lost && std::chrono::steady_clock::now() < state_->deadline();
+  return !state_->released && !state_->lost && detail::Clock::now() < state_->deadline();
 }
 
 const std::string& LeaseView::resource() const noexcept { return state_ ? state_->resource_string() : empty_string; }
@@ -539,6 +588,7 @@ std::stop_token LeaseView::stop_token() const noexcept {
 
 std::optional<Error> LeaseView::lost() const {
   if (state_ == nullptr) return std::nullopt;
+  state_->lose_if_expired(detail::Clock::now());
   std::lock_guard lock(state_->mu);
   if (!state_->lost) return std::nullopt;
   return state_->lost_error();
@@ -561,6 +611,7 @@ void release_async(std::shared_ptr<detail::LeaseState> s, std::function<void(Res
     if (done) done(std::move(e));
   };
   if (s == nullptr) return tell(make_error(Errc::not_held, "empty lease: nothing to release"));
+  std::optional<Error> lost = lost_before_release(*s);
   {
     std::lock_guard lock(s->mu);
     if (s->released) return tell(make_error(Errc::not_held, "lease on " + std::string(s->resource()) + " already released"));
@@ -572,9 +623,11 @@ void release_async(std::shared_ptr<detail::LeaseState> s, std::function<void(Res
     post = s->host->post;
   }
   if (!post) return tell(make_error(Errc::closed, "the client is closed; the lock on " + std::string(s->resource()) + " expires by its TTL"));
-  post([s, done = std::move(done)](AsyncClient& client) mutable {
-    detail::release_lease(client, s, [done = std::move(done)](Result<ReleaseResult> r) {
-      if (done) done(std::move(r));
+  post([s, lost = std::move(lost), done = std::move(done)](AsyncClient& client) mutable {
+    detail::release_lease(client, s, [lost = std::move(lost), done = std::move(done)](Result<ReleaseResult> r) {
+      if (!done) return;
+      if (lost) return done(std::move(*lost));
+      done(std::move(r));
     });
   });
 }

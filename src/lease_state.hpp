@@ -100,6 +100,9 @@ struct LeaseCold {
 
   // Loop thread only: the last extension's failure, while no later one succeeded.
   std::unique_ptr<Error> last_failure;
+  // on_lost and the telemetry have heard of the loss (loop thread, under
+  // the lease's lock; the loss may be recorded on another thread).
+  bool told = false;
 };
 
 // LeaseState — one held lease, and its watchdog: the record shared (by
@@ -195,6 +198,13 @@ struct LeaseState final : Extendee, WheelEntry {
   // lose_locked: record the loss (mu held); false if already lost or
   // released. The caller requests the stop source after letting go of mu.
   bool lose_locked(const Error& e);
+  // lose_if_expired: from any thread, the loss of a lease whose deadline
+  // has passed at `now` though the loop has not declared it yet (the
+  // process, or its loop thread, was stopped): recorded at once and the
+  // stop token requested, so that every reader agrees with valid(); the
+  // watchdog tells on_lost when the loop runs again. True while lost (mu
+  // must not be held).
+  bool lose_if_expired(TimePoint now);
   // lost_error: why it was lost (mu held; lost must be true).
   const Error& lost_error() const noexcept { return *cold()->lost; }
 
@@ -267,6 +277,7 @@ class LeaseKeeper {
   void extend_now(LeaseState& s, TimePoint now);
   void on_deadline(LeaseState& s);
   void lose(LeaseState& s, std::string why, std::vector<NodeOutcome> nodes = {});
+  void tell_loss(LeaseState& s);
   void finish(LeaseState& s);
   LeaseState::Cap cap_reached(const LeaseState& s, TimePoint now) const;
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <limits>
+#include <optional>
 
 #include "keys.hpp"
 #include "sabotage.hpp"
@@ -81,12 +84,26 @@ std::string info_field(std::string_view info, std::string_view name) {
   return {};
 }
 
-// to_number reads a decimal integer; 0 when there is none.
-long long to_number(std::string_view text) {
+// bounded_number reads a server's decimal integer: digits only, and at
+// most `most` — anything else (a sign, junk, a number that would overflow
+// the arithmetic it goes into) is no number at all.
+std::optional<long long> bounded_number(std::string_view text, long long most) {
   long long n = 0;
-  std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || n > most) return std::nullopt;
   return n;
 }
+
+// The largest quarantine any valid client declares (max_ttl_ms and
+// drift_factor at their bounds, src/config.cpp); a marker that declares
+// more is not believed, and counts as this much.
+// (quarantine_period(2^31 − 1 ms, 0.5): max_ttl plus half of it, rounded
+// up, plus 2 ms.)
+constexpr long long most_max_ttl_ms = std::numeric_limits<std::int32_t>::max();
+constexpr milliseconds most_declared{most_max_ttl_ms + (most_max_ttl_ms + 1) / 2 + 2};
+// A server up longer than a century is lying; its uptime is unknown.
+constexpr long long most_uptime_s = 100LL * 366 * 24 * 3600;
 
 constexpr milliseconds deadline_slack{2};
 
@@ -147,9 +164,9 @@ bool NodeSession::on_open() {
 bool NodeSession::queue_marker() {
   Result<std::string> epoch = runtime_.random_token();
   if (!epoch) return false;
-  const std::string ms = std::to_string(quarantine_period(options_.max_ttl, options_.drift_factor).count());
-  const std::string_view argv[6] = {"EVALSHA", shas_[static_cast<std::size_t>(CommandId::marker)], "1",
-                                    marker_key, *epoch, ms};
+  const std::string ms = std::to_string(period().count());
+  const std::string_view argv[8] = {"EVALSHA", shas_[static_cast<std::size_t>(CommandId::marker)], "2",
+                                    marker_key, marker_server_key, *epoch, ms, run_id_};
   if (!queue_raw(Kind::marker, argv)) return false;
   marker_in_flight_ = true;
   return true;
@@ -349,18 +366,25 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   version_ = info_field(info, "redis_version");
   // SET's GET option goes with NX from Redis 7.0 on (6.2: a syntax error).
   set_get_ = major_version(version_) >= 7;
+  const std::string previous_run_id = std::move(run_id_);
   run_id_ = info_field(info, "run_id");
+  if (run_id_.size() > 64 || run_id_.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) run_id_.clear();
   server_ = run_id_.empty() ? 0 : std::hash<std::string>{}(run_id_) | 1;  // never 0
-  const std::string uptime = info_field(info, "uptime_in_seconds");
+  // Another server behind the same address (a failover, a replacement, a
+  // restart): whatever it holds, it was not there for our earlier votes.
+  if (!previous_run_id.empty() && run_id_ != previous_run_id) {
+    note_loss(now, "another server answers at this address (run_id changed: a failover, replacement or restart)");
+  }
   // uptime_in_seconds is a difference of two whole wall-clock seconds: a
   // reading of U means a true uptime anywhere in (U − 1, U + 1). The unsafe
   // side is the short one, so U counts as U − 1 (and, received at `now`,
-  // it was read no later than now). Unreadable: assume it just restarted.
-  info_uptime_s_ = uptime.empty() ? -1 : to_number(uptime);
+  // it was read no later than now). Unreadable or absurd: assume it just
+  // restarted.
+  const std::optional<long long> uptime = bounded_number(info_field(info, "uptime_in_seconds"), most_uptime_s);
+  info_uptime_s_ = uptime.value_or(-1);
   info_at_ = now;
   const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
-  const milliseconds period = quarantine_period(options_.max_ttl, options_.drift_factor);
-  if (up < period) raise_quarantine(now + (period - up), "restarted recently");
+  note_loss(now - up, "restarted recently");
 
   const std::string maxmemory = info_field(info, "maxmemory");
   const std::string policy = info_field(info, "maxmemory_policy");
@@ -384,8 +408,7 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
   const std::string_view marker = reply.type == WireReply::Type::string ? reply.str : std::string_view();
   const bool intact = !marker_epoch_.empty() && marker.substr(0, marker.find(' ')) == marker_epoch_;
   if (!intact) {
-    raise_quarantine(now + quarantine_period(options_.max_ttl, options_.drift_factor),
-                     "lost its data (redlock-marker missing or replaced)");
+    note_loss(now, "lost its data (redlock-marker missing or replaced)");
     marker_epoch_.clear();  // the marker script learns (or writes) the new one
     if (!marker_in_flight_ && conn_.state() == State::ready && !queue_marker()) {
       conn_.drop("cannot queue the data-loss marker check");
@@ -423,36 +446,64 @@ void NodeSession::fail_held() {
 }
 
 // handle_marker: the marker script's answer. A marker that was missing,
-// or carries another epoch than the one seen last, means the master lost
-// its data since: it sits out the quarantine period from now.
+// carries another epoch than the one seen last, or was written by another
+// server (a promoted replica has its primary's marker) means the master
+// lost its data, or is another one, since: it sits out the quarantine from
+// now. A young marker means someone saw that `age` ago. The numbers are
+// the server's: checked before any arithmetic.
 void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   bool well_formed = reply.type == WireReply::Type::array && reply.elements.size() == 4;
   for (std::size_t i = 0; well_formed && i < 4; ++i) well_formed = reply.elements[i].type == WireReply::Type::string;
-  if (!well_formed) return conn_.drop("unexpected reply to the data-loss marker script");
+  const std::optional<long long> declared_ms =
+      well_formed ? bounded_number(reply.elements[2].str, std::numeric_limits<long long>::max()) : std::nullopt;
+  const std::optional<long long> age_ms =
+      well_formed ? bounded_number(reply.elements[3].str, std::numeric_limits<long long>::max()) : std::nullopt;
+  if (!declared_ms || !age_ms) return conn_.drop("unexpected reply to the data-loss marker script");
   const std::string_view state = reply.elements[0].str;
   const std::string epoch(reply.elements[1].str);
-  const milliseconds declared{to_number(reply.elements[2].str)};
-  const milliseconds age{to_number(reply.elements[3].str)};
-  const milliseconds period = std::max(quarantine_period(options_.max_ttl, options_.drift_factor), declared);
-  const bool lost = state == "created" || (!marker_epoch_.empty() && epoch != marker_epoch_);
+  // More than any client can declare: not believed, the most counts.
+  const milliseconds declared = std::min(milliseconds{*declared_ms}, most_declared);
+  if (declared > share_->largest) {
+    share_->largest = declared;  // every master of this client sits out at least this from now on
+    if (share_->raised) share_->raised();
+  }
+  const milliseconds age = std::min(milliseconds{*age_ms}, period());
+  const bool lost = state == "created" || state == "replaced" || (!marker_epoch_.empty() && epoch != marker_epoch_);
   marker_epoch_ = epoch;
   if (!sabotage().no_data_check) {
     if (lost) {
-      raise_quarantine(now + period, state == "created" ? "lost its data, or is new (no redlock-marker)"
-                                                        : "lost its data (redlock-marker replaced)");
-    } else if (age < period) {
+      note_loss(now, state == "created"    ? "lost its data, or is new (no redlock-marker)"
+                     : state == "replaced" ? "another server now (redlock-marker written by another run_id)"
+                                           : "lost its data (redlock-marker replaced)");
+    } else if (age < period()) {
       // Found, but young: someone wrote it after a loss (or the master is
       // new) less than a quarantine ago; what was lost may still be valid.
-      raise_quarantine(now + (period - age), "lost its data (redlock-marker written " +
-                                                 std::to_string(age.count()) + " ms ago)");
+      note_loss(now - age, "lost its data (redlock-marker written " + std::to_string(age.count()) + " ms ago)");
     }
   }
-  // Another client's larger max_ttl lengthens a restart quarantine too.
-  if (info_uptime_s_ >= 0 && declared > quarantine_period(options_.max_ttl, options_.drift_factor)) {
-    const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
-    if (up < period) raise_quarantine(info_at_ + (period - up), "restarted recently");
-  }
   if (conn_.state() == State::handshaking) become_ready();
+}
+
+// period: how long a master sits out after it may have lost data — this
+// client's max_ttl plus drift, or the largest any master of this client
+// declares (another client's), whichever is longer.
+milliseconds NodeSession::period() const noexcept {
+  return std::max(quarantine_period(options_.max_ttl, options_.drift_factor), share_->largest);
+}
+
+// note_loss: the master may have lost its data (or been another server) at
+// `at`; it sits out period() from then — again, and longer, whenever the
+// period grows (reapply_quarantine).
+void NodeSession::note_loss(clock::time_point at, std::string reason) {
+  if (!last_loss_ || at > *last_loss_) {
+    last_loss_ = at;
+    last_loss_reason_ = reason;
+  }
+  raise_quarantine(at + period(), std::move(reason));
+}
+
+void NodeSession::reapply_quarantine() {
+  if (last_loss_) raise_quarantine(*last_loss_ + period(), last_loss_reason_);
 }
 
 void NodeSession::raise_quarantine(clock::time_point until, std::string reason) {

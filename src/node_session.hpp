@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +40,18 @@
 #include "wire.hpp"
 
 namespace redlock::detail {
+
+// QuarantineShare — what the masters of one client learn together: the
+// largest quarantine any of their markers declares (a marker keeps the
+// largest any client wrote). A master that may have lost data sits out
+// that, not only this client's own max_ttl plus drift: a client with a
+// smaller max_ttl never counts a master that may have forgotten a longer
+// lock another client still holds (docs/design.md, "Data loss").
+// `raised` runs when `largest` grows.
+struct QuarantineShare {
+  std::chrono::milliseconds largest{0};
+  std::function<void()> raised;
+};
 
 class NodeSession final : private ConnectionOwner {
  public:
@@ -85,6 +98,12 @@ class NodeSession final : private ConnectionOwner {
   // configured one, named in `text`; empty clears it. Set by the NodeSet
   // whenever a handshake completes (one server, one vote).
   void set_duplicate_of(std::string text) { duplicate_ = std::move(text); }
+  // share: learn and use the largest declared quarantine together with
+  // the other masters of `share` (which must outlive this session);
+  // alone by default. reapply_quarantine: sit out the (now longer)
+  // period from the last moment this master may have lost data.
+  void share(QuarantineShare* share) noexcept { share_ = share; }
+  void reapply_quarantine();
   // observe: report to `telemetry` (may be null) as node `index`.
   void observe(Telemetry* telemetry, std::size_t index) noexcept {
     telemetry_ = telemetry;
@@ -136,6 +155,8 @@ class NodeSession final : private ConnectionOwner {
   void fail_unwritten();
   void fail_written();
   void raise_quarantine(clock::time_point until, std::string reason);
+  void note_loss(clock::time_point at, std::string reason);
+  std::chrono::milliseconds period() const noexcept;
   void deliver(const Pending& p, const WireReply& reply, clock::time_point now);
   void fail(const Pending& p, std::string_view why, clock::time_point now);
   void on_deadline();
@@ -173,6 +194,10 @@ class NodeSession final : private ConnectionOwner {
   bool armed_ = false;
 
   clock::time_point quarantine_until_{};  // only ever raised
+  QuarantineShare own_share_;
+  QuarantineShare* share_ = &own_share_;
+  std::optional<clock::time_point> last_loss_;  // the latest moment it may have lost data
+  std::string last_loss_reason_;
   std::string quarantine_reason_;         // what set quarantine_until_
   std::string quarantine_text_;
   std::string excluded_, duplicate_;      // see excluded()

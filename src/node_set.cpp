@@ -14,6 +14,10 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
     sessions_.push_back(std::make_unique<NodeSession>(runtime, wires, address, config.options, shas_.data(),
                                                       [this] { session_closed(); }, [this] { mark_duplicates(); }));
   }
+  quarantine_.raised = [this] {
+    for (auto& session : sessions_) session->reapply_quarantine();
+  };
+  for (auto& session : sessions_) session->share(&quarantine_);
   std::vector<std::string> addresses;
   for (const auto& session : sessions_) addresses.push_back(session->address());
   telemetry_ = std::make_shared<Telemetry>(config.options.observer, std::move(addresses));

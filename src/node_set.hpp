@@ -64,6 +64,7 @@ class NodeSet final : public Transport {
   Runtime& runtime_;
   std::shared_ptr<Telemetry> telemetry_;  // before the sessions and subscribers: they report to it
   std::array<std::string, script_count> shas_;
+  QuarantineShare quarantine_;  // before the sessions: they point to it
   std::vector<std::unique_ptr<NodeSession>> sessions_;
   WakeHub wake_;
   std::size_t closed_ = 0;

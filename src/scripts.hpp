@@ -270,32 +270,51 @@ if not got[1] then return queue .. '-2 ' .. fence end
 return queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
 )lua";
 
-// marker: KEYS[1] the master's data-loss marker (src/keys.hpp); ARGV[1] a
-// fresh epoch, ARGV[2] this client's quarantine in ms (max_ttl + drift).
-// The marker, "EPOCH QUARANTINE_MS", is written once and never expires: a
-// master that loses its data (restart without persistence, FLUSHALL,
-// eviction, an emptying resync) loses it too, and whoever comes next writes
-// a new epoch. It keeps the largest quarantine any client declared, so that
-// clients with different max_ttl do not shorten each other's quarantine.
-// It also keeps when it was written (the master's clock, ms): a client that
-// first meets a master shortly after someone else re-wrote its marker
-// learns that data was lost that long ago.
-// → ["created", epoch, ms, "0"] when there was none, else
-//   ["found", epoch, ms, age_ms].
+// marker: KEYS[1] the master's data-loss marker, KEYS[2] the run id of the
+// server that wrote it (src/keys.hpp); ARGV[1] a fresh epoch, ARGV[2] this
+// client's quarantine in ms (the largest it knows of), ARGV[3] the run id
+// the client just read from INFO on this connection ('' if none).
+// The marker, "EPOCH QUARANTINE_MS BORN_MS", is written once and never
+// expires: a master that loses its data (restart without persistence,
+// FLUSHALL, eviction, an emptying resync) loses it too, and whoever comes
+// next writes a new epoch. It keeps the largest quarantine any client
+// declared, so that clients with different max_ttl do not shorten each
+// other's quarantine. It also keeps when it was written (the master's
+// clock, ms): a client that first meets a master shortly after someone
+// else re-wrote its marker learns that data was lost that long ago.
+// The server key names the run id that wrote the marker: a replica has its
+// primary's marker and server key, so once promoted (a failover behind the
+// same address) it answers with another run id, and the marker is written
+// anew, as after a loss. A marker without a server key (written where no
+// run id was known) is adopted. The server key is read and written with
+// pcall: under an ACL that does not grant it (docs/security.md) the marker
+// works as before, without this check.
+// → ["created", epoch, ms, "0"] when there was none, ["replaced", epoch, ms,
+//   "0"] when another server wrote it, else ["found", epoch, ms, age_ms].
 inline constexpr std::string_view marker_script = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local v = redis.call('GET', KEYS[1])
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. string.format('%d', now))
-  return {'created', ARGV[1], ARGV[2], '0'}
+local server, known = false, ARGV[3] ~= ''
+if known then
+  server = redis.pcall('GET', KEYS[2])
+  if type(server) == 'table' then server, known = false, false end
 end
-local epoch, ms, born = string.match(v, '^(%x+) (%d+) (%d+)$')
-if not epoch then return redis.error_reply('key ' .. KEYS[1] .. ' is not a redlock marker') end
-if tonumber(ARGV[2]) > tonumber(ms) then
-  ms = ARGV[2]
-  redis.call('SET', KEYS[1], epoch .. ' ' .. ms .. ' ' .. born)
+local state, epoch, ms, born = 'created', ARGV[1], ARGV[2], string.format('%d', now)
+if v then
+  local e, m, b = string.match(v, '^(%x+) (%d+) (%d+)$')
+  if not e then return redis.error_reply('key ' .. KEYS[1] .. ' is not a redlock marker') end
+  if server and server ~= ARGV[3] then
+    state = 'replaced'
+  else
+    state, epoch, born = 'found', e, b
+  end
+  if tonumber(m) > tonumber(ms) then ms = m end
 end
+local value = epoch .. ' ' .. ms .. ' ' .. born
+if v ~= value then redis.call('SET', KEYS[1], value) end
+if known and server ~= ARGV[3] then redis.pcall('SET', KEYS[2], ARGV[3]) end
+if state ~= 'found' then return {state, epoch, ms, '0'} end
 return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0))}
 )lua";
 

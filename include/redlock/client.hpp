@@ -75,7 +75,10 @@ class REDLOCK_API Client {
   // if the lease is lost while fn runs: fn should stop touching the
   // resource then. Returns fn's result, or the error that kept the lock
   // from being taken, or Errc::lost if the lease was lost before fn
-  // returned (fn's work may then have overlapped another holder's).
+  // returned — its deadline passed (also while the whole process was
+  // stopped, before any thread of it could notice), an extension was
+  // refused, or the release found the lock gone from a majority (fn's
+  // work may then have overlapped another holder's).
   template <class F>
   auto with_lock(std::string_view resource, LeaseOptions opts, F&& fn)
       -> Result<std::invoke_result_t<F, std::stop_token>>;
@@ -124,17 +127,34 @@ auto Client::with_lock(std::string_view resource, LeaseOptions opts, F&& fn)
   using R = std::invoke_result_t<F, std::stop_token>;
   Result<Lease> lease = lock(resource, std::move(opts));
   if (!lease) return std::move(lease).error();
+  // After fn: a lease lost by any means (its deadline passed, even while
+  // the process was stopped and nothing else has seen it yet) makes its
+  // release say Errc::lost; a release that finds our token gone from so
+  // many masters that no majority can still hold it means it was lost
+  // too, without our knowing when.
+  const auto lost = [&lease]() -> std::optional<Error> {
+    const std::string name = lease->resource();
+    Result<ReleaseResult> released = lease->release();
+    if (!released.ok()) {
+      if (released.error().code == Errc::lost) return std::move(released).error();
+      return std::nullopt;
+    }
+    std::size_t gone = 0;
+    for (const NodeOutcome& n : released->nodes) gone += n.outcome == Outcome::held ? 1 : 0;
+    const std::size_t all = released->nodes.size();
+    if (released->released || all == 0 || gone <= all - (all / 2 + 1)) return std::nullopt;
+    Error e = make_error(Errc::lost, "lease on " + name + " lost: its release found it no longer held (our token gone from " +
+                                         std::to_string(gone) + " of " + std::to_string(all) + " masters)");
+    e.nodes = std::move(released->nodes);
+    return e;
+  };
   if constexpr (std::is_void_v<R>) {
     std::forward<F>(fn)(lease->stop_token());
-    std::optional<Error> lost = lease->lost();
-    (void)lease->release();
-    if (lost) return std::move(*lost);
+    if (std::optional<Error> e = lost()) return std::move(*e);
     return Result<void>{};
   } else {
     R value = std::forward<F>(fn)(lease->stop_token());
-    std::optional<Error> lost = lease->lost();
-    (void)lease->release();
-    if (lost) return std::move(*lost);
+    if (std::optional<Error> e = lost()) return std::move(*e);
     return Result<R>(std::move(value));
   }
 }

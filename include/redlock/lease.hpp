@@ -128,7 +128,11 @@ class REDLOCK_API LeaseView {
   // stop_token is requested once, when the lease is lost (also when the
   // client closes under it); not when it is released.
   std::stop_token stop_token() const noexcept;
-  // lost says why the lease was lost (empty while it is not).
+  // lost says why the lease was lost (empty while it is not). A lease
+  // whose deadline has passed is lost, whatever the loop thread has seen
+  // yet (after the process was stopped, say): lost() then records the
+  // loss and requests the stop token itself, and on_lost is told once the
+  // loop runs again; lost(), valid() and release() agree from then on.
   std::optional<Error> lost() const;
 
  protected:
@@ -156,7 +160,9 @@ class REDLOCK_API Lease : public LeaseView {
   // only drops the count (released = false, no nodes). Afterwards the Lease
   // is empty. Errors: not_held (an empty Lease), closed (the client is gone),
   // internal (called on the client's loop thread: the release was started
-  // but not waited for).
+  // but not waited for), lost (the lease was lost before this release —
+  // as lost() says, its deadline passing included; the release still
+  // deletes what is left of the key).
   Result<ReleaseResult> release();
 
  private:
@@ -182,8 +188,9 @@ class REDLOCK_API AsyncLease : public LeaseView {
   // release stops the watchdog and releases the lock on every master;
   // `done` (may be empty) gets the result on a later loop turn, like any
   // AsyncClient operation — Errc::not_held for an empty or already
-  // released lease, Errc::closed once the client is closed. Afterwards the
-  // AsyncLease is empty.
+  // released lease, Errc::closed once the client is closed, Errc::lost
+  // for a lease lost before this release (as Lease::release). Afterwards
+  // the AsyncLease is empty.
   void release(std::function<void(Result<ReleaseResult>)> done = {});
 
  private:

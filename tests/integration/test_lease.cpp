@@ -191,6 +191,107 @@ TEST_CASE("with_lock: a lease lost while the function runs requests its stop tok
   CHECK(r.error().message.find("auto_extend is off") != std::string::npos);
 }
 
+namespace {
+
+// LoopStop — the client's loop thread held up, as when the whole process
+// is stopped (SIGSTOP, a long GC pause, a suspended VM): a lease of its
+// own runs out and its on_lost blocks the loop until the test lets go.
+class LoopStop {
+ public:
+  explicit LoopStop(Client& client) {
+    LeaseOptions opts{.ttl = 200ms, .auto_extend = false};
+    opts.on_lost = [this](const Error&) {
+      std::unique_lock<std::mutex> lock(mu_);
+      stopped_ = true;
+      cv_.notify_all();
+      cv_.wait_for(lock, 20s, [this] { return resumed_; });
+    };
+    auto lease = client.lock("loop-stop", opts);
+    REQUIRE(lease.ok());
+    lease_ = std::move(*lease);
+  }
+  // wait: until the loop thread is held up.
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(cv_.wait_for(lock, 5s, [this] { return stopped_; }));
+  }
+  void resume() {
+    std::lock_guard<std::mutex> lock(mu_);
+    resumed_ = true;
+    cv_.notify_all();
+  }
+  ~LoopStop() { resume(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false, resumed_ = false;
+  Lease lease_;
+};
+
+}  // namespace
+
+TEST_CASE("a lease whose deadline passed while its loop was stopped is lost for lost(), release() and the stop token at once") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  std::mutex mu;
+  std::vector<std::string> told;
+  LeaseOptions opts{.ttl = 1200ms};  // its first extension is due after about 375 ms
+  opts.on_lost = [&](const Error& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    told.push_back(e.message);
+  };
+  auto lease = client->lock("paused-lease", opts);
+  REQUIRE(lease.ok());
+  LoopStop loop(*client);
+  loop.wait();
+  std::this_thread::sleep_until(lease->deadline());  // the fault: time passes while nothing runs
+  CHECK_FALSE(lease->valid());
+  const std::stop_token token = lease->stop_token();
+  CHECK_FALSE(token.stop_requested());  // nothing has looked yet
+  const std::optional<Error> lost = lease->lost();
+  REQUIRE(lost.has_value());
+  CHECK(lost->code == Errc::lost);
+  CHECK(lost->message.find("validity deadline passed") != std::string::npos);
+  CHECK(token.stop_requested());
+  CHECK(lease->lost()->message == lost->message);
+  auto released = lease->release();  // the loop is still stopped: not answered, but lost
+  REQUIRE_FALSE(released.ok());
+  CHECK(released.error().code == Errc::lost);
+  CHECK(released.error().message == lost->message);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(told.empty());  // on_lost runs on the loop, which has not run since
+  }
+  loop.resume();
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !told.empty();
+  }, 3000ms));
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(told.size() == 1);
+  CHECK(told[0] == lost->message);
+}
+
+TEST_CASE("with_lock: a function stopped past the lease's deadline returns Errc::lost, not its value") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  const auto start = Clock::now();
+  std::optional<LoopStop> loop;
+  bool stop_seen = true;
+  auto r = client->with_lock("paused-job", {.ttl = 1200ms}, [&](std::stop_token token) {
+    loop.emplace(*client);
+    loop->wait();
+    std::this_thread::sleep_until(start + 1200ms);  // past the deadline, the loop stopped throughout
+    stop_seen = token.stop_requested();
+    return 42;
+  });
+  CHECK_FALSE(stop_seen);  // nothing but with_lock itself could have noticed
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::lost);
+  CHECK(r.error().message.find("paused-job") != std::string::npos);
+}
+
 TEST_CASE("reentrant leases: the same owner re-enters with no network round; others contend; the last hold releases") {
   RedisGroup group(3);
   auto client = client_for(group);
@@ -385,6 +486,18 @@ void drop_everywhere(RedisGroup& group, const std::string& resource) {
 }
 
 }  // namespace
+
+TEST_CASE("with_lock: a lock deleted under the function (its release finds it gone) is reported lost") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  auto r = client->with_lock("deleted-job", {.ttl = 5000ms}, [&](std::stop_token) {
+    drop_everywhere(group, "deleted-job");
+    return 7;
+  });
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::lost);
+  CHECK(r.error().message.find("no longer held") != std::string::npos);
+}
 
 TEST_CASE("destroying the Client inside on_lost neither throws nor deadlocks: the loop thread shuts down by itself") {
   RedisGroup group(3);

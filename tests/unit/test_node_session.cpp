@@ -3,6 +3,7 @@
 // quarantine, the data-loss marker and its vote check, graceful close.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <optional>
@@ -60,6 +61,9 @@ struct Bed {
   // The fake master.
   std::string info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\n";
   std::string marker;  // "EPOCH" ("" : none)
+  std::string marker_server;        // the run id that wrote it ("" : none)
+  std::string marker_ms;            // the quarantine it declares ("" : the caller's)
+  std::string marker_age = "100000000";
   std::function<std::optional<Reply>(const Command&)> script = [](const Command&) -> std::optional<Reply> {
     return status();
   };
@@ -83,11 +87,17 @@ struct Bed {
     if (c[0] == "AUTH" || c[0] == "SELECT") return status();
     if (c[0] == "INFO") return bulk(info);
     if (c[0] == "EVALSHA" && c[1] == shas[static_cast<std::size_t>(CommandId::marker)]) {
-      if (marker.empty()) {
-        marker = c[4];
-        return strings({"created", marker, c[5], "0"});
+      // KEYS: the marker, its server; ARGV: epoch, ms, run id.
+      const std::string& run_id = c[7];
+      const std::string ms = marker_ms.empty() ? c[6] : marker_ms;
+      if (marker.empty() || (!marker_server.empty() && !run_id.empty() && marker_server != run_id)) {
+        const char* state = marker.empty() ? "created" : "replaced";
+        marker = c[5];
+        marker_server = run_id;
+        return strings({state, marker, ms, "0"});
       }
-      return strings({"found", marker, c[5], "100000000"});
+      if (marker_server.empty()) marker_server = run_id;
+      return strings({"found", marker, ms, marker_age});
     }
     if (c[0] == "GET" && c[1] == "redlock-marker") return marker.empty() ? nil() : bulk(marker + " 10102 0");
     return script(c);
@@ -124,6 +134,18 @@ struct Bed {
     return ok;
   }
   std::string last_why;
+  // expect_full_quarantine: the master sits out a whole period from now,
+  // and an acquire's yes comes back quarantined, for a reason that starts
+  // with `why`.
+  void expect_full_quarantine(std::string_view why) {
+    CHECK(session->quarantine_left(runtime.now()) == quarantine_period(options.max_ttl, options.drift_factor));
+    const std::size_t before = sink.events.size();
+    REQUIRE(send(CommandId::set_nx));
+    serve();
+    REQUIRE(sink.events.size() == before + 1);
+    CHECK(sink.events.back().quarantined);
+    CHECK(sink.events.back().text.starts_with(why));
+  }
   std::size_t count(std::string_view name) const {
     std::size_t n = 0;
     for (const Command& c : wires.log) n += c[0] == name ? 1 : 0;
@@ -387,13 +409,106 @@ TEST_CASE("a marker lost (FLUSHALL) is seen by the periodic check and raises the
   bed.marker.clear();  // FLUSHALL
   bed.runtime.advance(bed.options.data_check_interval);
   bed.serve();
-  const milliseconds period = quarantine_period(bed.options.max_ttl, bed.options.drift_factor);
-  CHECK(bed.session->quarantine_left(bed.runtime.now()) == period);
-  REQUIRE(bed.send(CommandId::set_nx));
+  bed.expect_full_quarantine("lost its data");
+}
+
+TEST_CASE("numbers from the server are range-checked before any arithmetic: no absurd value ends a quarantine") {
+  const milliseconds period = quarantine_period(milliseconds{10000}, 0.01);  // the Bed's: 10102 ms
+  SUBCASE("a marker declaring 9e18 ms, written just now: quarantined (for the most any client may declare)") {
+    Bed bed;
+    bed.marker_ms = "9000000000000000000";
+    bed.marker_age = "0";
+    bed.ready();
+    CHECK(bed.session->quarantine_left(bed.runtime.now()) >= period);
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK(bed.sink.events[0].quarantined);
+  }
+  SUBCASE("a marker declaring more than a long long, or a signed, fractional or empty number: not believed") {
+    for (const char* bad : {"99999999999999999999999", "-5", "1.5", "", "12abc"}) {
+      CAPTURE(bad);
+      Bed bed;
+      bed.marker_age = bad;
+      bed.marker = "e1";
+      bed.start();
+      bed.wire().connected();
+      bed.serve();
+      CHECK(bed.session->state() != NodeSession::State::ready);
+      CHECK(bed.session->last_error().find("marker") != std::string::npos);
+    }
+  }
+  SUBCASE("an INFO uptime too large for the arithmetic counts as unknown: just restarted") {
+    for (const char* bad : {"9223372036854775807", "99999999999999999999", "-100", "x"}) {
+      CAPTURE(bad);
+      Bed bed;
+      bed.info = std::string("run_id:abc\r\nuptime_in_seconds:") + bad + "\r\n";
+      bed.ready();
+      CHECK(bed.session->quarantine_left(bed.runtime.now()) == period);
+    }
+  }
+}
+
+TEST_CASE("another server behind the same address (its run id changed) sits out the quarantine from when it is seen") {
+  Bed bed;
+  bed.ready();
+  CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
+  bed.runtime.advance(milliseconds{5000});
+  // A failover: the connection drops, the name now leads to the promoted
+  // replica — a long uptime, the old marker, its own run id.
+  bed.wire().lose("connection reset by peer");
+  bed.info = "redis_version:7.0.0\r\nrun_id:def\r\nuptime_in_seconds:100000\r\n";
+  bed.marker_server.clear();  // what the client knew of the server must be enough
+  bed.runtime.advance(bed.options.reconnect_max);
+  bed.wire().connected();
   bed.serve();
-  REQUIRE(bed.sink.events.size() == 1);
-  CHECK(bed.sink.events[0].quarantined);
-  CHECK(bed.sink.events[0].text.starts_with("lost its data"));
+  REQUIRE(bed.session->state() == NodeSession::State::ready);
+  bed.expect_full_quarantine("another server answers");
+}
+
+TEST_CASE("a marker written by another server (a promoted replica met for the first time) quarantines from now") {
+  Bed bed;
+  bed.marker_server = "primary-run-id";
+  bed.ready();  // the Bed's server says run_id abc
+  CHECK(bed.marker_server == "abc");
+  bed.expect_full_quarantine("another server now");
+}
+
+TEST_CASE("a larger quarantine declared on any master lengthens a loss seen on another (no client shortens another's)") {
+  // Client max_ttl 10 s; another client of the same masters declares 20 s.
+  // Master a lost its data (its marker, and the declaration, are gone);
+  // master b still declares 20 s. a sits out 20 s + drift, not 10 s.
+  QuarantineShare share;
+  Bed a, b;
+  std::vector<NodeSession*> sessions;
+  share.raised = [&] {
+    for (NodeSession* s : sessions) s->reapply_quarantine();
+  };
+  a.start();
+  b.start();
+  a.session->share(&share);
+  b.session->share(&share);
+  sessions = {&*a.session, &*b.session};
+  a.wire().connected();
+  a.serve();  // a: no marker: created, quarantined for this client's period
+  const milliseconds own = quarantine_period(a.options.max_ttl, a.options.drift_factor);
+  CHECK(a.session->quarantine_left(a.runtime.now()) == own);
+  b.marker = "e2";
+  b.marker_ms = "20202";
+  b.wire().connected();
+  b.serve();  // b: found, declaring 20202 ms
+  CHECK(share.largest == milliseconds{20202});
+  CHECK(a.session->quarantine_left(a.runtime.now()) == milliseconds{20202});
+  CHECK(b.session->quarantine_left(b.runtime.now()).count() == 0);  // b lost nothing
+  // Later markers written by this client declare the larger period.
+  a.marker.clear();
+  a.runtime.advance(a.options.data_check_interval);
+  a.serve();
+  const std::string& marker_sha = a.shas[static_cast<std::size_t>(CommandId::marker)];
+  auto check = std::find_if(a.wires.log.rbegin(), a.wires.log.rend(),
+                            [&](const Command& c) { return c[0] == "EVALSHA" && c[1] == marker_sha; });
+  REQUIRE(check != a.wires.log.rend());
+  CHECK((*check)[6] == "20202");
 }
 
 TEST_CASE("the vote check behind a SET: a loss learnt in the same batch vetoes the held yes") {
