@@ -185,13 +185,14 @@ struct Report {
   bool as_json = false;  // --json: no human messages
   int fd = -1;           // --report FILE, opened before anything was done
   void print() const {
+    if (fd < 0 && !as_json) return;
+    const std::string line = dump_json(j) + '\n';
     if (fd >= 0) {
-      const std::string line = j.dump() + '\n';
       // One write: O_APPEND keeps concurrent runs' lines whole.
       if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
         std::cerr << "redlock: run: --report: cannot write: " << std::strerror(errno) << '\n';
-    } else if (as_json) {
-      std::cerr << j.dump() << '\n' << std::flush;
+    } else {
+      std::cerr << line << std::flush;
     }
   }
   // human: messages for a person on stderr — not with --json.
@@ -242,7 +243,8 @@ int run_command(const Globals& g, const RunArgs& a) {
     if (report_file->fd < 0) throw UsageError("--report: " + quote(a.report_file) + ": " + std::strerror(errno));
     report.fd = report_file->fd;
   }
-  report.j = {{"command", "run"}, {"resource", a.resource}};
+  report.j = {{"command", "run"}};
+  put_name(report.j, "resource", a.resource);
   const std::int64_t started_us = unix_us_now();
   const auto started = clock::now();
   report.j["started_at_us"] = started_us;
@@ -341,7 +343,7 @@ int run_command(const Globals& g, const RunArgs& a) {
       } else {
         std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
                   << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.wait))
-                  << (outage ? " (no quorum of usable masters)" : "") << ": " << e.to_string() << '\n';
+                  << (outage ? " (no quorum of usable masters)" : "") << ": " << escaped(e.to_string()) << '\n';
       }
     }
     return status;
@@ -397,7 +399,7 @@ int run_command(const Globals& g, const RunArgs& a) {
                 << (gone ? " was no longer held at its release (its token was on no majority of masters: expired, "
                            "deleted, or lost with a master's data; the command may have run without it at the end)"
                          : " was not released (it stays until its TTL, " + fmt_ms(ttl.count()) + " at most)")
-                << ": " << why
+                << ": " << escaped(why)
                 << (status == kRunReleaseFailed ? "; exit status 125" : "") << '\n' << std::flush;
     }
     report.j["exit_status"] = status;
@@ -428,85 +430,105 @@ int run_command(const Globals& g, const RunArgs& a) {
   // How often a moved deadline reaches the guard: far inside the third of
   // the validity that an extension has before SIGTERM's point.
   const milliseconds sync_every = std::clamp(ttl / 20, milliseconds{5}, milliseconds{200});
-  auto tell = [&](const std::string& text) {
-    if (report.human()) std::cerr << "redlock: run: " << text << '\n';
+  // Messages never stop the supervision: one that cannot be written is dropped.
+  auto tell = [&](const std::string& text) noexcept {
+    try {
+      if (report.human()) std::cerr << terminal_safe("redlock: run: " + text) << '\n';
+    } catch (...) {
+    }
   };
 
   std::optional<std::string> lost_reason;
+  // check_lost: the lease's loss, once — the group's termination first, the message after.
+  auto check_lost = [&] {
+    std::optional<std::string> reason;
+    {
+      std::lock_guard<std::mutex> guard_lost(lost->mu);
+      reason = lost->reason;
+    }
+    if (!reason || lost_reason) return;
+    const bool term_sent = plan.terminating();  // else the SIGTERM step below says it
+    plan.request_termination();
+    lost_reason = std::move(reason);
+    if (term_sent) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
+  };
   bool exited = false;
+  bool failed = false;  // an unexpected error was reported (once)
   while (!exited) {
     const auto now = clock::now();
     const auto wake = std::min(plan.next(), now + sync_every);
     const int timeout = static_cast<int>(std::max<long long>(0, std::chrono::ceil<milliseconds>(wake - now).count()));
     pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {lost_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 2, timeout) < 0 && errno != EINTR)
-      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));  // the guard ends the command
-    if ((fds[1].revents & POLLIN) != 0) {
-      drain(lost_efd.fd);
-      std::optional<std::string> reason;
-      {
-        std::lock_guard<std::mutex> guard_lost(lost->mu);
-        reason = lost->reason;
-      }
-      if (reason && !lost_reason) {
-        lost_reason = reason;
-        if (plan.terminating()) tell("lost the lock on " + quote(a.resource) + " (" + *reason + ")");
-        plan.request_termination();
-      }
+    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
+      // Cannot wait for events (ENOMEM): wait the same time, then look at
+      // everything as a wake-up would. The kill schedule does not stop.
+      const timespec pause{timeout / 1000, (timeout % 1000) * 1'000'000L};
+      ::nanosleep(&pause, nullptr);
+      fds[0].revents = fds[1].revents = POLLIN;
     }
-    bool resume_group = false;
-    for (int sig = signals.next(); sig != 0; sig = signals.next()) {
-      if (is_forwarded(sig)) {
-        ::kill(-group, sig);
-      } else if (is_job_stop(sig)) {
-        // As a shell does for a job: stop the command's group, then
-        // ourselves; continue the group when we are continued. The guard
-        // keeps the lease's deadline meanwhile.
-        guard.deadline(lease.deadline());
-        ::kill(-group, SIGSTOP);
-        terminal.take_back();
-        ::raise(SIGSTOP);
-        resume_group = true;
-      } else if (sig == SIGCONT) {
-        resume_group = true;
-      } else if (sig == SIGCHLD && terminal.active()) {
-        // --foreground: the terminal's Ctrl-Z stopped the command's group,
-        // not us. Stop with it, so that the shell sees its job stop and
-        // gets the terminal back.
-        siginfo_t info{};
-        if (::waitid(P_PID, child.pid, &info, WSTOPPED | WNOHANG) == 0 && info.si_pid == child.pid &&
-            info.si_code == CLD_STOPPED) {
+    // Whatever fails in one turn (a message, memory), the next turn still
+    // supervises CMD: the kill schedule, the lease's loss and CMD's exit
+    // are looked at again.
+    try {
+      if ((fds[1].revents & POLLIN) != 0) drain(lost_efd.fd);
+      check_lost();  // every turn: also after a turn that failed
+      bool resume_group = false;
+      for (int sig = signals.next(); sig != 0; sig = signals.next()) {
+        if (is_forwarded(sig)) {
+          ::kill(-group, sig);
+        } else if (is_job_stop(sig)) {
+          // As a shell does for a job: stop the command's group, then
+          // ourselves; continue the group when we are continued. The guard
+          // keeps the lease's deadline meanwhile.
           guard.deadline(lease.deadline());
+          ::kill(-group, SIGSTOP);
           terminal.take_back();
           ::raise(SIGSTOP);
           resume_group = true;
+        } else if (sig == SIGCONT) {
+          resume_group = true;
+        } else if (sig == SIGCHLD && terminal.active()) {
+          // --foreground: the terminal's Ctrl-Z stopped the command's group,
+          // not us. Stop with it, so that the shell sees its job stop and
+          // gets the terminal back.
+          siginfo_t info{};
+          if (::waitid(P_PID, child.pid, &info, WSTOPPED | WNOHANG) == 0 && info.si_pid == child.pid &&
+              info.si_code == CLD_STOPPED) {
+            guard.deadline(lease.deadline());
+            terminal.take_back();
+            ::raise(SIGSTOP);
+            resume_group = true;
+          }
         }
       }
-    }
-    plan.set_deadline(lease.deadline());
-    guard.deadline(plan.deadline());
-    for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
-      signal_group(group, step, term_signal);
-      if (step == KillSchedule::Step::term) {
-        guard.terminated(plan.term_sent_at());
-        if (!lost_reason) {
-          const auto left = std::chrono::ceil<milliseconds>(plan.deadline() - clock::now()).count();
-          lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
-                        std::to_string(left) + " ms)";
+      plan.set_deadline(lease.deadline());
+      guard.deadline(plan.deadline());
+      for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
+        signal_group(group, step, term_signal);
+        if (step == KillSchedule::Step::term) {
+          guard.terminated(plan.term_sent_at());
+          if (!lost_reason) {
+            const auto left = std::chrono::ceil<milliseconds>(plan.deadline() - clock::now()).count();
+            lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
+                          std::to_string(left) + " ms)";
+          }
+          tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + "); sent " + term_name +
+               " to the command (pid " + std::to_string(child.pid) + ")");
+        } else {
+          const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
+          tell(plan.terminating() ? "the command had not exited " + std::to_string(after) + " ms after " + term_name +
+                                        "; sent SIGKILL to its process group"
+                                  : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
         }
-        tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + "); sent " + term_name +
-             " to the command (pid " + std::to_string(child.pid) + ")");
-      } else {
-        const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
-        tell(plan.terminating() ? "the command had not exited " + std::to_string(after) + " ms after " + term_name +
-                                      "; sent SIGKILL to its process group"
-                                : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
       }
-    }
-    // Continued only if the lease still allows it (checked just above).
-    if (resume_group && !plan.killed()) {
-      terminal.give(group);
-      ::kill(-group, SIGCONT);
+      // Continued only if the lease still allows it (checked just above).
+      if (resume_group && !plan.killed()) {
+        terminal.give(group);
+        ::kill(-group, SIGCONT);
+      }
+    } catch (const std::exception& e) {
+      if (!failed) tell(std::string("internal error while the command runs (supervising it still): ") + e.what());
+      failed = true;
     }
     // Exited? Not reaped yet (WNOWAIT): until then its group id is ours.
     siginfo_t info{};
@@ -523,7 +545,7 @@ int run_command(const Globals& g, const RunArgs& a) {
     } else if (clock::now() >= lease.deadline()) {
       lost_reason = "redlock.lost: the lease's validity deadline passed before the command's exit was seen";
     }
-    if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + ")");
+    if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
   }
   if (lost_reason) ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
   guard.done();  // the guard is gone before the group id can be reused

@@ -950,6 +950,79 @@ TEST_CASE("run: --report FILE gets the JSON report (appended, one line per run),
   CHECK(json::parse(last)["code"] == "redlock.held");
 }
 
+TEST_CASE("run: a name of any bytes: --json and --report give it back exactly, with the command's status") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "runs.jsonl";
+  const auto seen = tmp.path / "seen";
+  for (const std::string& name : {std::string("caf\xe9"), std::string("\xff\xfe"), std::string("l\ni\x1b[31mne")}) {
+    CAPTURE(json(name).dump(-1, ' ', true, json::error_handler_t::replace));
+    // --json: the report on stderr parses and names the resource; CMD's status is kept.
+    auto r = cli(run_args(g, {"--json"}, name, "printf %s \"$REDLOCK_RESOURCE\" > '" + seen.string() + "'; exit 7"));
+    CHECK(r.exit_code == 7);
+    const json rep = report_of(r);
+    CHECK(name_in(rep, "resource") == name);
+    CHECK(rep["child_status"] == 7);
+    CHECK(rep["released"] == true);
+    std::ifstream in(seen, std::ios::binary);
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == name);  // REDLOCK_RESOURCE: the bytes themselves
+    // --report FILE: the line appended parses too.
+    auto ok = cli(run_args(g, {"--report", file.string()}, name, "true"));
+    CHECK(ok.exit_code == 0);
+    CHECK_FALSE(has_control_bytes(ok.err));
+    std::ifstream lines(file);
+    std::string line, last;
+    while (std::getline(lines, line)) last = line;
+    const json j = json::parse(last, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(name_in(j, "resource") == name);
+    CHECK(j["exit_status"] == 0);
+    // Not acquired (held by another): the message names it escaped.
+    auto held = cli(op({"acquire", name, "--ttl", "30s"}, g));
+    REQUIRE(held.exit_code == 0);
+    auto refused = cli(run_args(g, {"-n"}, name, "true"));
+    CHECK(refused.exit_code == 1);
+    CHECK_FALSE(has_control_bytes(refused.err));
+    CHECK(refused.err.find(" not acquired: ") != std::string::npos);
+    auto refused_json = cli(run_args(g, {"-n", "--json"}, name, "true"));
+    CHECK(refused_json.exit_code == 1);
+    CHECK(name_in(report_of(refused_json), "resource") == name);
+    CHECK(cli(op({"release", name, json_of(held)["token"].get<std::string>()}, g)).exit_code == 0);
+  }
+}
+
+TEST_CASE("run: a lost lease on a name that is not UTF-8 still ends the command and exits with the lost code") {
+  RedisGroup g(5);
+  const std::string resource = "lost-caf\xe9";
+  for (const bool as_json : {false, true}) {
+    CAPTURE(as_json);
+    std::vector<std::string> opts{"--ttl", "3000", "--kill-after", "900"};
+    if (as_json) opts.push_back("--json");
+    Child run(cli_path(), run_args(g, opts, resource,
+                                   "trap 'echo got-term; exit 0' TERM; echo \"pid=$$\"; "
+                                   "while :; do sleep 0.02; done"));
+    REQUIRE(run.wait_for("pid="));
+    const pid_t pid = std::stoi(line_after(run.out_so_far(), "pid="));
+    GroupReaper reaper{pid};
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(resource), "intruder", "PX", "60000"});
+    ProcResult r = run.wait();
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 3);
+    CHECK(r.out.find("got-term") != std::string::npos);
+    CHECK(process_gone(pid));
+    CHECK_FALSE(has_control_bytes(r.err));
+    if (as_json) {
+      const json rep = report_of(r);
+      CHECK(name_in(rep, "resource") == resource);
+      CHECK(rep["lost"].is_string());
+      CHECK(rep["exit_status"] == 3);
+    } else {
+      CHECK(r.err.find(R"(lost the lock on "lost-caf\xe9")") != std::string::npos);
+    }
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"DEL", key_of(resource)});
+  }
+}
+
 TEST_CASE("run: -s/--signal picks the signal that ends the command when the lease is lost") {
   RedisGroup g(5);
   const std::string resource = "signal-job";
