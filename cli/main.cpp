@@ -574,7 +574,9 @@ Commands build(CLI::App& app, Args& a) {
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
       "(--fence) REDLOCK_FENCE set. SIGINT, SIGTERM and SIGHUP are passed on to it;\n"
-      "the lock is released once it exits. If the lease is lost, or is about to\n"
+      "the lock is released once the group is empty: what CMD leaves running in\n"
+      "the background (cmd &) holds it too, until it exits (processes that leave\n"
+      "the group, by setsid, are not followed). If the lease is lost, or is about to\n"
       "run out unextended, the group gets --signal (SIGTERM), then SIGKILL after\n"
       "--kill-after, and never later than just before the lease's deadline. A guard\n"
       "process does the same if redlock is stopped (SIGSTOP) or killed; Ctrl-Z\n"

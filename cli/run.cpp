@@ -12,10 +12,12 @@
 //            at once when the lease is lost, or kill_after + margin before
 //            its validity deadline; SIGKILL margin before it. The guard
 //            process, forked before any thread, keeps the same schedule
-//            when we cannot (stopped, killed). When the command exits the
-//            lease is released (a lost lease: whatever is left is deleted);
-//            a release that fails is reported, and turns the command's 0
-//            into kRunReleaseFailed.
+//            when we cannot (stopped, killed). The lock is the group's: when
+//            the command exits, what it left in its group (orphans, which
+//            we reap as their subreaper) keeps the lease until the group is
+//            empty; then the lease is released (a lost lease: whatever is
+//            left is deleted); a release that fails is reported, and turns
+//            the command's 0 into kRunReleaseFailed.
 //   --foreground  the group is also the terminal's foreground process
 //            group while the command runs (as a shell's job): the terminal's
 //            signals go to it, not to us; when it stops (Ctrl-Z) we take the
@@ -31,6 +33,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -414,6 +417,12 @@ int run_command(const Globals& g, const RunArgs& a) {
   }
 
   // ---- hold: run the command ------------------------------------------------
+  // The lock is held while anything of CMD's group lives, not only CMD:
+  // what CMD leaves running in the background (`cmd &`) is reparented to
+  // us when its parent exits, so that its exit wakes us (SIGCHLD) and we
+  // reap it. Without it (kernels before 3.4) orphans go to init, and the
+  // group is still watched, at the loop's periodic turn.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   Terminal terminal(a.foreground);
   Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original(), terminal.fd());
   if (child.pid < 0) {
@@ -452,9 +461,11 @@ int run_command(const Globals& g, const RunArgs& a) {
     lost_reason = std::move(reason);
     if (term_sent) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
   };
-  bool exited = false;
+  std::optional<int> child_wstatus;  // CMD's, once it exited (reaped at once)
+  bool rest_killed = false;          // SIGKILL sent to what CMD left of a lost lease's group
+  bool group_empty = false;
   bool failed = false;  // an unexpected error was reported (once)
-  while (!exited) {
+  while (!group_empty) {
     const auto now = clock::now();
     const auto wake = std::min(plan.next(), now + sync_every);
     const int timeout = static_cast<int>(std::max<long long>(0, std::chrono::ceil<milliseconds>(wake - now).count()));
@@ -490,9 +501,10 @@ int run_command(const Globals& g, const RunArgs& a) {
         } else if (sig == SIGCHLD && terminal.active()) {
           // --foreground: the terminal's Ctrl-Z stopped the command's group,
           // not us. Stop with it, so that the shell sees its job stop and
-          // gets the terminal back.
+          // gets the terminal back. (Seen on any child of ours in the
+          // group: CMD, or what it left behind.)
           siginfo_t info{};
-          if (::waitid(P_PID, child.pid, &info, WSTOPPED | WNOHANG) == 0 && info.si_pid == child.pid &&
+          if (::waitid(P_PGID, static_cast<id_t>(group), &info, WSTOPPED | WNOHANG) == 0 && info.si_pid != 0 &&
               info.si_code == CLD_STOPPED) {
             guard.deadline(lease.deadline());
             terminal.take_back();
@@ -530,11 +542,27 @@ int run_command(const Globals& g, const RunArgs& a) {
       if (!failed) tell(std::string("internal error while the command runs (supervising it still): ") + e.what());
       failed = true;
     }
-    // Exited? Not reaped yet (WNOWAIT): until then its group id is ours.
-    siginfo_t info{};
-    if (::waitid(P_PID, child.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 ? info.si_pid == child.pid
-                                                                            : errno == ECHILD)
-      exited = true;
+    // Reap every child of ours that exited: CMD (its status is the one
+    // reported), the orphans of its group, anything else reparented to us.
+    const bool cmd_was_running = !child_wstatus;
+    for (int wstatus = 0;;) {
+      const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
+      if (pid <= 0) break;
+      if (pid == child.pid) child_wstatus = wstatus;
+      if (pid == guard.pid()) guard.reaped();
+    }
+    if (!child_wstatus) continue;
+    if (lost_reason && !rest_killed) {
+      ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
+      rest_killed = true;
+    }
+    // The group's members that are our children were reaped just above, so
+    // ESRCH means none is left, zombies included; until then its id cannot
+    // be reused. Members that are not our children end at their parents'
+    // hands: seen at the next turn (within sync_every).
+    group_empty = ::kill(-group, 0) < 0 && errno == ESRCH;
+    if (cmd_was_running && !group_empty && !rest_killed)
+      tell("the command exited; its process group still runs, and the lock is held until it is empty");
   }
   if (!lost_reason) {
     // The lease may have ended while we could not see it: redlock itself
@@ -547,12 +575,9 @@ int run_command(const Globals& g, const RunArgs& a) {
     }
     if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
   }
-  if (lost_reason) ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
-  guard.done();  // the guard is gone before the group id can be reused
+  guard.done();  // the group is empty: the guard has nothing left to signal
   terminal.take_back();
-  int wstatus = 0;
-  while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
+  const int wstatus = *child_wstatus;
 
   const bool by_signal = WIFSIGNALED(wstatus);
   const int child_status = by_signal ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
