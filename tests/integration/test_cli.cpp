@@ -646,6 +646,42 @@ TEST_CASE("cli: a name of any bytes: acquire, status and release print it escape
   }
 }
 
+TEST_CASE("cli: what the masters hold is printed escaped too: a foreign token of any bytes, a WRONGTYPE naming the key") {
+  RedisGroup g(3);
+  const std::string name = "caf\xe9";
+  // Someone else's value at the lock key: not UTF-8, with a screen-clearing sequence.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(name), "\xff\x1b[2J", "PX", "60000"});
+  auto st = cli(op({"status", name, "--json"}, g));
+  CHECK(st.exit_code == 0);
+  const json j = json_of(st);
+  CHECK(j["held"] == true);
+  CHECK(j["token"] == R"(\xff\x1b[2J)");
+  CHECK(j["nodes"][0]["token"] == R"(\xff\x1b[2J)");
+  auto human = cli(op({"status", name}, g));
+  CHECK(human.exit_code == 0);
+  CHECK_FALSE(has_control_bytes(human.out));
+  CHECK(human.out.find(R"("caf\xe9" is held by \xff\x1b[2J on 3 of 3)") != std::string::npos);
+  // extend with our own token: refused (not ours), the name given back exactly.
+  auto ext = cli(op({"extend", name, "mine", "--ttl", "30s"}, g));
+  CHECK(ext.exit_code == 1);
+  CHECK(name_in(json_of(ext), "resource") == name);
+  // A list at the key: WRONGTYPE, whose text names the key with the name's bytes.
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    g[i].command({"DEL", key_of(name)});
+    g[i].command({"RPUSH", key_of(name), "x"});
+  }
+  auto wrong = cli(op({"status", name}, g));
+  CHECK(wrong.exit_code == 0);
+  CHECK_FALSE(has_control_bytes(wrong.out));
+  CHECK(wrong.out.find("wrong_type") != std::string::npos);
+  auto wrong_json = cli(op({"status", name, "--json"}, g));
+  CHECK(wrong_json.exit_code == 0);
+  CHECK(json_of(wrong_json)["nodes"][0]["state"] == "wrong_type");
+  auto refused = cli(op({"acquire", name, "--human"}, g));
+  CHECK_FALSE(has_control_bytes(refused.out));
+  CHECK(refused.out.starts_with(R"(not acquired "caf\xe9": )"));
+}
+
 TEST_CASE("cli: bytes that are not UTF-8 in an argument are a usage error that shows them escaped") {
   RedisGroup g(3);
   check_usage_error(op({"acquire", "job", "--ttl", "5\xff"}, g), {"--ttl", R"("5\xff")"});
