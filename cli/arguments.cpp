@@ -10,11 +10,7 @@
 #include <limits>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 namespace redlock::cli {
-
-std::string quote(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
 
 namespace {
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "escape.hpp"
+
 namespace redlock::cli {
 
 // UsageError — a bad argument, option, environment value or config file.
@@ -16,9 +18,6 @@ namespace redlock::cli {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// quote renders a user-given value in an error message (JSON string syntax).
-std::string quote(std::string_view s);
 
 // parse_int reads a whole number in [min, max].
 int parse_int(std::string_view name, const std::string& text, int min, int max);

@@ -184,6 +184,8 @@ bool use_json(const Globals& g, bool default_json) {
   return default_json;
 }
 
+std::string dump_json(const json& j) { return printable_json(j).dump(); }
+
 json nodes_json(const std::vector<NodeOutcome>& nodes) {
   json out = json::array();
   for (const auto& n : nodes) {
@@ -275,14 +277,14 @@ std::string fmt_duration_s(std::int64_t s) {
 }
 
 std::string short_token(const std::string& token) {
-  return token.size() <= 12 ? token : token.substr(0, 8) + "\u2026";
+  return token.size() <= 12 ? escaped(token) : escaped(token.substr(0, 8)) + "\u2026";
 }
 
 std::string human_node_outcomes(const std::vector<NodeOutcome>& nodes) {
   Table t({"NODE", "OUTCOME", "RTT", "DETAIL"});
   for (const auto& n : nodes) {
-    t.add({n.address, std::string(outcome_name(n.outcome)), n.rtt.count() > 0 ? fmt_us(n.rtt.count()) : "-",
-           n.error});
+    t.add({escaped(n.address), std::string(outcome_name(n.outcome)), n.rtt.count() > 0 ? fmt_us(n.rtt.count()) : "-",
+           escaped(n.error)});
   }
   return t.render();
 }

@@ -105,6 +105,10 @@ Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Sa
 // use_json: --json, --human, else the command's default.
 bool use_json(const Globals& g, bool default_json);
 
+// dump_json is the one line a command prints for `j`: strings that are not
+// UTF-8 in their escaped form (escape.hpp), so that it never throws.
+std::string dump_json(const json& j);
+
 json nodes_json(const std::vector<NodeOutcome>& nodes);
 void add_error(json& out, Errc code, const std::string& text);
 
@@ -121,7 +125,8 @@ class Table {
 };
 
 // Human renderings of amounts: "0.27 ms", "9,812 ms", "2h 03m 10s", and a
-// token shortened to its first 8 characters and "…".
+// token shortened to its first 8 bytes and "…" (escaped: a master's token
+// may be any bytes).
 std::string fmt_us(std::int64_t us);
 std::string fmt_ms(std::int64_t ms);
 std::string fmt_duration_s(std::int64_t seconds);

@@ -51,7 +51,7 @@ struct Args {
 // finish prints the JSON object or the human text and returns `status`.
 int finish(bool as_json, const json& out, const std::string& human, int status) {
   if (as_json) {
-    std::cout << out.dump() << '\n' << std::flush;
+    std::cout << dump_json(out) << '\n' << std::flush;
   } else {
     std::cout << human << std::flush;
   }
@@ -70,7 +70,7 @@ int print_lock_result(const Globals& g, const char* verb, const std::string& res
                       const Result<Lock>& r, int earlier_attempts = 0) {
   json out;
   out[verb] = r.ok();
-  out["resource"] = resource;
+  put_name(out, "resource", resource);
   std::string human;
   if (r) {
     out["token"] = r->token;
@@ -90,7 +90,7 @@ int print_lock_result(const Globals& g, const char* verb, const std::string& res
     out["attempts"] = r.error().attempts + earlier_attempts;
     out["nodes"] = nodes_json(r.error().nodes);
     add_error(out, r.error().code, r.error().to_string());
-    human = std::string("not ") + verb + " " + quote(resource) + ": " + r.error().to_string() + "\n" +
+    human = std::string("not ") + verb + " " + quote(resource) + ": " + escaped(r.error().to_string()) + "\n" +
             human_node_outcomes(r.error().nodes);
   }
   return finish(use_json(g, true), out, human, r ? kExitOk : failure_status(r.error().code, r.error().nodes));
@@ -125,9 +125,15 @@ int run_acquire(const Args& a) {
   if (r.result) r.result->attempts += r.earlier_attempts;
 
   // Without --token the library draws one; a failed attempt does not report
-  // it, so the output says null rather than inventing one.
-  return print_lock_result(a.g, "acquired", a.resource, a.token_given ? json(a.token) : json(nullptr), r.result,
-                           r.earlier_attempts);
+  // it, so the output says null rather than inventing one. A lock taken is
+  // printed or released: never left behind without its token shown.
+  try {
+    return print_lock_result(a.g, "acquired", a.resource, a.token_given ? json(a.token) : json(nullptr), r.result,
+                             r.earlier_attempts);
+  } catch (...) {
+    if (r.result) (void)client->release(a.resource, r.result->token);
+    throw;
+  }
 }
 
 int run_extend(const Args& a) {
@@ -171,7 +177,7 @@ int run_release(const Args& a) {
   const bool released = r && r->released;
   out["released"] = released;
   out["released_nodes"] = r ? r->released_nodes : 0;
-  out["resource"] = a.resource;
+  put_name(out, "resource", a.resource);
   out["token"] = a.token;
   out["elapsed_us"] = r ? r->elapsed.count() : r.error().elapsed.count();
   out["nodes"] = nodes_json(r ? r->nodes : r.error().nodes);
@@ -182,7 +188,7 @@ int run_release(const Args& a) {
   std::string human = released ? "released " + quote(a.resource) + " on " + std::to_string(r->released_nodes) +
                                      " of " + std::to_string(r->nodes.size()) + " masters (" +
                                      fmt_us(r->elapsed.count()) + ")\n"
-                               : "not released " + quote(a.resource) + ": " + out["error"].get<std::string>() + "\n";
+                               : "not released " + quote(a.resource) + ": " + escaped(out["error"].get<std::string>()) + "\n";
   human += human_node_outcomes(r ? r->nodes : r.error().nodes);
   const int status = released ? kExitOk
                      : r      ? failure_status(out["code"] == errc_name(Errc::no_quorum) ? Errc::no_quorum : Errc::not_held,
@@ -230,10 +236,10 @@ int run_status(const Args& a) {
                      {"error", n.error.empty() ? json(nullptr) : json(n.error)},
                      {"queued", read ? json(n.queued) : json(nullptr)},
                      {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)}});
-    std::string detail = n.error;
+    std::string detail = escaped(n.error);
     if (n.quarantined) detail = "quarantined (restarted recently; does not count)";
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
-    std::vector<std::string> row{n.address,
+    std::vector<std::string> row{escaped(n.address),
                                  state_name(n.state),
                                  held ? short_token(n.token) : "-",
                                  held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
@@ -259,6 +265,7 @@ int run_status(const Args& a) {
               {"queued", st.queued},
               {"queue_head", st.queue_head.empty() ? json(nullptr) : json(st.queue_head)},
               {"nodes", nodes}};
+  put_name(out, "resource", st.resource);
   std::string human;
   if (st.held) {
     human = quote(st.resource) + " is held by " + short_token(st.token) + " on " + std::to_string(st.agreeing) + " of " +
@@ -329,9 +336,9 @@ NodesView view_nodes(Client& client) {
         : h.quarantine_left.count() > 0 ? fmt_ms(h.quarantine_left.count()) + " left (until " +
                                               iso_utc(until_us).substr(11, 8) + "Z)"
                                         : "no";
-    table.add({h.address, h.reachable ? "up" : "down", h.reachable ? fmt_us(h.rtt.count()) : "-",
-               h.version.empty() ? "-" : h.version, h.run_id.empty() ? "-" : h.run_id.substr(0, 8),
-               fmt_duration_s(h.uptime.count()), quarantine, h.error.empty() ? h.excluded : h.error});
+    table.add({escaped(h.address), h.reachable ? "up" : "down", h.reachable ? fmt_us(h.rtt.count()) : "-",
+               h.version.empty() ? "-" : escaped(h.version), h.run_id.empty() ? "-" : escaped(h.run_id.substr(0, 8)),
+               fmt_duration_s(h.uptime.count()), quarantine, escaped(h.error.empty() ? h.excluded : h.error)});
   }
   NodesView v;
   v.out = {{"nodes", nodes}, {"usable", rep.usable()}, {"quorum", rep.quorum}, {"can_lock", rep.can_lock()}};
@@ -372,7 +379,7 @@ int watch_nodes(const Globals& g, milliseconds interval) {
     const auto due = std::chrono::steady_clock::now() + interval;
     const NodesView v = view_nodes(*client);
     const std::string heading = header + "    " + iso_utc(unix_us_now()) + "\n";
-    const std::string text = as_json ? v.out.dump() + "\n"
+    const std::string text = as_json ? dump_json(v.out) + "\n"
                              : clear ? "\033[H\033[2J" + heading + "\n" + v.human
                                      : (first ? "" : "\n") + heading + v.human;
     if (!write_out(text)) return kExitOk;
@@ -567,7 +574,9 @@ Commands build(CLI::App& app, Args& a) {
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
       "(--fence) REDLOCK_FENCE set. SIGINT, SIGTERM and SIGHUP are passed on to it;\n"
-      "the lock is released once it exits. If the lease is lost, or is about to\n"
+      "the lock is released once the group is empty: what CMD leaves running in\n"
+      "the background (cmd &) holds it too, until it exits (processes that leave\n"
+      "the group, by setsid, are not followed). If the lease is lost, or is about to\n"
       "run out unextended, the group gets --signal (SIGTERM), then SIGKILL after\n"
       "--kill-after, and never later than just before the lease's deadline. A guard\n"
       "process does the same if redlock is stopped (SIGSTOP) or killed; Ctrl-Z\n"
@@ -663,6 +672,22 @@ CLI::App* parse_into(CLI::App& app, const Commands& c, Args& a, int argc, char**
   return nullptr;
 }
 
+// guarded runs one command's body: what it did not expect (a bug, memory
+// exhaustion) is reported naming the command, exit 1; a usage error goes on
+// to main(). The body itself keeps its own promises when that happens:
+// acquire releases a lock it could not print, run keeps supervising CMD.
+template <class Body>
+int guarded(const char* name, Body body) {
+  try {
+    return body();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << terminal_safe("redlock: " + std::string(name) + ": internal error: " + e.what()) << '\n';
+    return kExitNotDone;
+  }
+}
+
 int run(int argc, char** argv) {
   // `run` takes its command after "--": split there, so the command's own
   // options never reach our parser.
@@ -704,12 +729,12 @@ int run(int argc, char** argv) {
     if (dash < 0) throw UsageError("run: give the command after \"--\": redlock run [OPTIONS] RESOURCE -- CMD [ARGS...]");
     a.run.command.assign(argv + dash + 1, argv + argc);
   }
-  if (cmd == c.acquire) return run_acquire(a);
-  if (cmd == c.extend) return run_extend(a);
-  if (cmd == c.release) return run_release(a);
-  if (cmd == c.run) return run_command(a.g, a.run);
-  if (cmd == c.status) return run_status(a);
-  if (cmd == c.nodes) return run_nodes(a);
+  if (cmd == c.acquire) return guarded("acquire", [&] { return run_acquire(a); });
+  if (cmd == c.extend) return guarded("extend", [&] { return run_extend(a); });
+  if (cmd == c.release) return guarded("release", [&] { return run_release(a); });
+  if (cmd == c.run) return guarded("run", [&] { return run_command(a.g, a.run); });
+  if (cmd == c.status) return guarded("status", [&] { return run_status(a); });
+  if (cmd == c.nodes) return guarded("nodes", [&] { return run_nodes(a); });
   throw UsageError("no command given (expected acquire, extend, release, run, status or nodes)");
 }
 
@@ -720,10 +745,10 @@ int main(int argc, char** argv) {
   try {
     return redlock::cli::run(argc, argv);
   } catch (const redlock::cli::UsageError& e) {
-    std::cerr << "redlock: " << e.what() << "\nRun 'redlock --help' for usage.\n";
+    std::cerr << redlock::cli::terminal_safe(std::string("redlock: ") + e.what()) << "\nRun 'redlock --help' for usage.\n";
     return redlock::cli::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "redlock: internal error: " << e.what() << '\n';
+    std::cerr << redlock::cli::terminal_safe(std::string("redlock: internal error: ") + e.what()) << '\n';
     return redlock::cli::kExitNotDone;
   }
 }

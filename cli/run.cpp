@@ -12,10 +12,12 @@
 //            at once when the lease is lost, or kill_after + margin before
 //            its validity deadline; SIGKILL margin before it. The guard
 //            process, forked before any thread, keeps the same schedule
-//            when we cannot (stopped, killed). When the command exits the
-//            lease is released (a lost lease: whatever is left is deleted);
-//            a release that fails is reported, and turns the command's 0
-//            into kRunReleaseFailed.
+//            when we cannot (stopped, killed). The lock is the group's: when
+//            the command exits, what it left in its group (orphans, which
+//            we reap as their subreaper) keeps the lease until the group is
+//            empty; then the lease is released (a lost lease: whatever is
+//            left is deleted); a release that fails is reported, and turns
+//            the command's 0 into kRunReleaseFailed.
 //   --foreground  the group is also the terminal's foreground process
 //            group while the command runs (as a shell's job): the terminal's
 //            signals go to it, not to us; when it stops (Ctrl-Z) we take the
@@ -31,6 +33,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -185,13 +188,14 @@ struct Report {
   bool as_json = false;  // --json: no human messages
   int fd = -1;           // --report FILE, opened before anything was done
   void print() const {
+    if (fd < 0 && !as_json) return;
+    const std::string line = dump_json(j) + '\n';
     if (fd >= 0) {
-      const std::string line = j.dump() + '\n';
       // One write: O_APPEND keeps concurrent runs' lines whole.
       if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
         std::cerr << "redlock: run: --report: cannot write: " << std::strerror(errno) << '\n';
-    } else if (as_json) {
-      std::cerr << j.dump() << '\n' << std::flush;
+    } else {
+      std::cerr << line << std::flush;
     }
   }
   // human: messages for a person on stderr — not with --json.
@@ -242,7 +246,8 @@ int run_command(const Globals& g, const RunArgs& a) {
     if (report_file->fd < 0) throw UsageError("--report: " + quote(a.report_file) + ": " + std::strerror(errno));
     report.fd = report_file->fd;
   }
-  report.j = {{"command", "run"}, {"resource", a.resource}};
+  report.j = {{"command", "run"}};
+  put_name(report.j, "resource", a.resource);
   const std::int64_t started_us = unix_us_now();
   const auto started = clock::now();
   report.j["started_at_us"] = started_us;
@@ -341,7 +346,7 @@ int run_command(const Globals& g, const RunArgs& a) {
       } else {
         std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
                   << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.wait))
-                  << (outage ? " (no quorum of usable masters)" : "") << ": " << e.to_string() << '\n';
+                  << (outage ? " (no quorum of usable masters)" : "") << ": " << escaped(e.to_string()) << '\n';
       }
     }
     return status;
@@ -397,7 +402,7 @@ int run_command(const Globals& g, const RunArgs& a) {
                 << (gone ? " was no longer held at its release (its token was on no majority of masters: expired, "
                            "deleted, or lost with a master's data; the command may have run without it at the end)"
                          : " was not released (it stays until its TTL, " + fmt_ms(ttl.count()) + " at most)")
-                << ": " << why
+                << ": " << escaped(why)
                 << (status == kRunReleaseFailed ? "; exit status 125" : "") << '\n' << std::flush;
     }
     report.j["exit_status"] = status;
@@ -412,6 +417,12 @@ int run_command(const Globals& g, const RunArgs& a) {
   }
 
   // ---- hold: run the command ------------------------------------------------
+  // The lock is held while anything of CMD's group lives, not only CMD:
+  // what CMD leaves running in the background (`cmd &`) is reparented to
+  // us when its parent exits, so that its exit wakes us (SIGCHLD) and we
+  // reap it. Without it (kernels before 3.4) orphans go to init, and the
+  // group is still watched, at the loop's periodic turn.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   Terminal terminal(a.foreground);
   Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original(), terminal.fd());
   if (child.pid < 0) {
@@ -428,91 +439,130 @@ int run_command(const Globals& g, const RunArgs& a) {
   // How often a moved deadline reaches the guard: far inside the third of
   // the validity that an extension has before SIGTERM's point.
   const milliseconds sync_every = std::clamp(ttl / 20, milliseconds{5}, milliseconds{200});
-  auto tell = [&](const std::string& text) {
-    if (report.human()) std::cerr << "redlock: run: " << text << '\n';
+  // Messages never stop the supervision: one that cannot be written is dropped.
+  auto tell = [&](const std::string& text) noexcept {
+    try {
+      if (report.human()) std::cerr << terminal_safe("redlock: run: " + text) << '\n';
+    } catch (...) {
+    }
   };
 
   std::optional<std::string> lost_reason;
-  bool exited = false;
-  while (!exited) {
+  // check_lost: the lease's loss, once — the group's termination first, the message after.
+  auto check_lost = [&] {
+    std::optional<std::string> reason;
+    {
+      std::lock_guard<std::mutex> guard_lost(lost->mu);
+      reason = lost->reason;
+    }
+    if (!reason || lost_reason) return;
+    const bool term_sent = plan.terminating();  // else the SIGTERM step below says it
+    plan.request_termination();
+    lost_reason = std::move(reason);
+    if (term_sent) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
+  };
+  std::optional<int> child_wstatus;  // CMD's, once it exited (reaped at once)
+  bool rest_killed = false;          // SIGKILL sent to what CMD left of a lost lease's group
+  bool group_empty = false;
+  bool failed = false;  // an unexpected error was reported (once)
+  while (!group_empty) {
     const auto now = clock::now();
     const auto wake = std::min(plan.next(), now + sync_every);
     const int timeout = static_cast<int>(std::max<long long>(0, std::chrono::ceil<milliseconds>(wake - now).count()));
     pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {lost_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 2, timeout) < 0 && errno != EINTR)
-      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));  // the guard ends the command
-    if ((fds[1].revents & POLLIN) != 0) {
-      drain(lost_efd.fd);
-      std::optional<std::string> reason;
-      {
-        std::lock_guard<std::mutex> guard_lost(lost->mu);
-        reason = lost->reason;
-      }
-      if (reason && !lost_reason) {
-        lost_reason = reason;
-        if (plan.terminating()) tell("lost the lock on " + quote(a.resource) + " (" + *reason + ")");
-        plan.request_termination();
-      }
+    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
+      // Cannot wait for events (ENOMEM): wait the same time, then look at
+      // everything as a wake-up would. The kill schedule does not stop.
+      const timespec pause{timeout / 1000, (timeout % 1000) * 1'000'000L};
+      ::nanosleep(&pause, nullptr);
+      fds[0].revents = fds[1].revents = POLLIN;
     }
-    bool resume_group = false;
-    for (int sig = signals.next(); sig != 0; sig = signals.next()) {
-      if (is_forwarded(sig)) {
-        ::kill(-group, sig);
-      } else if (is_job_stop(sig)) {
-        // As a shell does for a job: stop the command's group, then
-        // ourselves; continue the group when we are continued. The guard
-        // keeps the lease's deadline meanwhile.
-        guard.deadline(lease.deadline());
-        ::kill(-group, SIGSTOP);
-        terminal.take_back();
-        ::raise(SIGSTOP);
-        resume_group = true;
-      } else if (sig == SIGCONT) {
-        resume_group = true;
-      } else if (sig == SIGCHLD && terminal.active()) {
-        // --foreground: the terminal's Ctrl-Z stopped the command's group,
-        // not us. Stop with it, so that the shell sees its job stop and
-        // gets the terminal back.
-        siginfo_t info{};
-        if (::waitid(P_PID, child.pid, &info, WSTOPPED | WNOHANG) == 0 && info.si_pid == child.pid &&
-            info.si_code == CLD_STOPPED) {
+    // Whatever fails in one turn (a message, memory), the next turn still
+    // supervises CMD: the kill schedule, the lease's loss and CMD's exit
+    // are looked at again.
+    try {
+      if ((fds[1].revents & POLLIN) != 0) drain(lost_efd.fd);
+      check_lost();  // every turn: also after a turn that failed
+      bool resume_group = false;
+      for (int sig = signals.next(); sig != 0; sig = signals.next()) {
+        if (is_forwarded(sig)) {
+          ::kill(-group, sig);
+        } else if (is_job_stop(sig)) {
+          // As a shell does for a job: stop the command's group, then
+          // ourselves; continue the group when we are continued. The guard
+          // keeps the lease's deadline meanwhile.
           guard.deadline(lease.deadline());
+          ::kill(-group, SIGSTOP);
           terminal.take_back();
           ::raise(SIGSTOP);
           resume_group = true;
+        } else if (sig == SIGCONT) {
+          resume_group = true;
+        } else if (sig == SIGCHLD && terminal.active()) {
+          // --foreground: the terminal's Ctrl-Z stopped the command's group,
+          // not us. Stop with it, so that the shell sees its job stop and
+          // gets the terminal back. (Seen on any child of ours in the
+          // group: CMD, or what it left behind.)
+          siginfo_t info{};
+          if (::waitid(P_PGID, static_cast<id_t>(group), &info, WSTOPPED | WNOHANG) == 0 && info.si_pid != 0 &&
+              info.si_code == CLD_STOPPED) {
+            guard.deadline(lease.deadline());
+            terminal.take_back();
+            ::raise(SIGSTOP);
+            resume_group = true;
+          }
         }
       }
-    }
-    plan.set_deadline(lease.deadline());
-    guard.deadline(plan.deadline());
-    for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
-      signal_group(group, step, term_signal);
-      if (step == KillSchedule::Step::term) {
-        guard.terminated(plan.term_sent_at());
-        if (!lost_reason) {
-          const auto left = std::chrono::ceil<milliseconds>(plan.deadline() - clock::now()).count();
-          lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
-                        std::to_string(left) + " ms)";
+      plan.set_deadline(lease.deadline());
+      guard.deadline(plan.deadline());
+      for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
+        signal_group(group, step, term_signal);
+        if (step == KillSchedule::Step::term) {
+          guard.terminated(plan.term_sent_at());
+          if (!lost_reason) {
+            const auto left = std::chrono::ceil<milliseconds>(plan.deadline() - clock::now()).count();
+            lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
+                          std::to_string(left) + " ms)";
+          }
+          tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + "); sent " + term_name +
+               " to the command (pid " + std::to_string(child.pid) + ")");
+        } else {
+          const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
+          tell(plan.terminating() ? "the command had not exited " + std::to_string(after) + " ms after " + term_name +
+                                        "; sent SIGKILL to its process group"
+                                  : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
         }
-        tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + "); sent " + term_name +
-             " to the command (pid " + std::to_string(child.pid) + ")");
-      } else {
-        const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
-        tell(plan.terminating() ? "the command had not exited " + std::to_string(after) + " ms after " + term_name +
-                                      "; sent SIGKILL to its process group"
-                                : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
       }
+      // Continued only if the lease still allows it (checked just above).
+      if (resume_group && !plan.killed()) {
+        terminal.give(group);
+        ::kill(-group, SIGCONT);
+      }
+    } catch (const std::exception& e) {
+      if (!failed) tell(std::string("internal error while the command runs (supervising it still): ") + e.what());
+      failed = true;
     }
-    // Continued only if the lease still allows it (checked just above).
-    if (resume_group && !plan.killed()) {
-      terminal.give(group);
-      ::kill(-group, SIGCONT);
+    // Reap every child of ours that exited: CMD (its status is the one
+    // reported), the orphans of its group, anything else reparented to us.
+    const bool cmd_was_running = !child_wstatus;
+    for (int wstatus = 0;;) {
+      const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
+      if (pid <= 0) break;
+      if (pid == child.pid) child_wstatus = wstatus;
+      if (pid == guard.pid()) guard.reaped();
     }
-    // Exited? Not reaped yet (WNOWAIT): until then its group id is ours.
-    siginfo_t info{};
-    if (::waitid(P_PID, child.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 ? info.si_pid == child.pid
-                                                                            : errno == ECHILD)
-      exited = true;
+    if (!child_wstatus) continue;
+    if (lost_reason && !rest_killed) {
+      ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
+      rest_killed = true;
+    }
+    // The group's members that are our children were reaped just above, so
+    // ESRCH means none is left, zombies included; until then its id cannot
+    // be reused. Members that are not our children end at their parents'
+    // hands: seen at the next turn (within sync_every).
+    group_empty = ::kill(-group, 0) < 0 && errno == ESRCH;
+    if (cmd_was_running && !group_empty && !rest_killed)
+      tell("the command exited; its process group still runs, and the lock is held until it is empty");
   }
   if (!lost_reason) {
     // The lease may have ended while we could not see it: redlock itself
@@ -523,14 +573,11 @@ int run_command(const Globals& g, const RunArgs& a) {
     } else if (clock::now() >= lease.deadline()) {
       lost_reason = "redlock.lost: the lease's validity deadline passed before the command's exit was seen";
     }
-    if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + *lost_reason + ")");
+    if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
   }
-  if (lost_reason) ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
-  guard.done();  // the guard is gone before the group id can be reused
+  guard.done();  // the group is empty: the guard has nothing left to signal
   terminal.take_back();
-  int wstatus = 0;
-  while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
+  const int wstatus = *child_wstatus;
 
   const bool by_signal = WIFSIGNALED(wstatus);
   const int child_status = by_signal ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);

@@ -229,7 +229,7 @@ void Guard::terminated(steady::time_point t) { send(kTerminated, 0, to_ns(t)); }
 void Guard::done() {
   if (!watching_) return;
   send(kDone, 0);
-  reap(pid_, milliseconds{1000});
+  if (pid_ > 0) reap(pid_, milliseconds{1000});
   pid_ = -1;
   watching_ = false;
 }

@@ -88,18 +88,24 @@ class Guard {
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
 
-  // watch: CMD's group, just spawned (its leader not reaped until done()),
-  // ended by `term_signal` then SIGKILL.
+  // watch: CMD's group, just spawned, ended by `term_signal` then SIGKILL.
+  // The group's id stays in use until done(): the supervisor reaps its last
+  // member only just before, and pids are handed out cyclically, so the id
+  // is not another group's by the time the guard hears of it.
   void watch(pid_t pgid, std::chrono::milliseconds kill_after, std::chrono::milliseconds margin,
              steady::time_point deadline, int term_signal);
   // deadline: the lease's validity deadline, sent when it moved.
   void deadline(steady::time_point d);
   // terminated: the supervisor sent SIGTERM to the group at `t`.
   void terminated(steady::time_point t);
-  // done: CMD has exited and is not reaped yet. Tells the guard, and waits
-  // (up to a second, then SIGKILL) for it to exit: only then may CMD be
-  // reaped, so the guard never signals a group id that may be reused.
+  // done: CMD's group is empty. Tells the guard, and waits (up to a
+  // second, then SIGKILL) for it to exit.
   void done();
+  // pid is the guard's process id (-1 once reaped); reaped: the caller
+  // collected it (its waitpid(-1) reaps every child of ours), so it is not
+  // waited for again.
+  pid_t pid() const noexcept { return pid_; }
+  void reaped() noexcept { pid_ = -1; }
 
  private:
   void send(std::int32_t kind, pid_t pgid, std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0,

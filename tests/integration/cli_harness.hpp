@@ -118,6 +118,59 @@ inline json report_of(const ProcResult& r) {
   return found;
 }
 
+// ---- names with any bytes (docs/cli.md, "Names and other bytes in the output") ----
+
+// unescape reads the CLI's escaped form back: \\ a backslash, \" a quote,
+// \xHH a byte; anything else as it is.
+inline std::string unescape(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 >= s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char next = s[++i];
+    if (next == 'x' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += next;
+    }
+  }
+  return out;
+}
+
+// from_hex decodes lowercase or uppercase hex digits to bytes.
+inline std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// name_in reads the name a JSON object gives under `key`: the string itself
+// when the name is UTF-8, else the escaped form with `key`_hex beside it
+// (both checked to say the same bytes).
+inline std::string name_in(const json& j, const std::string& key) {
+  REQUIRE(j.contains(key));
+  REQUIRE(j[key].is_string());
+  const std::string text = j[key].get<std::string>();
+  if (!j.contains(key + "_hex")) return text;
+  const std::string bytes = from_hex(j[key + "_hex"].get<std::string>());
+  CHECK(unescape(text) == bytes);
+  return bytes;
+}
+
+// has_control_bytes: `text` holds a byte that a terminal would act on — C0
+// other than the newline that ends a line, DEL, or an 8-bit C1 byte pair.
+inline bool has_control_bytes(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xa0) return true;
+  }
+  return false;
+}
+
 // Shorthands: an operation against a group, with --no-quarantine (fresh masters).
 inline std::vector<std::string> op(std::vector<std::string> args, const RedisGroup& g) {
   args.insert(args.begin(), "--no-quarantine");

@@ -117,6 +117,11 @@ void outcomes_are(const json& j, const std::string& want, std::size_t at_least) 
   CHECK(n_want >= at_least);
 }
 
+// is_utf8_name: the name is valid UTF-8 (its JSON then has no _hex field).
+bool is_utf8_name(const std::string& s) {
+  return json(s).dump(-1, ' ', false, json::error_handler_t::ignore) == json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 bool is_hex32(const std::string& s) {
   return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -573,6 +578,118 @@ TEST_CASE("cli: a resource or token that starts with '-' is given after \"--\" o
   CHECK(rel.exit_code == 0);
   CHECK(json_of(rel)["released"] == true);
   CHECK(redlock::test::eventually([&] { return g.keys_everywhere(key_of("-other")) == 0; }));  // the last master may answer after the majority
+}
+
+// Names of any bytes (NUL aside: argv cannot carry it), with the form the
+// text output quotes them in (docs/cli.md, "Names and other bytes in the
+// output"): not UTF-8, a terminal's escape sequence, quotes and backslashes,
+// the longest name the library takes.
+struct OddName {
+  const char* what;
+  std::string bytes;
+  std::string quoted;  // as the human text shows it
+};
+
+std::vector<OddName> odd_names() {
+  return {
+      {"latin-1", "caf\xe9", R"("caf\xe9")"},
+      {"no UTF-8 at all", "\xff\xfe", R"("\xff\xfe")"},
+      {"newline and an escape sequence", "line\nbreak\x1b[31mred\x7f", R"("line\x0abreak\x1b[31mred\x7f")"},
+      {"C1 control, quotes, backslash", "a\xc2\x9b" "2J\"q\\z", R"("a\xc2\x9b2J\"q\\z")"},
+      {"1024 bytes, none UTF-8", std::string(1024, '\x80'), ""},
+  };
+}
+
+TEST_CASE("cli: a name of any bytes: acquire, status and release print it escaped, and its token releases it") {
+  RedisGroup g(3);
+  for (const OddName& n : odd_names()) {
+    CAPTURE(n.what);
+    // acquire: the JSON parses, gives the exact name back, and the token is on the masters.
+    auto a = cli(op({"acquire", n.bytes, "--ttl", "30s"}, g));
+    REQUIRE(a.exit_code == 0);
+    const json j = json_of(a);
+    CHECK(j["acquired"] == true);
+    CHECK(name_in(j, "resource") == n.bytes);
+    CHECK(j.contains("resource_hex") == !is_utf8_name(n.bytes));
+    const std::string token = j["token"].get<std::string>();
+    CHECK(holders(g, n.bytes, token).size() >= 2);
+
+    // status, both forms: held by that token, the name escaped in the text.
+    auto st = cli(op({"status", n.bytes, "--json"}, g));
+    CHECK(st.exit_code == 0);
+    const json sj = json_of(st);
+    CHECK(sj["held"] == true);
+    CHECK(sj["token"] == token);
+    CHECK(name_in(sj, "resource") == n.bytes);
+    auto human = cli(op({"status", n.bytes}, g));
+    CHECK(human.exit_code == 0);
+    CHECK_FALSE(has_control_bytes(human.out));
+    if (!n.quoted.empty()) CHECK(human.out.starts_with(n.quoted + " is held by "));
+
+    // acquire --human while it is held: refused, said in text without control bytes.
+    auto again = cli(op({"acquire", n.bytes, "--human"}, g));
+    CHECK(again.exit_code == 1);
+    CHECK_FALSE(has_control_bytes(again.out));
+    if (!n.quoted.empty()) CHECK(again.out.starts_with("not acquired " + n.quoted + ": "));
+
+    // release with the printed token, in text: released everywhere.
+    auto rel = cli(op({"release", n.bytes, token, "--human"}, g));
+    CHECK(rel.exit_code == 0);
+    CHECK_FALSE(has_control_bytes(rel.out));
+    if (!n.quoted.empty()) CHECK(rel.out.starts_with("released " + n.quoted + " on "));
+    CHECK(redlock::test::eventually([&] { return g.keys_everywhere(key_of(n.bytes)) == 0; }));
+
+    // release again, JSON: not held, the name given back exactly.
+    auto gone = cli(op({"release", n.bytes, token}, g));
+    CHECK(gone.exit_code == 1);
+    CHECK(name_in(json_of(gone), "resource") == n.bytes);
+  }
+}
+
+TEST_CASE("cli: what the masters hold is printed escaped too: a foreign token of any bytes, a WRONGTYPE naming the key") {
+  RedisGroup g(3);
+  const std::string name = "caf\xe9";
+  // Someone else's value at the lock key: not UTF-8, with a screen-clearing sequence.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(name), "\xff\x1b[2J", "PX", "60000"});
+  auto st = cli(op({"status", name, "--json"}, g));
+  CHECK(st.exit_code == 0);
+  const json j = json_of(st);
+  CHECK(j["held"] == true);
+  CHECK(j["token"] == R"(\xff\x1b[2J)");
+  CHECK(j["nodes"][0]["token"] == R"(\xff\x1b[2J)");
+  auto human = cli(op({"status", name}, g));
+  CHECK(human.exit_code == 0);
+  CHECK_FALSE(has_control_bytes(human.out));
+  CHECK(human.out.find(R"("caf\xe9" is held by \xff\x1b[2J on 3 of 3)") != std::string::npos);
+  // extend with our own token: refused (not ours), the name given back exactly.
+  auto ext = cli(op({"extend", name, "mine", "--ttl", "30s"}, g));
+  CHECK(ext.exit_code == 1);
+  CHECK(name_in(json_of(ext), "resource") == name);
+  // A list at the key: WRONGTYPE, whose text names the key with the name's bytes.
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    g[i].command({"DEL", key_of(name)});
+    g[i].command({"RPUSH", key_of(name), "x"});
+  }
+  auto wrong = cli(op({"status", name}, g));
+  CHECK(wrong.exit_code == 0);
+  CHECK_FALSE(has_control_bytes(wrong.out));
+  CHECK(wrong.out.find("wrong_type") != std::string::npos);
+  auto wrong_json = cli(op({"status", name, "--json"}, g));
+  CHECK(wrong_json.exit_code == 0);
+  CHECK(json_of(wrong_json)["nodes"][0]["state"] == "wrong_type");
+  auto refused = cli(op({"acquire", name, "--human"}, g));
+  CHECK_FALSE(has_control_bytes(refused.out));
+  CHECK(refused.out.starts_with(R"(not acquired "caf\xe9": )"));
+}
+
+TEST_CASE("cli: bytes that are not UTF-8 in an argument are a usage error that shows them escaped") {
+  RedisGroup g(3);
+  check_usage_error(op({"acquire", "job", "--ttl", "5\xff"}, g), {"--ttl", R"("5\xff")"});
+  check_usage_error(op({"acquire", "job", "--token", "t\x1b[0m"}, g), {"--token", R"("t\x1b[0m")"});
+  check_usage_error(op({"acquire", std::string(1025, '\xe9')}, g), {"1025 bytes"});
+  auto r = cli(op({"acquire", "job", "--ttl", "\x1b]0;title\x07"}, g));
+  CHECK(r.exit_code == 2);
+  CHECK_FALSE(has_control_bytes(r.err));
 }
 
 TEST_CASE("counter_worker: 4 workers x 25 iterations lose no increment and never overlap") {

@@ -7,7 +7,9 @@
 
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -172,13 +174,57 @@ void check_nothing_after(const Takeover& t, const fs::path& file, pid_t cmd) {
 }
 
 // GroupReaper — SIGKILLs a command's process group when a test ends, unless
-// the command is already gone (the code under test may have failed to end it).
+// the group is already gone (the code under test may have failed to end it;
+// its leader may have exited, leaving others).
 struct GroupReaper {
   pid_t pgid = -1;
   ~GroupReaper() {
-    if (pgid > 0 && !dead(pgid)) ::kill(-pgid, SIGKILL);
+    if (pgid > 0 && ::kill(-pgid, 0) == 0) ::kill(-pgid, SIGKILL);
   }
 };
+
+// Fifo — a named pipe the test controls: a command's background process
+// blocks reading it until open() lets it go, so that the test decides when
+// that process exits, without sleeping.
+struct Fifo {
+  fs::path path;
+  explicit Fifo(fs::path p) : path(std::move(p)) { REQUIRE(::mkfifo(path.c_str(), 0600) == 0); }
+  // open: "go" to the reader blocked in open(2) or read; false when none is there.
+  bool open() const {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, "go\n", 3) == 3;
+    ::close(fd);
+    return ok;
+  }
+};
+
+// left_behind: a run's script that starts a background process blocked on
+// `fifo` (`before` runs in it first), prints sh=PID, bg=PID and the token,
+// and exits with `status` at once, leaving the background process in the group.
+std::string left_behind(const Fifo& fifo, int status, const std::string& before = "") {
+  return "(" + before + "read x < '" + fifo.path.string() + "'; echo bg-done) & echo \"bg=$!\"; echo \"sh=$$\"; "
+         "echo \"token=$REDLOCK_TOKEN\"; exit " + std::to_string(status);
+}
+
+// extended_from_now: the lock key of `resource` on the first master is
+// extended after this call — its expiry (now + PTTL) moves on by more than
+// a tenth of a second (a run extends at a third of its TTL) within 5 s.
+bool extended_from_now(RedisGroup& g, const std::string& resource) {
+  const auto expiry = [&] {
+    const long long pttl = g[0].command({"PTTL", key_of(resource)}).integer;
+    return pttl < 0 ? std::chrono::steady_clock::time_point{}
+                    : std::chrono::steady_clock::now() + milliseconds(pttl);
+  };
+  const auto first = expiry();
+  if (first == std::chrono::steady_clock::time_point{}) return false;
+  return eventually([&] { return expiry() > first + milliseconds(100); }, std::chrono::seconds(5));
+}
+
+// pid_after reads "MARKER=PID" from a run's stdout.
+pid_t pid_after(const Child& run, const std::string& marker) {
+  return static_cast<pid_t>(std::stoi(line_after(run.out_so_far(), marker)));
+}
 
 }  // namespace
 
@@ -806,6 +852,104 @@ TEST_CASE("run: a SIGSTOPped redlock cannot extend; its guard kills the command 
   CHECK(run.wait().exit_code == 3);
 }
 
+TEST_CASE("run: the lock is held, and extended, until the last process of the command's group exits") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const Fifo fifo(tmp.path / "fifo");
+  Child run(cli_path(), run_args(g, {"--ttl", "1000", "--json"}, "left-behind", left_behind(fifo, 5)));
+  REQUIRE(run.wait_for("token="));
+  const GroupReaper reaper{pid_after(run, "sh=")};
+  const pid_t sh = reaper.pgid, bg = pid_after(run, "bg=");
+  const std::string token = line_after(run.out_so_far(), "token=");
+  // CMD itself (sh) is gone; its background process is not.
+  REQUIRE(process_gone(sh));
+  REQUIRE_FALSE(dead(bg));
+  // Still extended after CMD's exit.
+  CHECK(extended_from_now(g, "left-behind"));
+  // Held: another client cannot take it, status shows the run's token.
+  auto other = cli(op({"acquire", "left-behind", "--ttl", "30s"}, g));
+  CHECK(other.exit_code == 1);
+  auto st = cli(op({"status", "left-behind", "--json"}, g));
+  CHECK(st.exit_code == 0);
+  CHECK(json_of(st)["held"] == true);
+  CHECK(json_of(st)["token"] == token);
+  CHECK_FALSE(dead(run.pid()));
+  // The background process exits: the lock is released, run exits with CMD's status.
+  const long long let_go_us = unix_ns_now() / 1000;
+  REQUIRE(fifo.open());
+  ProcResult r = run.wait();
+  CHECK(r.exit_code == 5);
+  CHECK(r.out.find("bg-done") != std::string::npos);
+  const json rep = report_of(r);
+  CHECK(rep["child_status"] == 5);
+  CHECK(rep["released"] == true);
+  CHECK(rep["released_at_us"].get<long long>() >= let_go_us);
+  CHECK(rep["extensions"].get<long long>() >= 1);
+  CHECK(holding(g, "left-behind", token) == 0);
+  CHECK(cli(op({"acquire", "left-behind", "--ttl", "30s"}, g)).exit_code == 0);
+}
+
+TEST_CASE("run: a signal to redlock, or a lost lease, ends what the command left behind too") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const Fifo fifo(tmp.path / "fifo");
+  SUBCASE("SIGTERM: passed on to the group; then released, with CMD's status") {
+    Child run(cli_path(), run_args(g, {}, "left-signalled", left_behind(fifo, 0)));
+    REQUIRE(run.wait_for("token="));
+    const GroupReaper reaper{pid_after(run, "sh=")};
+    const pid_t bg = pid_after(run, "bg=");
+    REQUIRE(process_gone(reaper.pgid));
+    REQUIRE_FALSE(dead(bg));
+    CHECK(extended_from_now(g, "left-signalled"));
+    CHECK_FALSE(dead(run.pid()));
+    run.signal(SIGTERM);
+    ProcResult r = run.wait();
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("the lock is held until it is empty") != std::string::npos);
+    CHECK(process_gone(bg));
+    CHECK(eventually([&] { return g.keys_everywhere(key_of("left-signalled")) == 0; }));
+  }
+  SUBCASE("a lost lease: SIGKILL to what is left once CMD has exited (SIGTERM ignored), exit 3") {
+    Child run(cli_path(),
+              run_args(g, {"--ttl", "3000", "--json"}, "left-lost", left_behind(fifo, 0, "trap '' TERM; ")));
+    REQUIRE(run.wait_for("token="));
+    const GroupReaper reaper{pid_after(run, "sh=")};
+    const pid_t bg = pid_after(run, "bg=");
+    REQUIRE(process_gone(reaper.pgid));
+    REQUIRE_FALSE(dead(bg));
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of("left-lost"), "intruder", "PX", "60000"});
+    ProcResult r = run.wait();
+    CHECK(r.exit_code == 3);
+    CHECK(process_gone(bg));
+    const json rep = report_of(r);
+    CHECK(rep["lost"].is_string());
+    CHECK(rep["child_status"] == 0);
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i].command({"GET", key_of("left-lost")}).str == "intruder");
+  }
+}
+
+TEST_CASE("run: a SIGSTOPped redlock's guard kills what the command left behind before another owner can lock") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "writes";
+  // CMD starts the writer in the background and exits at once.
+  Child run(cli_path(), run_args(g, {"--ttl", "1500"}, "left-stopped",
+                                 "(" + writer(file) + ") & echo \"bg=$!\"; echo \"sh=$$\"; exit 0"));
+  REQUIRE(run.wait_for("sh="));
+  const GroupReaper reaper{pid_after(run, "sh=")};
+  const pid_t bg = pid_after(run, "bg=");
+  REQUIRE(process_gone(reaper.pgid));
+  REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
+  run.signal(SIGSTOP);
+  REQUIRE(eventually([&] { return state_of(run.pid()) == 'T'; }));
+  auto other = redlock::test::client_for(g);
+  const Takeover t = take_over(*other, "left-stopped", file);
+  CHECK(dead(bg));  // already when the other owner got the lock
+  check_nothing_after(t, file, bg);
+  run.signal(SIGCONT);
+  CHECK(run.wait().exit_code == 3);
+}
+
 TEST_CASE("run: a SIGKILLed redlock leaves nothing running: its guard ends the command's group at once") {
   RedisGroup g(3);
   TempDir tmp;
@@ -948,6 +1092,79 @@ TEST_CASE("run: --report FILE gets the JSON report (appended, one line per run),
   CHECK(n == 3);
   CHECK(json::parse(last)["acquired"] == false);
   CHECK(json::parse(last)["code"] == "redlock.held");
+}
+
+TEST_CASE("run: a name of any bytes: --json and --report give it back exactly, with the command's status") {
+  RedisGroup g(3);
+  TempDir tmp;
+  const auto file = tmp.path / "runs.jsonl";
+  const auto seen = tmp.path / "seen";
+  for (const std::string& name : {std::string("caf\xe9"), std::string("\xff\xfe"), std::string("l\ni\x1b[31mne")}) {
+    CAPTURE(json(name).dump(-1, ' ', true, json::error_handler_t::replace));
+    // --json: the report on stderr parses and names the resource; CMD's status is kept.
+    auto r = cli(run_args(g, {"--json"}, name, "printf %s \"$REDLOCK_RESOURCE\" > '" + seen.string() + "'; exit 7"));
+    CHECK(r.exit_code == 7);
+    const json rep = report_of(r);
+    CHECK(name_in(rep, "resource") == name);
+    CHECK(rep["child_status"] == 7);
+    CHECK(rep["released"] == true);
+    std::ifstream in(seen, std::ios::binary);
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == name);  // REDLOCK_RESOURCE: the bytes themselves
+    // --report FILE: the line appended parses too.
+    auto ok = cli(run_args(g, {"--report", file.string()}, name, "true"));
+    CHECK(ok.exit_code == 0);
+    CHECK_FALSE(has_control_bytes(ok.err));
+    std::ifstream lines(file);
+    std::string line, last;
+    while (std::getline(lines, line)) last = line;
+    const json j = json::parse(last, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(name_in(j, "resource") == name);
+    CHECK(j["exit_status"] == 0);
+    // Not acquired (held by another): the message names it escaped.
+    auto held = cli(op({"acquire", name, "--ttl", "30s"}, g));
+    REQUIRE(held.exit_code == 0);
+    auto refused = cli(run_args(g, {"-n"}, name, "true"));
+    CHECK(refused.exit_code == 1);
+    CHECK_FALSE(has_control_bytes(refused.err));
+    CHECK(refused.err.find(" not acquired: ") != std::string::npos);
+    auto refused_json = cli(run_args(g, {"-n", "--json"}, name, "true"));
+    CHECK(refused_json.exit_code == 1);
+    CHECK(name_in(report_of(refused_json), "resource") == name);
+    CHECK(cli(op({"release", name, json_of(held)["token"].get<std::string>()}, g)).exit_code == 0);
+  }
+}
+
+TEST_CASE("run: a lost lease on a name that is not UTF-8 still ends the command and exits with the lost code") {
+  RedisGroup g(5);
+  const std::string resource = "lost-caf\xe9";
+  for (const bool as_json : {false, true}) {
+    CAPTURE(as_json);
+    std::vector<std::string> opts{"--ttl", "3000", "--kill-after", "900"};
+    if (as_json) opts.push_back("--json");
+    Child run(cli_path(), run_args(g, opts, resource,
+                                   "trap 'echo got-term; exit 0' TERM; echo \"pid=$$\"; "
+                                   "while :; do sleep 0.02; done"));
+    REQUIRE(run.wait_for("pid="));
+    const pid_t pid = std::stoi(line_after(run.out_so_far(), "pid="));
+    GroupReaper reaper{pid};
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"SET", key_of(resource), "intruder", "PX", "60000"});
+    ProcResult r = run.wait();
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 3);
+    CHECK(r.out.find("got-term") != std::string::npos);
+    CHECK(process_gone(pid));
+    CHECK_FALSE(has_control_bytes(r.err));
+    if (as_json) {
+      const json rep = report_of(r);
+      CHECK(name_in(rep, "resource") == resource);
+      CHECK(rep["lost"].is_string());
+      CHECK(rep["exit_status"] == 3);
+    } else {
+      CHECK(r.err.find(R"(lost the lock on "lost-caf\xe9")") != std::string::npos);
+    }
+    for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"DEL", key_of(resource)});
+  }
 }
 
 TEST_CASE("run: -s/--signal picks the signal that ends the command when the lease is lost") {
