@@ -144,7 +144,9 @@ std::optional<UrlParts> split_url(std::string_view url) {
 std::string mask_word(std::string_view word) {
   const auto sep = word.find("://");
   if (const auto at = word.rfind('@'); at != npos) {
-    std::size_t start = word.starts_with("//") ? 2 : 0;
+    // Opening quotes belong to the message around the word.
+    std::size_t start = std::min(word.find_first_not_of("\"'`("), at);
+    if (word.substr(start).starts_with("//")) start += 2;
     // After "scheme://" when that precedes the '@' and no credentials can
     // be before it (a scheme holds no '@', ':' or '/').
     if (sep != npos && sep < at && word.substr(0, sep).find_first_of("@:/") == npos) {
@@ -153,6 +155,7 @@ std::string mask_word(std::string_view word) {
       if (is_unix_scheme(scheme) && word.substr(sep + 3).starts_with('/')) return std::string(word);  // a path
       start = sep + 3;
     }
+    if (word.substr(start, at - start) == "***") return std::string(word);  // masked already
     return cat(word.substr(0, start), "***", word.substr(at));
   }
   // No '@': "user:password" with "@host" forgotten reads as host:port.
@@ -167,7 +170,7 @@ std::string mask_word(std::string_view word) {
   if (colon == npos || is_ipv6(authority) || is_ipv6(authority.substr(0, authority.rfind(':'))))
     return std::string(word);  // also "::1:6379", refused for its missing brackets
   const auto port = authority.substr(colon + 1);
-  if (port.empty() || port.find_first_not_of("0123456789") == npos) return std::string(word);
+  if (port.empty() || port == "***" || port.find_first_not_of("0123456789") == npos) return std::string(word);
   return cat(word.substr(0, start + colon + 1), "***");
 }
 

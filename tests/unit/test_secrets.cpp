@@ -231,6 +231,10 @@ TEST_CASE("mask_credentials: what is masked") {
   CHECK(mask_credentials("item 2: \"redis://u:pw@h\": bad\tx:y") == "item 2: \"redis://***@h\": bad\tx:***");
   CHECK(mask_credentials("--nodes=redis://u:pw@h,(redis://u:pw)") == "--nodes=redis://***@h,(redis://u:***");
   CHECK(mask_credentials("\"redis://h:6379\": \"redis://[::1]:1\",") == "\"redis://h:6379\": \"redis://[::1]:1\",");
+  CHECK(mask_credentials("\"user:pw@h\": (//:pw@h)") == "\"***@h\": (//***@h)");
+  // Masking a masked text changes nothing (the CLI masks the library's messages again).
+  for (const char* masked : {"\"redis://***@h:1\":", "\"***@h:6379\":", "\"redis://user:***\":", "--bogus=redis://***@h"})
+    CHECK(mask_credentials(masked) == masked);
 }
 
 TEST_CASE("a password may hold '/', '@' and ':' unescaped") {
