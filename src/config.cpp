@@ -1,6 +1,7 @@
 // config.cpp — node URLs, JSON config documents, REDLOCK_NODES, and the rules
 // a Config must satisfy. Every failure is an Errc::config Error whose message
-// names the field and the offending value; nothing here throws.
+// names the field and the offending value, masked (mask_credentials: no
+// password in any message); nothing here throws.
 #include "redlock/config.hpp"
 
 #include <arpa/inet.h>
@@ -572,7 +573,7 @@ Result<void> validate_options(const Options& o) {
           {o.extend_batch_max > 0 && o.extend_batch_max <= 100000, "extend_batch_max",
            std::to_string(o.extend_batch_max), "must be from 1 to 100000"},
           {o.data_check_interval > 0ms, "data_check_interval_ms", ms(o.data_check_interval), "must be > 0"},
-          {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(o.prefix),
+          {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(mask_credentials(o.prefix)),
            "may not contain '{' or '}' (they mark the resource in every key)"},
       });
       !fields)

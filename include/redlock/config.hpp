@@ -3,7 +3,8 @@
 // A Config comes from a JSON file, from a list of URLs, or from the
 // environment variable REDLOCK_NODES (comma-separated URLs). Every parser
 // returns Errc::config with a message that names the field and the value
-// that is wrong, e.g. `nodes[2]: "redis://h:99999": port out of range (1-65535)`.
+// that is wrong, e.g. `nodes[2]: "redis://h:99999": port out of range (1-65535)`,
+// with any password masked (mask_credentials): `"redis://***@h:99999": …`.
 #pragma once
 
 #include <string>

@@ -139,6 +139,7 @@ const std::vector<std::string> configs = {
     R"({"nodes": ["redis://h"], "default_ttl_ms": "redis://:{pw}@h"})",
     R"({"nodes": ["redis://h"], "tls_verify": "redis://u:{pw}@h"})",
     R"({"nodes": ["redis://h"], "prefix": ["redis://:{pw}@h"]})",
+    R"({"nodes": ["redis://h"], "prefix": "redis://:{pw}@h{x}"})",
     R"({"nodes": ["redis://h"], "user": {"password": "{pw}"}})",
     R"({"nodes": ["redis://:{pw}@h", "redis://:{pw}@h"]})",
     R"({"nodes": ["redis://:{pw}@h/1", "redis://:{pw}@h/2"]})",
