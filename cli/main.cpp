@@ -741,14 +741,18 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace redlock::cli
 
+// Every usage error passes here: the library's messages are masked
+// already, but CLI11's and ours echo arguments ("unknown option
+// --bogus=redis://:pw@h", "--ttl: \"…\" is not a duration"), so mask them all.
 int main(int argc, char** argv) {
   try {
     return redlock::cli::run(argc, argv);
   } catch (const redlock::cli::UsageError& e) {
-    std::cerr << redlock::cli::terminal_safe(std::string("redlock: ") + e.what()) << "\nRun 'redlock --help' for usage.\n";
+    std::cerr << redlock::cli::terminal_safe("redlock: " + redlock::mask_credentials(e.what()))
+              << "\nRun 'redlock --help' for usage.\n";
     return redlock::cli::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << redlock::cli::terminal_safe(std::string("redlock: internal error: ") + e.what()) << '\n';
+    std::cerr << redlock::cli::terminal_safe("redlock: internal error: " + redlock::mask_credentials(e.what())) << '\n';
     return redlock::cli::kExitNotDone;
   }
 }

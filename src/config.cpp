@@ -1,6 +1,7 @@
 // config.cpp — node URLs, JSON config documents, REDLOCK_NODES, and the rules
 // a Config must satisfy. Every failure is an Errc::config Error whose message
-// names the field and the offending value; nothing here throws.
+// names the field and the offending value, masked (mask_credentials: no
+// password in any message); nothing here throws.
 #include "redlock/config.hpp"
 
 #include <arpa/inet.h>
@@ -99,29 +100,79 @@ struct UrlParts {
   std::string_view location;  // tcp: host[:port][/db]; unix: /path[?db=N]
 };
 
-// The userinfo ends at the last '@' before the first '/': a host, a port and
-// the leading '/' of a socket path hold no '@', so an unencoded '@' in a
-// password still parses and an '@' inside a socket path is not taken for one.
-// A '/' in a password has to be written %2F.
+bool is_ipv6(std::string_view host) {
+  in6_addr address{};
+  return inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
+}
+
+bool is_unix_scheme(std::string_view scheme) { return iequals(scheme, "unix"); }
+
+// A scheme is a letter, then letters, digits, '+', '-' or '.' (RFC 3986):
+// in "user:pw@redis://h" the text before "://" is none.
+constexpr std::string_view scheme_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.";
+bool is_scheme(std::string_view text) {
+  return !text.empty() && scheme_chars.substr(0, 52).find(text.front()) != npos &&
+         text.find_first_not_of(scheme_chars) == npos;
+}
+
+// Where the userinfo ends. TCP: at the last '@' (a host, a port and a db
+// hold none), so '/', '@' and ':' in a password need no escape. Unix: the
+// path is absolute, so the userinfo ends at the first "@/" and a path may
+// hold anything; a location that starts with '/' is a path without
+// credentials.
+std::size_t userinfo_end(std::string_view scheme, std::string_view location) {
+  if (!is_unix_scheme(scheme)) return location.rfind('@');
+  if (location.starts_with('/')) return npos;
+  const auto at_path = location.find("@/");
+  return at_path != npos ? at_path : location.rfind('@');
+}
+
 std::optional<UrlParts> split_url(std::string_view url) {
   const auto sep = url.find("://");
   if (sep == npos) return std::nullopt;
   UrlParts parts{url.substr(0, sep), std::nullopt, url.substr(sep + 3)};
-  const auto at = parts.location.substr(0, parts.location.find('/')).rfind('@');
-  if (at != npos) {
+  if (const auto at = userinfo_end(parts.scheme, parts.location); at != npos) {
     parts.userinfo = parts.location.substr(0, at);
     parts.location.remove_prefix(at + 1);
   }
   return parts;
 }
 
-// Error messages echo the URL and end up in logs, so the password is masked.
-std::string redact(std::string_view url) {
-  const auto parts = split_url(url);
-  if (!parts || !parts->userinfo) return std::string(url);
-  const auto colon = parts->userinfo->find(':');
-  if (colon == npos || colon + 1 == parts->userinfo->size()) return std::string(url);
-  return cat(parts->scheme, "://", parts->userinfo->substr(0, colon), ":***@", parts->location);
+// mask_word: mask_credentials for one word. It masks at least what
+// split_url would take for a userinfo (up to the last '@', where unix
+// takes the first "@/"), also when the word is not a URL at all or is
+// wrapped in quotes or other words ("--nodes=redis://…", "\"redis://…\":").
+std::string mask_word(std::string_view word) {
+  const auto sep = word.find("://");
+  if (const auto at = word.rfind('@'); at != npos) {
+    // Opening quotes belong to the message around the word.
+    std::size_t start = std::min(word.find_first_not_of("\"'`("), at);
+    if (word.substr(start).starts_with("//")) start += 2;
+    // After "scheme://" when that precedes the '@' and no credentials can
+    // be before it (a scheme holds no '@', ':' or '/').
+    if (sep != npos && sep < at && word.substr(0, sep).find_first_of("@:/") == npos) {
+      auto scheme = word.substr(0, sep);
+      scheme.remove_prefix(std::min(scheme.size(), scheme.find_last_not_of(scheme_chars) + 1));
+      if (is_unix_scheme(scheme) && word.substr(sep + 3).starts_with('/')) return std::string(word);  // a path
+      start = sep + 3;
+    }
+    if (word.substr(start, at - start) == "***") return std::string(word);  // masked already
+    return cat(word.substr(0, start), "***", word.substr(at));
+  }
+  // No '@': "user:password" with "@host" forgotten reads as host:port.
+  const std::size_t start = sep != npos ? sep + 3 : word.starts_with("//") ? 2 : 0;
+  auto authority = word.substr(start, word.find('/', start) - start);
+  authority = authority.substr(0, authority.find_last_not_of("\"'`)]},;:.") + 1);  // closing punctuation
+  auto colon = authority.find(':');
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    colon = close != npos && authority.substr(close + 1).starts_with(':') ? close + 1 : npos;
+  }
+  if (colon == npos || is_ipv6(authority) || is_ipv6(authority.substr(0, authority.rfind(':'))))
+    return std::string(word);  // also "::1:6379", refused for its missing brackets
+  const auto port = authority.substr(colon + 1);
+  if (port.empty() || port == "***" || port.find_first_not_of("0123456789") == npos) return std::string(word);
+  return cat(word.substr(0, start + colon + 1), "***");
 }
 
 Problem parse_userinfo(std::string_view info, NodeAddress& node) {
@@ -141,7 +192,9 @@ Problem parse_userinfo(std::string_view info, NodeAddress& node) {
 
 Problem parse_port(std::string_view text, int& port) {
   const auto value = decimal(text);
-  if (!value) return cat("bad port ", quote(text), " (expected 1-65535)");
+  // Not quoted: "user:password" with "@host" forgotten puts the password
+  // here (mask_credentials masks it in the URL too).
+  if (!value) return "bad port (expected 1-65535)";
   if (*value < 1 || *value > 65535) return "port out of range (1-65535)";
   port = static_cast<int>(*value);
   return std::nullopt;
@@ -154,11 +207,6 @@ Problem parse_db(std::string_view text, int& db) {
   if (*value > max_db) return cat("db ", text, " out of range (0-", std::to_string(max_db), ")");
   db = static_cast<int>(*value);
   return std::nullopt;
-}
-
-bool is_ipv6(std::string_view host) {
-  in6_addr address{};
-  return inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
 }
 
 Problem parse_host_port(std::string_view text, NodeAddress& node) {
@@ -198,7 +246,8 @@ Problem parse_unix_location(std::string_view location, NodeAddress& node) {
   const auto mark = location.find('?');
   const auto path = location.substr(0, mark);
   if (path.empty()) return "empty socket path";
-  if (path.front() != '/') return cat("socket path ", quote(path), " is not absolute");
+  // Not quoted: without "@/" the path may begin with credentials.
+  if (path.front() != '/') return "socket path is not absolute";
   node.path = path;
   if (mark == npos) return std::nullopt;
   const auto query = location.substr(mark + 1);
@@ -208,12 +257,13 @@ Problem parse_unix_location(std::string_view location, NodeAddress& node) {
 }
 
 Problem parse_url_parts(const UrlParts& parts, NodeAddress& node) {
-  if (iequals(parts.scheme, "unix"))
+  if (is_unix_scheme(parts.scheme))
     node.kind = NodeAddress::Kind::unix_socket;
   else if (iequals(parts.scheme, "rediss"))
     node.tls = true;
-  else if (!iequals(parts.scheme, "redis"))
-    return cat("unknown scheme ", quote(parts.scheme), " (expected redis, rediss or unix)");
+  else if (!iequals(parts.scheme, "redis"))  // no scheme at all ("user:pw@redis://h") is not quoted
+    return cat("unknown scheme ", is_scheme(parts.scheme) ? quote(parts.scheme) + " " : "",
+               "(expected redis, rediss or unix)");
   if (parts.userinfo)
     if (auto problem = parse_userinfo(*parts.userinfo, node)) return problem;
   return node.kind == NodeAddress::Kind::tcp ? parse_tcp_location(parts.location, node)
@@ -222,10 +272,14 @@ Problem parse_url_parts(const UrlParts& parts, NodeAddress& node) {
 
 // ---- JSON ------------------------------------------------------------------
 
-// A wrong value may be a whole object; keep the message on one short line.
+// json_text: a wrong value in a message, on one short line. A string is
+// masked (mask_credentials); an array or an object is named, not shown: it
+// may hold a secret in a form no mask recognises ({"password": "…"}).
 std::string json_text(const json& value) {
   constexpr std::size_t max_length = 60;
-  auto text = value.dump();
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  auto text = value.is_string() ? json(mask_credentials(value.get<std::string>())).dump() : value.dump();
   if (text.size() > max_length) text = cat(text.substr(0, max_length), "...");
   return text;
 }
@@ -316,9 +370,6 @@ Result<void> check_text(std::string_view key, const json& value, Config&) {
 }
 
 Result<void> set_nodes(std::string_view key, const json& value, Config& config) {
-  if (value.is_string())  // likely a single URL: echo it masked, like a URL error
-    return config_error(cat(key, ": ", quote(redact(value.get<std::string>())),
-                            ": wrong type (expected array of URL strings)"));
   if (!value.is_array()) return wrong_type(key, value, "array of URL strings");
   for (std::size_t i = 0; i < value.size(); ++i) {
     const auto item = cat(key, "[", std::to_string(i), "]");
@@ -375,7 +426,7 @@ constexpr Key keys[] = {
 Error unknown_key(std::string_view name) {
   std::string known;
   for (const auto& key : keys) known += cat(known.empty() ? "" : ", ", key.name);
-  return config_error(cat("unknown key ", quote(name), " (known: ", known, ")"));
+  return config_error(cat("unknown key ", quote(mask_credentials(name)), " (known: ", known, ")"));
 }
 
 // credentials_from_json applies "user" and "password_file" (read here,
@@ -410,11 +461,15 @@ Result<Config> config_from_json(const json& document) {
 }
 
 // The parser's message starts with an id ("[json.exception.parse_error.101]")
-// that means nothing to a user; the position and reason after it do.
+// that means nothing to a user; the position and reason after it do. It
+// ends with the text last read ("; last read: '…'"), which may be a
+// password: cut there (the parser's own words come before it).
 std::string json_failure(const json::exception& failure) {
   std::string_view what = failure.what();
   if (const auto end = what.find("] "); what.starts_with('[') && end != npos) what.remove_prefix(end + 2);
-  return cat("invalid JSON: ", what);
+  what = what.substr(0, what.find("; last read: "));
+  const auto* parse = dynamic_cast<const json::parse_error*>(&failure);
+  return cat("invalid JSON: ", what, parse != nullptr ? cat(" (byte ", std::to_string(parse->byte), ")") : "");
 }
 
 // ---- files -----------------------------------------------------------------
@@ -518,7 +573,7 @@ Result<void> validate_options(const Options& o) {
           {o.extend_batch_max > 0 && o.extend_batch_max <= 100000, "extend_batch_max",
            std::to_string(o.extend_batch_max), "must be from 1 to 100000"},
           {o.data_check_interval > 0ms, "data_check_interval_ms", ms(o.data_check_interval), "must be > 0"},
-          {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(o.prefix),
+          {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(mask_credentials(o.prefix)),
            "may not contain '{' or '}' (they mark the resource in every key)"},
       });
       !fields)
@@ -563,6 +618,21 @@ Result<void> validate_options(const Options& o) {
 
 }  // namespace
 
+std::string mask_credentials(std::string_view text) {
+  constexpr std::string_view space = " \t\r\n\v\f,";  // a list of URLs: URL by URL
+  std::string masked;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto word = text.find_first_not_of(space, start);
+    masked.append(text.substr(start, word - start));
+    if (word == npos) break;
+    const auto end = std::min(text.find_first_of(space, word), text.size());
+    masked += mask_word(text.substr(word, end - word));
+    start = end;
+  }
+  return masked;
+}
+
 std::string NodeAddress::display() const {
   if (kind == Kind::unix_socket) return "unix://" + path;
   const bool ipv6 = host.find(':') != std::string::npos;
@@ -571,7 +641,7 @@ std::string NodeAddress::display() const {
 
 Result<NodeAddress> parse_node_url(std::string_view url) {
   const auto fail = [url](std::string_view reason) {
-    return config_error(cat(quote(redact(url)), ": ", reason));
+    return config_error(cat(quote(mask_credentials(url)), ": ", reason));
   };
   if (url.empty()) return fail("empty URL");
   const auto parts = split_url(url);

@@ -3,7 +3,8 @@
 // A Config comes from a JSON file, from a list of URLs, or from the
 // environment variable REDLOCK_NODES (comma-separated URLs). Every parser
 // returns Errc::config with a message that names the field and the value
-// that is wrong, e.g. `nodes[2]: "redis://h:99999": port out of range (1-65535)`.
+// that is wrong, e.g. `nodes[2]: "redis://h:99999": port out of range (1-65535)`,
+// with any password masked (mask_credentials): `"redis://***@h:99999": …`.
 #pragma once
 
 #include <string>
@@ -21,7 +22,9 @@ namespace redlock {
 //                                              [IPv6]; port defaults to 6379
 //   rediss://…                                 the same over TLS (Config::tls)
 //   unix://[user:password@]/path/to.sock[?db=N]  unix socket
-// user and password may be percent-encoded; a URL with ":password@" and no
+// user and password may be percent-encoded; unencoded, a password may hold
+// '/', '@' and ':' (the userinfo ends at the last '@'; for unix://, at the
+// first "@/"). A URL with ":password@" and no
 // user authenticates with the password alone (AUTH password); with a user,
 // as an ACL user (AUTH user password).
 struct REDLOCK_API NodeAddress {
@@ -68,6 +71,19 @@ struct REDLOCK_API Config {
 
 // parse_node_url parses one URL (forms above).
 REDLOCK_API Result<NodeAddress> parse_node_url(std::string_view url);
+
+// mask_credentials returns `text` with whatever may be a password replaced
+// by "***", whatever the spelling. It works word by word (white space and
+// commas separate words, so a list of URLs is masked URL by URL): a word
+// with an '@' is masked from its start, or from after "scheme://" or a
+// leading "//", up to its last '@' ("redis://u:a/b@c@h:1" →
+// "redis://***@h:1", "u:pw@h" → "***@h"), unless it is a unix:// URL whose
+// path starts at once (a path may hold '@'). A word without '@' whose
+// host:port has a port that is not all digits may be "user:password" with
+// "@host" forgotten: it is masked from that port on ("redis://u:pw" →
+// "redis://u:***"). The one mask for every message that echoes a URL or
+// config text (docs/security.md).
+REDLOCK_API std::string mask_credentials(std::string_view text);
 
 // parse_node_list parses comma-separated URLs (spaces around commas are
 // ignored), as in REDLOCK_NODES and --nodes. Empty items are an error.

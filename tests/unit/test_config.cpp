@@ -328,11 +328,11 @@ TEST_CASE("parse_node_url: port out of range") {
 }
 
 TEST_CASE("parse_node_url: port must be decimal digits only") {
-  CHECK(config_failure(parse_node_url("redis://h:12x")) == R"("redis://h:12x": bad port "12x" (expected 1-65535))");
-  CHECK(config_failure(parse_node_url("redis://h:+1")).ends_with(R"(bad port "+1" (expected 1-65535))"));
-  CHECK(config_failure(parse_node_url("redis://h:-1")).ends_with(R"(bad port "-1" (expected 1-65535))"));
-  CHECK(config_failure(parse_node_url("redis://h:")).ends_with(R"(bad port "" (expected 1-65535))"));
-  CHECK(config_failure(parse_node_url("redis://[::1]:0x1")).ends_with(R"(bad port "0x1" (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://h:12x")) == R"("redis://h:***": bad port (expected 1-65535))");
+  CHECK(config_failure(parse_node_url("redis://h:+1")).ends_with(R"("redis://h:***": bad port (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://h:-1")).ends_with(R"("redis://h:***": bad port (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://h:")).ends_with(R"("redis://h:": bad port (expected 1-65535))"));
+  CHECK(config_failure(parse_node_url("redis://[::1]:0x1")).ends_with(R"("redis://[::1]:***": bad port (expected 1-65535))"));
 }
 
 TEST_CASE("parse_node_url: db must be a non-negative decimal below 2^31") {
@@ -351,13 +351,13 @@ TEST_CASE("parse_node_url: trailing garbage is refused") {
 
 TEST_CASE("parse_node_url: user without password is refused") {
   CHECK(config_failure(parse_node_url("redis://alice@h")) ==
-        R"("redis://alice@h": user without password (use user:password@ or :password@))");
+        R"("redis://***@h": user without password (use user:password@ or :password@))");
 }
 
 TEST_CASE("parse_node_url: empty credentials are refused") {
-  CHECK(config_failure(parse_node_url("redis://@h")) == R"("redis://@h": empty credentials before "@")");
-  CHECK(config_failure(parse_node_url("redis://:@h")) == R"("redis://:@h": empty password)");
-  CHECK(config_failure(parse_node_url("redis://alice:@h")) == R"("redis://alice:@h": empty password)");
+  CHECK(config_failure(parse_node_url("redis://@h")) == R"("redis://***@h": empty credentials before "@")");
+  CHECK(config_failure(parse_node_url("redis://:@h")) == R"("redis://***@h": empty password)");
+  CHECK(config_failure(parse_node_url("redis://alice:@h")) == R"("redis://***@h": empty password)");
 }
 
 TEST_CASE("parse_node_url: bad percent-escape is refused") {
@@ -369,13 +369,13 @@ TEST_CASE("parse_node_url: bad percent-escape is refused") {
 
 TEST_CASE("parse_node_url: error messages mask the password") {
   const auto message = config_failure(parse_node_url("redis://alice:hunter2@h:99999"));
-  CHECK(message == R"("redis://alice:***@h:99999": port out of range (1-65535))");
+  CHECK(message == R"("redis://***@h:99999": port out of range (1-65535))");
   CHECK(message.find("hunter2") == std::string::npos);
 }
 
 TEST_CASE("parse_node_url: unix path must be absolute") {
   CHECK(config_failure(parse_node_url("unix://tmp/r.sock")) ==
-        R"("unix://tmp/r.sock": socket path "tmp/r.sock" is not absolute)");
+        R"("unix://tmp/r.sock": socket path is not absolute)");
 }
 
 TEST_CASE("parse_node_url: unix path must not be empty") {
@@ -497,7 +497,7 @@ TEST_CASE("parse_config_json: empty document is a syntax error") {
 
 TEST_CASE("parse_config_json: the document must be an object") {
   CHECK(config_failure(parse_config_json(R"(["redis://h"])")) ==
-        R"(top level: ["redis://h"]: wrong type (expected an object))");
+        R"(top level: an array: wrong type (expected an object))");
 }
 
 TEST_CASE("parse_config_json: unknown key lists the known keys") {
@@ -518,12 +518,12 @@ TEST_CASE("parse_config_json: empty nodes array is refused") {
 
 TEST_CASE("parse_config_json: nodes must be an array") {
   CHECK(config_failure(parse_config_json(R"({"nodes": {"a": 1}})")) ==
-        R"(nodes: {"a":1}: wrong type (expected array of URL strings))");
+        R"(nodes: an object: wrong type (expected array of URL strings))");
 }
 
 TEST_CASE("parse_config_json: nodes given as one string is refused with the password masked") {
   CHECK(config_failure(parse_config_json(R"({"nodes": "redis://:secret@h"})")) ==
-        R"(nodes: "redis://:***@h": wrong type (expected array of URL strings))");
+        R"(nodes: "redis://***@h": wrong type (expected array of URL strings))");
 }
 
 TEST_CASE("parse_config_json: a node must be a string") {
@@ -572,11 +572,13 @@ TEST_CASE("parse_config_json: an empty prefix is allowed") {
   CHECK(config->options.prefix.empty());
 }
 
-TEST_CASE("parse_config_json: a long wrong value is shortened in the message") {
+TEST_CASE("parse_config_json: a long wrong value is shortened in the message, an array or object only named") {
   const auto message = config_failure(parse_config_json(json_with_nodes(
-      R"("prefix": [1111111111, 2222222222, 3333333333, 4444444444, 5555555555, 6666666666])")));
-  CHECK(message == "prefix: [1111111111,2222222222,3333333333,4444444444,5555555555,6666...: "
-                   "wrong type (expected string)");
+      R"("quarantine": "1111111111 2222222222 3333333333 4444444444 5555555555 6666666666")")));
+  CHECK(message == "quarantine: \"1111111111 2222222222 3333333333 4444444444 5555555555 6666...: "
+                   "wrong type (expected true or false)");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("prefix": [1, 2])"))) ==
+        "prefix: an array: wrong type (expected string)");
 }
 
 TEST_CASE("parse_config_json: max_pending must be a positive integer") {
