@@ -127,7 +127,7 @@ namespace {
 // `drop` taken out of its command list.
 std::vector<std::string> lock_user_acl(const std::string& user, const std::string& drop = "") {
   std::vector<std::string> argv = {"ACL", "SETUSER", user, "reset", "on", ">lock-pw", "~redlock:*", "~redlock-marker",
-                                   "&redlock:*"};
+                                   "~{redlock-marker}:server", "&redlock:*"};
   for (const char* c : {"+ping", "+info", "+select", "+get", "+set", "+evalsha", "+eval", "+script|load",
                         "+subscribe", "+unsubscribe", "+publish", "+del", "+pexpire", "+pttl", "+time"}) {
     if (drop != c) argv.emplace_back(c);
