@@ -1,6 +1,7 @@
 // test_node_session.cpp — one master's session (src/node_session.hpp) on a
 // fake Wire and manual time: the handshake, deadlines, NOSCRIPT, reconnect,
-// quarantine, the data-loss marker and its vote check, graceful close.
+// quarantine, the data-loss marker and its vote check, graceful close,
+// unsolicited replies, and the idle connection's keep-alive.
 #include <doctest/doctest.h>
 
 #include <array>

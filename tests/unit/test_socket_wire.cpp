@@ -3,7 +3,8 @@
 // a call, every address tried in turn, replies split across reads, a peer
 // that resets mid-write (no SIGPIPE), and name resolution — a resolver
 // that never answers costs the connect deadline and nothing else, and a
-// cancelled lookup leaves nothing on the loop.
+// cancelled lookup leaves nothing on the loop; the reply limits (the
+// ReplyScanner, src/resp.hpp) and the per-turn budget.
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -414,7 +415,7 @@ TEST_CASE("reply scanner: a length past the limits stops the stream at its heade
   CHECK(scan_all(small, many, 7, why) == 100);
 }
 
-TEST_CASE("socket wire: a reply past the limits ends the connection with its reason, before buffering it") {
+TEST_CASE("socket wire: a reply past the limits ends the connection at its header, with its reason") {
   for (const std::string& header : {std::string("$9000000000000000000\r\n"), std::string("*1000000000\r\n"),
                                     std::string("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n")}) {
     CAPTURE(header);
