@@ -286,7 +286,12 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
 }
 
 void NodeSession::on_reply(const WireReply& reply) {
-  if (pending_.empty()) return;  // cannot happen: one reply per command written
+  // One reply per command written, in order: a reply with none written
+  // and unanswered is the server's own (broken, or not a Redis at all);
+  // nothing it says after can be matched to a command.
+  if (pending_.size() == unwritten_) {
+    return conn_.drop("unsolicited reply (no command was waiting for one); reconnecting");
+  }
   unresponsive_ = false;
   const Pending p = pending_.front();
   pending_.pop_front();
@@ -568,10 +573,16 @@ void NodeSession::become_ready() {
   check_timer_->start(options_.data_check_interval);
 }
 
+// on_check_timer: the periodic marker check. It is also the keep-alive
+// of an idle connection: the stall check covers it like any command, so a
+// master that stopped answering is dropped within stall_timeout even when
+// nothing else is sent to it.
 void NodeSession::on_check_timer() {
   if (conn_.state() != State::ready || closing_) return;
   check_timer_->start(options_.data_check_interval);
-  if (!marker_in_flight_ && !queue_marker()) conn_.drop("cannot queue the data-loss marker check");
+  if (marker_in_flight_) return;
+  if (!queue_marker()) return conn_.drop("cannot queue the data-loss marker check");
+  rearm();
 }
 
 // fail_unwritten: the connection is gone, or closing, before its handshake

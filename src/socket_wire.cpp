@@ -20,6 +20,14 @@ namespace redlock::detail {
 
 namespace {
 
+// The work one loop turn gives one connection (socket_wire.hpp): a 64 KiB
+// read is four recv() calls and well under a millisecond of parsing; 1,024
+// replies are the session's bookkeeping for as many commands. A healthy
+// connection rarely meets either: replies to one turn's commands come in
+// a few KiB.
+constexpr std::size_t read_budget = 64 * 1024;
+constexpr std::size_t reply_budget = 1024;
+
 // "Connection refused" reads "connection refused" in outcomes.
 std::string lowercase_first(std::string s) {
   if (s.empty()) return "connection error";
@@ -66,6 +74,8 @@ void poll_trampoline(uv_poll_t* handle, int status, int events) {
 
 void prepare_trampoline(uv_prepare_t* handle) { static_cast<SocketWire*>(handle->data)->prepared(); }
 
+void idle_trampoline(uv_idle_t* handle) { static_cast<SocketWire*>(handle->data)->resumed(); }
+
 template <typename Handle>
 void close_and_free(Handle* handle) {
   uv_close(reinterpret_cast<uv_handle_t*>(handle), [](uv_handle_t* h) { delete reinterpret_cast<Handle*>(h); });
@@ -105,6 +115,9 @@ SocketWire::SocketWire(uv_loop_t* loop, Resolver& resolver, const TlsContext* tl
   flush_ = new uv_prepare_t;
   uv_prepare_init(loop_, flush_);
   flush_->data = this;
+  backlog_ = new uv_idle_t;
+  uv_idle_init(loop_, backlog_);
+  backlog_->data = this;
   reader_ = redisReaderCreate();
   start();
 }
@@ -135,6 +148,7 @@ SocketWire::~SocketWire() {
   lookup_.reset();
   close_socket();
   close_and_free(flush_);
+  close_and_free(backlog_);
   if (reader_ != nullptr) redisReaderFree(reader_);
 }
 
@@ -291,12 +305,19 @@ void SocketWire::polled(int status, int events) {
   if (!g.gone) report_failure();
 }
 
+// read_socket: one turn's work on the connection — the replies already
+// read first, then at most read_budget bytes from the socket, and at most
+// reply_budget replies delivered in all. Bytes left in the socket wait for
+// the next poll; replies left in the reader, for the backlog handle.
 void SocketWire::read_socket() {
+  std::size_t budget = reply_budget;
+  if (!deliver_replies(budget)) return;
   char buf[16384];
-  for (;;) {
+  for (std::size_t taken = 0; taken < read_budget;) {
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n > 0) {
-      if (!take_bytes(buf, static_cast<std::size_t>(n))) return;
+      taken += static_cast<std::size_t>(n);
+      if (!take_bytes(buf, static_cast<std::size_t>(n), budget)) return;
       if (static_cast<std::size_t>(n) < sizeof buf) return;
       continue;
     }
@@ -310,20 +331,18 @@ void SocketWire::read_socket() {
 }
 
 // take_bytes hands received bytes to TLS or straight to the reply reader;
-// false when the Wire is gone or failed meanwhile.
-bool SocketWire::take_bytes(const char* data, std::size_t n) {
+// false when the Wire is gone or failed meanwhile, or the turn's replies
+// are spent.
+bool SocketWire::take_bytes(const char* data, std::size_t n, std::size_t& budget) {
   if (!received_any_ && !address_.tls && looks_like_tls(static_cast<unsigned char>(data[0]))) {
     fail("the server speaks TLS: use rediss://");
     return false;
   }
   received_any_ = true;
-  if (tls_ == nullptr) {
-    redisReaderFeed(reader_, data, n);
-    return deliver_replies();
-  }
+  if (tls_ == nullptr) return parse(data, n, budget);
+  Gone g(this);
   tls_->feed(data, n);
   if (state_ == State::tls_handshake) {
-    Gone g(this);
     handshake_step();
     if (g.gone || state_ != State::ready) return false;
   }
@@ -331,23 +350,44 @@ bool SocketWire::take_bytes(const char* data, std::size_t n) {
   const bool ok = tls_->read(plain);
   tls_->take_output(out_);  // TLS may answer something of its own
   if (out_.size() > out_sent_) arm_flush();
-  if (!plain.empty()) {
-    redisReaderFeed(reader_, plain.data(), plain.size());
-    if (!deliver_replies()) return false;
-  }
+  const bool more = plain.empty() || parse(plain.data(), plain.size(), budget);
+  if (g.gone || state_ == State::failed) return false;
   if (!ok) fail(tls_->error());
-  return ok;
+  return ok && more;
 }
 
-bool SocketWire::deliver_replies() {
+// parse holds the bytes to the reply limits, then gives them to hiredis
+// and delivers what they complete.
+bool SocketWire::parse(const char* data, std::size_t n, std::size_t& budget) {
+  std::string why;
+  if (!scanner_.scan(std::string_view(data, n), why)) {
+    fail(std::move(why));
+    return false;
+  }
+  if (redisReaderFeed(reader_, data, n) != REDIS_OK) {
+    fail("out of memory reading a reply");
+    return false;
+  }
+  return deliver_replies(budget);
+}
+
+// deliver_replies hands the complete replies read so far to the owner, at
+// most `budget` of them; true when none is left, false when the Wire is
+// gone or failed, or the rest waits for the next turn (the backlog handle).
+bool SocketWire::deliver_replies(std::size_t& budget) {
   Gone g(this);
-  for (;;) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-      fail(std::string("protocol error: ") + reader_->errstr);
+  while (scanner_.ready() > 0) {
+    if (budget == 0) {
+      uv_idle_start(backlog_, idle_trampoline);
       return false;
     }
-    if (raw == nullptr) return true;
+    --budget;
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK || raw == nullptr) {
+      fail(std::string("protocol error: ") + (reader_->err != 0 ? reader_->errstr : "a reply hiredis did not read"));
+      return false;
+    }
+    scanner_.take();
     std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw), freeReplyObject);
     WireReply out;
     std::vector<WireReply> store(count_nested(reply.get()));  // empty (no allocation) unless an array
@@ -356,6 +396,19 @@ bool SocketWire::deliver_replies() {
     events_.on_reply(out);  // may destroy this Wire
     if (g.gone || state_ == State::failed) return false;
   }
+  uv_idle_stop(backlog_);
+  return true;
+}
+
+// resumed: a later turn for the replies a budget left in the reader.
+void SocketWire::resumed() {
+  Gone g(this);
+  if (state_ == State::ready) {
+    read_socket();
+  } else {
+    uv_idle_stop(backlog_);
+  }
+  if (!g.gone) report_failure();
 }
 
 void SocketWire::prepared() {
@@ -415,6 +468,7 @@ void SocketWire::fail(std::string why) {
   if (state_ == State::failed) return;
   state_ = State::failed;
   failure_ = std::move(why);
+  uv_idle_stop(backlog_);
   lookup_.reset();
   close_socket();
   arm_flush();  // reported by the next turn's flush, unless a loop entry reports it first

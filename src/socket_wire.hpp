@@ -15,7 +15,16 @@
 //   keeps one fixed read interest and costs no epoll_ctl per command.
 //   send() with MSG_NOSIGNAL: no write of ours can raise SIGPIPE in the
 //   host. (Not uv_write: libuv writes with writev, which can.)
-// - Replies: hiredis's redisReader (hiredis stays the protocol parser).
+// - Replies: hiredis's redisReader (hiredis stays the protocol parser),
+//   behind a ReplyScanner (src/resp.hpp) that holds every reply to
+//   reply_limits first: a reply past them ends the connection.
+// - Bounded work per loop turn: one readable event (or read_now) reads at
+//   most read_budget bytes and delivers at most reply_budget replies, so
+//   the loop's timers (deadlines, stall checks, lease watchdogs) get their
+//   turn whatever a server sends. Bytes left in the socket wait for the
+//   next poll (level-triggered); replies already read wait in the reader,
+//   which is not fed more until they are delivered, on the next turns (a
+//   uv_idle handle keeps the loop from blocking meanwhile).
 //
 // Loop thread only. Destroying a SocketWire closes its socket at once;
 // bytes not yet sent are dropped (the owner never relies on either, see
@@ -58,6 +67,7 @@ class SocketWire final : public Wire {
   // The uv callbacks (trampolines in socket_wire.cpp).
   void polled(int status, int events);
   void prepared();
+  void resumed();
 
  private:
   enum class State : std::uint8_t { resolving, connecting, tls_handshake, ready, failed };
@@ -70,8 +80,9 @@ class SocketWire final : public Wire {
   void start_tls();
   void handshake_step();
   void read_socket();
-  bool take_bytes(const char* data, std::size_t n);
-  bool deliver_replies();
+  bool take_bytes(const char* data, std::size_t n, std::size_t& budget);
+  bool parse(const char* data, std::size_t n, std::size_t& budget);
+  bool deliver_replies(std::size_t& budget);
   void flush();
   bool send_out();
   void fail(std::string why);
@@ -98,6 +109,7 @@ class SocketWire final : public Wire {
   int watching_ = 0;
   uv_prepare_t* flush_ = nullptr;
   bool flush_armed_ = false;
+  uv_idle_t* backlog_ = nullptr;  // active while replies already read wait for a later turn
   std::string failure_;  // why the Wire failed (reported once, see report_failure)
   bool reported_ = false;
   bool received_any_ = false;
@@ -107,6 +119,7 @@ class SocketWire final : public Wire {
   std::string out_;        // bytes for the socket (plain commands, or TLS records)
   std::size_t out_sent_ = 0;
   redisReader* reader_ = nullptr;
+  resp::ReplyScanner scanner_{resp::reply_limits};
 };
 
 // SocketWireFactory — opens SocketWires on `loop`, which must outlive the

@@ -44,11 +44,17 @@ void Subscriber::unsubscribe(const std::string& channel) {
 
 // on_reply: pub/sub messages: ["subscribe", channel, count], ["message",
 // channel, payload], ["unsubscribe", …] (AUTH's answer is the
-// Connection's).
+// Connection's). Anything else is no answer to what this connection sends
+// (a server that is broken, or not a Redis): it ends the connection.
 void Subscriber::on_reply(const WireReply& reply) {
   if (reply.type == WireReply::Type::error) return conn_.drop("SUBSCRIBE failed: " + std::string(reply.str));
-  if (reply.type != WireReply::Type::array || reply.elements.size() < 3) return;
-  const std::string_view kind = reply.elements[0].str;
+  const bool pushed = reply.type == WireReply::Type::array && reply.elements.size() == 3 &&
+                      reply.elements[0].type == WireReply::Type::string;
+  const std::string_view kind = pushed ? reply.elements[0].str : std::string_view();
+  if (kind != "message" && kind != "subscribe" && kind != "unsubscribe") {
+    return conn_.drop("unsolicited reply on the pub/sub connection (not a subscribe, unsubscribe or message); "
+                      "reconnecting");
+  }
   const std::string channel(reply.elements[1].str);
   if (kind == "message") {
     hub_.released(channel, reply.elements[2].str);

@@ -88,8 +88,9 @@ class Wire {
   // read_now delivers, through on_reply, the replies that have already
   // arrived but were not read yet (and on_lost, if that read finds the
   // connection gone) (a stalled loop turn reads them before
-  // judging deadlines: production reads the socket once; the simulator
-  // has nothing to do).
+  // judging deadlines: production reads the socket once, at most one loop
+  // turn's budget of it, src/socket_wire.hpp; the simulator has nothing
+  // to do).
   virtual void read_now() = 0;
   // waiting_for: while the connection is not up yet, what it waits for, in
   // words ("the TLS handshake"); the owner's connect timeout names it.

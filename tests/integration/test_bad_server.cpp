@@ -1,18 +1,26 @@
 // test_bad_server.cpp — a master that misbehaves at the protocol level: it
 // vanishes in the middle of a reply, answers garbage, or hangs up at once;
-// and one whose connection is slow to start (a master far away).
-// Each must be one node's `error` outcome with a clear text; nothing
-// crashes, nothing leaks (ASan), and the healthy masters decide.
+// one whose connection is slow to start (a master far away); and one that
+// floods the client with replies without end. Each must be one node's
+// `error` outcome with a clear text; nothing crashes, nothing leaks (ASan),
+// the healthy masters decide, and a flood delays no deadline and grows no
+// memory.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +31,8 @@ using namespace redlock;
 using namespace redlock::test;
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 sockaddr_in loopback(int port) {
   sockaddr_in addr{};
@@ -168,6 +178,253 @@ class SlowStartRelay {
   Listener listener_;
 };
 
+// FloodMaster — a minority master gone wrong. It answers the client's
+// handshake (SCRIPT LOAD, INFO, the marker) and PING like a redis up for
+// long, and every other command with an error; once flood() was called, every
+// connection whose handshake it answered gets `shape` without end — for
+// at most `flood_for` after flood() and `flood_cap` bytes per connection,
+// so that a client the flood holds (the bug this guards against) fails
+// the test instead of hanging it or filling the machine.
+class FloodMaster {
+ public:
+  enum class Shape { replies, huge_bulk, huge_array };
+  static constexpr std::chrono::seconds flood_for{4};
+  static constexpr std::size_t flood_cap = std::size_t{1} << 30;
+
+  explicit FloodMaster(Shape shape)
+      : shape_(shape), listener_([this](int c) {
+          serve(c);
+          ::close(c);
+        }) {}
+  std::string url() const { return listener_.url(); }
+  // flood: from now on, every connection past its handshake is flooded.
+  void flood() {
+    flood_until_ = (std::chrono::steady_clock::now() + flood_for).time_since_epoch().count();
+  }
+  int floods() const { return floods_; }
+
+ private:
+  bool flooding() const { return std::chrono::steady_clock::now().time_since_epoch().count() < flood_until_; }
+
+  // serve answers commands in order; after the handshake's last answer,
+  // it floods once flood() was called.
+  void serve(int c) {
+    std::string in;
+    bool handshaken = false;
+    char chunk[4096];
+    while (!listener_.stopped()) {
+      if (handshaken && flooding()) return pour(c);
+      pollfd p{c, POLLIN, 0};
+      if (::poll(&p, 1, 10) < 0) return;
+      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t n = ::read(c, chunk, sizeof chunk);
+      if (n <= 0) return;
+      in.append(chunk, static_cast<std::size_t>(n));
+      while (std::optional<std::vector<std::string>> argv = next_command(in)) {
+        const std::vector<std::string>& a = *argv;
+        std::string out;
+        if (a[0] == "SCRIPT") {
+          out = "$40\r\n" + std::string(40, 'a') + "\r\n";
+        } else if (a[0] == "INFO") {
+          out = bulk("redis_version:7.0.0\r\nrun_id:" + std::string(40, 'f') + "\r\nuptime_in_seconds:100000\r\n");
+        } else if (a[0] == "PING") {
+          out = "+PONG\r\n";
+        } else if (a[0] == "EVALSHA" && a.size() == 6 && a[3] == "redlock-marker") {
+          out = "*4\r\n" + bulk("found") + bulk(a[4]) + bulk(a[5]) + bulk("100000000");
+          handshaken = true;
+        } else {
+          out = "-ERR not a real master\r\n";
+        }
+        if (!send_all(c, out)) return;
+      }
+    }
+  }
+
+  // pour sends the flood: a header (if any), then `body` over and over,
+  // as one stream whatever the socket takes at a time.
+  void pour(int c) {
+    ++floods_;
+    std::string head, body;
+    switch (shape_) {
+      case Shape::replies:
+        for (int i = 0; i < 13107; ++i) body += "+OK\r\n";
+        break;
+      case Shape::huge_bulk:
+        head = "$9000000000000000000\r\n";
+        body.assign(65536, 'x');
+        break;
+      case Shape::huge_array:
+        head = "*1000000000\r\n";
+        body = bulk(std::string(65536, 'x'));  // one element
+        break;
+    }
+    // A deep send buffer: the flood keeps megabytes queued for the client
+    // even while this thread waits for the CPU.
+    const int deep = 4 << 20;
+    ::setsockopt(c, SOL_SOCKET, SO_SNDBUF, &deep, sizeof deep);
+    if (!send_all(c, head)) return;
+    std::size_t at = 0;
+    for (std::size_t sent = 0; sent < flood_cap && flooding() && !listener_.stopped();) {
+      pollfd p{c, POLLOUT, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      const ssize_t n = ::send(c, body.data() + at, body.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) return;  // the client hung up
+      sent += static_cast<std::size_t>(n);
+      at = (at + static_cast<std::size_t>(n)) % body.size();
+    }
+  }
+
+  static std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+
+  static bool send_all(int c, const std::string& s) {
+    for (std::size_t done = 0; done < s.size();) {
+      const ssize_t n = ::send(c, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  // next_command takes one whole command (an array of bulk strings) off
+  // the front of `in`; none while it is incomplete.
+  static std::optional<std::vector<std::string>> next_command(std::string& in) {
+    std::size_t at = 0;
+    auto number = [&](char kind) -> long {
+      if (at >= in.size() || in[at] != kind) return -1;
+      const std::size_t eol = in.find("\r\n", at);
+      if (eol == std::string::npos) return -1;
+      const long n = std::stol(in.substr(at + 1, eol - at - 1));
+      at = eol + 2;
+      return n;
+    };
+    const long argc = number('*');
+    if (argc < 1) return std::nullopt;
+    std::vector<std::string> argv;
+    for (long i = 0; i < argc; ++i) {
+      const long len = number('$');
+      if (len < 0 || in.size() < at + static_cast<std::size_t>(len) + 2) return std::nullopt;
+      argv.push_back(in.substr(at, static_cast<std::size_t>(len)));
+      at += static_cast<std::size_t>(len) + 2;
+    }
+    in.erase(0, at);
+    return argv;
+  }
+
+  Shape shape_;
+  std::atomic<Clock::rep> flood_until_{0};
+  std::atomic<int> floods_{0};
+  Listener listener_;
+};
+
+// Memory — resident memory of this process: start() resets the kernel's
+// high-water mark (/proc/self/clear_refs) and notes the resident size;
+// peak_growth() is how far the high-water mark rose above it since.
+struct Memory {
+  long start_kb = 0;
+  bool reset = false;
+  static long field_kb(const std::string& name) {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind(name + ":", 0) == 0) return std::stol(line.substr(name.size() + 1));
+    }
+    return -1;
+  }
+  void start() {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.close();
+    reset = clear.good();
+    start_kb = field_kb("VmRSS");
+  }
+  long peak_growth_mb() const { return (field_kb(reset ? "VmHWM" : "VmRSS") - start_kb) / 1024; }
+};
+
+// Drops — why the lock connections of one node were dropped (an observer).
+struct Drops final : Observer {
+  explicit Drops(std::size_t node) : node_(node) {}
+  void on_connection(const ConnectionEvent& e) override {
+    if (e.node != node_ || e.subscriber || e.to != ConnectionState::backing_off) return;
+    std::lock_guard lock(mu_);
+    reasons_.emplace_back(e.reason);
+  }
+  std::vector<std::string> reasons() const {
+    std::lock_guard lock(mu_);
+    return reasons_;
+  }
+
+ private:
+  std::size_t node_;
+  mutable std::mutex mu_;
+  std::vector<std::string> reasons_;
+};
+
+// flooded: one flooding master of three, flooding while a lease runs out
+// at its deadline (auto_extend off). Its loss (on_lost and the stop
+// token) must come on time, the flooding master's connection must end
+// with `reason`, the two honest masters must still decide, and memory
+// must not grow with what the flood sends.
+void flooded(FloodMaster::Shape shape, const std::string& reason) {
+  using namespace std::chrono_literals;
+  RedisGroup honest(2);
+  Memory memory;
+  memory.start();
+  FloodMaster fake(shape);
+  auto drops = std::make_shared<Drops>(1);
+  auto client = client_for({honest[0].url(), fake.url(), honest[1].url()},
+                           [&](Options& o) { o.observer = drops; });
+  REQUIRE(ready_everywhere(*client, 3));
+
+  std::mutex mu;
+  std::optional<Clock::time_point> lost_at, stopped_at;
+  LeaseOptions opts{.ttl = 1000ms, .auto_extend = false};
+  opts.on_lost = [&](const Error&) {
+    std::lock_guard lock(mu);
+    lost_at = Clock::now();
+  };
+  auto lease = client->lock("flooded", opts);
+  REQUIRE_MESSAGE(lease.ok(), lease.error().to_string());
+  const Clock::time_point deadline = lease->deadline();
+  std::stop_callback on_stop(lease->stop_token(), [&] {
+    std::lock_guard lock(mu);
+    stopped_at = Clock::now();
+  });
+  fake.flood();
+
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(mu);
+    return lost_at.has_value() && stopped_at.has_value();
+  }, 10000ms));
+  // Slack: the watchdog fires 2 ms before the deadline and at most a
+  // millisecond late; under the flood a loop turn adds one budget of work
+  // per connection (well under 10 ms). The rest is for a loaded machine's
+  // scheduling — far below the seconds (or never) of a loop the flood holds.
+  const auto slack = 200ms;
+  {
+    std::lock_guard lock(mu);
+    CHECK(*lost_at <= deadline + slack);
+    CHECK(*stopped_at <= deadline + slack);
+  }
+  // Each flood ends its connection, naming why (and the client
+  // reconnects, to meet the next one). (A flood that starts while a
+  // marker check is on its way answers that first: the check's own error.)
+  CHECK(fake.floods() >= 2);
+  const std::vector<std::string> why = drops->reasons();
+  CAPTURE(why.size());
+  CHECK(std::find(why.begin(), why.end(), reason) != why.end());
+
+  // The honest majority still decides, while the flood goes on.
+  auto other = client->try_acquire("flooded-other");
+  REQUIRE_MESSAGE(other.ok(), other.error().to_string());
+  CHECK(client->release(*other)->released);
+
+  // A leak detector, not a speed test: what the flood sent (up to 1 GiB
+  // per connection) must not be held.
+  const long growth = memory.peak_growth_mb();
+  CAPTURE(memory.reset);
+  CHECK(growth < 200);
+}
+
 // With one good and one fake master the majority is both, so every round
 // waits for the fake and shows exactly what became of it.
 std::string fake_error(FakeMaster::Mode mode) {
@@ -227,4 +484,17 @@ TEST_CASE("a master whose handshake takes longer than node_timeout answers the f
   auto lock = client->try_acquire("far");
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(client->release(*lock)->released);
+}
+
+TEST_CASE("a minority master that floods +OK without end delays no lost signal, grows no memory, and the majority decides") {
+  flooded(FloodMaster::Shape::replies, "unsolicited reply (no command was waiting for one); reconnecting");
+}
+
+TEST_CASE("a minority master that announces a bulk string of 9e18 bytes and streams bytes: the same") {
+  flooded(FloodMaster::Shape::huge_bulk,
+          "reply too large: a bulk string of 9000000000000000000 bytes (at most 4194304 bytes in one reply)");
+}
+
+TEST_CASE("a minority master that announces an array of 1e9 elements and streams them: the same") {
+  flooded(FloodMaster::Shape::huge_array, "reply too large: an array of 1000000000 elements (at most 4096 in one reply)");
 }

@@ -1,6 +1,7 @@
 // test_node_session.cpp — one master's session (src/node_session.hpp) on a
 // fake Wire and manual time: the handshake, deadlines, NOSCRIPT, reconnect,
-// quarantine, the data-loss marker and its vote check, graceful close.
+// quarantine, the data-loss marker and its vote check, graceful close,
+// unsolicited replies, and the idle connection's keep-alive.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -631,4 +632,44 @@ TEST_CASE("an acquire's SET carries GET on Redis 7 and later; its answer reads a
       }
     }
   }
+}
+
+TEST_CASE("a reply when no command waits for one ends the connection: nothing the server says after can be matched") {
+  Bed bed;
+  bed.ready();
+  REQUIRE(bed.send(CommandId::extend, "k", 0));
+  FakeWire& w = bed.wire();
+  w.flush();
+  w.answer(integer(1));  // the extend's
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  w.answer(status());  // nobody's
+  CHECK(bed.session->state() == NodeSession::State::backing_off);
+  CHECK(bed.wires.live == nullptr);
+  CHECK(bed.session->last_error() == "unsolicited reply (no command was waiting for one); reconnecting");
+  CHECK(bed.sink.events.size() == 1);
+  // The next command is refused with that reason until the reconnect.
+  CHECK_FALSE(bed.send(CommandId::extend, "k", 1));
+  CHECK(bed.last_why == bed.session->last_error());
+}
+
+TEST_CASE("an idle connection to a master that stopped answering is dropped within stall_timeout: the periodic marker check is its keep-alive") {
+  Bed bed;
+  bed.ready();
+  // Answered, the checks keep it up however long it idles.
+  for (int i = 0; i < 12; ++i) {
+    bed.runtime.advance(bed.options.data_check_interval);
+    bed.serve();
+  }
+  CHECK(bed.session->state() == NodeSession::State::ready);
+  // Then the master stops answering: the next check is never answered.
+  const std::size_t checks = bed.count("EVALSHA");
+  bed.runtime.advance(bed.options.data_check_interval);
+  bed.wire().flush();
+  REQUIRE(bed.count("EVALSHA") == checks + 1);
+  bed.runtime.advance(bed.options.stall_timeout - milliseconds{1});
+  CHECK(bed.session->state() == NodeSession::State::ready);
+  bed.runtime.advance(milliseconds{1});
+  CHECK(bed.session->state() == NodeSession::State::backing_off);
+  CHECK(bed.session->last_error() == "no reply for 1000 ms (stalled); reconnecting");
 }

@@ -3,8 +3,10 @@
 // a call, every address tried in turn, replies split across reads, a peer
 // that resets mid-write (no SIGPIPE), and name resolution — a resolver
 // that never answers costs the connect deadline and nothing else, and a
-// cancelled lookup leaves nothing on the loop.
+// cancelled lookup leaves nothing on the loop; the reply limits (the
+// ReplyScanner, src/resp.hpp) and the per-turn budget.
 #include <doctest/doctest.h>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,6 +23,7 @@
 
 #include "node_session.hpp"
 #include "resolver.hpp"
+#include "resp.hpp"
 #include "scripts.hpp"
 #include "socket_wire.hpp"
 #include "uv_runtime.hpp"
@@ -310,4 +313,171 @@ TEST_CASE("a resolver that never answers costs the session its connect deadline,
   session->close();
   REQUIRE(l.run_until([&] { return closed; }));
   session.reset();
+}
+
+// ---- Reply limits and the per-turn budget ------------------------------------------
+
+namespace {
+
+// scan_all: the replies `stream` completes when scanned in pieces of
+// `step` bytes; -1 (and `why`) when the scanner stops it.
+long scan_all(const resp::ReplyLimits& limits, std::string_view stream, std::size_t step, std::string& why) {
+  resp::ReplyScanner scanner(limits);
+  for (std::size_t at = 0; at < stream.size(); at += step) {
+    if (!scanner.scan(stream.substr(at, step), why)) return -1;
+  }
+  return static_cast<long>(scanner.ready());
+}
+
+// CountingEvents — counts replies without keeping them (a flood sends millions).
+struct CountingEvents final : WireEvents {
+  std::size_t replies = 0;
+  std::string lost;
+  std::function<void()> after_reply;
+  void on_connected() override {}
+  void on_reply(const WireReply&) override {
+    ++replies;
+    if (after_reply) after_reply();
+  }
+  void on_flush() override {}
+  void on_lost(std::string_view why) override { lost = why; }
+};
+
+// Connected — a SocketWire connected to a socket the test holds (`peer`).
+struct Connected {
+  Loop l;
+  Listener server;
+  SocketWireFactory factory{&l.loop, nullptr};
+  CountingEvents ev;
+  std::unique_ptr<Wire> wire = factory.connect(tcp("127.0.0.1", server.port), ev);
+  int peer = server.accept();
+  ~Connected() {
+    wire.reset();
+    if (peer >= 0) ::close(peer);
+  }
+  void send(std::string_view bytes) const { REQUIRE(::send(peer, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size())); }
+};
+
+}  // namespace
+
+TEST_CASE("reply scanner: every split of a stream completes the same replies, as hiredis reads them") {
+  const std::string stream =
+      "+OK\r\n-ERR no\r\n:42\r\n$5\r\nhe\r\nl\r\n$-1\r\n*-1\r\n*0\r\n$0\r\n\r\n"
+      "*4\r\n$7\r\ncreated\r\n$2\r\ne1\r\n$5\r\n10102\r\n$1\r\n0\r\n"
+      "*2\r\n*2\r\n:1\r\n:2\r\n+x\r\r\n";
+  std::string why;
+  for (std::size_t step : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}, stream.size()}) {
+    CAPTURE(step);
+    CHECK(scan_all(resp::reply_limits, stream, step, why) == 10);
+  }
+  redisReader* reader = redisReaderCreate();
+  redisReaderFeed(reader, stream.data(), stream.size());
+  long parsed = 0;
+  for (void* r = nullptr; redisReaderGetReply(reader, &r) == REDIS_OK && r != nullptr; r = nullptr) {
+    ++parsed;
+    freeReplyObject(r);
+  }
+  redisReaderFree(reader);
+  CHECK(parsed == 10);
+  CHECK(scan_all(resp::reply_limits, "$5\r\nhel", 1, why) == 0);  // half a reply is none
+}
+
+TEST_CASE("reply scanner: a length past the limits stops the stream at its header, naming it") {
+  std::string why;
+  CHECK(scan_all(resp::reply_limits, "$9000000000000000000\r\n", 64, why) == -1);
+  CHECK(why == "reply too large: a bulk string of 9000000000000000000 bytes (at most 4194304 bytes in one reply)");
+  CHECK(scan_all(resp::reply_limits, "*1000000000\r\n", 64, why) == -1);
+  CHECK(why == "reply too large: an array of 1000000000 elements (at most 4096 in one reply)");
+  CHECK(scan_all(resp::reply_limits, "$99999999999999999999\r\n", 64, why) == -1);  // 20 digits
+  CHECK(why.starts_with("protocol error: bad length"));
+  CHECK(scan_all(resp::reply_limits, "$-2\r\n", 64, why) == -1);
+  CHECK(why.starts_with("protocol error: bad length"));
+  CHECK(scan_all(resp::reply_limits, "!!! not RESP\r\n", 64, why) == -1);
+  CHECK(why == "protocol error: a reply starts with '!', which no RESP2 reply does");
+
+  // Small limits, to see each one exactly at its edge.
+  const resp::ReplyLimits small{32, 4, 2};
+  CHECK(scan_all(small, "$25\r\n" + std::string(25, 'x') + "\r\n", 5, why) == 1);  // 32 bytes in all
+  CHECK(scan_all(small, "$26\r\n", 5, why) == -1);
+  CHECK(why == "reply too large: a bulk string of 26 bytes (at most 32 bytes in one reply)");
+  CHECK(scan_all(small, "+" + std::string(29, 'x') + "\r\n", 5, why) == 1);
+  CHECK(scan_all(small, "+" + std::string(30, 'x') + "\r\n", 5, why) == -1);
+  CHECK(why == "reply too large: more than 32 bytes");
+  CHECK(scan_all(small, "+" + std::string(1000, 'x'), 100, why) == -1);  // a line with no end
+  CHECK(scan_all(small, "*2\r\n*2\r\n:1\r\n:2\r\n:3\r\n", 1, why) == 1);   // 4 elements, depth 2
+  CHECK(scan_all(small, "*2\r\n*3\r\n", 1, why) == -1);                    // 5 elements, at every depth
+  CHECK(why == "reply too large: an array of 3 elements (at most 4 in one reply)");
+  CHECK(scan_all(small, "*1\r\n*1\r\n*1\r\n", 1, why) == -1);
+  CHECK(why == "reply too large: arrays nested more than 2 deep");
+  // The limits are per reply: many small replies are fine.
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += "*2\r\n:1\r\n:2\r\n";
+  CHECK(scan_all(small, many, 7, why) == 100);
+}
+
+TEST_CASE("socket wire: a reply past the limits ends the connection at its header, with its reason") {
+  for (const std::string& header : {std::string("$9000000000000000000\r\n"), std::string("*1000000000\r\n"),
+                                    std::string("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n")}) {
+    CAPTURE(header);
+    Connected c;
+    c.send(header);
+    REQUIRE(c.l.run_until([&] { return !c.ev.lost.empty(); }));
+    CHECK(c.ev.replies == 0);
+    CHECK(c.ev.lost.starts_with("reply too large: "));
+  }
+}
+
+TEST_CASE("socket wire: one turn delivers at most its budget of replies; the loop's timers run in between, and the rest follow without more bytes") {
+  Connected c;
+  REQUIRE(c.peer >= 0);
+  std::string burst;
+  for (int i = 0; i < 3000; ++i) burst += ":1\r\n";  // 12 KB: one read
+  uv_timer_t timer;
+  uv_timer_init(&c.l.loop, &timer);
+  std::size_t seen_by_timer = 0;
+  timer.data = &seen_by_timer;
+  c.ev.after_reply = [&] {
+    if (c.ev.replies == 1) {
+      // Due at once: it runs at the loop's next turn.
+      uv_timer_start(&timer, [](uv_timer_t* t) { *static_cast<std::size_t*>(t->data) = 1; }, 0, 0);
+    }
+    if (seen_by_timer == 1) seen_by_timer = c.ev.replies;  // the first reply after it ran
+  };
+  c.send(burst);
+  REQUIRE(c.l.run_until([&] { return c.ev.replies == 3000; }));
+  CHECK(seen_by_timer > 1);
+  CHECK(seen_by_timer <= 1025);  // after the first turn's 1,024
+  CHECK(c.ev.lost.empty());
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
+}
+
+TEST_CASE("socket wire: a server that never lets the socket go empty does not hold the loop: its timers run after one budget") {
+  Connected c;
+  REQUIRE(c.peer >= 0);
+  // The flood is refilled from inside on_reply, before the Wire reads
+  // again (as much as was taken: the socket never fills, and this send
+  // never blocks the loop): every read finds it full, up to 200,000
+  // replies.
+  std::string batch;
+  for (int i = 0; i < 4096; ++i) batch += ":1\r\n";  // 16 KiB
+  constexpr std::size_t total = 200000;
+  std::size_t sent = 2 * 4096;
+  uv_timer_t timer;
+  uv_timer_init(&c.l.loop, &timer);
+  std::size_t seen_by_timer = 0;
+  timer.data = &seen_by_timer;
+  c.ev.after_reply = [&] {
+    if (c.ev.replies == 1) uv_timer_start(&timer, [](uv_timer_t* t) { *static_cast<std::size_t*>(t->data) = 1; }, 0, 0);
+    if (seen_by_timer == 1) seen_by_timer = c.ev.replies;
+    if (c.ev.replies % 4096 == 0 && sent < total) {
+      c.send(batch);
+      sent += 4096;
+    }
+  };
+  c.send(batch + batch);
+  REQUIRE(c.l.run_until([&] { return c.ev.replies == sent && sent >= total; }));
+  CHECK(seen_by_timer > 1);
+  CHECK(seen_by_timer <= 1025);  // the first turn's budget, and no more
+  CHECK(c.ev.lost.empty());
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
 }

@@ -172,3 +172,24 @@ TEST_CASE("a SUBSCRIBE the server refuses drops the subscriber's connection") {
   CHECK(l.wakes.empty());
   hub.close({});
 }
+
+TEST_CASE("a reply that is no pub/sub message ends the subscriber's connection; it reconnects") {
+  Bed bed;
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener l;
+  hub.watch("ch", &l);
+  FakeWire& w = bed.up();
+  w.answer(strings({"subscribe", anchor, "1"}));
+  w.answer(strings({"subscribe", "ch", "2"}));
+  w.answer(strings({"message", "ch", "token"}));
+  REQUIRE(bed.wires.live != nullptr);
+  w.answer(status());  // +OK: nothing a subscribed connection is ever sent
+  CHECK(bed.wires.live == nullptr);
+  bed.runtime.advance(bed.options.reconnect_min);
+  CHECK(bed.wires.connects == 2);
+  FakeWire& again = bed.up();
+  again.answer(strings({"subscribe", anchor, "1"}));
+  again.answer(strings({"pong", ""}));  // an array, but no message either
+  CHECK(bed.wires.live == nullptr);
+  hub.close({});
+}
