@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_harness.hpp"
 #include "helpers.hpp"
 
 using namespace redlock;
@@ -21,9 +22,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const std::string queue = "redlock:{fair}:queue";
+const std::string expiry = "redlock:{fair}:expiry";
 const std::string lock_key = "redlock:{fair}:lock";
 
 bool queued_everywhere(RedisGroup& group, long long n) { return redlock::test::queued_everywhere(group, "fair", n); }
+
+// far_future: a place's stamp that will not lapse during a test — a waiter
+// that died just now (its place lapses only fair_life after its last round).
+const std::string far_future = "99999999999999";
 
 }  // namespace
 
@@ -77,6 +83,7 @@ TEST_CASE("behind a waiter that died in the queue, the next takes the lock after
   // A waiter that joined (ticket 1) and died: nobody will ever speak for it.
   for (std::size_t i = 0; i < group.size(); ++i) {
     REQUIRE(group[i].command({"ZADD", queue, "1", "deaddeaddeaddead"}).integer == 1);
+    REQUIRE(group[i].command({"ZADD", expiry, far_future, "deaddeaddeaddead"}).integer == 1);
   }
   const auto start = Clock::now();
   Result<Lock> got = client->acquire("fair", {.ttl = 10000ms, .wait = 10000ms, .fair = true});
@@ -103,6 +110,8 @@ TEST_CASE("behind two waiters that died at the front, the next still gets the lo
   });
   for (std::size_t i = 0; i < group.size(); ++i) {
     REQUIRE(group[i].command({"ZADD", queue, "1", "dead000000000001", "2", "dead000000000002"}).integer == 2);
+    REQUIRE(group[i].command({"ZADD", expiry, far_future, "dead000000000001", far_future, "dead000000000002"})
+                .integer == 2);
   }
   const auto start = Clock::now();
   Result<Lock> got = client->acquire("fair", {.ttl = 10000ms, .wait = 20000ms, .fair = true});
@@ -318,4 +327,93 @@ TEST_CASE("status names a fair queue that holds no sorted set as wrong_type") {
   CHECK(st->nodes[1].state == NodeHolding::State::wrong_type);
   CHECK(st->nodes[1].error == "WRONGTYPE: the key " + queue + " holds a string, not a fair queue");
   CHECK(st->queued == 0);
+}
+
+// A waiter killed (SIGKILL: no leave) while it waited without end: its place
+// lapses within fair_life of its last round — 2 × max(wake_safety_net,
+// 4 × fair_grace) + 2 × node_timeout, 2.1 s with the defaults — however
+// long it meant to wait. Before, the queue's life was the wait + the TTL
+// (2^31 ms for `run --fair` without --wait), every fair try was refused on
+// the free lock for that long, and status counted the dead waiter.
+TEST_CASE("a fair waiter killed while it waits lapses: a fair try takes the free lock within fair_life; status shows it") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto looker = client_for(group, patient);  // every master must answer
+  auto held = holder->acquire("fair", {.ttl = 1500ms});
+  REQUIRE(held.ok());
+  cli_harness::Child waiter(cli_harness::program("REDLOCK_CLI"),
+                            {"--no-quarantine", "--nodes", group.url_list(), "run", "--fair", "fair", "--", "true"});
+  REQUIRE(eventually([&] { return queued_everywhere(group, 1); }, std::chrono::seconds(10)));
+  waiter.signal(SIGKILL);
+  const auto killed = Clock::now();
+  waiter.wait();
+  for (std::size_t i = 0; i < group.size(); ++i) {  // the dead waiter's place lives a bounded time, not 2^31 ms
+    const long long pttl = group[i].command({"PTTL", queue}).integer;
+    CHECK(pttl > 0);
+    CHECK(pttl <= 2100);
+  }
+  // The holder's TTL runs out (no release: nobody is named, no turn starts).
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == 0; }, std::chrono::seconds(5)));
+
+  // status: the queue nobody serves shows no live waiter, one lapsed.
+  REQUIRE(eventually(
+      [&] {
+        auto st = looker->status("fair");
+        return st.ok() && st->queued == 0 && st->lapsed == 1 && st->queue_head.empty() && !st->held;
+      },
+      std::chrono::seconds(5)));
+  auto st = looker->status("fair");
+  REQUIRE(st.ok());
+  for (const NodeHolding& n : st->nodes) {
+    CAPTURE(n.address);
+    CHECK(n.state == NodeHolding::State::free);
+    CHECK(n.queued == 0);
+    CHECK(n.lapsed == 1);
+  }
+  // A fair try takes the free lock: the lapsed place holds no one back.
+  Result<Lock> tried = holder->acquire("fair", {.ttl = 10000ms, .fair = true});
+  const auto took = Clock::now() - killed;
+  REQUIRE(tried.ok());
+  CHECK(took < 2100ms + 1000ms);  // fair_life after the last round, and the test's own steps
+  CHECK(group.keys_everywhere(queue) == 0);
+  CHECK(group.keys_everywhere(expiry) == 0);
+  REQUIRE(holder->release(*tried).ok());
+  auto after = looker->status("fair");
+  REQUIRE(after.ok());
+  CHECK(after->queued == 0);
+  CHECK(after->lapsed == 0);
+}
+
+// Live waiters keep their places across many lives: each round stamps its
+// place, and no fair waiter sleeps longer than fair_refresh (1 s by
+// default) between rounds — not even the fourth, whose safety net by its
+// place is 3 s (longer than fair_life, 2.1 s).
+TEST_CASE("live fair waiters far back keep their places long beyond fair_life: they refresh them") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto waiters = client_for(group);
+  auto held = holder->acquire("fair", {.ttl = 30000ms});
+  REQUIRE(held.ok());
+  constexpr int count = 4;
+  std::vector<std::optional<Result<Lock>>> got(count);
+  std::vector<std::jthread> threads;
+  for (int w = 0; w < count; ++w) {
+    threads.emplace_back([&, w] {
+      got[static_cast<std::size_t>(w)].emplace(
+          waiters->acquire("fair", {.ttl = 10000ms, .wait = 60000ms, .fair = true}));
+    });
+    REQUIRE(eventually([&] { return queued_everywhere(group, w + 1); }));
+  }
+  const auto start = Clock::now();
+  while (Clock::now() - start < 5000ms) {  // more than two lives
+    CHECK(queued_everywhere(group, count));
+    for (std::size_t i = 0; i < group.size(); ++i) CHECK(group[i].command({"ZCARD", expiry}).integer == count);
+    std::this_thread::sleep_for(250ms);  // sampling the masters while time passes: no event to await
+  }
+  REQUIRE(holder->release(*held).ok());
+  for (int w = 0; w < count; ++w) {
+    threads[static_cast<std::size_t>(w)].join();
+    REQUIRE(got[static_cast<std::size_t>(w)]->ok());
+    REQUIRE(waiters->release(**got[static_cast<std::size_t>(w)]).ok());
+  }
 }
