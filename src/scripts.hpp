@@ -369,8 +369,9 @@ struct join_text {
 // the master's time in ms, and lapse(queue, expiry), which takes out of
 // both sets the waiters whose place lapsed (stamp at or before now), and
 // then heads of the queue that have no stamp (one further back holds no
-// one up; it goes when it comes to the front). It costs TIME, two ZRANGE
-// and a ZRANK when nothing lapsed.
+// one up; it goes when it comes to the front). It returns the first two
+// of the queue left (ZRANGE 0 1). It costs TIME, two ZRANGE and a ZRANK
+// when nothing lapsed.
 inline constexpr std::string_view fair_lapse = R"lua(
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -382,9 +383,9 @@ local function lapse(queue, expiry)
     redis.call('ZREM', queue, first[1])
   end
   while true do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head or redis.call('ZRANK', expiry, head) then break end
-    redis.call('ZREM', queue, head)
+    local front = redis.call('ZRANGE', queue, 0, 1)
+    if not front[1] or redis.call('ZRANK', expiry, front[1]) then return front end
+    redis.call('ZREM', queue, front[1])
   end
 end
 )lua";
@@ -411,7 +412,9 @@ end
 //   a waiter that stays queued stamps its place `life` ms ahead and pushes
 //     both keys' life to at least that (by PTTL then PEXPIRE, not one
 //     PEXPIRE GT: GT counts a key without a TTL as living for ever, and a
-//     set that ZADD just created has none).
+//     set that ZADD just created has none). The two are always pushed
+//     together; a queue left by a version without stamps (a longer TTL)
+//     is cut to the life, which outlasts every live place in it.
 // A waiter that is not the head and finds the lock free starts the head's
 // turn, or ends it once its deadline passed (the head leaves the queue).
 // The turn key lives 4 × grace: waiters that see the lock free behind a
@@ -422,12 +425,15 @@ inline constexpr std::string_view fair_acquire_body = R"lua(
 local lock, queue, turn, expiry, me = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3]
 local ticket = tonumber(ARGV[4])
 local head
-lapse(queue, expiry)
+local front = lapse(queue, expiry)[1]
+-- not_taken: the waiter stays queued; its stamp, and both keys' life
+-- (pushed together, so the expiry set's PTTL speaks for both).
 local function not_taken(pttl, rank)
   local life = tonumber(ARGV[6])
   redis.call('ZADD', expiry, now + life, me)
-  for _, key in ipairs({queue, expiry}) do
-    if redis.call('PTTL', key) < life then redis.call('PEXPIRE', key, life) end
+  if redis.call('PTTL', expiry) < life then
+    redis.call('PEXPIRE', queue, life)
+    redis.call('PEXPIRE', expiry, life)
   end
   return {0, ticket, pttl, rank or redis.call('ZRANK', queue, me)}
 end
@@ -454,7 +460,7 @@ if ticket == 0 then
   end
   redis.call('ZADD', queue, ticket, me)
 else
-  head = redis.call('ZRANGE', queue, 0, 0)[1]
+  head = front
   if head ~= me then
     redis.call('ZADD', queue, ticket, me)
     head = nil
@@ -503,8 +509,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-lapse(KEYS[2], KEYS[3])
-local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+local next = lapse(KEYS[2], KEYS[3])
 if next[1] then
   redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-'))
 else
@@ -524,8 +529,7 @@ inline constexpr std::string_view fair_leave_body = R"lua(
 redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  lapse(KEYS[2], KEYS[3])
-  local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+  local next = lapse(KEYS[2], KEYS[3])
   if next[1] then redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-')) end
 end
 return 1
