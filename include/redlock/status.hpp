@@ -76,9 +76,9 @@ struct REDLOCK_API NodesReport {
 //                is 0 ("?" for a member that holds blanks, which no
 //                redlock client writes)
 //   lapsed       waiters still in that queue whose place lapsed: they sent
-//                no round within their life (a killed process) — nobody
-//                serves them and the next fair script there takes them out;
-//                they hold back no one
+//                no round within their life (a killed process), or have no
+//                stamp at all — nobody serves them and the next fair script
+//                there takes them out; they hold back no one
 // A queue key or expiry set that holds something else than a sorted set
 // makes the state wrong_type, as the lock key or the fence counter do (no
 // fair acquire works there).
@@ -114,9 +114,12 @@ struct REDLOCK_API NodeHolding {
 //   queue_head   the head waiter id named by at least a quorum of counted
 //                masters (the waiter next in fair order); empty when no
 //                quorum names the same one
-//   lapsed       the lapsed waiters a majority still keeps at least (the
-//                quorum-th largest nodes[i].lapsed, as for queued): a queue
-//                that nobody serves shows as queued 0, lapsed > 0
+//   lapsed       the lapsed places a majority still keeps at least (the
+//                quorum-th largest nodes[i].lapsed, as for queued). A
+//                queue whose waiters all died shows queued 0 (its keys
+//                expire with its last place); places without a stamp,
+//                left by a version without them, show here until a fair
+//                script takes them out
 struct REDLOCK_API ResourceStatus {
   std::string resource;
   std::vector<NodeHolding> nodes;
