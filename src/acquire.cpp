@@ -192,8 +192,9 @@ void AcquireOperation::fair_wake(std::string_view message) {
 // waiters that cannot come (dead, paused: nobody takes the lock, nobody
 // releases) the first live one takes them out within a few graces, while a
 // queue that moves never lets the check fire. Waiters further back than
-// max_fair_spread sleep their longest safety net again: while the queue
-// moves they send nothing.
+// max_fair_spread sleep their longest safety net again, capped at a
+// refresh: while the queue moves they send only the rounds that keep
+// their places.
 void AcquireOperation::queue_moved() {
   if (rank_ > 2) --rank_;
   if (rank_ < 2) return;
@@ -202,7 +203,7 @@ void AcquireOperation::queue_moved() {
   // not come yet) is moot; it sleeps by its new place.
   const milliseconds wait = rank_ <= max_fair_spread ? options().fair_grace * rank_ + milliseconds{1}
                                                      : options().wake_safety_net * max_fair_spread;
-  arm(std::min(wait, wait_left(now())));
+  arm(std::min({wait, fair_refresh(options()), wait_left(now())}));
 }
 
 void AcquireOperation::your_turn(bool took) {
@@ -260,15 +261,19 @@ WatchState AcquireOperation::watch_all() {
 Call AcquireOperation::attempt_call() const {
   const std::string ttl = std::to_string(ttl_.count());
   if (fair_) {
-    // The queue key lives as long as this waiter may still wait (and the
-    // lock it may take), and no longer: a queue left by waiters that died
-    // expires.
-    const long long life = wait_left(engine_.runtime().now()).count() + ttl_.count();
+    // The waiter's place lapses `fair_life` after this round unless its
+    // next round comes first; a waiter that died is out of every queue by
+    // then, and the queue key dies with its last live waiter. (The broken
+    // variant keeps the place for the whole wait and the TTL: a killed
+    // waiter with a long wait blocks every fair try for that long.)
+    const long long life = sabotage().no_queue_lapse
+                               ? wait_left(engine_.runtime().now()).count() + ttl_.count()
+                               : fair_life(options()).count();
     return {.command = CommandId::fair_acquire,
             .key = keys_.key,
             .arg1 = token_,
             .arg2 = ttl,
-            .more_keys = {queue_key_of(keys_.key), turn_key_of(keys_.key)},
+            .more_keys = {queue_key_of(keys_.key), turn_key_of(keys_.key), expiry_key_of(keys_.key)},
             .more_args = {waiter_, std::to_string(ticket_), std::to_string(options().fair_grace.count()),
                           std::to_string(life), tries_once_ ? "1" : "0"}};
   }
@@ -518,8 +523,9 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
 // listened went unheard). The head waits for its turn's message or the holder's TTL; the
 // second the same plus the head's grace (then it checks whether the head
 // came); the others for a message naming them — their safety net grows
-// with their place up to 8× (a waiter far back is named long before it),
-// so a crowd of K polls about K/8 times per safety net, not K.
+// with their place up to 8× (a waiter far back is named long before it).
+// No sleep is longer than fair_refresh: each round re-stamps the waiter's
+// place, which lapses fair_life after the last one (a killed waiter's).
 bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, milliseconds left) {
   const Options& o = options();
   if (!o.wake_ups) return false;
@@ -551,7 +557,8 @@ bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, millisec
   // running; check again once it is over — the next dead one's too.
   if (free_in && *free_in == milliseconds{0} && rank_ >= 1) wait = std::min(wait, 2 * o.fair_grace + milliseconds{1});
   if (split_backoff_ > milliseconds{0}) wait = std::min(wait, engine_.runtime().random_delay(split_backoff_));
-  arm(std::min(wait, left));
+  // Never longer than a refresh: the next round keeps its place from lapsing.
+  arm(std::min({wait, fair_refresh(o), left}));
   return true;
 }
 
@@ -565,7 +572,7 @@ void AcquireOperation::leave_queue() {
             .key = keys_.key,
             .arg1 = waiter_,
             .arg2 = channel_of(keys_.key),
-            .more_keys = {queue_key_of(keys_.key)}};
+            .more_keys = {queue_key_of(keys_.key), expiry_key_of(keys_.key)}};
   QuorumRound::launch(engine_.transport(), std::move(call), RoundMode::release, nullptr)->detach();
 }
 

@@ -100,7 +100,7 @@ class ClientCore final {
   void status(std::string resource, StatusCallback done) {
     if (closing_) return complete_closed(std::move(done));
     std::string key = detail::lock_key(config_.options.prefix, resource);
-    std::vector<std::string> more{detail::fence_key_of(key), detail::queue_key_of(key)};
+    std::vector<std::string> more{detail::fence_key_of(key), detail::queue_key_of(key), detail::expiry_key_of(key)};
     detail::Call call{.command = detail::CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
     start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                                       std::vector<detail::SurveyAnswer> answers) mutable {

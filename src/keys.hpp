@@ -5,16 +5,17 @@
 //   release channel {prefix}{{resource}}:released
 //   fair queue    {prefix}{{resource}}:queue        (fair acquires only)
 //   fair turn     {prefix}{{resource}}:turn
+//   fair expiry   {prefix}{{resource}}:expiry       (when each queued waiter's place lapses)
 //   marker key    redlock-marker                  one per master (data loss)
 //   marker server {redlock-marker}:server         the run id that wrote it
 //
 // Why these can never collide (docs/design.md, "Keys"): the prefix holds no
 // brace, so the first '{' of every resource name stands right after the
 // prefix, and two names with different prefixes differ before it; after it
-// comes the resource and then one of five suffixes ("}:lock", "}:fence",
-// "}:released", "}:queue", "}:turn") none of which ends another, so equal names mean equal
+// comes the resource and then one of six suffixes ("}:lock", "}:fence",
+// "}:released", "}:queue", "}:turn", "}:expiry") none of which ends another, so equal names mean equal
 // resource and equal kind. The marker holds no '{' at all. The braces make
-// the resource the Redis Cluster hash tag of all five names (a tag ends at
+// the resource the Redis Cluster hash tag of all six names (a tag ends at
 // the first '}', so a resource may not hold one: check_resource refuses it).
 // The marker's server key has no suffix of the five, so no resource name
 // meets it, and its tag puts it in the marker's slot (one script, two keys).
@@ -92,5 +93,8 @@ inline std::string fence_key_of(std::string_view lock_key) { return sibling_of(l
 // (…}:lock → …}:queue, …}:turn; src/scripts.hpp, "Fair order").
 inline std::string queue_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":queue"); }
 inline std::string turn_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":turn"); }
+// expiry_key_of: the sorted set of a fair queue's waiters by the master's
+// time when each one's place lapses unless its next round comes first.
+inline std::string expiry_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":expiry"); }
 
 }  // namespace redlock::detail

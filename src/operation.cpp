@@ -43,7 +43,7 @@ Call LockKeys::release_call(const std::string& value, bool announce) const {
             .key = key,
             .arg1 = value,
             .arg2 = channel_of(key),
-            .more_keys = {queue_key_of(key)},
+            .more_keys = {queue_key_of(key), expiry_key_of(key)},
             .more_args = {std::string(fair_waiter_of(value))}};
   }
   if (!multi()) {

@@ -12,6 +12,7 @@
 // replies that arrive in the loop turn of the deciding one.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,16 @@
 #include "runtime.hpp"
 
 namespace redlock::detail {
+
+// fair_refresh — the longest a fair waiter sleeps between two rounds
+// (wake_safety_net, at least 4 × fair_grace): each round re-stamps its
+// place in every queue. fair_life — how long a place outlives the round
+// that stamped it: one refresh, plus the two node timeouts a round's
+// send and reply may take, plus one more refresh of slack for a late
+// timer or a busy loop. A waiter that died is out of every queue within
+// fair_life of its last round (docs/design.md, "Fair order").
+inline milliseconds fair_refresh(const Options& o) { return std::max(o.wake_safety_net, 4 * o.fair_grace); }
+inline milliseconds fair_life(const Options& o) { return 2 * fair_refresh(o) + 2 * o.node_timeout; }
 
 // LockKeys — what an operation names on every master: one lock key, or the
 // sorted keys of a multi-resource lock, and the resource the Lock reports.

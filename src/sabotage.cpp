@@ -36,6 +36,8 @@ Sabotage parse() {
       s.batch_first_flag = true;
     } else if (name == "fair_no_turn") {
       s.fair_no_turn = true;
+    } else if (name == "no_queue_lapse") {
+      s.no_queue_lapse = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

@@ -17,6 +17,7 @@ struct Sabotage {
   bool reused_value = false;   // one value for all attempts of an acquire (the first design), rollback by it
   bool batch_first_flag = false;  // every lease of an extend batch takes the first key's answer (counted per batch)
   bool fair_no_turn = false;  // a fair waiter ignores the 'turn HEAD SECOND' messages (sleeps to the TTL / safety net)
+  bool no_queue_lapse = false;  // a fair waiter's place lives its whole wait + TTL, not fair_life past its last round
 };
 
 #ifdef REDLOCK_SABOTAGE

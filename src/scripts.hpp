@@ -229,21 +229,27 @@ end
 return released
 )lua";
 
-// inspect: KEYS[1] lock key, KEYS[2] its fence counter, KEYS[3] (optional)
-// its fair queue. Reads, changes nothing: the holder's value, its PTTL and
-// the fence counter, as one string (so the reply needs no array of mixed
-// types): "PTTL FENCE VALUE" when held (PTTL -1: no expiry), "-2 FENCE"
-// when free. The value comes last: it may hold spaces when some other
-// client wrote the key. When the queue holds waiters, "queue COUNT HEAD "
-// comes first (ZCARD, and the member of rank 0 — "?" if it holds blanks,
-// which no waiter id does); "queue" is never a PTTL, so a reply without it
-// reads as before; so does one where the queue could not be read (a user
-// whose ACL lacks ZCARD: no queue shown, the holding still is; without
-// ZRANGE the head is "?"). A key that holds no string (someone else's
-// list at our name), or a queue that is no sorted set, is named, not
-// failed on: "wrongtype TYPE KEY" — so that `status` tells such a master
-// from one that did not answer (TYPE under pcall: for a user without it
-// TYPE is "unknown", and the key is still named).
+// inspect: KEYS[1] lock key, KEYS[2] its fence counter, KEYS[3] and
+// KEYS[4] (optional) its fair queue and that queue's expiry set. Reads,
+// changes nothing: the holder's value, its PTTL and the fence counter, as
+// one string (so the reply needs no array of mixed types): "PTTL FENCE
+// VALUE" when held (PTTL -1: no expiry), "-2 FENCE" when free. The value
+// comes last: it may hold spaces when some other client wrote the key.
+// When the queue holds live waiters (a stamp in the expiry set after the
+// master's now; with no KEYS[4], or one that cannot be read — an ACL
+// without ZRANGE — every member counts), "queue COUNT HEAD "
+// comes first (their count, and the first of them in queue order — "?" if
+// it holds blanks, which no waiter id does); when it holds lapsed ones
+// (stamp passed, or none: nobody serves them, the next fair script takes
+// them out), "lapsed COUNT " comes before that. Neither is ever a PTTL, so
+// a reply without them reads as before; so does one where the queue could
+// not be read (a user whose ACL lacks ZCARD: no queue shown, the holding
+// still is; without ZRANGE the head is "?"). A key that holds no string
+// (someone else's list at our name), or a queue or expiry set that is no
+// sorted set, is named, not failed on: "wrongtype TYPE KEY" — so that
+// `status` tells such a master from one that did not answer (TYPE under
+// pcall: for a user without it TYPE is "unknown", and the key is still
+// named).
 inline constexpr std::string_view inspect_script = R"lua(
 local function wrongtype(key)
   local kind = redis.pcall('TYPE', key)['ok'] or 'unknown'
@@ -255,15 +261,39 @@ for i = 1, 2 do
   if type(got[i]) == 'table' then return wrongtype(KEYS[i]) end
 end
 local queue = ''
-local n = KEYS[3] and redis.pcall('ZCARD', KEYS[3]) or 0
-if type(n) == 'table' then
-  if string.sub(n['err'] or '', 1, 9) == 'WRONGTYPE' then return wrongtype(KEYS[3]) end
-  n = 0
+local n = 0
+for i = 3, 4 do
+  local c = KEYS[i] and redis.pcall('ZCARD', KEYS[i]) or 0
+  if type(c) == 'table' then
+    if string.sub(c['err'] or '', 1, 9) == 'WRONGTYPE' then return wrongtype(KEYS[i]) end
+    c = 0
+  end
+  if i == 3 then n = c end
 end
 if n > 0 then
-  local head = redis.pcall('ZRANGE', KEYS[3], 0, 0)[1]
-  if type(head) ~= 'string' or not string.find(head, '^%S+$') then head = '?' end
-  queue = 'queue ' .. n .. ' ' .. head .. ' '
+  local live, head = n, nil
+  local members = redis.pcall('ZRANGE', KEYS[3], 0, -1)
+  local stamps = KEYS[4] and redis.pcall('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+  if type(members) == 'table' and not members['err'] and type(stamps) == 'table' and not stamps['err'] then
+    local clock = redis.call('TIME')
+    local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+    local until_ms = {}
+    for i = 1, #stamps, 2 do until_ms[stamps[i]] = tonumber(stamps[i + 1]) end
+    live = 0
+    for _, w in ipairs(members) do
+      if (until_ms[w] or 0) > now then
+        live = live + 1
+        head = head or w
+      end
+    end
+  elseif type(members) == 'table' and not members['err'] then
+    head = members[1]
+  end
+  if live > 0 then
+    if type(head) ~= 'string' or not string.find(head, '^%S+$') then head = '?' end
+    queue = 'queue ' .. live .. ' ' .. head .. ' '
+  end
+  if live < n then queue = 'lapsed ' .. (n - live) .. ' ' .. queue end
 end
 local fence = got[2] or '0'
 if not got[1] then return queue .. '-2 ' .. fence end
@@ -329,44 +359,111 @@ return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0
 // lock is free: `grace` ms from when anyone first saw the lock free with
 // it at the head; then the next attempt takes it out of the queue. It may
 // come back (at its ticket) on its next attempt.
+// The expiry set ({…}:expiry, a sorted set of the same waiter ids scored
+// by the master's time, ms, when each one's place lapses) bounds how long
+// a waiter that sends no more rounds (killed) stays queued at all: each
+// round of a waiter that stays queued stamps it `life` ms ahead, and
+// every fair script first takes out the waiters whose stamp passed — and
+// a head without one (written by a version without stamps, or a set that
+// lost one key of the two). Both keys live `life` ms past the last stamp,
+// never longer. The scripts call no command beyond those they called
+// before the stamps (docs/security.md's rule for fair order still holds).
 
-// fair_acquire: KEYS[1] lock key, KEYS[2] queue, KEYS[3] turn key;
-// ARGV[1] value, ARGV[2] ttl ms, ARGV[3] waiter id, ARGV[4] ticket ("0":
-// none yet), ARGV[5] grace ms, ARGV[6] the queue's life ms (the waiter's
-// wait left + ttl: the queue key outlives every wait in it, and no more),
-// ARGV[7] "1" for a try (no wait): it never joins the queue.
+// join_text: the concatenation of string views, as a constant (each fair
+// script is one text; they share their first part, fair_lapse below).
+template <const std::string_view&... parts>
+struct join_text {
+  static constexpr std::array<char, (parts.size() + ... + 0)> chars = [] {
+    std::array<char, (parts.size() + ... + 0)> out{};
+    std::size_t at = 0;
+    for (std::string_view part : {parts...}) {
+      for (char c : part) out[at++] = c;
+    }
+    return out;
+  }();
+  static constexpr std::string_view value{chars.data(), chars.size()};
+};
+
+// fair_lapse: the first part of every script that reads a queue: `now`,
+// the master's time in ms, and lapse(queue, expiry), which takes out of
+// both sets the waiters whose place lapsed (stamp at or before now), and
+// then heads of the queue that have no stamp (one further back holds no
+// one up; it goes when it comes to the front). It returns the first two
+// of the queue left (ZRANGE 0 1). It costs TIME, two ZRANGE and a ZRANK
+// when nothing lapsed.
+inline constexpr std::string_view fair_lapse = R"lua(
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local function lapse(queue, expiry)
+  while true do
+    local first = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+    if not first[2] or tonumber(first[2]) > now then break end
+    redis.call('ZREM', expiry, first[1])
+    redis.call('ZREM', queue, first[1])
+  end
+  while true do
+    local front = redis.call('ZRANGE', queue, 0, 1)
+    if not front[1] or redis.call('ZRANK', expiry, front[1]) then return front end
+    redis.call('ZREM', queue, front[1])
+  end
+end
+)lua";
+
+// fair_acquire: KEYS[1] lock key, KEYS[2] queue, KEYS[3] turn key, KEYS[4]
+// expiry set; ARGV[1] value, ARGV[2] ttl ms, ARGV[3] waiter id, ARGV[4]
+// ticket ("0": none yet), ARGV[5] grace ms, ARGV[6] life ms (how long the
+// waiter's place outlives this round: longer than its longest sleep plus
+// two node timeouts), ARGV[7] "1" for a try (no wait): it never joins.
 // → [taken, ticket, PTTL of the lock key (-2: free), rank]:
-//   ticket 0, the first round: with nobody queued the lock is taken at once
-//     if free → [1, 0, -2, 0]; else a try is told [0, 0, PTTL, -1] and
-//     leaves nothing behind; any other waiter joins at one above the last
-//     queued (1 for an empty queue) and that ticket is in the reply;
+//   lapsed waiters go first (fair_lapse): a try, or anyone, never waits
+//     behind a waiter that sends no more rounds for longer than its life;
+//   ticket 0, the first round: a waiter still queued here (its first
+//     round's replies were lost) keeps the ticket it has; otherwise, with
+//     nobody queued the lock is taken at once if free → [1, 0, -2, 0]; else
+//     a try is told [0, 0, PTTL, -1] and leaves nothing behind; any other
+//     waiter joins at one above the last queued (1 for an empty queue) and
+//     that ticket is in the reply;
 //   a ticket: unless it is the head, the waiter is put at exactly that
-//     ticket (it rejoins where it was lost; where the first round put it
-//     lower, it moves to its place: masters must sort alike); then, as the head with the lock free, it takes the lock and leaves the
-//     queue → [1, ticket, -2, 0]; else [0, ticket, PTTL, rank].
+//     ticket (it rejoins where it was lost or lapsed; where the first round
+//     put it lower, it moves to its place: masters must sort alike); then,
+//     as the head with the lock free, it takes the lock and leaves the
+//     queue → [1, ticket, -2, 0]; else [0, ticket, PTTL, rank];
+//   a waiter that stays queued stamps its place `life` ms ahead and pushes
+//     both keys' life to at least that (by PTTL then PEXPIRE, not one
+//     PEXPIRE GT: GT counts a key without a TTL as living for ever, and a
+//     set that ZADD just created has none). The two are always pushed
+//     together; a queue left by a version without stamps (a longer TTL)
+//     is cut to the life, which outlasts every live place in it.
 // A waiter that is not the head and finds the lock free starts the head's
 // turn, or ends it once its deadline passed (the head leaves the queue).
 // The turn key lives 4 × grace: waiters that see the lock free behind a
 // head check every 2 × grace, so the next check finds the turn over
-// rather than starting a new one for the same dead head. (It lived 2 ×
-// grace: a check just later than that restarted the turn, every time, and
-// two dead waiters in front kept everyone behind them out for good.)
-// The queue's life is pushed by PTTL then PEXPIRE, not by one PEXPIRE GT:
-// GT counts a key without a TTL as living for ever, and a queue that ZADD
-// just created has none, so GT alone would leave it without one.
+// rather than starting a new one for the same dead head.
 // Lua numbers are doubles: tickets stay far below 2^53 (one per arrival).
-inline constexpr std::string_view fair_acquire_script = R"lua(
-local lock, queue, turn, me = KEYS[1], KEYS[2], KEYS[3], ARGV[3]
+inline constexpr std::string_view fair_acquire_body = R"lua(
+local lock, queue, turn, expiry, me = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3]
 local ticket = tonumber(ARGV[4])
-local head, added
--- not_taken: the reply of a waiter that stays queued; one that (re)joined
--- pushes the queue's life to its own.
+local head
+local front = lapse(queue, expiry)[1]
+-- not_taken: the waiter stays queued; its stamp, and both keys' life
+-- (pushed together, so the expiry set's PTTL speaks for both).
 local function not_taken(pttl, rank)
-  if added == 1 then
-    local life = tonumber(ARGV[6])
-    if redis.call('PTTL', queue) < life then redis.call('PEXPIRE', queue, life) end
+  local life = tonumber(ARGV[6])
+  redis.call('ZADD', expiry, now + life, me)
+  if redis.call('PTTL', expiry) < life then
+    redis.call('PEXPIRE', queue, life)
+    redis.call('PEXPIRE', expiry, life)
   end
   return {0, ticket, pttl, rank or redis.call('ZRANK', queue, me)}
+end
+local function taken()
+  redis.call('ZREM', queue, me)
+  redis.call('ZREM', expiry, me)
+  return {1, ticket, -2, 0}
+end
+if ticket == 0 and ARGV[7] ~= '1' then
+  local rank = redis.call('ZRANK', queue, me)
+  if rank then ticket = tonumber(redis.call('ZRANGE', queue, rank, rank, 'WITHSCORES')[2]) end
 end
 if ticket == 0 then
   local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
@@ -380,62 +477,58 @@ if ticket == 0 then
     ticket = 1
     head = me
   end
-  added = redis.call('ZADD', queue, ticket, me)
+  redis.call('ZADD', queue, ticket, me)
 else
-  head = redis.call('ZRANGE', queue, 0, 0)[1]
+  head = front
   if head ~= me then
-    added = redis.call('ZADD', queue, ticket, me)
+    redis.call('ZADD', queue, ticket, me)
     head = nil
   end
 end
 if head == me then
-  if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
-    redis.call('ZREM', queue, me)
-    return {1, ticket, -2, 0}
-  end
+  if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then return taken() end
   return not_taken(redis.call('PTTL', lock), 0)
 end
 local pttl = redis.call('PTTL', lock)
 if pttl == -2 then
   head = head or redis.call('ZRANGE', queue, 0, 0)[1]
   if head and head ~= me then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local grace = tonumber(ARGV[5])
     local who, deadline
     local at = redis.call('GET', turn)
     if at then who, deadline = string.match(at, '^(%S+) (%d+)$') end
     if who == head and now > tonumber(deadline) then
       redis.call('ZREM', queue, head)
+      redis.call('ZREM', expiry, head)
       head = redis.call('ZRANGE', queue, 0, 0)[1]
     end
     if head and head ~= me and who ~= head then
       redis.call('SET', turn, head .. ' ' .. string.format('%d', now + grace), 'PX', 4 * grace)
     end
   end
-  if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
-    redis.call('ZREM', queue, me)
-    return {1, ticket, -2, 0}
-  end
+  if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then return taken() end
 end
 return not_taken(pttl)
 )lua";
+inline constexpr std::string_view fair_acquire_script = join_text<fair_lapse, fair_acquire_body>::value;
 
-// fair_release: KEYS[1] lock key, KEYS[2] queue; ARGV[1] value, ARGV[2]
-// the release channel, ARGV[3] the waiter id of the value's acquire. Our
-// value deleted → :1, and the release names the next two in the queue on
-// the channel, "turn HEAD SECOND" ("-" for none; a message with spaces is
-// never a value), or publishes the value when nobody queues (as release,
-// for waiters that are not fair). Not ours → :0. Where our value is not,
-// the waiter may still be queued (its acquire won without this master):
-// it leaves the queue here. Where it is, the acquire already took it out.
-inline constexpr std::string_view fair_release_script = R"lua(
+// fair_release: KEYS[1] lock key, KEYS[2] queue, KEYS[3] expiry set;
+// ARGV[1] value, ARGV[2] the release channel, ARGV[3] the waiter id of the
+// value's acquire. Our value deleted → :1, and the release names the next
+// two live waiters in the queue on the channel, "turn HEAD SECOND" ("-"
+// for none; a message with spaces is never a value), or publishes the
+// value when nobody queues (as release, for waiters that are not fair).
+// Not ours → :0. Where our value is not, the waiter may still be queued
+// (its acquire won without this master): it leaves the queue here. Where
+// it is, the acquire already took it out.
+inline constexpr std::string_view fair_release_body = R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   redis.call('ZREM', KEYS[2], ARGV[3])
+  redis.call('ZREM', KEYS[3], ARGV[3])
   return 0
 end
 redis.call('DEL', KEYS[1])
-local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+local next = lapse(KEYS[2], KEYS[3])
 if next[1] then
   redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-'))
 else
@@ -443,20 +536,24 @@ else
 end
 return 1
 )lua";
+inline constexpr std::string_view fair_release_script = join_text<fair_lapse, fair_release_body>::value;
 
-// fair_leave: KEYS[1] lock key, KEYS[2] queue; ARGV[1] waiter id, ARGV[2]
-// the release channel. A fair waiter that gives up (its wait ran out,
-// cancelled, the client closing) leaves the queue; if the lock is free, it
-// may have been the head whose turn it was: the new head is named as a
-// release names it. → :1 (left), :0 (was not queued here).
-inline constexpr std::string_view fair_leave_script = R"lua(
+// fair_leave: KEYS[1] lock key, KEYS[2] queue, KEYS[3] expiry set; ARGV[1]
+// waiter id, ARGV[2] the release channel. A fair waiter that gives up (its
+// wait ran out, cancelled, the client closing) leaves the queue; if the
+// lock is free, it may have been the head whose turn it was: the new live
+// head is named as a release names it. → :1 (left), :0 (was not queued
+// here).
+inline constexpr std::string_view fair_leave_body = R"lua(
+redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+  local next = lapse(KEYS[2], KEYS[3])
   if next[1] then redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-')) end
 end
 return 1
 )lua";
+inline constexpr std::string_view fair_leave_script = join_text<fair_lapse, fair_leave_body>::value;
 
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,

@@ -95,18 +95,34 @@ bool parse_int(std::string_view text, long long& v) {
 
 bool parse_inspect(std::string_view text, NodeHolding& out) {
   out.queued = 0;
+  out.lapsed = 0;
   out.queue_head.clear();
+  const std::string_view all = text;
+  auto unexpected = [&] {
+    out.state = NodeHolding::State::unreachable;
+    out.error = "unexpected reply to the inspect script: " + std::string(all.substr(0, 80));
+    out.queued = 0;
+    out.lapsed = 0;
+    out.queue_head.clear();
+    return false;
+  };
+  if (text.starts_with("lapsed ")) {
+    // "lapsed COUNT " first: waiters whose place lapsed, still in the queue.
+    text.remove_prefix(std::string_view("lapsed ").size());
+    const std::size_t sp = text.find(' ');
+    long long count = 0;
+    if (sp == std::string_view::npos || !parse_int(text.substr(0, sp), count) || count <= 0) return unexpected();
+    out.lapsed = static_cast<std::size_t>(count);
+    text.remove_prefix(sp + 1);
+  }
   if (text.starts_with("queue ")) {
-    // "queue COUNT HEAD " before the holding (a fair queue with waiters).
-    const std::string_view all = text;
+    // "queue COUNT HEAD " before the holding (a fair queue with live waiters).
     text.remove_prefix(std::string_view("queue ").size());
     const std::size_t sp1 = text.find(' ');
     const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : text.find(' ', sp1 + 1);
     long long count = 0;
     if (sp2 == std::string_view::npos || sp2 == sp1 + 1 || !parse_int(text.substr(0, sp1), count) || count <= 0) {
-      out.state = NodeHolding::State::unreachable;
-      out.error = "unexpected reply to the inspect script: " + std::string(all.substr(0, 80));
-      return false;
+      return unexpected();
     }
     out.queued = static_cast<std::size_t>(count);
     out.queue_head.assign(text.substr(sp1 + 1, sp2 - sp1 - 1));
@@ -122,6 +138,7 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
                   (kind == "unknown" ? std::string("a value of another type") : "a " + std::string(kind)) +
                   (key.ends_with(":fence")   ? ", not a fence counter"
                    : key.ends_with(":queue") ? ", not a fair queue"
+                   : key.ends_with(":expiry") ? ", not a fair queue's expiry set"
                                              : ", not a lock");
       return true;
     }
@@ -144,31 +161,34 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
     out.token.assign(rest.substr(sp2 + 1));
     return true;
   }
-  out.state = NodeHolding::State::unreachable;
-  out.error = "unexpected reply to the inspect script: " + std::string(text.substr(0, 80));
-  out.queued = 0;
-  out.queue_head.clear();
-  return false;
+  return unexpected();
 }
 
 namespace {
 
-// summarize_queue: the fair queue's length a quorum reports at least (the
-// quorum-th largest over the counted masters, 0 for one that did not say),
-// and the head a quorum names.
+// quorum_reports: the count a quorum of counted masters reports at least
+// (the quorum-th largest, 0 for a master that did not say); 0 when fewer
+// than a quorum are counted.
+std::size_t quorum_reports(const ResourceStatus& status, std::size_t NodeHolding::*count) {
+  std::vector<std::size_t> counts;
+  for (const NodeHolding& n : status.nodes) {
+    if (!n.quarantined) counts.push_back(n.*count);
+  }
+  if (status.quorum == 0 || counts.size() < status.quorum) return 0;
+  std::sort(counts.begin(), counts.end(), std::greater<>());
+  return counts[status.quorum - 1];
+}
+
+// summarize_queue: the fair queue's live length and its lapsed waiters as
+// a quorum reports them at least, and the head a quorum names.
 void summarize_queue(ResourceStatus& status) {
-  status.queued = 0;
   status.queue_head.clear();
-  std::vector<std::size_t> lengths;
+  status.queued = quorum_reports(status, &NodeHolding::queued);
+  status.lapsed = quorum_reports(status, &NodeHolding::lapsed);
   std::map<std::string_view, std::size_t> heads;
   for (const NodeHolding& n : status.nodes) {
-    if (n.quarantined) continue;
-    lengths.push_back(n.queued);
-    if (n.queued > 0 && !n.queue_head.empty()) ++heads[n.queue_head];
+    if (!n.quarantined && n.queued > 0 && !n.queue_head.empty()) ++heads[n.queue_head];
   }
-  if (status.quorum == 0 || lengths.size() < status.quorum) return;
-  std::sort(lengths.begin(), lengths.end(), std::greater<>());
-  status.queued = lengths[status.quorum - 1];
   for (const auto& [head, count] : heads) {
     if (count >= status.quorum) status.queue_head = std::string(head);
   }

@@ -63,17 +63,25 @@ struct REDLOCK_API NodesReport {
 //   ttl          its remaining time to live (-1 ms: the key has no expiry)
 //   fence        this master's fence counter for the resource (0: none)
 //   quarantined  the master restarted recently: its answer does not count
-//   queued       how many fair waiters wait in the resource's fair queue on
-//                this master ({prefix}{resource}:queue, a sorted set; 0:
-//                no queue, or not read — unreachable, wrong_type, or a
-//                user whose ACL lacks ZCARD)
+//   queued       how many live fair waiters wait in the resource's fair
+//                queue on this master ({prefix}{resource}:queue, a sorted
+//                set): those whose place has not lapsed (each round of a
+//                waiter stamps it a bounded time ahead in {…}:expiry;
+//                docs/design.md, "Fair order"); 0: no live waiter, no
+//                queue, or not read — unreachable, wrong_type, or a user
+//                whose ACL lacks ZCARD
 //   queue_head   the waiter id (16 hex digits: those after the 'Q' of the
-//                fair token it will hold) at the head of that queue, the next
-//                to take the lock there; empty when queued is 0 ("?" for
-//                a member that holds blanks, which no redlock client writes)
-// A queue key that holds something else than a sorted set makes the state
-// wrong_type, as the lock key or the fence counter do (no fair acquire
-// works there).
+//                fair token it will hold) of the first live waiter of that
+//                queue, the next to take the lock there; empty when queued
+//                is 0 ("?" for a member that holds blanks, which no
+//                redlock client writes)
+//   lapsed       waiters still in that queue whose place lapsed: they sent
+//                no round within their life (a killed process), or have no
+//                stamp at all — nobody serves them and the next fair script
+//                there takes them out; they hold back no one
+// A queue key or expiry set that holds something else than a sorted set
+// makes the state wrong_type, as the lock key or the fence counter do (no
+// fair acquire works there).
 struct REDLOCK_API NodeHolding {
   enum class State : std::uint8_t { free, held, unreachable, wrong_type };
   std::string address;
@@ -86,6 +94,7 @@ struct REDLOCK_API NodeHolding {
   std::string error;
   std::size_t queued = 0;
   std::string queue_head;
+  std::size_t lapsed = 0;
 };
 
 // ResourceStatus — every master's view of one resource, and the verdict.
@@ -105,6 +114,12 @@ struct REDLOCK_API NodeHolding {
 //   queue_head   the head waiter id named by at least a quorum of counted
 //                masters (the waiter next in fair order); empty when no
 //                quorum names the same one
+//   lapsed       the lapsed places a majority still keeps at least (the
+//                quorum-th largest nodes[i].lapsed, as for queued). A
+//                queue whose waiters all died shows queued 0 (its keys
+//                expire with its last place); places without a stamp,
+//                left by a version without them, show here until a fair
+//                script takes them out
 struct REDLOCK_API ResourceStatus {
   std::string resource;
   std::vector<NodeHolding> nodes;
@@ -116,6 +131,7 @@ struct REDLOCK_API ResourceStatus {
   std::size_t free_nodes = 0;
   std::size_t queued = 0;
   std::string queue_head;
+  std::size_t lapsed = 0;
 };
 
 // state_name returns "free", "held", "unreachable" or "wrong_type".

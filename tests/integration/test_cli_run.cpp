@@ -667,6 +667,7 @@ TEST_CASE("status: the fair queue, its length and head — shown only when a mas
 
   // A queue on one master only: not a majority's, still shown.
   g[2].command({"ZADD", "redlock:{deploy}:queue", "1", "0123abcd4567ef01"});
+  g[2].command({"ZADD", "redlock:{deploy}:expiry", "99999999999999", "0123abcd4567ef01"});  // a live place
   auto minority = cli(patient.op({"status", "deploy"}));
   CHECK(minority.out.find("fair queue: none on a majority; up to 1 waiting on 1 of 3 masters\n") !=
         std::string::npos);

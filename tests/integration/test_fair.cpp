@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_harness.hpp"
 #include "helpers.hpp"
 
 using namespace redlock;
@@ -21,9 +22,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const std::string queue = "redlock:{fair}:queue";
+const std::string expiry = "redlock:{fair}:expiry";
 const std::string lock_key = "redlock:{fair}:lock";
 
 bool queued_everywhere(RedisGroup& group, long long n) { return redlock::test::queued_everywhere(group, "fair", n); }
+
+// far_future: a place's stamp that will not lapse during a test — a waiter
+// that died just now (its place lapses only fair_life after its last round).
+const std::string far_future = "99999999999999";
 
 }  // namespace
 
@@ -77,6 +83,7 @@ TEST_CASE("behind a waiter that died in the queue, the next takes the lock after
   // A waiter that joined (ticket 1) and died: nobody will ever speak for it.
   for (std::size_t i = 0; i < group.size(); ++i) {
     REQUIRE(group[i].command({"ZADD", queue, "1", "deaddeaddeaddead"}).integer == 1);
+    REQUIRE(group[i].command({"ZADD", expiry, far_future, "deaddeaddeaddead"}).integer == 1);
   }
   const auto start = Clock::now();
   Result<Lock> got = client->acquire("fair", {.ttl = 10000ms, .wait = 10000ms, .fair = true});
@@ -103,6 +110,8 @@ TEST_CASE("behind two waiters that died at the front, the next still gets the lo
   });
   for (std::size_t i = 0; i < group.size(); ++i) {
     REQUIRE(group[i].command({"ZADD", queue, "1", "dead000000000001", "2", "dead000000000002"}).integer == 2);
+    REQUIRE(group[i].command({"ZADD", expiry, far_future, "dead000000000001", far_future, "dead000000000002"})
+                .integer == 2);
   }
   const auto start = Clock::now();
   Result<Lock> got = client->acquire("fair", {.ttl = 10000ms, .wait = 20000ms, .fair = true});
@@ -318,4 +327,129 @@ TEST_CASE("status names a fair queue that holds no sorted set as wrong_type") {
   CHECK(st->nodes[1].state == NodeHolding::State::wrong_type);
   CHECK(st->nodes[1].error == "WRONGTYPE: the key " + queue + " holds a string, not a fair queue");
   CHECK(st->queued == 0);
+}
+
+// A waiter killed (SIGKILL: no leave) while it waited without end: its place
+// lapses within fair_life of its last round — 2 × max(wake_safety_net,
+// 4 × fair_grace) + 2 × node_timeout, 2.1 s with the defaults — however
+// long it meant to wait, and the queue's keys expire with it. Before, the
+// queue lived for the wait + the TTL (2^31 ms for `run --fair` without
+// --wait): status counted the dead waiter, and every fair try was refused
+// on the free lock for that long.
+TEST_CASE("a fair waiter killed while it waits lapses within fair_life: status drops it, a fair try takes the free lock") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto looker = client_for(group, patient);  // every master must answer
+  auto held = holder->acquire("fair", {.ttl = 5000ms});
+  REQUIRE(held.ok());
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == group.size(); }));
+  cli_harness::Child waiter(cli_harness::program("REDLOCK_CLI"),
+                            {"--no-quarantine", "--nodes", group.url_list(), "run", "--fair", "fair", "--", "true"});
+  REQUIRE(eventually([&] { return queued_everywhere(group, 1); }, std::chrono::seconds(10)));
+  waiter.signal(SIGKILL);
+  const auto killed = Clock::now();
+  waiter.wait();
+  for (std::size_t i = 0; i < group.size(); ++i) {  // a bounded life, not 2^31 ms
+    CHECK(group[i].command({"PTTL", queue}).integer <= 2100);
+    CHECK(group[i].command({"PTTL", expiry}).integer <= 2100);
+  }
+  // While the lock is still held, status stops counting the dead waiter
+  // once its place lapsed; its keys are gone then too.
+  REQUIRE(eventually(
+      [&] {
+        auto st = looker->status("fair");
+        return st.ok() && st->held && st->queued == 0 && st->queue_head.empty();
+      },
+      std::chrono::seconds(4)));
+  CHECK(Clock::now() - killed < 2100ms + 500ms);
+  CHECK(eventually([&] { return group.keys_everywhere(queue) + group.keys_everywhere(expiry) == 0; }, 500ms));
+  // The holder's TTL runs out (no release: nobody is named, no turn starts);
+  // a fair try then takes the free lock.
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == 0; }, std::chrono::seconds(5)));
+  Result<Lock> tried = holder->acquire("fair", {.ttl = 10000ms, .fair = true});
+  REQUIRE(tried.ok());
+  REQUIRE(holder->release(*tried).ok());
+}
+
+// A queue left by a waiter of a version without stamps (the state the
+// killed waiter above left before: its place kept for 2^31 ms) heals at
+// once: a place without a stamp has lapsed. Status counts it apart, as
+// `lapsed`; the first fair script takes it out.
+TEST_CASE("a queued waiter without a stamp has lapsed: status counts it apart, and a fair try takes the free lock") {
+  RedisGroup group(3);
+  auto client = client_for(group, patient);
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    REQUIRE(group[i].command({"ZADD", queue, "1", "deaddeaddeaddead"}).integer == 1);
+    REQUIRE(group[i].command({"PEXPIRE", queue, "2147483647"}).integer == 1);
+  }
+  auto st = client->status("fair");
+  REQUIRE(st.ok());
+  CHECK_FALSE(st->held);
+  CHECK(st->queued == 0);
+  CHECK(st->queue_head.empty());
+  CHECK(st->lapsed == 1);
+  for (const NodeHolding& n : st->nodes) {
+    CAPTURE(n.address);
+    CHECK(n.state == NodeHolding::State::free);
+    CHECK(n.queued == 0);
+    CHECK(n.lapsed == 1);
+  }
+  Result<Lock> tried = client->acquire("fair", {.ttl = 10000ms, .fair = true});
+  REQUIRE(tried.ok());
+  for (std::size_t i = 0; i < group.size(); ++i) {  // the last master may answer after the majority
+    CHECK(eventually([&] { return group[i].command({"EXISTS", queue}).integer == 0; }));
+  }
+  REQUIRE(client->release(*tried).ok());
+  auto after = client->status("fair");
+  REQUIRE(after.ok());
+  CHECK(after->queued == 0);
+  CHECK(after->lapsed == 0);
+}
+
+// Live waiters keep their places across many lives: each round stamps its
+// place, and no fair waiter sleeps longer than fair_refresh (1 s by
+// default) between rounds — not even the fourth, whose safety net by its
+// place is 3 s (longer than fair_life, 2.1 s).
+TEST_CASE("live fair waiters far back keep their places long beyond fair_life: they refresh them") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto waiters = client_for(group);
+  auto held = holder->acquire("fair", {.ttl = 30000ms});
+  REQUIRE(held.ok());
+  // The last SET may still be on its way: a waiter could take that master's free key for a moment.
+  REQUIRE(eventually([&] { return group.keys_everywhere(lock_key) == group.size(); }));
+  constexpr int count = 4;
+  std::vector<std::optional<Result<Lock>>> got(count);
+  std::vector<std::jthread> threads;
+  for (int w = 0; w < count; ++w) {
+    threads.emplace_back([&, w] {
+      got[static_cast<std::size_t>(w)].emplace(
+          waiters->acquire("fair", {.ttl = 10000ms, .wait = 60000ms, .fair = true}));
+    });
+    REQUIRE(eventually([&] { return queued_everywhere(group, w + 1); }));
+  }
+  // Every place stays stamped ahead of the master's clock: a waiter that
+  // slept by its place (the fourth: 3 s) would let its stamp pass.
+  auto all_ahead = [&](std::size_t i) {
+    const Reply time = group[i].command({"TIME"});
+    const long long now = std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+    const Reply stamps = group[i].command({"ZRANGE", expiry, "0", "-1", "WITHSCORES"});
+    if (stamps.elements.size() != 2 * count) return false;
+    for (std::size_t k = 1; k < stamps.elements.size(); k += 2) {
+      if (std::stoll(stamps.elements[k].str) <= now) return false;
+    }
+    return true;
+  };
+  const auto start = Clock::now();
+  while (Clock::now() - start < 5000ms) {  // more than two lives
+    CHECK(queued_everywhere(group, count));
+    for (std::size_t i = 0; i < group.size(); ++i) CHECK(all_ahead(i));
+    std::this_thread::sleep_for(100ms);  // sampling the masters while time passes: no event to await
+  }
+  REQUIRE(holder->release(*held).ok());
+  for (int w = 0; w < count; ++w) {
+    threads[static_cast<std::size_t>(w)].join();
+    REQUIRE(got[static_cast<std::size_t>(w)]->ok());
+    REQUIRE(waiters->release(**got[static_cast<std::size_t>(w)]).ok());
+  }
 }

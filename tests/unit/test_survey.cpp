@@ -106,6 +106,44 @@ TEST_CASE("parse_inspect: a fair queue before the holding, and replies without o
   }
 }
 
+TEST_CASE("parse_inspect: lapsed places (their waiters sent no round within their life) are counted apart") {
+  NodeHolding h;  // live waiters and lapsed ones
+  REQUIRE(parse_inspect("lapsed 2 queue 1 0123abcd4567ef01 9812 17 Qx", h));
+  CHECK(h.state == NodeHolding::State::held);
+  CHECK(h.lapsed == 2);
+  CHECK(h.queued == 1);
+  CHECK(h.queue_head == "0123abcd4567ef01");
+  CHECK(h.token == "Qx");
+
+  NodeHolding dead;  // a queue nobody serves: no live waiter, no head
+  dead.queued = 4;   // left from an earlier answer: cleared
+  dead.queue_head = "stale";
+  REQUIRE(parse_inspect("lapsed 1 -2 0", dead));
+  CHECK(dead.state == NodeHolding::State::free);
+  CHECK(dead.lapsed == 1);
+  CHECK(dead.queued == 0);
+  CHECK(dead.queue_head.empty());
+
+  NodeHolding none;
+  none.lapsed = 3;  // cleared too
+  REQUIRE(parse_inspect("-2 0", none));
+  CHECK(none.lapsed == 0);
+
+  NodeHolding wrong;
+  REQUIRE(parse_inspect("wrongtype string redlock:{r}:expiry", wrong));
+  CHECK(wrong.error == "WRONGTYPE: the key redlock:{r}:expiry holds a string, not a fair queue's expiry set");
+
+  for (const char* bad : {"lapsed", "lapsed ", "lapsed 0 -2 0", "lapsed -1 -2 0", "lapsed x -2 0",
+                          "lapsed 2 queue 0 h -2 0", "queue 1 h lapsed 2 -2 0"}) {
+    CAPTURE(bad);
+    NodeHolding b;
+    CHECK_FALSE(parse_inspect(bad, b));
+    CHECK(b.state == NodeHolding::State::unreachable);
+    CHECK(b.lapsed == 0);
+    CHECK(b.queued == 0);
+  }
+}
+
 namespace {
 
 NodeHolding held(const std::string& token, long long ttl, bool quarantined = false) {
@@ -195,6 +233,15 @@ TEST_CASE("summarize: the fair queue a majority reports at least, and the head a
   summarize(none);
   CHECK(none.queued == 0);
   CHECK(none.queue_head.empty());
+
+  ResourceStatus lapsed;  // a queue nobody serves: no live waiter, the lapsed places a majority keeps
+  lapsed.nodes = {queued(0, ""), queued(0, ""), queued(0, "")};
+  lapsed.nodes[0].lapsed = 2;
+  lapsed.nodes[1].lapsed = 1;
+  summarize(lapsed);
+  CHECK(lapsed.queued == 0);
+  CHECK(lapsed.lapsed == 1);
+  CHECK(lapsed.queue_head.empty());
 
   ResourceStatus minority;  // on one master of three: not a majority's
   minority.nodes = {queued(4, "w1"), queued(0, ""), with_state(NodeHolding::State::unreachable)};

@@ -124,6 +124,8 @@ bool parse_score(std::string_view text, double& out) {
 // it over RESP2: "inf" / "-inf", else %.17g (3 → "3", 2.5 → "2.5").
 std::string format_score(double score) {
   if (std::isinf(score)) return score > 0 ? "inf" : "-inf";
+  // An integer (a ticket, a stamp in ms) prints as %.17g prints it, without printf's cost.
+  if (std::abs(score) < 1e15 && score == std::trunc(score) && !(score == 0 && std::signbit(score))) return std::to_string(static_cast<long long>(score));
   char buf[32];
   const int len = std::snprintf(buf, sizeof buf, "%.17g", score);
   return std::string(buf, static_cast<std::size_t>(len));

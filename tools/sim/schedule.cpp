@@ -30,6 +30,7 @@
 #include "lease_state.hpp"
 #include "network.hpp"
 #include "node_set.hpp"
+#include "operation.hpp"
 #include "scripts.hpp"
 #include "sha1.hpp"
 
@@ -67,8 +68,10 @@ Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max
 
 // is_lock_key: a lock key of any resource (src/keys.hpp: "…}:lock").
 bool is_lock_key(std::string_view key) { return key.ends_with("}:lock"); }
-// is_fair_key: a fair acquire's queue or turn key (src/keys.hpp).
-bool is_fair_key(std::string_view key) { return key.ends_with("}:queue") || key.ends_with("}:turn"); }
+// is_fair_key: a fair acquire's queue, turn key or expiry set (src/keys.hpp).
+bool is_fair_key(std::string_view key) {
+  return key.ends_with("}:queue") || key.ends_with("}:turn") || key.ends_with("}:expiry");
+}
 
 std::string fmt_time(Nanos t) {
   char buf[32];
@@ -231,6 +234,9 @@ class Schedule {
   void order_acquire(Actor& a, const AcquireOptions& ao, std::function<void(Result<Lock>)> done);
   void order_hold(Actor& a, Lock lock);
   void order_acquired(Actor& a, Result<Lock> r);
+  bool start_lapse_check();
+  void lapse_try(SimClient& hc, SimClient& wc, const std::string& resource);
+  void lapse_back(SimClient& c, const std::string& resource, Result<Lock> r);
 
   // Faults.
   void plan_faults();
@@ -269,6 +275,10 @@ class Schedule {
   std::vector<int> order_granted_;  // order_pos of each live waiter's grant, in grant order
   std::size_t order_waiters_ = 0, order_done_ = 0;  // live waiters, and those back
   std::vector<SimClient*> order_crashed_;           // the dead waiters' clients, stopped
+  // fair: the lapse check's killed waiter (stopped at lapse_killed_) and
+  // the acquires of the check still out.
+  Nanos lapse_killed_ = 0;
+  std::size_t lapse_out_ = 0;
   std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
@@ -909,14 +919,16 @@ void Schedule::fair_next(Actor& a) {
   crowd_acquire(a, resources_[r.below(resources_.size())], std::move(ao), false);
 }
 
-// note_fair: a fair acquire starts. Its queue and turn keys live at most
-// its wait plus its TTL from its last attempt (on a master's clock, within
-// the rate budget), and its last command reaches a master at the latest
-// late_max after the heal.
+// note_fair: a fair acquire starts. Its queue, turn and expiry keys live
+// at most its wait plus a place's life (fair_life; the turn key 4 × grace,
+// less) from its last attempt (on a master's clock, within the rate
+// budget), and its last command reaches a master at the latest late_max
+// after the heal.
 void Schedule::note_fair(const AcquireOptions& ao) {
   ++result_.fair_acquires;
   const Nanos sent_by = std::max(world_.now(), opt_.fault_phase) + net_->config().late_max;
-  const double life = static_cast<double>(ao.wait.count() + ao.ttl.count()) * (1 + 2 * rate_budget);
+  const milliseconds place = detail::fair_life(clients_.front()->config.options);
+  const double life = static_cast<double>(ao.wait.count() + place.count()) * (1 + 2 * rate_budget);
   fair_until_ = std::max(fair_until_, sent_by + ms(life));
 }
 
@@ -1124,6 +1136,115 @@ void Schedule::order_hold(Actor& a, Lock lock) {
   ++result_.fair_grants;
   a.hold = add_hold(a.c.index, lock.resource, lock, true);
   a.lock = std::move(lock);
+}
+
+// The lapse check (fair workload), after the order check: a fair waiter
+// that means to wait an hour behind a short hold is killed once it has
+// queued — its client stops, as `redlock run --fair` under SIGKILL, and
+// sends nothing more; the hold's TTL runs out, nobody releases, so nobody
+// is named and no turn starts. A fair TRY on the free lock must then
+// succeed once the dead waiter's place has lapsed: fair_life after its
+// last round, on the masters' clocks (within the rate budget), plus a
+// little for the network. (The no_queue_lapse variant keeps the place for
+// the whole wait: the try is refused.) Then the dead client comes back
+// and gives up; whatever it takes meanwhile is a checked hold.
+constexpr milliseconds lapse_wait{3'600'000};
+constexpr Nanos lapse_kill_after = ms(100);
+const std::string lapse_resource = "lapse";
+
+// start_lapse_check: false when there are not two clients with actors that
+// the order check did not stop.
+bool Schedule::start_lapse_check() {
+  std::vector<SimClient*> pool;
+  for (auto& c : clients_) {
+    if (c->actors.empty() || std::find(order_crashed_.begin(), order_crashed_.end(), c.get()) != order_crashed_.end()) {
+      continue;
+    }
+    pool.push_back(c.get());
+  }
+  if (pool.size() < 2) return false;
+  SimClient& hc = *pool[0];
+  SimClient& wc = *pool[1];
+  lapse_out_ = 2;  // the holder's try, the killed waiter's acquire
+  world_.post(world_.now(), &hc.proc, [this, &hc, &wc] {
+    AcquireOptions ho;
+    ho.ttl = milliseconds{300};
+    ho.wait = milliseconds{tail_wait / ns_per_ms};
+    ho.fair = true;
+    note_fair(ho);
+    hc.engine->acquire(lapse_resource, ho, [this, &hc, &wc](Result<Lock> r) {
+      result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+      if (!r) {
+        violation("liveness", "lapse check: the holder c" + std::to_string(hc.index) + " could not take free " +
+                                  lapse_resource + ": " + r.error().to_string(), world_.now());
+        lapse_out_ = 0;
+        return;
+      }
+      ++result_.grants;
+      ++result_.fair_grants;
+      add_hold(hc.index, lapse_resource, *r, true);  // never released: its TTL runs out
+      Actor& w = *wc.actors[0];
+      world_.post(world_.now(), &wc.proc, [this, &wc, &w] {
+        AcquireOptions wo;
+        wo.ttl = max_ttl;
+        wo.wait = lapse_wait;
+        wo.fair = true;
+        w.cancel = std::stop_source();
+        wo.cancel = w.cancel.get_token();
+        ++result_.fair_acquires;
+        wc.engine->acquire(lapse_resource, wo, [this, &wc](Result<Lock> got) { lapse_back(wc, lapse_resource, std::move(got)); });
+      });
+      world_.post(world_.now() + lapse_kill_after, nullptr, [this, &hc, &wc] {
+        wc.proc.pause();
+        lapse_killed_ = world_.now();
+        const auto life = static_cast<double>(detail::fair_life(wc.config.options).count());
+        world_.post(world_.now() + ms(life * (1 + 2 * rate_budget)) + ms(20), &hc.proc,
+                    [this, &hc, &wc] { lapse_try(hc, wc, lapse_resource); });
+      });
+    });
+  });
+  return true;
+}
+
+// lapse_try: the fair try on the free lock, once the killed waiter's place
+// lapsed; then the killed client comes back and gives up its wait.
+void Schedule::lapse_try(SimClient& hc, SimClient& wc, const std::string& resource) {
+  AcquireOptions ao;
+  ao.ttl = max_ttl;
+  ao.fair = true;  // wait 0: a try
+  ++result_.fair_acquires;
+  hc.engine->acquire(resource, ao, [this, &hc, &wc, resource](Result<Lock> r) {
+    result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+    if (!r) {
+      violation("liveness", "lapse check: a fair try on free " + resource + " was refused " +
+                                std::to_string((world_.now() - lapse_killed_) / ns_per_ms) +
+                                " ms after its only waiter was killed (a place lapses " +
+                                std::to_string(detail::fair_life(wc.config.options).count()) +
+                                " ms after its waiter's last round): " + r.error().to_string(),
+                world_.now());
+    }
+    // The killed client comes back, and gives up its hour's wait.
+    Actor& w = *wc.actors[0];
+    wc.proc.resume();
+    world_.post(world_.now(), &wc.proc, [&w] { w.cancel.request_stop(); });
+    lapse_back(hc, resource, std::move(r));
+  });
+}
+
+// lapse_back: an acquire of the lapse check is back; a grant is a checked
+// hold, released after 5 ms.
+void Schedule::lapse_back(SimClient& c, const std::string& resource, Result<Lock> r) {
+  if (!r) {
+    --lapse_out_;
+    return;
+  }
+  ++result_.grants;
+  ++result_.fair_grants;
+  const std::size_t hold = add_hold(c.index, resource, *r, true);
+  c.after(ms(5), [this, &c, hold, lock = std::move(*r)] {
+    holds_[hold].released = std::min(holds_[hold].released, world_.now());
+    c.engine->release(lock.resource, lock.token, [this](Result<ReleaseResult>) { --lapse_out_; });
+  });
 }
 
 std::size_t Schedule::add_hold(std::size_t client, const std::string& resource, const Lock& lock, bool tail) {
@@ -1353,6 +1474,19 @@ ScheduleResult Schedule::run() {
                 world_.now());
       break;
     }
+  }
+  if (workload_ == Workload::fair && !opt_.beyond && tail_done_ == loops && start_lapse_check()) {
+    const Nanos lapse_end = world_.now() + tail_wait * 2 + ms(static_cast<double>(
+                                                             detail::fair_life(clients_.front()->config.options).count()));
+    while (lapse_out_ > 0 && world_.now() < lapse_end) world_.run_until(world_.now() + ms(10));
+    if (lapse_out_ > 0) {
+      violation("liveness", "lapse check: " + std::to_string(lapse_out_) + " acquires still out", world_.now());
+    }
+    // The killed waiter's last round (at its resumption) stamped a place
+    // that its leave took out, or that lapses a life later.
+    fair_until_ = std::max(fair_until_, world_.now() + ms(static_cast<double>(
+                                            detail::fair_life(clients_.front()->config.options).count()) *
+                                            (1 + 2 * rate_budget)));
   }
   world_.run_until(world_.now() + ms(100));
   check_leaks();

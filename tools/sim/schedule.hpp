@@ -34,7 +34,9 @@ namespace redlock::sim {
 //           "Fair order"): long waits, short ones that give up in the
 //           queue, cancelled ones, a few that are not fair. The quiet tail
 //           also checks the ORDER of waiters that came one after another,
-//           and that no queue or turn key outlives the waits. Not in `all`
+//           that a fair try takes a free lock once the place of a waiter
+//           killed in its queue has lapsed (the lapse check), and that no
+//           queue, expiry or turn key outlives the waits. Not in `all`
 //           (its seeds keep their schedules).
 enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair };
 

@@ -548,16 +548,17 @@ TEST_CASE("sorted sets: typed keys (WRONGTYPE), expiry, PTTL, PEXPIRE, DEL, FLUS
 
 TEST_CASE("fair_acquire, a try (ARGV[7] 1): takes a free lock nobody queues for; else is told so and joins no queue") {
   Sim sim;
-  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock);
+  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock),
+                    expiry = scripts::expiry_key_of(lock);
   const auto attempt = [&](const std::string& value, const std::string& waiter, const std::string& try_only) {
-    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn},
+    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn, expiry},
                        {value, "1000", waiter, "0", "250", "5000", try_only});
   };
   CHECK(attempt("Qh1", "h", "1") == A({I(1), I(0), I(-2), I(0)}));  // free, nobody queued: taken
   CHECK(attempt("Qt1", "t", "1") == A({I(0), I(0), I(1000), I(-1)}));  // held: told the TTL, not queued
   CHECK(sim.cmd({"EXISTS", queue}) == I(0));
   CHECK(attempt("Qa1", "a", "0") == A({I(0), I(1), I(1000), I(0)}));  // a waiter joins
-  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qh1", channel, "h"}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue, expiry}, {"Qh1", channel, "h"}) == I(1));
   // Free, but a waits: the try does not pass it, and starts no turn.
   CHECK(attempt("Qt2", "t", "1") == A({I(0), I(0), I(-2), I(-1)}));
   CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("a")}));
@@ -567,10 +568,11 @@ TEST_CASE("fair_acquire, a try (ARGV[7] 1): takes a free lock nobody queues for;
 
 TEST_CASE("fair scripts: two waiters queue in ticket order; the release names them; the leave names the next") {
   Sim sim;
-  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock);
+  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock),
+                    expiry = scripts::expiry_key_of(lock);
   const auto fair_acquire = [&](const std::string& value, const std::string& waiter, const std::string& ticket) {
-    // ttl 1000, grace 250, the queue's life 5000
-    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn}, {value, "1000", waiter, ticket, "250", "5000"});
+    // ttl 1000, grace 250, a place's life 5000
+    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn, expiry}, {value, "1000", waiter, ticket, "250", "5000"});
   };
   // Free, nobody queued: the first round takes it at once.
   CHECK(fair_acquire("Qh1", "h", "0") == A({I(1), I(0), I(-2), I(0)}));
@@ -580,11 +582,14 @@ TEST_CASE("fair scripts: two waiters queue in ticket order; the release names th
   CHECK(fair_acquire("Qb1", "b", "0") == A({I(0), I(2), I(1000), I(1)}));
   CHECK(fair_acquire("Qb2", "b", "2") == A({I(0), I(2), I(1000), I(1)}));
   CHECK(sim.cmd({"ZRANGE", queue, "0", "-1", "WITHSCORES"}) == A({B("a"), B("1"), B("b"), B("2")}));
-  CHECK(sim.cmd({"PTTL", queue}) == I(5000));  // the queue lives as long as the longest wait in it
+  CHECK(sim.cmd({"PTTL", queue}) == I(5000));  // the queue lives as long as the last place stamped in it
+  CHECK(sim.cmd({"PTTL", expiry}) == I(5000));
+  CHECK(sim.cmd({"ZRANGE", expiry, "0", "-1", "WITHSCORES"}) ==
+        A({B("a"), B(std::to_string(sim.now + 5000)), B("b"), B(std::to_string(sim.now + 5000))}));
   // A third joins behind, and gives up: it leaves (the lock is held: nobody is named).
   CHECK(fair_acquire("Qc1", "c", "0") == A({I(0), I(3), I(1000), I(2)}));
   const std::size_t published = sim.published.size();
-  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue}, {"c", channel}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue, expiry}, {"c", channel}) == I(1));
   CHECK(sim.published.size() == published);
   // A later round at a ticket puts a waiter exactly there (where a first
   // round put it lower, or it was lost), unless it is the head.
@@ -593,7 +598,7 @@ TEST_CASE("fair scripts: two waiters queue in ticket order; the release names th
   CHECK(fair_acquire("Qb4", "b", "2") == A({I(0), I(2), I(1000), I(1)}));
 
   // The holder's release names the next two.
-  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qh1", channel, "h"}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue, expiry}, {"Qh1", channel, "h"}) == I(1));
   REQUIRE(sim.published.size() == published + 1);
   CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn a b"});
   // b is not the head: the free lock stays free, and the turn key starts a's grace.
@@ -607,17 +612,17 @@ TEST_CASE("fair scripts: two waiters queue in ticket order; the release names th
   CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("b")}));
 
   // a releases: b is named alone; b gives up instead: the leave names nobody (empty queue).
-  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qa3", channel, "a"}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue, expiry}, {"Qa3", channel, "a"}) == I(1));
   CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn b -"});
-  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue}, {"b", channel}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue, expiry}, {"b", channel}) == I(1));
   CHECK(sim.cmd({"EXISTS", queue}) == I(0));
-  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue}, {"b", channel}) == I(0));
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue, expiry}, {"b", channel}) == I(0));
 
   // A head that never comes loses its place after the grace.
   CHECK(fair_acquire("Qx2", "x", "5") == A({I(1), I(5), I(-2), I(0)}));  // free, x at the head: taken
   CHECK(fair_acquire("Qd2", "d", "6") == A({I(0), I(6), I(1000), I(0)}));
   CHECK(fair_acquire("Qe2", "e", "7") == A({I(0), I(7), I(1000), I(1)}));
-  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue}, {"Qx2", channel, "x"}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue, expiry}, {"Qx2", channel, "x"}) == I(1));
   CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn d e"});
   CHECK(fair_acquire("Qe3", "e", "7") == A({I(0), I(7), I(-2), I(1)}));  // d's grace starts
   sim.now += 250;
@@ -626,6 +631,111 @@ TEST_CASE("fair scripts: two waiters queue in ticket order; the release names th
   CHECK(fair_acquire("Qe5", "e", "7") == A({I(1), I(7), I(-2), I(0)}));  // d taken out: e's turn
   CHECK(sim.cmd({"ZCARD", queue}) == I(0));
   CHECK(sim.cmd({"GET", lock}) == B("Qe5"));
+}
+
+TEST_CASE("fair scripts: a waiter that sends no more rounds lapses after its life; a try then takes the free lock") {
+  Sim sim;
+  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock),
+                    expiry = scripts::expiry_key_of(lock);
+  // ttl 1000, grace 250, a place's life 2000 (ARGV[6])
+  const auto fair_acquire = [&](const std::string& value, const std::string& waiter, const std::string& ticket,
+                                const std::string& try_only = "0") {
+    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn, expiry},
+                       {value, "1000", waiter, ticket, "250", "2000", try_only});
+  };
+  REQUIRE(fair_acquire("Qh1", "h", "0") == A({I(1), I(0), I(-2), I(0)}));
+  REQUIRE(fair_acquire("Qd1", "d", "0") == A({I(0), I(1), I(1000), I(0)}));  // d joins, then is killed
+  sim.now += 1000;  // the holder's TTL runs out: free, nobody released
+  CHECK(fair_acquire("Qt1", "t", "0", "1") == A({I(0), I(0), I(-2), I(-1)}));  // d's place still holds
+  CHECK(sim.cmd({"ZCARD", queue}) == I(1));
+  sim.now += 999;
+  CHECK(fair_acquire("Qt2", "t", "0", "1") == A({I(0), I(0), I(-2), I(-1)}));
+  sim.now += 1;  // 2000 after d's last round: its place lapsed
+  CHECK(fair_acquire("Qt3", "t", "0", "1") == A({I(1), I(0), I(-2), I(0)}));
+  CHECK(sim.cmd({"EXISTS", queue}) == I(0));
+  CHECK(sim.cmd({"EXISTS", expiry}) == I(0));
+  CHECK(sim.cmd({"EXISTS", turn}) == I(0));  // no turn was ever started for d
+
+  // A live waiter keeps its place by its rounds, whatever the time: each
+  // stamps it a life ahead; and both keys live a life past the last stamp.
+  REQUIRE(sim.cmd({"SET", lock, "Qz1", "PX", "60000"}) == S("OK"));  // held for long
+  CHECK(fair_acquire("Qa1", "a", "0") == A({I(0), I(1), I(60000), I(0)}));
+  CHECK(fair_acquire("Qb1", "b", "0") == A({I(0), I(2), I(60000), I(1)}));
+  for (int round = 0; round < 5; ++round) {
+    sim.now += 1500;
+    const Reply r = fair_acquire("Qa" + std::to_string(round + 2), "a", "1");
+    CHECK(r.elements.at(0) == I(0));
+    CHECK(r.elements.at(3) == I(0));
+  }
+  // b sent nothing for 7500: gone.
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("a")}));
+  CHECK(sim.cmd({"PTTL", queue}) == I(2000));
+  CHECK(sim.cmd({"PTTL", expiry}) == I(2000));
+  // A place that lapsed but whose waiter comes back (a long pause) is
+  // taken at its ticket again: in front of anyone who came after it.
+  CHECK(fair_acquire("Qc1", "c", "0").elements.at(1) == I(2));
+  CHECK(fair_acquire("Qb2", "b", "2").elements.at(3) == I(1));  // equal tickets: by id, b before c
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("a"), B("b"), B("c")}));
+  // A queued member without a stamp (written by a version without stamps)
+  // counts as lapsed: the release names the live ones only.
+  REQUIRE(sim.cmd({"ZADD", queue, "0", "nostamp"}) == I(1));
+  CHECK(sim.evalsha(scripts::fair_release_script, {lock, queue, expiry}, {"Qz1", channel, "z"}) == I(1));
+  CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn a b"});
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1"}) == A({B("a"), B("b"), B("c")}));
+  // b and c come on; a does not: its turn starts; then its place lapses,
+  // and b's turn starts.
+  sim.now += 1000;
+  CHECK(fair_acquire("Qb3", "b", "2") == A({I(0), I(2), I(-2), I(1)}));
+  CHECK(fair_acquire("Qc2", "c", "2") == A({I(0), I(2), I(-2), I(2)}));
+  sim.now += 1000;
+  CHECK(fair_acquire("Qc3", "c", "2") == A({I(0), I(2), I(-2), I(1)}));
+  CHECK(sim.cmd({"GET", turn}) == B("b " + std::to_string(sim.now + 250)));
+  // b gives up: the leave names the next live waiter.
+  CHECK(sim.evalsha(scripts::fair_leave_script, {lock, queue, expiry}, {"b", channel}) == I(1));
+  CHECK(sim.published.back() == std::pair<std::string, std::string>{channel, "turn c -"});
+  CHECK(fair_acquire("Qc4", "c", "2") == A({I(1), I(2), I(-2), I(0)}));
+  CHECK(sim.cmd({"EXISTS", queue}) == I(0));
+  CHECK(sim.cmd({"EXISTS", expiry}) == I(0));
+}
+
+TEST_CASE("fair_acquire: a waiter whose first round's reply was lost keeps the ticket that round gave it") {
+  Sim sim;
+  const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock),
+                    expiry = scripts::expiry_key_of(lock);
+  const auto fair_acquire = [&](const std::string& value, const std::string& waiter, const std::string& ticket) {
+    return sim.evalsha(scripts::fair_acquire_script, {lock, queue, turn, expiry},
+                       {value, "1000", waiter, ticket, "250", "2000", "0"});
+  };
+  REQUIRE(fair_acquire("Qh1", "h", "0") == A({I(1), I(0), I(-2), I(0)}));
+  REQUIRE(fair_acquire("Qa1", "a", "0") == A({I(0), I(1), I(1000), I(0)}));  // its reply is lost
+  REQUIRE(fair_acquire("Qb1", "b", "0") == A({I(0), I(2), I(1000), I(1)}));
+  // a, without a ticket, sends another first round: it is still queued
+  // here at 1, and stays there (not behind b at 3).
+  CHECK(fair_acquire("Qa2", "a", "0") == A({I(0), I(1), I(1000), I(0)}));
+  CHECK(sim.cmd({"ZRANGE", queue, "0", "-1", "WITHSCORES"}) == A({B("a"), B("1"), B("b"), B("2")}));
+  // And as the head of a free lock, that round takes it.
+  sim.now += 1000;
+  CHECK(fair_acquire("Qa3", "a", "0") == A({I(1), I(1), I(-2), I(0)}));
+  CHECK(sim.cmd({"ZRANGE", expiry, "0", "-1"}) == A({B("b")}));
+}
+
+TEST_CASE("inspect: with the expiry set, only live waiters count and head the queue; lapsed ones are counted apart") {
+  Sim sim;
+  const std::string queue = scripts::queue_key_of(lock), expiry = scripts::expiry_key_of(lock);
+  const auto inspect = [&] { return sim.evalsha(scripts::inspect_script, {lock, fence, queue, expiry}, {}); };
+  CHECK(inspect() == B("-2 0"));
+  REQUIRE(sim.cmd({"ZADD", queue, "1", "aaaaaaaaaaaaaaaa", "2", "bbbbbbbbbbbbbbbb", "3", "cccccccccccccccc"}) == I(3));
+  REQUIRE(sim.cmd({"ZADD", expiry, std::to_string(sim.now + 10), "aaaaaaaaaaaaaaaa", std::to_string(sim.now + 20),
+                   "bbbbbbbbbbbbbbbb"}) == I(2));
+  CHECK(inspect() == B("lapsed 1 queue 2 aaaaaaaaaaaaaaaa -2 0"));  // c has no stamp
+  sim.now += 10;
+  CHECK(inspect() == B("lapsed 2 queue 1 bbbbbbbbbbbbbbbb -2 0"));
+  REQUIRE(sim.cmd({"SET", lock, "Qx", "PX", "5000"}) == S("OK"));
+  sim.now += 10;
+  CHECK(inspect() == B("lapsed 3 4990 0 Qx"));  // nobody serves that queue
+  CHECK(sim.cmd({"ZCARD", queue}) == I(3));     // inspect changes nothing
+  REQUIRE(sim.cmd({"SET", expiry, "a string"}) == S("OK"));
+  CHECK(inspect() == B("wrongtype unknown " + expiry));
 }
 
 TEST_CASE("error replies: arity, unknown command, EVALSHA's numkeys") {
