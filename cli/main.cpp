@@ -235,9 +235,10 @@ int run_status(const Args& a) {
                      {"rtt_us", up ? json(n.rtt.count()) : json(nullptr)},
                      {"error", n.error.empty() ? json(nullptr) : json(n.error)},
                      {"queued", read ? json(n.queued) : json(nullptr)},
+                     {"lapsed", read ? json(n.lapsed) : json(nullptr)},
                      {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)}});
     std::string detail = escaped(n.error);
-    if (n.quarantined) detail = "quarantined (restarted recently; does not count)";
+    if (n.quarantined) detail = "quarantined (restarted, lost data or another server recently; does not count)";
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
     std::vector<std::string> row{escaped(n.address),
                                  state_name(n.state),
@@ -263,6 +264,7 @@ int run_status(const Args& a) {
               {"free_nodes", st.free_nodes},
               {"answered", answered},
               {"queued", st.queued},
+              {"lapsed", st.lapsed},
               {"queue_head", st.queue_head.empty() ? json(nullptr) : json(st.queue_head)},
               {"nodes", nodes}};
   put_name(out, "resource", st.resource);
@@ -297,6 +299,10 @@ int run_status(const Args& a) {
                std::to_string(queue_nodes) + " of " + std::to_string(st.nodes.size()) + " masters";
     }
     human += "\n";
+  }
+  if (st.lapsed > 0) {
+    human += "fair queue: " + std::to_string(st.lapsed) +
+             " lapsed place(s) that no waiter serves (dead waiters; removed by the next fair round)\n";
   }
   human += table.render();
   return finish(use_json(a.g, false), out, human, known ? kExitOk : kExitNotDone);
