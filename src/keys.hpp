@@ -14,11 +14,11 @@
 // prefix, and two names with different prefixes differ before it; after it
 // comes the resource and then one of six suffixes ("}:lock", "}:fence",
 // "}:released", "}:queue", "}:turn", "}:expiry") none of which ends another, so equal names mean equal
-// resource and equal kind. The marker holds no '{' at all. The braces make
+// resource and equal kind. The marker key holds no '{' at all. The braces make
 // the resource the Redis Cluster hash tag of all six names (a tag ends at
 // the first '}', so a resource may not hold one: check_resource refuses it).
-// The marker's server key has no suffix of the five, so no resource name
-// meets it, and its tag puts it in the marker's slot (one script, two keys).
+// The marker's server key ends in none of the six suffixes, so no resource
+// name meets it, and its tag puts it in the marker's slot (one script, two keys).
 #pragma once
 
 #include <string>
