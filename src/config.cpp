@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "quorum.hpp"
 #include "validity.hpp"
 
 namespace redlock {
@@ -517,6 +518,9 @@ bool same_node(const NodeAddress& a, const NodeAddress& b) {
 
 Result<void> validate_nodes(const std::vector<NodeAddress>& nodes) {
   if (nodes.empty()) return config_error("nodes: empty (at least one node is required)");
+  if (nodes.size() > detail::max_nodes)
+    return config_error(cat("nodes: ", std::to_string(nodes.size()), " masters (at most ",
+                            std::to_string(detail::max_nodes), "; a Redlock group is 3 to 7)"));
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (auto problem = node_problem(nodes[i]))
       return config_error(cat(node_name(i), ": ", quote(nodes[i].display()), ": ", *problem));

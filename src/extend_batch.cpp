@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <limits>
 #include <utility>
 
 #include "engine.hpp"
@@ -19,6 +20,8 @@ namespace redlock::detail {
 
 using std::chrono::duration_cast;
 
+static_assert(max_nodes <= std::numeric_limits<std::uint8_t>::max(), "a lease's yes count must hold every master");
+
 // ExtendRound — one round of up to `max` leases: one Call to every master,
 // each lease decided on its own tally. Frees itself once every lease got
 // its verdict and every master it was sent to gave its final event.
@@ -29,7 +32,7 @@ class ExtendRound final : public ReplySink {
     TimePoint submitted;
     std::uint32_t first_key = 0;  // its keys' flags: [first_key, first_key + keys)
     std::uint32_t keys = 1;
-    std::uint8_t yes = 0;
+    std::uint8_t yes = 0;  // at most max_nodes
     bool decided = false;
   };
 

@@ -21,6 +21,11 @@
 
 namespace redlock::detail {
 
+// max_nodes: the most masters a client may have (config refuses more). A
+// Redlock group is 3 to 7 masters; the bound keeps every per-lease vote
+// count (one byte in a batched extension) exact.
+inline constexpr std::size_t max_nodes = 100;
+
 // majority_of: the quorum of n masters, N/2 + 1. Every majority decision of
 // the library (rounds, a lease's "lost for good", when a held lock frees,
 // reports) counts through it; it is written nowhere else.

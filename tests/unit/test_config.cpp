@@ -668,6 +668,22 @@ TEST_CASE("validate_config: no nodes") {
   CHECK(config_failure(validate_config(Config{})) == "nodes: empty (at least one node is required)");
 }
 
+TEST_CASE("validate_config: more than 100 masters") {
+  {
+    // More masters than any vote count holds: refused, not counted wrong.
+    Config many;
+    for (int port = 1; port <= 101; ++port) {
+      NodeAddress n;
+      n.host = "10.0.0.1";
+      n.port = port;
+      many.nodes.push_back(n);
+    }
+    CHECK(config_failure(validate_config(many)) == "nodes: 101 masters (at most 100; a Redlock group is 3 to 7)");
+    many.nodes.pop_back();
+    CHECK(validate_config(many).ok());
+  }
+}
+
 TEST_CASE("validate_config: duplicate names both indexes and the address") {
   Config config;
   config.nodes = {tcp("127.0.0.1", 7000), tcp("127.0.0.1", 7001), tcp("127.0.0.1", 7002), tcp("127.0.0.1", 7001)};
