@@ -295,9 +295,15 @@ std::int64_t unix_us_now() {
       .count();
 }
 
-std::int64_t unix_us(std::chrono::steady_clock::time_point t) {
-  const auto now = std::chrono::steady_clock::now();
+std::int64_t unix_us(BootClock::time_point t) {
+  const auto now = BootClock::now();
   return unix_us_now() + std::chrono::duration_cast<std::chrono::microseconds>(t - now).count();
+}
+
+std::int64_t monotonic_us(BootClock::time_point t) {
+  const auto boot = BootClock::now();
+  const auto mono = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::microseconds>(mono.time_since_epoch() + (t - boot)).count();
 }
 
 std::string iso_utc(std::int64_t us) {

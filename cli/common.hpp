@@ -88,14 +88,14 @@ struct Waited {
 template <class T, class Attempt, class Say>
 Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Say say) {
   if (wait.count() <= 0) return {attempt(wait), 0};
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = BootClock::now();
   Result<T> first = attempt(milliseconds{0});
   if (first) return {std::move(first), 0};
   const Errc code = first.error().code;
   if (code == Errc::cancelled || code == Errc::invalid_argument || code == Errc::config || code == Errc::closed)
     return {std::move(first), 0};
   if (std::string note = quarantine_note(client, first.error().nodes); !note.empty()) say(note);
-  const auto spent = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - start);
   if (spent >= wait) return {std::move(first), 0};
   return {attempt(wait - spent), first.error().attempts};
 }
@@ -135,7 +135,9 @@ std::string human_node_outcomes(const std::vector<NodeOutcome>& nodes);
 
 // Wall-clock renderings of a steady-clock instant: unix microseconds, and
 // ISO 8601 UTC ("2026-11-21T11:02:03.456Z").
-std::int64_t unix_us(std::chrono::steady_clock::time_point t);
+std::int64_t unix_us(BootClock::time_point t);
+// monotonic_us is `t` on CLOCK_MONOTONIC, in µs since its epoch.
+std::int64_t monotonic_us(BootClock::time_point t);
 std::int64_t unix_us_now();
 std::string iso_utc(std::int64_t unix_us);
 

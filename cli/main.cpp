@@ -149,7 +149,7 @@ int run_extend(const Args& a) {
   lock.resource = a.resource;
   lock.token = a.token;
   lock.ttl = ttl;
-  lock.validity_deadline = std::chrono::steady_clock::now() + ttl;
+  lock.validity_deadline = BootClock::now() + ttl;
   auto r = client->extend(lock, ttl);
   return print_lock_result(a.g, "extended", a.resource, json(a.token), r);
 }

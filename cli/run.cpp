@@ -55,7 +55,7 @@ namespace redlock::cli {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
+using clock = redlock::BootClock;
 
 // Fd — closes on scope exit.
 struct Fd {
@@ -363,11 +363,13 @@ int run_command(const Globals& g, const RunArgs& a) {
 
   auto finish_with_release = [&](int status) {
     report.j["deadline_at_us"] = unix_us(lease.deadline());
-    // The same deadline on CLOCK_MONOTONIC (libstdc++'s steady_clock), one
-    // clock for every process of the machine: a command can tell exactly
-    // whether it did something after its lease's deadline.
-    report.j["deadline_mono_us"] =
+    // The same deadline on CLOCK_BOOTTIME (the clock it is kept on) and on
+    // CLOCK_MONOTONIC, each one clock for every process of the machine: a
+    // command can tell exactly whether it did something after its lease's
+    // deadline.
+    report.j["deadline_boot_us"] =
         std::chrono::duration_cast<std::chrono::microseconds>(lease.deadline().time_since_epoch()).count();
+    report.j["deadline_mono_us"] = monotonic_us(lease.deadline());
     report.j["extensions"] = lease.extensions();
     report.j["released_at_us"] = unix_us_now();
     const bool was_lost = lease.lost().has_value();

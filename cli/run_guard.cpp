@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,11 +26,11 @@ milliseconds kill_margin(milliseconds ttl) { return std::min(milliseconds{50}, t
 
 milliseconds max_kill_after(milliseconds ttl) { return std::max(milliseconds{0}, ttl / 3 - kill_margin(ttl)); }
 
-steady::time_point KillSchedule::kill_point() const noexcept {
+boot::time_point KillSchedule::kill_point() const noexcept {
   return terminating() ? std::min(term_at_ + kill_after_, deadline_ - margin_) : deadline_ - margin_;
 }
 
-KillSchedule::Step KillSchedule::due(steady::time_point now) noexcept {
+KillSchedule::Step KillSchedule::due(boot::time_point now) noexcept {
   if (killed_) return Step::none;
   if (now >= kill_point()) {
     killed_ = true;
@@ -40,10 +41,10 @@ KillSchedule::Step KillSchedule::due(steady::time_point now) noexcept {
   return Step::term;
 }
 
-steady::time_point KillSchedule::next() const noexcept {
-  if (killed_) return steady::time_point::max();
+boot::time_point KillSchedule::next() const noexcept {
+  if (killed_) return boot::time_point::max();
   if (terminating()) return kill_point();
-  const steady::time_point term = requested_ ? steady::time_point{} : deadline_ - kill_after_ - margin_ + term_delay_;
+  const boot::time_point term = requested_ ? boot::time_point{} : deadline_ - kill_after_ - margin_ + term_delay_;
   return std::min(term, kill_point());
 }
 
@@ -73,9 +74,9 @@ enum Kind : std::int32_t { kWatch = 1, kDeadline, kTerminated, kDone };
 // supervisor's own (kTerminated), so that the group does not get two.
 constexpr milliseconds kGuardTermDelay{20};
 
-std::int64_t to_ns(steady::time_point t) { return nanoseconds(t.time_since_epoch()).count(); }
-steady::time_point from_ns(std::int64_t ns) {
-  return steady::time_point(std::chrono::duration_cast<steady::duration>(nanoseconds(ns)));
+std::int64_t to_ns(boot::time_point t) { return nanoseconds(t.time_since_epoch()).count(); }
+boot::time_point from_ns(std::int64_t ns) {
+  return boot::time_point(std::chrono::duration_cast<boot::duration>(nanoseconds(ns)));
 }
 
 void say(const std::string& text) {
@@ -101,25 +102,34 @@ void say(const std::string& text) {
   sock = 3;
   ::close_range(4, ~0U, 0);
 
+  // The guard sleeps on a CLOCK_BOOTTIME timer, not ppoll's timeout
+  // (CLOCK_MONOTONIC, which stops while the system is suspended).
+  const int alarm = ::timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (alarm < 0) ::_exit(1);
   std::optional<KillSchedule> plan;
   pid_t pgid = 0;
   int term_signal = SIGTERM;
   bool orphaned = false;  // the supervisor is gone
   for (;;) {
-    timespec wait{}, *timeout = nullptr;
+    itimerspec wait{};  // all zero: disarmed
     if (plan) {
       auto next = plan->next();
       // An abandoned group is checked for members every 10 ms, to exit
       // with it rather than signal its id after it may have been reused.
-      if (orphaned) next = std::min(next, steady::now() + milliseconds{10});
-      const auto left = std::max(nanoseconds{0}, next - steady::now());
-      wait.tv_sec = static_cast<time_t>(left.count() / 1000000000);
-      wait.tv_nsec = static_cast<long>(left.count() % 1000000000);
-      timeout = &wait;
+      if (orphaned) next = std::min(next, boot::now() + milliseconds{10});
+      // At least 1 ns: a zero it_value disarms the timer.
+      const auto left = std::max(nanoseconds{1}, next - boot::now());
+      wait.it_value.tv_sec = static_cast<time_t>(left.count() / 1000000000);
+      wait.it_value.tv_nsec = static_cast<long>(left.count() % 1000000000);
     }
-    pollfd p{orphaned ? -1 : sock, POLLIN, 0};
-    if (::ppoll(&p, 1, timeout, nullptr) < 0 && errno != EINTR) ::_exit(1);
-    if (p.revents != 0) {
+    if (::timerfd_settime(alarm, 0, &wait, nullptr) != 0) ::_exit(1);
+    pollfd p[2] = {{orphaned ? -1 : sock, POLLIN, 0}, {alarm, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR) ::_exit(1);
+    if (p[1].revents != 0) {
+      std::uint64_t expirations = 0;
+      [[maybe_unused]] const ssize_t r = ::read(alarm, &expirations, sizeof expirations);
+    }
+    if (p[0].revents != 0) {
       Message m;
       const ssize_t n = ::recv(sock, &m, sizeof m, 0);
       if (n == static_cast<ssize_t>(sizeof m)) {
@@ -148,7 +158,7 @@ void say(const std::string& text) {
       }
     }
     if (plan) {
-      for (auto step = plan->due(steady::now()); step != KillSchedule::Step::none; step = plan->due(steady::now())) {
+      for (auto step = plan->due(boot::now()); step != KillSchedule::Step::none; step = plan->due(boot::now())) {
         signal_group(pgid, step, term_signal);
         if (step == KillSchedule::Step::kill) ::_exit(0);
       }
@@ -211,20 +221,20 @@ void Guard::send(std::int32_t kind, pid_t pgid, std::int64_t a, std::int64_t b, 
   [[maybe_unused]] const ssize_t n = ::send(fd_, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-void Guard::watch(pid_t pgid, milliseconds kill_after, milliseconds margin, steady::time_point deadline,
+void Guard::watch(pid_t pgid, milliseconds kill_after, milliseconds margin, boot::time_point deadline,
                   int term_signal) {
   send(kWatch, pgid, nanoseconds(kill_after).count(), nanoseconds(margin).count(), to_ns(deadline), term_signal);
   watching_ = true;
   sent_deadline_ = deadline;
 }
 
-void Guard::deadline(steady::time_point d) {
+void Guard::deadline(boot::time_point d) {
   if (d == sent_deadline_) return;
   sent_deadline_ = d;
   send(kDeadline, 0, to_ns(d));
 }
 
-void Guard::terminated(steady::time_point t) { send(kTerminated, 0, to_ns(t)); }
+void Guard::terminated(boot::time_point t) { send(kTerminated, 0, to_ns(t)); }
 
 void Guard::done() {
   if (!watching_) return;

@@ -2,9 +2,11 @@
 // guard: a process outside redlock that keeps that schedule when redlock
 // itself cannot (stopped by SIGTSTP/SIGSTOP, SIGKILLed, crashed).
 //
-// Times are std::chrono::steady_clock, which on Linux is CLOCK_MONOTONIC:
-// one clock for the whole system, so the guard reads the same time points
-// as the supervisor that sends them.
+// Times are redlock::BootClock, CLOCK_BOOTTIME on Linux: one clock for the
+// whole system, so the guard reads the same time points as the supervisor
+// that sends them, and one that counts system suspend, as the masters' key
+// expiry does. The guard sleeps on a CLOCK_BOOTTIME timer, so a deadline
+// that passed while the machine was suspended is kept at the resume.
 #pragma once
 
 #include <sys/types.h>
@@ -12,9 +14,11 @@
 #include <chrono>
 #include <cstdint>
 
+#include "redlock/clock.hpp"
+
 namespace redlock::cli {
 
-using steady = std::chrono::steady_clock;
+using boot = redlock::BootClock;
 
 // kill_margin is how long before the lease's validity deadline CMD's group
 // gets SIGKILL: min(50 ms, ttl / 10). The validity deadline itself lies
@@ -39,30 +43,30 @@ std::chrono::milliseconds max_kill_after(std::chrono::milliseconds ttl);
 class KillSchedule {
  public:
   enum class Step { none, term, kill };
-  KillSchedule(std::chrono::milliseconds kill_after, std::chrono::milliseconds margin, steady::time_point deadline,
+  KillSchedule(std::chrono::milliseconds kill_after, std::chrono::milliseconds margin, boot::time_point deadline,
                std::chrono::milliseconds term_delay = std::chrono::milliseconds{0})
       : kill_after_(kill_after), margin_(margin), term_delay_(term_delay), deadline_(deadline) {}
-  void set_deadline(steady::time_point d) noexcept { deadline_ = d; }
-  steady::time_point deadline() const noexcept { return deadline_; }
+  void set_deadline(boot::time_point d) noexcept { deadline_ = d; }
+  boot::time_point deadline() const noexcept { return deadline_; }
   void request_termination() noexcept { requested_ = true; }
   // terminated_at: SIGTERM was sent at `t` by someone else.
-  void terminated_at(steady::time_point t) noexcept {
+  void terminated_at(boot::time_point t) noexcept {
     if (!terminating()) term_at_ = t;
   }
   // due returns the step to take at `now` and counts it as taken; call it
   // until it returns none.
-  Step due(steady::time_point now) noexcept;
+  Step due(boot::time_point now) noexcept;
   // next is when the next step falls due (max() once SIGKILL was taken).
-  steady::time_point next() const noexcept;
-  bool terminating() const noexcept { return term_at_ != steady::time_point{}; }
+  boot::time_point next() const noexcept;
+  bool terminating() const noexcept { return term_at_ != boot::time_point{}; }
   bool killed() const noexcept { return killed_; }
-  steady::time_point term_sent_at() const noexcept { return term_at_; }
+  boot::time_point term_sent_at() const noexcept { return term_at_; }
 
  private:
-  steady::time_point kill_point() const noexcept;
+  boot::time_point kill_point() const noexcept;
   std::chrono::milliseconds kill_after_, margin_, term_delay_;
-  steady::time_point deadline_;
-  steady::time_point term_at_{};  // when SIGTERM was sent (epoch: not yet)
+  boot::time_point deadline_;
+  boot::time_point term_at_{};  // when SIGTERM was sent (epoch: not yet)
   bool requested_ = false, killed_ = false;
 };
 
@@ -93,11 +97,11 @@ class Guard {
   // member only just before, and pids are handed out cyclically, so the id
   // is not another group's by the time the guard hears of it.
   void watch(pid_t pgid, std::chrono::milliseconds kill_after, std::chrono::milliseconds margin,
-             steady::time_point deadline, int term_signal);
+             boot::time_point deadline, int term_signal);
   // deadline: the lease's validity deadline, sent when it moved.
-  void deadline(steady::time_point d);
+  void deadline(boot::time_point d);
   // terminated: the supervisor sent SIGTERM to the group at `t`.
-  void terminated(steady::time_point t);
+  void terminated(boot::time_point t);
   // done: CMD's group is empty. Tells the guard, and waits (up to a
   // second, then SIGKILL) for it to exit.
   void done();
@@ -113,7 +117,7 @@ class Guard {
   int fd_ = -1;
   pid_t pid_ = -1;
   bool watching_ = false;
-  steady::time_point sent_deadline_{};
+  boot::time_point sent_deadline_{};
 };
 
 }  // namespace redlock::cli

@@ -11,7 +11,7 @@
 //   (counter_worker --help, counter_worker check --help)
 //
 // Each iteration logs "<acquired_ns> <released_ns> <validity_deadline_ns> <pid>"
-// (CLOCK_MONOTONIC nanoseconds): acquired right after lock() returned,
+// (CLOCK_BOOTTIME nanoseconds, the clock of the library's deadlines): acquired right after lock() returned,
 // released right before unlock(). `check` reads the logs, takes each line as
 // the window [acquired, min(released, deadline)] in which its holder acted as
 // owner, and counts the pairs of windows that overlap: it prints
@@ -52,15 +52,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-long long monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-}
-
-// On Linux, std::chrono::steady_clock is CLOCK_MONOTONIC: its epoch is the
-// same, so a time_point's time_since_epoch() is directly comparable.
-long long steady_ns(std::chrono::steady_clock::time_point t) {
+// boot_ns: a redlock::BootClock time point (CLOCK_BOOTTIME, one epoch for
+// every process of the machine) in ns.
+long long boot_ns(redlock::BootClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
@@ -165,7 +159,7 @@ int run_worker(const WorkerArgs& a) {
   int in_a_row = 0;
   while (done < a.iterations) {
     auto lock = client.acquire(a.resource, opts);
-    const long long acquired_ns = monotonic_ns();
+    const long long acquired_ns = boot_ns(redlock::BootClock::now());
     if (!lock) {
       const auto code = lock.error().code;
       if (code == redlock::Errc::invalid_argument || code == redlock::Errc::config)
@@ -186,10 +180,10 @@ int run_worker(const WorkerArgs& a) {
     if (a.hold_us > 0) std::this_thread::sleep_for(std::chrono::microseconds{a.hold_us});
     const bool still_valid = lock->valid();  // past the deadline we are not the owner any more
     if (still_valid) counter.set(value + 1);
-    const long long released_ns = monotonic_ns();
+    const long long released_ns = boot_ns(redlock::BootClock::now());
 
     if (log) {
-      log << acquired_ns << ' ' << released_ns << ' ' << steady_ns(lock->validity_deadline) << ' '
+      log << acquired_ns << ' ' << released_ns << ' ' << boot_ns(lock->validity_deadline) << ' '
           << getpid() << '\n'
           << std::flush;
     }

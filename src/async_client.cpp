@@ -251,6 +251,7 @@ class ClientCore final {
       return;
     }
     reaping_ = true;
+    runtime_.close();
     // Finish in a close callback of our own, never inside a node's.
     uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
       auto* core = static_cast<ClientCore*>(h->data);

@@ -262,7 +262,7 @@ std::string ms(milliseconds d) { return std::to_string(d.count()) + " ms"; }
 // reentry_problem: why a re-entry with `inner` would get less than it asks
 // of the held lease `held` (its options are fixed once taken), or "".
 std::string reentry_problem(const detail::LeaseState& held, const LeaseOptions& inner, milliseconds default_ttl,
-                            std::chrono::steady_clock::time_point now) {
+                            BootClock::time_point now) {
   const detail::LeaseCold* cold = held.cold();
   const int max_extensions = cold != nullptr ? cold->max_extensions : 0;
   const milliseconds max_hold = cold != nullptr ? cold->max_hold : milliseconds{0};
@@ -340,7 +340,7 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
       }
       if (std::shared_ptr<detail::LeaseState> held = it->second.lease.lock()) {
         std::lock_guard state_lock(held->mu);
-        const auto now = std::chrono::steady_clock::now();
+        const auto now = BootClock::now();
         if (!held->released && !held->lost && now < held->deadline()) {
           if (std::string problem = reentry_problem(*held, opts, host.default_ttl, now); !problem.empty()) {
             return make_error(Errc::invalid_argument,

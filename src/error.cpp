@@ -43,7 +43,7 @@ std::string Error::to_string() const {
 
 std::chrono::milliseconds Lock::remaining() const noexcept {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(validity_deadline -
-                                                                    std::chrono::steady_clock::now());
+                                                                    BootClock::now());
   return std::max(left, std::chrono::milliseconds{0});
 }
 

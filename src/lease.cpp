@@ -554,14 +554,14 @@ const std::string& LeaseView::token() const noexcept { return state_ ? state_->t
 std::uint64_t LeaseView::fence() const noexcept { return state_ ? state_->fence() : 0; }
 int LeaseView::attempts() const noexcept { return state_ ? state_->attempts : 0; }
 
-std::chrono::steady_clock::time_point LeaseView::deadline() const noexcept {
+BootClock::time_point LeaseView::deadline() const noexcept {
   if (state_ == nullptr) return {};
   return state_->deadline();
 }
 
 milliseconds LeaseView::remaining() const noexcept {
-  const auto left = deadline() - std::chrono::steady_clock::now();
-  return left > std::chrono::steady_clock::duration::zero() ? std::chrono::duration_cast<milliseconds>(left)
+  const auto left = deadline() - BootClock::now();
+  return left > BootClock::duration::zero() ? std::chrono::duration_cast<milliseconds>(left)
                                                             : milliseconds{0};
 }
 

@@ -13,11 +13,14 @@
 #include <memory>
 #include <string>
 
+#include "redlock/clock.hpp"
 #include "redlock/error.hpp"
 
 namespace redlock::detail {
 
-using Clock = std::chrono::steady_clock;
+// Clock counts system suspend (CLOCK_BOOTTIME, redlock/clock.hpp): a lock
+// expires on the masters while this machine sleeps.
+using Clock = redlock::BootClock;
 using TimePoint = Clock::time_point;
 
 // Timer — one restartable one-shot timer on the runtime's loop. `fire` (given

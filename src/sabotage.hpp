@@ -10,7 +10,7 @@ namespace redlock::detail {
 struct Sabotage {
   bool small_quorum = false;   // count N/2 as a majority instead of N/2 + 1
   bool no_elapsed = false;     // validity ignores the time the round took
-  bool wall_clock = false;     // elapsed measured on the wall clock, not steady_clock
+  bool wall_clock = false;     // elapsed measured on the wall clock, not the boot clock
   bool no_rollback = false;    // a failed acquire round is not released
   bool no_quarantine = false;  // restarted nodes count at once
   bool no_data_check = false;  // a master that lost its data is not seen to have lost it

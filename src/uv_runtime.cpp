@@ -4,6 +4,12 @@
 // that nothing fires for an object that is gone.
 #include "uv_runtime.hpp"
 
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <ctime>
 #include <utility>
 
 #include "token.hpp"
@@ -11,16 +17,31 @@
 namespace redlock::detail {
 
 namespace {
+class UvTimer;
+}
+
+// Timers — an intrusive list of the live UvTimers, for fire_overdue.
+struct UvRuntime::Timers {
+  UvTimer* head = nullptr;
+};
+
+namespace {
 
 class UvTimer final : public Timer {
  public:
-  UvTimer(uv_loop_t* loop, std::function<void()> fire) : fire_(std::move(fire)) {
+  UvTimer(uv_loop_t* loop, std::shared_ptr<UvRuntime::Timers> list, std::function<void()> fire)
+      : list_(std::move(list)), fire_(std::move(fire)) {
     uv_timer_init(loop, handle_);
     handle_->data = this;
+    next_ = list_->head;
+    if (next_ != nullptr) next_->prev_ = this;
+    list_->head = this;
   }
   UvTimer(const UvTimer&) = delete;
   UvTimer& operator=(const UvTimer&) = delete;
   ~UvTimer() override {
+    (prev_ != nullptr ? prev_->next_ : list_->head) = next_;
+    if (next_ != nullptr) next_->prev_ = prev_;
     handle_->data = nullptr;
     uv_close(reinterpret_cast<uv_handle_t*>(handle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
   }
@@ -39,6 +60,13 @@ class UvTimer final : public Timer {
   void stop() override { uv_timer_stop(handle_); }
   bool active() const override { return uv_is_active(reinterpret_cast<const uv_handle_t*>(handle_)) != 0; }
 
+  // fire_if_overdue: an active timer whose due time has passed fires on
+  // the next loop turn (it re-checks its due time then).
+  void fire_if_overdue(TimePoint now) {
+    if (active() && due_ <= now) uv_timer_start(handle_, on_fire, 0, 0);
+  }
+  UvTimer* next() const noexcept { return next_; }
+
  private:
   static void on_fire(uv_timer_t* h) {
     auto* self = static_cast<UvTimer*>(h->data);
@@ -53,6 +81,9 @@ class UvTimer final : public Timer {
 
   uv_timer_t* handle_ = new uv_timer_t;
   TimePoint due_{};
+  std::shared_ptr<UvRuntime::Timers> list_;
+  UvTimer* prev_ = nullptr;
+  UvTimer* next_ = nullptr;
   std::function<void()> fire_;
 };
 
@@ -79,10 +110,68 @@ class UvSignal final : public Signal {
   std::function<void()> fire_;
 };
 
+// arm_resume_watch arms `fd` (a CLOCK_REALTIME timerfd) far ahead with
+// TFD_TIMER_CANCEL_ON_SET: a clock set or a resume from suspend makes it
+// readable (its read fails with ECANCELED). False when it cannot be armed.
+bool arm_resume_watch(int fd) {
+  timespec now{};
+  if (::clock_gettime(CLOCK_REALTIME, &now) != 0) return false;
+  itimerspec far{};
+  far.it_value.tv_sec = now.tv_sec + 10LL * 365 * 24 * 3600;
+  return ::timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, nullptr) == 0;
+}
+
 }  // namespace
 
+// ResumeWatch — the poll handle on the CANCEL_ON_SET timerfd, and the fd
+// (a poll handle does not own its fd; uv_fileno fails once it closes).
+struct UvRuntime::ResumeWatch {
+  uv_poll_t handle;
+  int fd;
+};
+
+UvRuntime::UvRuntime(uv_loop_t* loop) : loop_(loop), timers_(std::make_shared<Timers>()) {
+  const int fd = ::timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (fd < 0) return;
+  auto* watch = new ResumeWatch{{}, fd};
+  if (!arm_resume_watch(fd) || uv_poll_init(loop_, &watch->handle, fd) != 0) {
+    delete watch;
+    ::close(fd);
+    return;
+  }
+  watch->handle.data = this;
+  uv_poll_start(&watch->handle, UV_READABLE, [](uv_poll_t* h, int, int) {
+    auto* w = reinterpret_cast<ResumeWatch*>(h);
+    std::uint64_t expirations = 0;
+    while (::read(w->fd, &expirations, sizeof expirations) < 0 && errno == EINTR) {
+    }
+    arm_resume_watch(w->fd);  // re-armed: the next set or resume wakes us again
+    if (auto* self = static_cast<UvRuntime*>(h->data)) self->fire_overdue();
+  });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&watch->handle));  // never keeps the loop alive
+  resume_ = watch;
+}
+
+UvRuntime::~UvRuntime() { close(); }
+
+void UvRuntime::close() noexcept {
+  if (resume_ == nullptr) return;
+  resume_->handle.data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&resume_->handle), [](uv_handle_t* h) {
+    auto* w = reinterpret_cast<ResumeWatch*>(h);
+    ::close(w->fd);
+    delete w;
+  });
+  resume_ = nullptr;
+}
+
+void UvRuntime::fire_overdue() noexcept {
+  const TimePoint t = now();
+  for (UvTimer* timer = timers_->head; timer != nullptr; timer = timer->next()) timer->fire_if_overdue(t);
+}
+
 std::unique_ptr<Timer> UvRuntime::timer(std::function<void()> fire) {
-  return std::make_unique<UvTimer>(loop_, std::move(fire));
+  return std::make_unique<UvTimer>(loop_, timers_, std::move(fire));
 }
 
 std::unique_ptr<Signal> UvRuntime::signal(std::function<void()> fire) {

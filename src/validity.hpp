@@ -1,4 +1,5 @@
-// validity.hpp — the Redlock time arithmetic, on steady_clock only.
+// validity.hpp — the Redlock time arithmetic, on the boot clock only
+// (Runtime::now, CLOCK_BOOTTIME: it counts system suspend).
 //
 //   drift    = ceil(ttl · drift_factor) + 2 ms
 //   validity = ttl − elapsed − drift

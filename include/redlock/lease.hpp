@@ -117,9 +117,9 @@ class REDLOCK_API LeaseView {
   std::uint64_t fence() const noexcept;
   // attempts: the acquire rounds it took to get the lease (Lock::attempts).
   int attempts() const noexcept;
-  // deadline is the current validity deadline (steady_clock); each
+  // deadline is the current validity deadline (BootClock); each
   // extension moves it.
-  std::chrono::steady_clock::time_point deadline() const noexcept;
+  BootClock::time_point deadline() const noexcept;
   milliseconds remaining() const noexcept;
   int extensions() const noexcept;
   // holds counts this owner's holds of a reentrant lease (1 otherwise).

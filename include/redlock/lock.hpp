@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "redlock/clock.hpp"
 #include "redlock/export.hpp"
 
 namespace redlock {
@@ -44,15 +45,16 @@ struct REDLOCK_API NodeOutcome {
 
 // Lock — a lock held on a majority of nodes. A plain value: copying it does
 // not copy ownership of anything; it is what extend/release need (resource
-// and token). `validity_deadline` is on std::chrono::steady_clock: the holder
-// may act as owner only before it. `validity` is the validity at the moment
+// and token). `validity_deadline` is on redlock::BootClock (a clock that counts
+// system suspend, redlock/clock.hpp): the holder may act as owner only
+// before it. `validity` is the validity at the moment
 // the lock was acquired or last extended (ttl − elapsed − drift).
 struct REDLOCK_API Lock {
   std::string resource;
   std::string token;
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds validity{0};
-  std::chrono::steady_clock::time_point validity_deadline{};
+  BootClock::time_point validity_deadline{};
   std::chrono::microseconds elapsed{0};  // duration of the deciding round
   int attempts = 0;                      // acquire rounds tried (1 for extend)
   // The fencing token (AcquireOptions::fence), 0 without fencing: strictly
@@ -68,7 +70,7 @@ struct REDLOCK_API Lock {
   std::vector<NodeOutcome> nodes;
 
   // valid says whether the validity deadline is still ahead.
-  bool valid() const noexcept { return std::chrono::steady_clock::now() < validity_deadline; }
+  bool valid() const noexcept { return BootClock::now() < validity_deadline; }
   // remaining is the validity left now (zero once it has passed).
   std::chrono::milliseconds remaining() const noexcept;
 };
@@ -82,7 +84,7 @@ struct REDLOCK_API MultiLock {
   std::string token;
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds validity{0};
-  std::chrono::steady_clock::time_point validity_deadline{};
+  BootClock::time_point validity_deadline{};
   std::chrono::microseconds elapsed{0};
   int attempts = 0;
   // The fencing token (AcquireOptions::fence), 0 without: one F for the
@@ -90,7 +92,7 @@ struct REDLOCK_API MultiLock {
   std::uint64_t fence = 0;
   std::vector<NodeOutcome> nodes;  // with Options::node_outcomes
 
-  bool valid() const noexcept { return std::chrono::steady_clock::now() < validity_deadline; }
+  bool valid() const noexcept { return BootClock::now() < validity_deadline; }
 };
 
 // ReleaseResult — what a release did. `released_nodes` counts the nodes that

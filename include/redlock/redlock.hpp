@@ -3,6 +3,7 @@
 
 #include "redlock/async_client.hpp"
 #include "redlock/client.hpp"
+#include "redlock/clock.hpp"
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
 #include "redlock/lease.hpp"

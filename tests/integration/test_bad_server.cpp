@@ -32,7 +32,7 @@ using namespace redlock::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = redlock::BootClock;
 
 sockaddr_in loopback(int port) {
   sockaddr_in addr{};

@@ -12,7 +12,7 @@
 using namespace redlock;
 using namespace redlock::test;
 using namespace redlock::test::cli_harness;
-using Clock = std::chrono::steady_clock;
+using Clock = redlock::BootClock;
 
 TEST_CASE("a crowd cannot stall: 200 `redlock run --wait` on one resource all finish within their wait") {
   // Before, every failed attempt's rollback published a release, waking

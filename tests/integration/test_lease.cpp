@@ -22,7 +22,7 @@
 using namespace redlock;
 using namespace redlock::test;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using Clock = redlock::BootClock;
 
 namespace {
 

@@ -15,7 +15,7 @@
 using namespace redlock;
 using namespace redlock::test;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using Clock = redlock::BootClock;
 using std::chrono::milliseconds;
 
 namespace {

@@ -318,7 +318,7 @@ TEST_CASE("extend: too late after the validity deadline, not_held when the token
     lock.resource = "r";
     lock.token = "abc";
     lock.ttl = milliseconds{1000};
-    lock.validity_deadline = std::chrono::steady_clock::now() - milliseconds{1};
+    lock.validity_deadline = redlock::BootClock::now() - milliseconds{1};
     std::optional<Result<Lock>> got;
     bed.engine->extend(lock, milliseconds{0}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
     CHECK(bed.run() == 0);
@@ -344,7 +344,7 @@ TEST_CASE("extend: too late after the validity deadline, not_held when the token
     Lock lock;
     lock.resource = "r";
     lock.token = "abc";
-    lock.validity_deadline = std::chrono::steady_clock::now() + milliseconds{500};
+    lock.validity_deadline = redlock::BootClock::now() + milliseconds{500};
     std::optional<Result<Lock>> got;
     bed.engine->extend(lock, milliseconds{3000}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
     CHECK(bed.run() == 0);
@@ -616,7 +616,7 @@ TEST_CASE("an extend keeps the lock's fence") {
   lock.token = "tok";
   lock.ttl = milliseconds{1000};
   lock.fence = 41;
-  lock.validity_deadline = std::chrono::steady_clock::now() + milliseconds{1000};
+  lock.validity_deadline = redlock::BootClock::now() + milliseconds{1000};
   std::optional<Result<Lock>> got;
   bed.engine->extend(lock, milliseconds{1000}, [&](Result<Lock> r) { got.emplace(std::move(r)); });
   CHECK(bed.run() == 0);

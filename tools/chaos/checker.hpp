@@ -34,7 +34,7 @@ struct CheckInput {
   // resource; a resource with writes that is not here was not read.
   std::map<std::string, std::int64_t> final_values;
   std::size_t leaked_keys = 0;   // lock keys found on masters after quiescence
-  std::int64_t run_start = 0, run_end = 0;  // CLOCK_MONOTONIC ns
+  std::int64_t run_start = 0, run_end = 0;  // CLOCK_BOOTTIME ns
 };
 
 // Window — the interval in which one acquisition's holder acted as owner:

@@ -189,7 +189,7 @@ std::vector<Event> parse_history(const std::string& text, std::string& error) {
 
 std::int64_t monotonic_ns() noexcept {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_BOOTTIME, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
 

@@ -1,10 +1,10 @@
 // history.hpp — what a chaos run records, and what the checker reads.
 //
 // Every worker (a process or a thread) appends one JSON object per line to
-// its own history file (JSONL). All timestamps are CLOCK_MONOTONIC
+// its own history file (JSONL). All timestamps are CLOCK_BOOTTIME
 // nanoseconds: every process on one machine shares that clock, so histories
 // of different processes can be merged and compared directly. On Linux
-// std::chrono::steady_clock is CLOCK_MONOTONIC, so a Lock's
+// redlock::BootClock is CLOCK_BOOTTIME, so a Lock's
 // validity_deadline.time_since_epoch() is on the same scale.
 //
 // Lines (fields in addition to "type", "client", "t"):
@@ -35,7 +35,7 @@ enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault, l
 struct Event {
   EventType type = EventType::invoke;
   int client = -1;
-  std::int64_t t = 0;         // CLOCK_MONOTONIC ns
+  std::int64_t t = 0;         // CLOCK_BOOTTIME ns
   std::string resource;
   std::string token;          // ok
   std::int64_t deadline = 0;  // ok: validity deadline, ns; fault: end, ns
@@ -55,7 +55,7 @@ std::string to_json_line(const Event& e);
 // line number (returned through `error`, with an empty result).
 std::vector<Event> parse_history(const std::string& text, std::string& error);
 
-// monotonic_ns is CLOCK_MONOTONIC now.
+// monotonic_ns is CLOCK_BOOTTIME now (a monotonic clock that counts suspend).
 std::int64_t monotonic_ns() noexcept;
 
 }  // namespace redlock::chaos

@@ -142,10 +142,10 @@ struct WorkerExits {
 
 // wait_all waits for the workers until `deadline`; stragglers are killed.
 WorkerExits wait_all(std::vector<std::unique_ptr<redlock::support::Process>>& workers,
-                     std::chrono::steady_clock::time_point deadline) {
+                     redlock::BootClock::time_point deadline) {
   WorkerExits exits;
   for (auto& worker : workers) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - redlock::BootClock::now());
     const std::optional<int> code = worker->wait(std::max(left, std::chrono::milliseconds{0}));
     if (!code) {
       worker->kill();
@@ -175,11 +175,11 @@ void wait_until_voting(ChaosBed& bed, const Scenario& sc) {
   config.options.default_ttl = std::chrono::milliseconds{sc.ttl_ms};
   auto client = redlock::Client::create(config);
   if (!client) throw std::runtime_error("bed: " + client.error().to_string());
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds{3 * sc.max_ttl_ms + 10000};
+  const auto give_up = redlock::BootClock::now() + std::chrono::milliseconds{3 * sc.max_ttl_ms + 10000};
   for (;;) {
     auto report = (*client)->nodes();
     if (report && report->usable() == report->nodes.size()) return;
-    if (std::chrono::steady_clock::now() > give_up) {
+    if (redlock::BootClock::now() > give_up) {
       throw std::runtime_error("bed: the masters still do not all vote after " +
                                std::to_string(3 * sc.max_ttl_ms + 10000) + " ms");
     }
@@ -369,17 +369,17 @@ class Progress {
       : bed_(bed),
         target_(target),
         name_(std::move(name)),
-        start_(std::chrono::steady_clock::now()),
+        start_(redlock::BootClock::now()),
         next_report_(start_ + std::chrono::minutes{1}) {}
 
   // wait_until returns at `until`, or earlier (true) once the target is reached.
-  bool wait_until(std::chrono::steady_clock::time_point until) {
+  bool wait_until(redlock::BootClock::time_point until) {
     if (target_ == 0) {
       std::this_thread::sleep_until(until);
       return false;
     }
     for (;;) {
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = redlock::BootClock::now();
       if (now >= next_read_) {
         next_read_ = now + std::chrono::seconds{1};
         if (reached(now)) return true;
@@ -390,7 +390,7 @@ class Progress {
   }
 
  private:
-  bool reached(std::chrono::steady_clock::time_point now) {
+  bool reached(redlock::BootClock::time_point now) {
     const std::int64_t done = bed_.counter_total();
     if (now >= next_report_) {
       next_report_ = now + std::chrono::minutes{1};
@@ -404,8 +404,8 @@ class Progress {
   ChaosBed& bed_;
   const long target_;
   const std::string name_;
-  const std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point next_read_{}, next_report_;
+  const redlock::BootClock::time_point start_;
+  redlock::BootClock::time_point next_read_{}, next_report_;
 };
 
 // timeline draws the run. A million windows are no picture (hundreds of MB
@@ -488,7 +488,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
 
   auto plan = sc.nemesis(duration_ms, rng);
   std::stable_sort(plan.begin(), plan.end(), [](const Action& x, const Action& y) { return x.at_ms < y.at_ms; });
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = redlock::BootClock::now();
   Progress progress(bed, target, sc.name);
   bool reached = false;
   for (auto& step : plan) {
@@ -508,7 +508,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     for (auto& w : stage.workers) w->signal(SIGTERM);
   }
   const auto slack = std::chrono::milliseconds{sc.wait_ms + sc.ttl_ms + 10000};
-  const auto stopped = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t_stop));  // CLOCK_MONOTONIC
+  const auto stopped = redlock::BootClock::time_point(std::chrono::nanoseconds(t_stop));  // CLOCK_BOOTTIME
   const WorkerExits exits = wait_all(stage.workers, stopped + slack);
   bed.heal_all();
   const std::int64_t t_end = monotonic_ns();
@@ -524,7 +524,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     leaked = bed.leaked_keys(grace);
   }
 
-  const auto check_start = std::chrono::steady_clock::now();
+  const auto check_start = redlock::BootClock::now();
   const std::vector<Event>& faults = bed.faults();
   std::vector<Event> events = faults;
   read_histories(dir, events);
@@ -540,7 +540,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     if (e.type == EventType::write && finals.count(e.resource) == 0) finals[e.resource] = bed.counter_value(e.resource);
   const CheckInput input{std::move(events), std::move(finals), leaked, t0, t_end};
   CheckResult result = check(input);
-  const double check_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
+  const double check_seconds = std::chrono::duration<double>(redlock::BootClock::now() - check_start).count();
 
   // While a majority is down: no acquisition may succeed, and every failure
   // must come back within wait + one node timeout (+ 250 ms of scheduling).

@@ -196,12 +196,12 @@ class Stop {
   Stop& operator=(const Stop&) = delete;
 
   bool reached() const { return requested_ || monotonic_ns() >= until_; }
-  // wait returns at the run's end; wait_until at `t_ns` (CLOCK_MONOTONIC)
+  // wait returns at the run's end; wait_until at `t_ns` (CLOCK_BOOTTIME)
   // if that comes first.
   void wait() { wait_until(until_); }
   void wait_until(std::int64_t t_ns) {
     std::unique_lock<std::mutex> lock(mu_);
-    const auto t = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(std::min(t_ns, until_)));
+    const auto t = redlock::BootClock::time_point(std::chrono::nanoseconds(std::min(t_ns, until_)));
     cv_.wait_until(lock, t, [this] { return requested_.load(); });
   }
 
@@ -251,7 +251,7 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
     }
     Event ok = base(EventType::ok, id, resource);
     ok.token = lock->token;
-    ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // steady_clock is CLOCK_MONOTONIC
+    ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // BootClock is CLOCK_BOOTTIME
                       lock->validity_deadline.time_since_epoch())
                       .count();
     ok.latency_us = latency_us;

@@ -190,6 +190,7 @@ static atomic_flag g_wlock = ATOMIC_FLAG_INIT;
 static int64_t w_offset_ms;
 static double w_rate = 1.0;
 static int w_monotonic;
+static int64_t w_suspend_ms;
 
 /* 0: not initialised, 1: initialising, 2: ready. */
 static _Atomic int g_init_state;
@@ -227,7 +228,7 @@ static void wlock_release(void) { atomic_flag_clear_explicit(&g_wlock, memory_or
 
 /* write_params re-anchors every skewed clock at its current real reading and
  * installs the new settings. Caller holds g_wlock with signals blocked. */
-static void write_params(int64_t offset_ms, double rate, int monotonic) {
+static void write_params(int64_t offset_ms, double rate, int monotonic, int64_t suspend_ms) {
   unsigned s = atomic_load_explicit(&g_seq, memory_order_relaxed);
   atomic_store_explicit(&g_seq, s + 1, memory_order_relaxed);
   /* Full fence: readers that see the old seq must have read their clock
@@ -244,7 +245,11 @@ static void write_params(int64_t offset_ms, double rate, int monotonic) {
     int64_t a = atomic_load_explicit(&g_anchor[id], memory_order_relaxed);
     int64_t e = atomic_load_explicit(&g_extra[id], memory_order_relaxed);
     double r = fam == FAM_WALL ? old_wall : old_mono;
-    atomic_store_explicit(&g_extra[id], e + round_to_i64((double)(t - a) * (r - 1.0)),
+    /* A suspend moves only the boot clocks, forward, by the added time. */
+    int64_t slept = 0;
+    if ((id == CLOCK_BOOTTIME || id == CLOCK_BOOTTIME_ALARM) && suspend_ms > w_suspend_ms)
+      slept = (suspend_ms - w_suspend_ms) * 1000000LL;
+    atomic_store_explicit(&g_extra[id], e + round_to_i64((double)(t - a) * (r - 1.0)) + slept,
                           memory_order_relaxed);
     atomic_store_explicit(&g_anchor[id], t, memory_order_relaxed);
   }
@@ -256,6 +261,7 @@ static void write_params(int64_t offset_ms, double rate, int monotonic) {
   w_offset_ms = offset_ms;
   w_rate = rate;
   w_monotonic = monotonic;
+  if (suspend_ms > w_suspend_ms) w_suspend_ms = suspend_ms;
 }
 
 /* apply_settings: merge the keys present in *st into the current settings. */
@@ -265,7 +271,7 @@ static void apply_settings(const struct skewclock_settings* st) {
   pthread_sigmask(SIG_BLOCK, &all, &old);
   wlock_acquire();
   write_params(st->has_offset ? st->offset_ms : w_offset_ms, st->has_rate ? st->rate : w_rate,
-               st->has_monotonic ? st->monotonic : w_monotonic);
+               st->has_monotonic ? st->monotonic : w_monotonic, st->has_suspend ? st->suspend_ms : w_suspend_ms);
   wlock_release();
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -311,13 +317,15 @@ static void put_rate(struct buf* b, double r) { /* fixed, 9 decimals */
   tmp[9] = '\0';
   put_str(b, tmp);
 }
-static void put_settings(struct buf* b, int64_t off, double rate, int mono) {
+static void put_settings(struct buf* b, int64_t off, double rate, int mono, int64_t suspend_ms) {
   put_str(b, "offset_ms=");
   put_i64(b, off);
   put_str(b, " rate=");
   put_rate(b, rate);
   put_str(b, " monotonic=");
   put_str(b, mono ? "1" : "0");
+  put_str(b, " suspend_ms=");
+  put_i64(b, suspend_ms);
 }
 
 static void say(const char* msg) {
@@ -383,6 +391,7 @@ static void settings_from_env(struct skewclock_settings* st) {
     if (one.has_offset) st->offset_ms = one.offset_ms, st->has_offset = 1;
     if (one.has_rate) st->rate = one.rate, st->has_rate = 1;
     if (one.has_monotonic) st->monotonic = one.monotonic, st->has_monotonic = 1;
+    if (one.has_suspend) st->suspend_ms = one.suspend_ms, st->has_suspend = 1;
   }
 }
 
@@ -403,7 +412,7 @@ static void write_ack(uint64_t version) {
   put_str(&x, " pid=");
   put_u64(&x, (uint64_t)pid);
   put_str(&x, " ");
-  put_settings(&x, w_offset_ms, w_rate, w_monotonic);
+  put_settings(&x, w_offset_ms, w_rate, w_monotonic, w_suspend_ms);
   put_str(&x, "\n");
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return;
@@ -466,7 +475,7 @@ static void check_file(void) {
     put_str(&b, ": ");
     put_str(&b, err);
     put_str(&b, "; keeping ");
-    put_settings(&b, w_offset_ms, w_rate, w_monotonic);
+    put_settings(&b, w_offset_ms, w_rate, w_monotonic, w_suspend_ms);
     put_str(&b, "\n");
     say(m);
     return;
@@ -478,7 +487,7 @@ static void check_file(void) {
     put_str(&b, "skewclock: applied version=");
     put_u64(&b, st.version);
     put_str(&b, " ");
-    put_settings(&b, w_offset_ms, w_rate, w_monotonic);
+    put_settings(&b, w_offset_ms, w_rate, w_monotonic, w_suspend_ms);
     put_str(&b, "\n");
     say(m);
   }
@@ -551,7 +560,7 @@ static void load_settings(void) {
     put_str(&b, "skewclock: pid=");
     put_u64(&b, (uint64_t)g_owner_pid);
     put_str(&b, vdso_gettime() != NULL ? " clock=vdso " : " clock=syscall ");
-    put_settings(&b, w_offset_ms, w_rate, w_monotonic);
+    put_settings(&b, w_offset_ms, w_rate, w_monotonic, w_suspend_ms);
     put_str(&b, " file=");
     put_str(&b, g_file[0] ? g_file : "(none)");
     put_str(&b, "\n");
@@ -570,7 +579,7 @@ static void do_init(void) {
   atomic_store_explicit(&g_wall_rate_bits, dbits(1.0), memory_order_relaxed);
   atomic_store_explicit(&g_mono_rate_bits, dbits(1.0), memory_order_relaxed);
   wlock_acquire();
-  write_params(0, 1.0, 0);
+  write_params(0, 1.0, 0, 0);
   wlock_release();
   /* Ready before signals come back: a handler on this thread must not wait
    * for the initialisation it interrupted. */

@@ -43,6 +43,10 @@ struct Settings {
   double rate = 1.0;
   bool monotonic = false;
   std::uint64_t version = 0;
+  // suspend_ms: the time the system was suspended in all, in ms: the boot
+  // clocks (CLOCK_BOOTTIME) run that far ahead of CLOCK_MONOTONIC. It only
+  // grows; raising it is a suspend of the difference, seen at once.
+  std::int64_t suspend_ms = 0;
 
   bool operator==(const Settings&) const = default;
 };
@@ -54,7 +58,7 @@ inline std::string format(const Settings& s) {
   auto r = std::to_chars(rate, rate + sizeof rate, s.rate, std::chars_format::fixed);
   std::string out = "offset_ms=" + std::to_string(s.offset_ms) + " rate=" +
                     std::string(rate, r.ec == std::errc{} ? r.ptr : rate) +
-                    " monotonic=" + (s.monotonic ? "1" : "0") +
+                    " monotonic=" + (s.monotonic ? "1" : "0") + " suspend_ms=" + std::to_string(s.suspend_ms) +
                     " version=" + std::to_string(s.version) + "\n";
   return out;
 }
@@ -71,6 +75,7 @@ inline Settings parse(std::string_view text, Settings base = {}) {
   if (st.has_offset) base.offset_ms = st.offset_ms;
   if (st.has_rate) base.rate = st.rate;
   if (st.has_monotonic) base.monotonic = st.monotonic != 0;
+  if (st.has_suspend) base.suspend_ms = st.suspend_ms;
   if (st.has_version) base.version = st.version;
   return base;
 }
@@ -171,6 +176,12 @@ class Control {
   std::uint64_t set_rate(double rate) {
     Settings s = current_;
     s.rate = rate;
+    return set(s);
+  }
+  // suspend: the system "sleeps" for `d` at once (suspend_ms grows by it).
+  std::uint64_t suspend(std::chrono::milliseconds d) {
+    Settings s = current_;
+    s.suspend_ms += d.count();
     return set(s);
   }
   std::uint64_t set_monotonic(bool on) {

@@ -1,6 +1,6 @@
 // skewclock-set — write a libskewclock settings file atomically.
 //
-//   skewclock-set FILE [offset_ms=N] [rate=R] [monotonic=0|1] [--wait MS]
+//   skewclock-set FILE [offset_ms=N] [rate=R] [monotonic=0|1] [suspend_ms=N] [--wait MS]
 //   skewclock-set FILE --show
 //   (skewclock-set --help)
 //
@@ -47,10 +47,10 @@ int main(int argc, char** argv) {
       [](std::string& a) {
         const std::string_view v = a;
         const bool ok = v.find('=') != v.npos && !v.starts_with("version=") && !v.starts_with("pid=");
-        return ok ? std::string() : "not offset_ms=N, rate=R or monotonic=0|1: " + a;
+        return ok ? std::string() : "not offset_ms=N, rate=R, monotonic=0|1 or suspend_ms=N: " + a;
       },
       "");
-  auto* assignments = app.add_option("SETTING", settings, "offset_ms=N, rate=R, monotonic=0|1")
+  auto* assignments = app.add_option("SETTING", settings, "offset_ms=N, rate=R, monotonic=0|1, suspend_ms=N")
                           ->type_name("KEY=VALUE")
                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
                           ->check(assignment);
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (text.empty()) return usage("nothing to set (offset_ms=, rate=, monotonic=)");
+    if (text.empty()) return usage("nothing to set (offset_ms=, rate=, monotonic=, suspend_ms=)");
     skewclock::Settings next;
     try {
       next = skewclock::parse(text, control.current());

@@ -8,6 +8,10 @@
  *   offset_ms=<int>      wall-clock offset in ms, may be negative, |v| <= 1e12
  *   rate=<decimal>       wall-clock rate, 0.001 <= v <= 1000 ("1.05", "5e-1")
  *   monotonic=<0|1>      1: the monotonic clocks run at `rate` too
+ *   suspend_ms=<uint>    total time the system was suspended, in ms, <= 1e12:
+ *                        CLOCK_BOOTTIME (and _ALARM) run this far ahead of
+ *                        CLOCK_MONOTONIC, as after a real suspend; it only
+ *                        grows (a smaller value than the last is ignored)
  *   version=<uint>       opaque; echoed in the acknowledgement file
  *   pid=<int>            only in acknowledgement files (who applied it)
  * Anything else (unknown key, bad number, missing '=') rejects the whole text.
@@ -29,8 +33,8 @@ extern "C" {
 #endif
 
 struct skewclock_settings {
-  int has_offset, has_rate, has_monotonic, has_version, has_pid;
-  int64_t offset_ms;
+  int has_offset, has_rate, has_monotonic, has_version, has_pid, has_suspend;
+  int64_t offset_ms, suspend_ms;
   double rate;
   int monotonic;
   uint64_t version;
@@ -137,8 +141,9 @@ static inline int skewclock_parse(const char* text, size_t len, struct skewclock
   const char* p = text;
   const char* end = text + len;
   struct skewclock_settings s;
-  s.has_offset = s.has_rate = s.has_monotonic = s.has_version = s.has_pid = 0;
+  s.has_offset = s.has_rate = s.has_monotonic = s.has_version = s.has_pid = s.has_suspend = 0;
   s.offset_ms = 0;
+  s.suspend_ms = 0;
   s.rate = 1.0;
   s.monotonic = 0;
   s.version = 0;
@@ -198,6 +203,14 @@ static inline int skewclock_parse(const char* text, size_t len, struct skewclock
       }
       s.monotonic = *v == '1';
       s.has_monotonic = 1;
+    } else if (skewclock_key_is_(tok, eq, "suspend_ms")) {
+      uint64_t x;
+      if (skewclock_parse_u64_(v, p, &x) != 0 || x > (uint64_t)SKEWCLOCK_OFFSET_MS_MAX) {
+        *error = "suspend_ms: not an integer in 0..1e12";
+        return -1;
+      }
+      s.suspend_ms = (int64_t)x;
+      s.has_suspend = 1;
     } else if (skewclock_key_is_(tok, eq, "version")) {
       uint64_t x;
       if (skewclock_parse_u64_(v, p, &x) != 0) {
@@ -215,7 +228,7 @@ static inline int skewclock_parse(const char* text, size_t len, struct skewclock
       s.pid = x;
       s.has_pid = 1;
     } else {
-      *error = "unknown key (expected offset_ms, rate, monotonic, version)";
+      *error = "unknown key (expected offset_ms, rate, monotonic, suspend_ms, version)";
       return -1;
     }
   }

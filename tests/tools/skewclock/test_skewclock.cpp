@@ -461,6 +461,22 @@ TEST_CASE("probe: settings changed while it runs; rate changes never step a cloc
   auto back = p.now();
   CHECK(skew(back) - skew(after) == doctest::Approx(-20 * kSec).epsilon(0.001));
 
+  // A suspend moves the boot clock ahead of the monotonic one by exactly
+  // the time slept, and only forward: a smaller suspend_ms changes nothing.
+  auto boot_lead = [](const std::map<std::string, long long>& x) { return x.at("boot") - x.at("mono"); };
+  const auto awake = p.now();
+  ctl.suspend(10s);
+  REQUIRE(applied_by(ctl, p));
+  const auto resumed = p.now();
+  CHECK(boot_lead(resumed) - boot_lead(awake) == doctest::Approx(10 * kSec).epsilon(0.001));
+  CHECK(std::llabs(mono_skew(resumed) - mono_skew(awake)) < kMs);
+  CHECK(skew(resumed) == doctest::Approx(skew(back)).epsilon(0.0001));
+  skewclock::Settings smaller = ctl.current();
+  smaller.suspend_ms = 1000;
+  ctl.set(smaller);
+  REQUIRE(applied_by(ctl, p));
+  CHECK(boot_lead(p.now()) - boot_lead(awake) == doctest::Approx(10 * kSec).epsilon(0.001));
+
   // A malformed file is reported on stderr and changes nothing.
   skewclock::detail::write_atomically(ctl.path(), "rate=banana\n");
   const auto deadline = std::chrono::steady_clock::now() + 5s;
