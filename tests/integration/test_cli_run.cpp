@@ -25,6 +25,7 @@
 #include "cli_harness.hpp"
 #include "helpers.hpp"
 #include "redis_server.hpp"
+#include "skewclock.hpp"
 
 namespace {
 
@@ -806,6 +807,49 @@ TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the c
   const json rep = report_of(r);
   CHECK(rep["lost"].is_string());
   CHECK(rep["child_status"] == 0);
+}
+
+// A suspended machine (a laptop's lid, a VM's snapshot): CLOCK_MONOTONIC
+// stops, the masters' clocks do not, and the lock expires meanwhile. The
+// skewclock shim moves redlock's CLOCK_BOOTTIME ahead of CLOCK_MONOTONIC by
+// the time "slept" (suspend_ms); these masters never saw the time pass, so
+// the key is still theirs: only the client's own clock can tell.
+TEST_CASE("run: a suspend longer than the lease loses it at the next timer, though no master saw the time pass") {
+  RedisGroup g(3);
+  TempDir tmp;
+  skewclock::Control clock((tmp.path / "run.skew").string());
+  clock.set({});
+  std::string asan = std::getenv("ASAN_OPTIONS") != nullptr ? std::getenv("ASAN_OPTIONS") : "";
+  const EnvVars env = {{"LD_PRELOAD", program("REDLOCK_SKEWCLOCK")},
+                       {"SKEWCLOCK_FILE", clock.path()},
+                       // The shim comes before a sanitized build's runtime.
+                       {"ASAN_OPTIONS", asan + (asan.empty() ? "" : ":") + "verify_asan_link_order=0"}};
+  Child run(cli_path(),
+            run_args(g, {"--ttl", "3000", "--kill-after", "900", "--json"}, "suspended",
+                     "unset LD_PRELOAD SKEWCLOCK_FILE; "
+                     "echo \"token=$REDLOCK_TOKEN\"; while :; do sleep 0.02; done"),
+            env);
+  REQUIRE(run.wait_for("token="));
+  // No wait for the shim's acknowledgement: the command's shell writes one
+  // too. redlock reads its clock at every timer and applies the change at
+  // the first read; if it did not, the bound below fails.
+  const auto suspended = std::chrono::steady_clock::now();
+  clock.suspend(std::chrono::seconds(10));  // the machine sleeps 10 s "at once"
+  ProcResult r = run.wait(std::chrono::seconds(20));
+  const auto took = std::chrono::steady_clock::now() - suspended;
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 3);
+  const json rep = report_of(r);
+  CHECK(rep["lost"].is_string());
+  // Past the deadline there is no time left for SIGTERM's grace.
+  CHECK(rep["killed"] == "SIGKILL");
+  // Lost at the lease's next timer (its extension, a third into the TTL),
+  // not at the end of the 3 s TTL the masters still count.
+  CHECK(took < std::chrono::milliseconds(2900));
+  // The deadline it reports is on the boot clock, 10 s ahead of the
+  // monotonic one it also reports.
+  CHECK(rep["deadline_boot_us"].get<std::int64_t>() - rep["deadline_mono_us"].get<std::int64_t>() >= 9'990'000);
 }
 
 TEST_CASE("run: SIGTSTP stops the command's group with redlock; the guard kills it before another owner can lock") {
