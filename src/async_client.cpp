@@ -251,7 +251,7 @@ class ClientCore final {
       return;
     }
     reaping_ = true;
-    runtime_.close();
+    resume_.close();
     // Finish in a close callback of our own, never inside a node's.
     uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
       auto* core = static_cast<ClientCore*>(h->data);
@@ -270,6 +270,7 @@ class ClientCore final {
   uv_loop_t* loop_;
   Config config_;
   detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
+  detail::ResumeWatch resume_{runtime_};  // fires overdue timers at a resume from suspend
   std::unique_ptr<detail::TlsContext> tls_;  // null unless a node is rediss://
   detail::SocketWireFactory wires_;
   detail::NodeSet nodes_;

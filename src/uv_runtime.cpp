@@ -123,46 +123,48 @@ bool arm_resume_watch(int fd) {
 
 }  // namespace
 
-// ResumeWatch — the poll handle on the CANCEL_ON_SET timerfd, and the fd
-// (a poll handle does not own its fd; uv_fileno fails once it closes).
-struct UvRuntime::ResumeWatch {
-  uv_poll_t handle;
+UvRuntime::UvRuntime(uv_loop_t* loop) : loop_(loop), timers_(std::make_shared<Timers>()) {}
+
+// Handle — the poll handle on the CANCEL_ON_SET timerfd, and the fd (a poll
+// handle does not own its fd; uv_fileno fails once it closes).
+struct ResumeWatch::Handle {
+  uv_poll_t poll;
   int fd;
 };
 
-UvRuntime::UvRuntime(uv_loop_t* loop) : loop_(loop), timers_(std::make_shared<Timers>()) {
+ResumeWatch::ResumeWatch(UvRuntime& runtime) {
   const int fd = ::timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
   if (fd < 0) return;
-  auto* watch = new ResumeWatch{{}, fd};
-  if (!arm_resume_watch(fd) || uv_poll_init(loop_, &watch->handle, fd) != 0) {
-    delete watch;
+  auto* h = new Handle{{}, fd};
+  if (!arm_resume_watch(fd) || uv_poll_init(runtime.loop(), &h->poll, fd) != 0) {
+    delete h;
     ::close(fd);
     return;
   }
-  watch->handle.data = this;
-  uv_poll_start(&watch->handle, UV_READABLE, [](uv_poll_t* h, int, int) {
-    auto* w = reinterpret_cast<ResumeWatch*>(h);
+  h->poll.data = &runtime;
+  uv_poll_start(&h->poll, UV_READABLE, [](uv_poll_t* p, int, int) {
+    auto* h = reinterpret_cast<Handle*>(p);
     std::uint64_t expirations = 0;
-    while (::read(w->fd, &expirations, sizeof expirations) < 0 && errno == EINTR) {
+    while (::read(h->fd, &expirations, sizeof expirations) < 0 && errno == EINTR) {
     }
-    arm_resume_watch(w->fd);  // re-armed: the next set or resume wakes us again
-    if (auto* self = static_cast<UvRuntime*>(h->data)) self->fire_overdue();
+    arm_resume_watch(h->fd);  // re-armed: the next set or resume wakes us again
+    if (auto* runtime = static_cast<UvRuntime*>(p->data)) runtime->fire_overdue();
   });
-  uv_unref(reinterpret_cast<uv_handle_t*>(&watch->handle));  // never keeps the loop alive
-  resume_ = watch;
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->poll));
+  handle_ = h;
 }
 
-UvRuntime::~UvRuntime() { close(); }
+ResumeWatch::~ResumeWatch() { close(); }
 
-void UvRuntime::close() noexcept {
-  if (resume_ == nullptr) return;
-  resume_->handle.data = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(&resume_->handle), [](uv_handle_t* h) {
-    auto* w = reinterpret_cast<ResumeWatch*>(h);
-    ::close(w->fd);
-    delete w;
+void ResumeWatch::close() noexcept {
+  if (handle_ == nullptr) return;
+  handle_->poll.data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&handle_->poll), [](uv_handle_t* p) {
+    auto* h = reinterpret_cast<Handle*>(p);
+    ::close(h->fd);
+    delete h;
   });
-  resume_ = nullptr;
+  handle_ = nullptr;
 }
 
 void UvRuntime::fire_overdue() noexcept {

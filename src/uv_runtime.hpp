@@ -10,22 +10,14 @@ namespace redlock::detail {
 
 // The loop's timers count CLOCK_MONOTONIC, which stops while the system is
 // suspended; every Timer keeps its due time on Clock (CLOCK_BOOTTIME) and
-// re-arms for what is left when it fires early. At a resume the kernel
-// cancels every CLOCK_REALTIME timerfd armed with TFD_TIMER_CANCEL_ON_SET
-// (a resume counts as a clock set); UvRuntime watches one and then fires
-// every timer whose due time passed during the suspend, at once, rather
-// than when the monotonic clock reaches it (a lease's loss, a guard's
-// deadline). Without such a timerfd (an old kernel, a sandbox), timers
-// fire late after a resume and valid() still reads the clock.
+// re-arms for what is left when it fires early. A ResumeWatch (below) fires
+// the timers whose due time passed during a suspend at the resume.
 class UvRuntime final : public Runtime {
  public:
   // UvRuntime keeps `loop`, which must outlive it. Timers and signals it
   // made may outlive the UvRuntime but not the loop: each frees its uv
   // handle in the handle's close callback.
   explicit UvRuntime(uv_loop_t* loop);
-  UvRuntime(const UvRuntime&) = delete;
-  UvRuntime& operator=(const UvRuntime&) = delete;
-  ~UvRuntime() override;
 
   TimePoint now() override { return Clock::now(); }
   std::chrono::system_clock::time_point wall_now() override { return std::chrono::system_clock::now(); }
@@ -36,20 +28,38 @@ class UvRuntime final : public Runtime {
 
   uv_loop_t* loop() const noexcept { return loop_; }
 
-  // close stops watching for a resume (the destructor does it otherwise);
-  // its handle is gone once the loop has run its close callbacks.
-  void close() noexcept;
   // fire_overdue fires, on the next loop turn, every active timer whose due
-  // time has passed on Clock: what a resume from suspend calls (and a test).
+  // time has passed on Clock: what a resume from suspend calls.
   void fire_overdue() noexcept;
 
   struct Timers;  // the live timers, shared with them (they may outlive us)
 
  private:
-  struct ResumeWatch;
   uv_loop_t* loop_;
   std::shared_ptr<Timers> timers_;
-  ResumeWatch* resume_ = nullptr;  // null when closed or unavailable
+};
+
+// ResumeWatch — at a resume from suspend the kernel cancels every
+// CLOCK_REALTIME timerfd armed with TFD_TIMER_CANCEL_ON_SET (a resume counts
+// as a clock set); this watches one on the runtime's loop and then calls
+// fire_overdue, so that a lease's loss or a deadline that passed while the
+// system slept is acted on at the resume, not when CLOCK_MONOTONIC reaches
+// it. A clock set wakes it too (harmless: nothing is overdue). Without such
+// a timerfd (an old kernel, a sandbox) it does nothing: timers then fire
+// late after a resume, and valid() still reads the clock. Its handle never
+// keeps the loop alive; close() (or the destructor) closes it, freed in its
+// close callback. `runtime` must outlive it.
+class ResumeWatch {
+ public:
+  explicit ResumeWatch(UvRuntime& runtime);
+  ResumeWatch(const ResumeWatch&) = delete;
+  ResumeWatch& operator=(const ResumeWatch&) = delete;
+  ~ResumeWatch();
+  void close() noexcept;
+
+ private:
+  struct Handle;
+  Handle* handle_ = nullptr;  // null when closed or unavailable
 };
 
 }  // namespace redlock::detail
