@@ -33,6 +33,11 @@
 //     many there were. Subscriptions die with their connection: a master
 //     restart or a reset ends them, and a late SUBSCRIBE of a dropped
 //     connection subscribes nobody who can read.
+//   - a failover (fail_over) resets the old master's connections like a
+//     crash; the replica that answers at the address is a new incarnation;
+//   - a flood (flood): a master sends one client unsolicited replies on its
+//     connections that wait for nothing; one kept open after reading them
+//     keeps the client's process busy (paused) while the flood lasts.
 #pragma once
 
 #include <cstdint>
