@@ -290,6 +290,7 @@ void NodeSession::on_reply(const WireReply& reply) {
   // and unanswered is the server's own (broken, or not a Redis at all);
   // nothing it says after can be matched to a command.
   if (pending_.size() == unwritten_) {
+    if (sabotage().keep_unsolicited) return;
     return conn_.drop("unsolicited reply (no command was waiting for one); reconnecting");
   }
   unresponsive_ = false;
@@ -374,6 +375,7 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   const std::string previous_run_id = std::move(run_id_);
   run_id_ = info_field(info, "run_id");
   if (run_id_.size() > 64 || run_id_.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) run_id_.clear();
+  if (sabotage().no_failover_check) run_id_.clear();
   server_ = run_id_.empty() ? 0 : std::hash<std::string>{}(run_id_) | 1;  // never 0
   // Another server behind the same address (a failover, a replacement, a
   // restart): whatever it holds, it was not there for our earlier votes.
@@ -493,6 +495,7 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
 // client's max_ttl plus drift, or the largest any master of this client
 // declares (another client's), whichever is longer.
 milliseconds NodeSession::period() const noexcept {
+  if (sabotage().own_quarantine) return quarantine_period(options_.max_ttl, options_.drift_factor);
   return std::max(quarantine_period(options_.max_ttl, options_.drift_factor), share_->largest);
 }
 

@@ -38,6 +38,12 @@ Sabotage parse() {
       s.fair_no_turn = true;
     } else if (name == "no_queue_lapse") {
       s.no_queue_lapse = true;
+    } else if (name == "no_failover_check") {
+      s.no_failover_check = true;
+    } else if (name == "own_quarantine") {
+      s.own_quarantine = true;
+    } else if (name == "keep_unsolicited") {
+      s.keep_unsolicited = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

@@ -18,6 +18,9 @@ struct Sabotage {
   bool batch_first_flag = false;  // every lease of an extend batch takes the first key's answer (counted per batch)
   bool fair_no_turn = false;  // a fair waiter ignores the 'turn HEAD SECOND' messages (sleeps to the TTL / safety net)
   bool no_queue_lapse = false;  // a fair waiter's place lives its whole wait + TTL, not fair_life past its last round
+  bool no_failover_check = false;  // the server's run id is ignored (a failover behind the same address unseen)
+  bool own_quarantine = false;     // a master sits out this client's own quarantine, not the largest declared
+  bool keep_unsolicited = false;   // an unsolicited reply is dropped and the connection kept
 };
 
 #ifdef REDLOCK_SABOTAGE

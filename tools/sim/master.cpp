@@ -156,6 +156,7 @@ struct ZSet {
 struct Value {
   std::variant<std::string, ZSet> data;
   long long expire_at = no_expiry;  // absolute, on this master's wall clock (ms)
+  long long written = 0;            // last write, on this master's wall clock (ms): what a lagging replica lacks
 
   std::string* string() { return std::get_if<std::string>(&data); }
   ZSet* zset() { return std::get_if<ZSet>(&data); }
@@ -313,6 +314,15 @@ struct Master::Impl {
     new_lua();
   }
 
+  // fail_over: a replica that has been up for `uptime_ms` takes over with
+  // this keyspace as replicated up to `synced_ms`: what was written after
+  // that is missing (an overwritten key is gone rather than older).
+  void fail_over(long long synced_ms, long long uptime_ms) {
+    std::erase_if(keys, [synced_ms](const auto& kv) { return kv.second.written > synced_ms; });
+    start();
+    started_ms -= uptime_ms;
+  }
+
   // find_live: the key, or end() when missing or expired (then erased:
   // Redis' lazy expiry).
   auto find_live(std::string_view key) {
@@ -412,6 +422,7 @@ struct Master::Impl {
       it->second.data = std::string(a[2]);
     }
     if (!keep_ttl) it->second.expire_at = when;
+    it->second.written = now;
     return reply;
   }
 
@@ -469,6 +480,7 @@ struct Master::Impl {
       keys.erase(it);
     } else {
       it->second.expire_at = when;
+      it->second.written = now;
     }
     return integer(1);
   }
@@ -483,6 +495,7 @@ struct Master::Impl {
     if (value == LLONG_MAX) return error("ERR increment or decrement would overflow");
     if (it == keys.end()) it = keys.try_emplace(std::string(a[1])).first;
     *it->second.string() = std::to_string(++value);  // the TTL stays, as in Redis
+    it->second.written = now;
     return integer(value);
   }
 
@@ -540,6 +553,7 @@ struct Master::Impl {
       z->insert(score, a[j + 1]);
       ++changed;
     }
+    if (added + changed > 0) keys.find(a[1])->second.written = now;
     return integer(ch ? added + changed : added);
   }
 
@@ -1080,6 +1094,7 @@ void Master::restart(bool keep_data) {
   impl_->start();
 }
 
+void Master::fail_over(long long synced_ms, long long uptime_ms) { impl_->fail_over(synced_ms, uptime_ms); }
 void Master::flushall() { impl_->keys.clear(); }
 void Master::flush_scripts() { impl_->flush_scripts(); }
 void Master::set_maxmemory(long long bytes) { impl_->maxmemory = bytes; }

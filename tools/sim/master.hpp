@@ -86,6 +86,12 @@ class Master {
   // cache and Lua state new. keep_data: keys kept as if persisted (expiry
   // still by their absolute expire-at); else every key is gone.
   void restart(bool keep_data);
+  // fail_over: a replica that lagged takes over at this address: a new
+  // run_id, an uptime of `uptime_ms` (not a fresh start), script cache and
+  // Lua state new, and the keys as they were replicated up to `synced_ms`
+  // on this master's clock (every key written later is missing; the
+  // data-loss marker and its server key stay if written before).
+  void fail_over(long long synced_ms, long long uptime_ms);
   void flushall();       // every key gone (the data-loss marker too); scripts kept
   void flush_scripts();  // SCRIPT FLUSH: the cache and the Lua state new
 

@@ -93,6 +93,7 @@ std::size_t fill_elements(const Reply& r, detail::WireReply& w, detail::WireRepl
 struct Network::Msg {
   std::uint32_t conn = 0;
   bool delayed = false;  // already held back once as late bytes
+  bool flood = false;    // an unsolicited reply of a hostile master
   std::vector<std::string> argv;
   std::size_t argc = 0;
   Reply reply;
@@ -109,6 +110,8 @@ struct Network::Conn final : TurnHook {
   bool alive = true;    // the client's Wire exists
   bool dirty = false;   // registered for the end of the turn
   bool hanging = false;  // connect waits for a blackhole to heal
+  bool busy = false;     // kept open after an unsolicited reply of a flood: keeps its client busy
+  std::uint32_t outstanding = 0;  // commands written whose replies have not reached the client
   detail::WireEvents* events = nullptr;
   Process* proc = nullptr;
   Nanos last_c2s = 0;
@@ -137,6 +140,7 @@ class SimWire final : public detail::Wire {
     if (m.argv.size() < argv.size()) m.argv.resize(argv.size());
     for (std::size_t k = 0; k < argv.size(); ++k) m.argv[k].assign(argv[k]);
     m.argc = argv.size();
+    ++conn_.outstanding;
     conn_.outgoing.push_back(i);
     if (!conn_.dirty) {
       conn_.dirty = true;
@@ -212,6 +216,7 @@ std::uint32_t Network::new_msg() {
     const std::uint32_t i = free_msgs_.back();
     free_msgs_.pop_back();
     msgs_[i].delayed = false;
+    msgs_[i].flood = false;
     return i;
   }
   msgs_.emplace_back();
@@ -452,6 +457,11 @@ void Network::ev_reply(void* net, std::uint64_t msg, std::uint64_t) {
   auto* self = static_cast<Network*>(net);
   Msg& m = self->msgs_[msg];
   Conn& c = *self->conns_[m.conn];
+  if (m.flood) {
+    self->flood_reply(c, static_cast<std::uint32_t>(msg));
+    return;
+  }
+  if (m.argc > 0 && c.outstanding > 0) --c.outstanding;
   if (c.alive && c.state == Conn::State::up) {
     auto& scratch = self->reply_scratch_;
     scratch.resize(node_count(m.reply));
@@ -464,6 +474,7 @@ void Network::ev_reply(void* net, std::uint64_t msg, std::uint64_t) {
 }
 
 void Network::drop(Conn& c) {
+  if (c.busy) end_busy(c);
   c.alive = false;
   c.events = nullptr;
   for (const std::uint32_t m : c.outgoing) free_msg(m);
@@ -490,6 +501,88 @@ void Network::crash(std::size_t m) {
     c.hanging = false;
     if (c.alive) lose(c, why_reset, delay(link(c.client, m)));
   }
+}
+
+void Network::fail_over(std::size_t m, long long synced_ms, long long uptime_ms) {
+  MasterHost& h = *masters_[m];
+  if (h.up_) crash(m);
+  h.up_ = true;
+  ++h.incarnation_;
+  h.master_.fail_over(synced_ms, uptime_ms);
+}
+
+// flood: while on, master m sends an unsolicited reply, every
+// flood_interval, on each of its connections to client `client` that waits
+// for no reply (so the client cannot take it for the answer to a command:
+// a hostile master that forged answers is beyond what any client can
+// tell) — not on a subscribed one. A connection that reads one and stays
+// open keeps its client process busy until the flood ends (flood_reply).
+void Network::flood(std::size_t client, std::size_t m, bool on) {
+  Link& l = link(client, m);
+  if (l.flooding == on) return;
+  l.flooding = on;
+  if (on) return flood_tick(client, m);
+  for (auto& cp : conns_) {
+    Conn& c = *cp;
+    if (c.client == client && c.master == m && c.busy) end_busy(c);
+  }
+}
+
+void Network::flood_tick(std::size_t client, std::size_t m) {
+  MasterHost& h = *masters_[m];
+  if (!link(client, m).flooding) return;
+  if (h.up_) {
+    for (auto& cp : conns_) {
+      Conn& c = *cp;
+      if (c.client != client || c.master != m || !c.alive || c.state != Conn::State::up ||
+          c.incarnation != h.incarnation_ || !c.channels.empty() || c.outstanding > 0) {
+        continue;
+      }
+      const std::uint32_t i = new_msg();
+      Msg& msg = msgs_[i];
+      msg.conn = c.id;
+      msg.argc = 0;
+      msg.flood = true;
+      msg.reply = Reply{};
+      msg.reply.type = Reply::Type::status;
+      msg.reply.str = "OK";
+      ++h.flooded_;
+      send(c, i, false);
+    }
+  }
+  world_.post(world_.now() + flood_interval, &h.process_, [this, client, m] { flood_tick(client, m); });
+}
+
+// flood_reply: an unsolicited reply reaches the client. One that crossed
+// a command the client wrote since is not delivered (see flood). If the
+// client keeps the connection, it is busy (its process runs nothing) as
+// long as the connection stays open and the flood goes on.
+void Network::flood_reply(Conn& c, std::uint32_t msg) {
+  MasterHost& h = *masters_[c.master];
+  const bool deliver = c.alive && c.state == Conn::State::up && c.outstanding == 0 &&
+                       link(c.client, c.master).flooding && c.incarnation == h.incarnation_;
+  if (deliver) {
+    auto& scratch = reply_scratch_;
+    scratch.resize(1);
+    set_scalar(scratch[0], msgs_[msg].reply);
+    ++unsolicited_;
+    c.events->on_reply(scratch[0]);
+  }
+  free_msg(msg);
+  if (deliver && c.alive && c.state == Conn::State::up && !c.busy) {
+    c.busy = true;
+    ++busy_;
+    c.proc->pause();
+  }
+}
+
+void Network::end_busy(Conn& c) {
+  c.busy = false;
+  --busy_;
+  for (const auto& other : conns_) {
+    if (other->busy && other->proc == c.proc) return;  // still busy with another
+  }
+  c.proc->resume();
 }
 
 void Network::restart(std::size_t m, bool keep_data) {
@@ -529,7 +622,8 @@ void Network::release_held(Conn& c) {
 
 void Network::heal(std::size_t client, std::size_t m) {
   Link& l = link(client, m);
-  l = Link{};
+  l.hole_c2s = l.hole_s2c = false;
+  l.extra = 0;
   for (auto& cp : conns_) {
     Conn& c = *cp;
     if (c.client == client && c.master == m && (c.hanging || !c.held_c2s.empty() || !c.held_s2c.empty())) {
@@ -550,6 +644,7 @@ void Network::reset(std::size_t client, std::size_t m) {
 void Network::heal_all() {
   for (std::size_t m = 0; m < masters_.size(); ++m) {
     MasterHost& h = *masters_[m];
+    for (std::size_t c = 0; c < factories_.size(); ++c) flood(c, m, false);
     if (!h.up_) restart(m, true);
     h.refusing_ = false;
     h.process_.resume();

@@ -33,6 +33,11 @@
 //     many there were. Subscriptions die with their connection: a master
 //     restart or a reset ends them, and a late SUBSCRIBE of a dropped
 //     connection subscribes nobody who can read.
+//   - a failover (fail_over) resets the old master's connections like a
+//     crash; the replica that answers at the address is a new incarnation;
+//   - a flood (flood): a master sends one client unsolicited replies on its
+//     connections that wait for nothing; one kept open after reading them
+//     keeps the client's process busy (paused) while the flood lasts.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +80,7 @@ class MasterHost {
   std::uint64_t incarnation() const { return incarnation_; }
   std::uint64_t executed() const { return executed_; }
   std::uint64_t publishes() const { return publishes_; }
+  std::uint64_t flooded() const { return flooded_; }  // unsolicited replies sent
   long long wall_ms() const { return process_.wall_now() / ns_per_ms; }
 
  private:
@@ -86,6 +92,7 @@ class MasterHost {
   std::uint64_t incarnation_ = 1;
   std::uint64_t executed_ = 0;
   std::uint64_t publishes_ = 0;
+  std::uint64_t flooded_ = 0;
   std::vector<std::uint32_t> subscribed_;  // connections with a subscription (some may be dead)
 };
 
@@ -124,6 +131,17 @@ class Network {
   // Masters.
   void crash(std::size_t m);
   void restart(std::size_t m, bool keep_data);  // also after a crash
+  // fail_over: master m's address now leads to a replica that lagged
+  // (Master::fail_over): the old master's connections are reset, as a
+  // crash does; the replica is a new incarnation.
+  void fail_over(std::size_t m, long long synced_ms, long long uptime_ms);
+  // flood: master m turns hostile to client c (on) or stops: unsolicited
+  // replies on its idle connections to c every flood_interval; a client
+  // that keeps such a connection open is busy, its process running
+  // nothing, until the flood ends (or the connection closes). heal_all
+  // ends every flood; heal does not (the master's doing, not the link's).
+  void flood(std::size_t c, std::size_t m, bool on);
+  static constexpr Nanos flood_interval = ms(1);
   void pause(std::size_t m) { masters_[m]->process_.pause(); }
   void resume(std::size_t m) { masters_[m]->process_.resume(); }
   void flushall(std::size_t m) { masters_[m]->master_.flushall(); }
@@ -145,6 +163,8 @@ class Network {
   std::function<void(const ExecutedCommand&)> on_command;
   std::uint64_t executed() const { return executed_; }
   std::uint64_t messages_delivered() const { return delivered_; }  // pub/sub messages that reached a client
+  std::uint64_t unsolicited_delivered() const { return unsolicited_; }  // flood replies that reached a client
+  std::size_t busy_connections() const { return busy_; }
 
   struct Conn;
   struct Msg;
@@ -156,6 +176,7 @@ class Network {
     bool hole_c2s = false;
     bool hole_s2c = false;
     Nanos extra = 0;
+    bool flooding = false;  // the master floods the client's connections (flood)
   };
 
   Link& link(std::size_t c, std::size_t m) { return links_[c * masters_.size() + m]; }
@@ -173,6 +194,9 @@ class Network {
   Reply pubsub(Conn& c, std::span<const std::string_view> argv, bool subscribe);
   long long publish(std::size_t m, const std::string& channel, const std::string& message);
   void push(Conn& c, Reply reply);
+  void flood_tick(std::size_t client, std::size_t m);
+  void flood_reply(Conn& c, std::uint32_t msg);
+  void end_busy(Conn& c);
 
   static void ev_arrive(void* net, std::uint64_t msg, std::uint64_t id);
   static void ev_reply(void* net, std::uint64_t msg, std::uint64_t id);
@@ -196,6 +220,8 @@ class Network {
   std::uint64_t hash_ = 1469598103934665603ULL;
   std::uint64_t executed_ = 0;
   std::uint64_t delivered_ = 0;
+  std::uint64_t unsolicited_ = 0;
+  std::size_t busy_ = 0;
 };
 
 }  // namespace redlock::sim

@@ -43,13 +43,17 @@ using detail::Engine;
 using detail::NodeSet;
 
 constexpr milliseconds max_ttl{1000};
+constexpr milliseconds short_max_ttl{300};  // mixed: the other clients' max_ttl
+// A lease's on_lost comes by its deadline (the watchdog's timer is for 2 ms
+// before it) unless its process was stopped; this much later is late.
+constexpr Nanos lost_slack = ms(5);
 constexpr double rate_budget = 0.003;  // each clock's rate within 1 ± this: inside drift_factor 0.01
 constexpr Nanos tail_wait = ms(3000);  // liveness: a free lock is taken within this
 
-Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max) {
+Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max, milliseconds client_max_ttl) {
   Options o;
-  o.default_ttl = milliseconds{300};
-  o.max_ttl = max_ttl;
+  o.default_ttl = std::min(milliseconds{300}, client_max_ttl);
+  o.max_ttl = client_max_ttl;
   o.drift_factor = 0.01;
   o.min_validity = milliseconds{1};
   o.node_timeout = milliseconds{25};
@@ -92,6 +96,7 @@ struct Hold {
   std::uint64_t fence = 0;
   bool fenced = false;
   bool tail = false;
+  bool lease = false;  // held by a lease: its on_lost must not come late (check_holds)
 };
 
 class Schedule;
@@ -147,9 +152,9 @@ struct Actor {
 // and its place in the workload.
 struct SimClient {
   SimClient(World& world, Network& net, std::size_t index, Nanos steady0, Nanos wall0, bool quarantine,
-            bool wake_ups, std::size_t extend_batch_max)
+            bool wake_ups, std::size_t extend_batch_max, milliseconds client_max_ttl)
       : proc(world, "c" + std::to_string(index), steady0, wall0), rt(proc), index(index) {
-    config.options = sim_options(quarantine, wake_ups, extend_batch_max);
+    config.options = sim_options(quarantine, wake_ups, extend_batch_max, client_max_ttl);
     for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
@@ -173,6 +178,11 @@ struct SimClient {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<detail::Timer> timer;
   std::function<void()> then;
+
+  milliseconds max_ttl() const { return config.options.max_ttl; }
+  // Stops by faults (true time, from–to; `never` while it lasts): a lease
+  // of a process stopped meanwhile may learn of its loss late.
+  std::vector<std::pair<Nanos, Nanos>> stopped;
 
   bool idle = false;
   Nanos pause_next_round = 0;    // fault: pause right after the next acquire starts
@@ -243,6 +253,9 @@ class Schedule {
   void fault(Nanos at, std::string what, std::function<void()> f);
   void data_lost(Nanos at) { first_data_loss_ = std::min(first_data_loss_, at); }
   void plan_evictions(std::size_t first_index);
+  void plan_mixed(std::size_t first_index);
+  void stop_client(SimClient& c);
+  void continue_client(SimClient& c);
   void evict_tick(const std::vector<std::size_t>& masters);
 
   // Checks.
@@ -309,11 +322,21 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   for (std::size_t m = 0; m < masters; ++m) {
     net_->master(m).process().wall().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
+  // mixed: clients with different max_ttl (drawn from a stream of its own:
+  // the other workloads' plans stay); the first two differ.
+  std::vector<milliseconds> max_ttls(clients, max_ttl);
+  if (workload_ == Workload::mixed) {
+    Rng r = world_.make_rng(6);
+    for (std::size_t i = 0; i < clients; ++i) {
+      max_ttls[i] = (i < 2 ? i == 1 : r.chance(0.5)) ? short_max_ttl : max_ttl;
+    }
+  }
   for (std::size_t i = 0; i < clients; ++i) {
     const Nanos steady0 = ms(1e6) + plan_.between(0, ms(1e6));
     const Nanos wall0 = 1'700'000'000'000 * ns_per_ms + plan_.between(0, ms(2000));
     clients_.push_back(
-        std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_, wake_ups, extend_batch_max));
+        std::make_unique<SimClient>(world_, *net_, i, steady0, wall0, quarantine_, wake_ups, extend_batch_max,
+                                    max_ttls[i]));
     clients_.back()->proc.steady().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
   const bool sets = workload_ == Workload::multi || workload_ == Workload::leases;
@@ -431,8 +454,8 @@ void Schedule::plan_faults() {
         fault(at + d, name("resume m", m), [this, m] { net_->resume(m); });
         break;
       case 4:
-        fault(at, name("pause c", c) + for_d, [this, c] { clients_[c]->proc.pause(); });
-        fault(at + d, name("resume c", c), [this, c] { clients_[c]->proc.resume(); });
+        fault(at, name("pause c", c) + for_d, [this, c] { stop_client(*clients_[c]); });
+        fault(at + d, name("resume c", c), [this, c] { continue_client(*clients_[c]); });
         break;
       case 5:
         fault(at, name("pause c", c) + " inside its next acquire round" + for_d,
@@ -542,6 +565,110 @@ void Schedule::plan_faults() {
     }
   }
   plan_evictions(count);
+  if (workload_ == Workload::mixed) plan_mixed(count + 1);
+}
+
+// stop_client / continue_client: a fault stops a client process / lets it
+// go on (recorded for check_holds).
+void Schedule::stop_client(SimClient& c) {
+  if (c.stopped.empty() || c.stopped.back().second != never) c.stopped.emplace_back(world_.now(), never);
+  c.proc.pause();
+}
+
+void Schedule::continue_client(SimClient& c) {
+  if (!c.stopped.empty() && c.stopped.back().second == never) c.stopped.back().second = world_.now();
+  c.proc.resume();
+}
+
+// plan_mixed: the mixed workload's faults, from a stream of their own:
+//   - failover: a majority of masters fail over, one after another, each
+//     to a replica that lagged (Network::fail_over: a new run id, a long
+//     uptime, the old data-loss marker, the writes of its last 50–800 ms
+//     missing), promoted 20–400 ms after the master went; 2–3 times;
+//   - flood: a master turns hostile to one client for 100–1200 ms and
+//     sends unsolicited replies on its idle connections to it
+//     (Network::flood), 1–3 times;
+//   - a majority loses its data (FLUSHALL, or a restart without it) while
+//     every long-max_ttl client that holds a lock is stopped for 1.2 s: a
+//     client with the smaller max_ttl must sit out the larger quarantine
+//     the markers declare, not its own.
+void Schedule::plan_mixed(std::size_t first_index) {
+  Rng r = world_.make_rng(3);
+  const std::size_t M = net_->size();
+  const Nanos last = opt_.fault_phase - ms(600);
+  std::size_t index = first_index;
+  auto majority_from = [M](std::size_t first) {
+    std::vector<std::size_t> out;
+    for (std::size_t k = 0; k < M / 2 + 1; ++k) out.push_back((first + k) % M);
+    return out;
+  };
+  const std::size_t failovers = 2 + r.below(2);
+  for (std::size_t f = 0; f < failovers; ++f) {
+    Nanos at = r.between(ms(20), last - ms(700));  // promoted before the heal
+    for (const std::size_t m : majority_from(r.below(M))) {
+      planning_ = index++;
+      ++result_.faults_planned;
+      const Nanos d = ms(static_cast<double>(r.between(20, 400)));
+      const long long lag = static_cast<long long>(r.between(50, 800));
+      const long long uptime = static_cast<long long>(r.between(1, 100)) * 3600 * 1000;
+      auto synced = std::make_shared<long long>(0);
+      fault(at, "m" + std::to_string(m) + " goes; a replica " + std::to_string(lag) + " ms behind takes over in " +
+                    std::to_string(d / ns_per_ms) + " ms",
+            [this, m, lag, synced] {
+              *synced = net_->master(m).wall_ms() - lag;
+              net_->crash(m);
+            });
+      fault(at + d, "m" + std::to_string(m) + " failed over (new run id, up " + std::to_string(uptime / 3600000) +
+                        " h, writes of its last " + std::to_string(lag) + " ms lost)",
+            [this, m, uptime, synced] {
+              net_->fail_over(m, *synced, uptime);
+              data_lost(world_.now());
+            });
+      at += ms(static_cast<double>(r.between(0, 30)));
+    }
+  }
+  const std::size_t floods = 1 + r.below(3);
+  for (std::size_t f = 0; f < floods; ++f) {
+    planning_ = index++;
+    ++result_.faults_planned;
+    const std::size_t m = r.below(M);
+    const std::size_t c = r.below(clients_.size());
+    const Nanos at = r.between(ms(20), last);
+    const Nanos d = ms(static_cast<double>(r.between(100, 1200)));
+    const std::string link = "m" + std::to_string(m) + "->c" + std::to_string(c);
+    fault(at, link + ": unsolicited replies on the idle connections for " + std::to_string(d / ns_per_ms) + " ms",
+          [this, c, m] { net_->flood(c, m, true); });
+    fault(at + d, link + ": flood over", [this, c, m] { net_->flood(c, m, false); });
+  }
+  const std::size_t losses = 1 + r.below(3);
+  for (std::size_t f = 0; f < losses; ++f) {
+    planning_ = index++;
+    ++result_.faults_planned;
+    const Nanos at = r.between(ms(20), last);
+    const std::vector<std::size_t> ms_ = majority_from(r.below(M));
+    const bool flush = r.chance(0.5);
+    std::string names;
+    for (const std::size_t m : ms_) names += " m" + std::to_string(m);
+    fault(at,
+          "stop the long-max_ttl holders for 1200 ms, then " + std::string(flush ? "FLUSHALL" : "restart WITHOUT data") +
+              names,
+          [this, ms_, flush] {
+            for (auto& cp : clients_) {
+              SimClient& c = *cp;
+              if (c.max_ttl() < max_ttl || !c.lock || c.proc.paused()) continue;
+              stop_client(c);
+              world_.post(world_.now() + ms(1200), nullptr, [this, &c] { continue_client(c); });
+            }
+            for (const std::size_t m : ms_) {
+              if (flush) {
+                net_->flushall(m);
+              } else {
+                net_->restart(m, false);
+              }
+            }
+            data_lost(world_.now());
+          });
+  }
 }
 
 // plan_evictions: masters that evict lock keys, from a stream of its own
@@ -619,7 +746,7 @@ void Schedule::next(SimClient& c) {
   }
   Rng& r = world_.rng();
   AcquireOptions ao;
-  ao.ttl = milliseconds{r.between(100, 600)};
+  ao.ttl = milliseconds{r.between(100, workload_ == Workload::mixed ? c.max_ttl().count() : 600)};
   ao.wait = milliseconds{r.chance(0.3) ? 0 : r.between(1, 300)};
   std::vector<std::string> set;
   if (workload_ == Workload::multi) {
@@ -651,8 +778,8 @@ void Schedule::faults_in_round(SimClient& c) {
   const Nanos in_round = world_.now() + 4 * loop_iteration;
   if (c.pause_next_round > 0) {
     const Nanos d = std::exchange(c.pause_next_round, 0);
-    world_.post(in_round, nullptr, [&c] { c.proc.pause(); });
-    world_.post(in_round + d, nullptr, [&c] { c.proc.resume(); });
+    world_.post(in_round, nullptr, [this, &c] { stop_client(c); });
+    world_.post(in_round + d, nullptr, [this, &c] { continue_client(c); });
   }
   if (c.wall_step_next_round != 0) {
     const Nanos step = std::exchange(c.wall_step_next_round, 0);
@@ -704,7 +831,9 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
     return c.after(ms(5), [this, &c] { release(c, [this, &c] { tail_next(c, false); }); });
   }
   Rng& rng = world_.rng();
-  if (workload_ == Workload::lease) return start_lease(c);
+  // mixed: half the grants are leases, half plain holds (no watchdog to
+  // notice a lost key: the hold runs to its validity deadline).
+  if (workload_ == Workload::lease || (workload_ == Workload::mixed && rng.chance(0.5))) return start_lease(c);
   const Nanos validity = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->validity).count();
   hold(c, static_cast<Nanos>(rng.unit() * 1.2 * static_cast<double>(validity)), rng.chance(0.3));
 }
@@ -741,6 +870,7 @@ void Schedule::hold(SimClient& c, Nanos left, bool may_extend) {
 void Schedule::start_lease(SimClient& c) {
   LeaseOptions opts;
   const std::vector<std::size_t> held = c.held;
+  for (const std::size_t i : held) holds_[i].lease = true;
   opts.on_lost = [this, held](const Error&) {
     for (const std::size_t i : held) holds_[i].released = std::min(holds_[i].released, world_.now());
   };
@@ -791,6 +921,7 @@ void Schedule::lease_acquired(SimClient& c, const std::vector<std::string>& reso
     ++result_.grants;
     std::vector<std::size_t> indices;
     for (const std::string& resource : resources) indices.push_back(add_hold(c.index, resource, *r));
+    for (const std::size_t i : indices) holds_[i].lease = true;
     LeaseOptions opts;
     opts.on_lost = [this, indices](const Error&) {
       for (const std::size_t i : indices) holds_[i].released = std::min(holds_[i].released, world_.now());
@@ -865,7 +996,7 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
     return;
   }
   AcquireOptions ao;
-  ao.ttl = max_ttl;
+  ao.ttl = c.max_ttl();
   ao.wait = milliseconds{tail_wait / ns_per_ms};
   std::vector<std::string> set{resources_[c.tail_pos++]};
   c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), true); });
@@ -1339,7 +1470,17 @@ void Schedule::check_holds() {
   std::vector<Nanos> ends(holds_.size());
   for (std::size_t i = 0; i < holds_.size(); ++i) {
     const Hold& h = holds_[i];
-    ends[i] = std::min(h.released, clients_[h.client]->proc.steady().true_at(h.end_local));
+    const SimClient& c = *clients_[h.client];
+    const Nanos deadline = c.proc.steady().true_at(h.end_local);
+    ends[i] = std::min(h.released, deadline);
+    // A lease of a process that ran all along hears of its loss by its
+    // deadline (on_lost): until it hears, its holder believes it holds the
+    // lock. (A process stopped by a fault meanwhile cannot hear in time.)
+    if (h.lease && h.released != never && h.released > deadline + lost_slack &&
+        std::none_of(c.stopped.begin(), c.stopped.end(),
+                     [&h](const auto& s) { return s.first < h.released && s.second > h.start; })) {
+      ends[i] = h.released;
+    }
     if (ends[i] > h.start) by_resource[h.resource].emplace_back(h.start, i);
   }
   for (auto& [res, list] : by_resource) {
@@ -1413,7 +1554,7 @@ ScheduleResult Schedule::run() {
     faults_.emplace_back(world_.now(), "heal: every link, master and process back");
     net_->heal_all();
     for (auto& c : clients_) {
-      c->proc.resume();
+      continue_client(*c);
       c->pause_next_round = 0;
       c->wall_step_next_round = 0;
     }
@@ -1510,6 +1651,7 @@ ScheduleResult Schedule::run() {
   check_holds();
   result_.commands = net_->executed();
   result_.wakes = net_->messages_delivered();
+  result_.unsolicited = net_->unsolicited_delivered();
   result_.trace_hash = net_->trace_hash();
   if (opt_.record) result_.trace = trace_text();
   return result_;
@@ -1527,13 +1669,14 @@ const char* workload_name(Workload w) {
     case Workload::leases: return "leases";
     case Workload::crowd: return "crowd";
     case Workload::fair: return "fair";
+    case Workload::mixed: return "mixed";
   }
   return "?";
 }
 
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
-                           Workload::leases, Workload::crowd, Workload::fair}) {
+                           Workload::leases, Workload::crowd, Workload::fair, Workload::mixed}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

@@ -38,7 +38,13 @@ namespace redlock::sim {
 //           killed in its queue has lapsed (the lapse check), and that no
 //           queue, expiry or turn key outlives the waits. Not in `all`
 //           (its seeds keep their schedules).
-enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair };
+//   mixed   the lease workload with clients of different max_ttl (1 s and
+//           300 ms, each taking TTLs within its own), and three more faults
+//           of its own: failovers to a lagging replica, a master flooding
+//           its connections with unsolicited replies, and data loss on a
+//           majority while the long-max_ttl holders are stopped. Not in
+//           `all` (its seeds keep their schedules).
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair, mixed };
 
 const char* workload_name(Workload w);
 bool parse_workload(const std::string& text, Workload& out);
@@ -97,6 +103,8 @@ struct ScheduleResult {
   std::uint64_t fair_acquires = 0;
   std::uint64_t fair_grants = 0;
   std::uint64_t order_checked = 0;
+  // mixed: unsolicited replies (a flood's) that reached a client.
+  std::uint64_t unsolicited = 0;
   std::uint64_t trace_hash = 0;
   std::size_t faults_planned = 0;
   std::vector<Violation> violations;

@@ -98,9 +98,10 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "run for this long (wall clock)")->check(CLI::PositiveNumber);
   app.add_option("--workload", workload,
                  "plain, fenced, multi, lease, all (one of the four per schedule), leases (several leases per "
-                 "client, batched extensions), crowd (several waiters per client: wait lines) or fair (fair "
-                 "acquires: the masters' queues, and their order in the quiet tail)")
-      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair"}))
+                 "client, batched extensions), crowd (several waiters per client: wait lines), fair (fair "
+                 "acquires: the masters' queues, and their order in the quiet tail) or mixed (leases of "
+                 "clients with different max_ttl; failovers, floods, data loss while long holders stop)")
+      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_option("--order-dead", opt.order_dead,
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); };
   std::uint64_t done = 0, rounds = 0, violations = 0, commands = 0, wakes = 0, first_seed = 0, reported = 0;
   std::uint64_t batches = 0, batch_keys = 0, batches_mixed = 0, queued = 0, queued_won = 0;
-  std::uint64_t fair_acquires = 0, fair_grants = 0, order_checked = 0, order_schedules = 0;
+  std::uint64_t fair_acquires = 0, fair_grants = 0, order_checked = 0, order_schedules = 0, unsolicited = 0;
   double first_at = -1, last_progress = 0;
   for (std::uint64_t i = 0; schedules == 0 || i < schedules; ++i) {
     if (seconds > 0 && elapsed() >= seconds) break;
@@ -181,6 +182,7 @@ int main(int argc, char** argv) {
     fair_grants += r.fair_grants;
     order_checked += r.order_checked;
     order_schedules += r.order_checked > 0;
+    unsolicited += r.unsolicited;
     if (verbose) {
       std::string counts;
       if (r.workload == Workload::leases) {
@@ -191,6 +193,7 @@ int main(int argc, char** argv) {
         counts = ", " + std::to_string(r.queued) + " acquires queued in line (" + std::to_string(r.queued_won) +
                  " granted in turn)";
       }
+      if (r.workload == Workload::mixed) counts = ", " + std::to_string(r.unsolicited) + " unsolicited replies read";
       if (r.workload == Workload::fair) {
         counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
                  " granted), " + std::to_string(r.order_checked) + " waiters in the order check";
@@ -254,6 +257,8 @@ int main(int argc, char** argv) {
                   std::to_string(fair_grants) + ",\"order_checked\":" + std::to_string(order_checked) +
                   ",\"order_schedules\":" + std::to_string(order_schedules);
   }
+  // mixed: the floods' unsolicited replies that reached a client.
+  if (opt.workload == Workload::mixed) counts_json = ",\"unsolicited\":" + std::to_string(unsolicited);
   std::printf("{\"schedules\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"rounds_per_s\":%.0f,\"violations\":%" PRIu64
               ",\"first_violation_seed\":%s,\"seconds_to_first_violation\":%s,\"seconds\":%.3f,"
               "\"schedules_per_s\":%.2f,\"commands\":%" PRIu64 ",\"wake_ups_delivered\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"workload\":\"%s\"%s}\n",

@@ -877,3 +877,37 @@ TEST_CASE("extend_batch: each key on its own value and TTL; one flag per key; ne
   CHECK(sim.cmd({"PTTL", a}) == I(5000));
   CHECK(sim.cmd({"PTTL", d}) == I(10000));
 }
+
+TEST_CASE("fail_over: a lagging replica — new run_id, a long uptime, the keys written after it synced missing") {
+  Sim sim;
+  const auto info_field = [&sim](const std::string& name) {
+    const std::string info = sim.master.execute({"INFO", "server"}).str;
+    const std::size_t at = info.find("\r\n" + name + ":");
+    REQUIRE(at != std::string::npos);
+    const std::size_t begin = at + name.size() + 3;
+    return info.substr(begin, info.find("\r\n", begin) - begin);
+  };
+  const Reply marker = sim.evalsha(scripts::marker_script, {"redlock-marker", "{redlock-marker}:server"},
+                                   {"e1", "1000", sim.master.run_id()});
+  REQUIRE(marker.elements.at(0) == B("created"));
+  REQUIRE(sim.cmd({"SET", "old", "1", "PX", "60000"}) == S("OK"));
+  REQUIRE(sim.cmd({"SET", "extended", "1", "PX", "60000"}) == S("OK"));
+  sim.now += 500;
+  const long long synced = sim.now;
+  sim.now += 1;
+  REQUIRE(sim.cmd({"SET", "new", "1", "PX", "60000"}) == S("OK"));
+  REQUIRE(sim.cmd({"PEXPIRE", "extended", "90000"}) == I(1));  // a later write: the replica lacks it
+  const std::string before = sim.master.run_id();
+  sim.master.fail_over(synced, 7200 * 1000);
+  CHECK(sim.master.run_id() != before);
+  CHECK(info_field("run_id") == sim.master.run_id());
+  CHECK(std::stoll(info_field("uptime_in_seconds")) >= 7200);  // not a fresh start
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : sim.master.keys()) keys.push_back(key);
+  CHECK(keys == std::vector<std::string>{"old", "redlock-marker", "{redlock-marker}:server"});
+  // The marker is the primary's: a client that passes the new run id sees
+  // it was written by another server.
+  const Reply after = sim.evalsha(scripts::marker_script, {"redlock-marker", "{redlock-marker}:server"},
+                                  {"e2", "1000", sim.master.run_id()});
+  CHECK(after.elements.at(0) == B("replaced"));
+}

@@ -304,3 +304,65 @@ TEST_CASE("Network: subscriptions die with their connection and with the master'
   sub2.reset();
   CHECK(publish(pub) == ":0");
 }
+
+TEST_CASE("Network: a flood — unsolicited replies only while nothing is asked; a kept connection keeps its client busy") {
+  Bed bed;
+  Recorder ev;
+  std::unique_ptr<Wire> w = bed.connected(ev);
+  bed.net.flood(0, 0, true);
+  bed.run_ms(0.5);
+  // One came (the client kept the connection): its process runs nothing
+  // more, not even the reply to what it had written.
+  REQUIRE(ev.log == std::vector<std::string>{"+OK"});
+  CHECK(bed.client.paused());
+  CHECK(bed.net.busy_connections() == 1);
+  bed.run_ms(50);
+  CHECK(ev.log.size() == 1);
+  bed.net.flood(0, 0, false);
+  CHECK_FALSE(bed.client.paused());
+  bed.run_ms(5);
+  bed.in_turn([&] { w.reset(); });
+
+  // A command in flight: nothing unsolicited crosses it; a client that
+  // ends the connection at the first one is never busy.
+  Recorder ev2;
+  std::unique_ptr<Wire> w2 = bed.connected(ev2);
+  bed.net.set_extra_delay(0, 0, ms(20));
+  bed.in_turn([&] { put(*w2, {"SET", "k", "1"}); });
+  bed.net.flood(0, 0, true);
+  bed.run_ms(30);
+  CHECK(ev2.log == std::vector<std::string>{"flush"});
+  bed.run_ms(60);
+  REQUIRE(ev2.log.size() == 3);
+  CHECK(ev2.log[1] == "+OK");  // the SET's reply first
+  CHECK(ev2.log[2] == "+OK");  // then the flood's
+  CHECK(bed.client.paused());
+  bed.net.flood(0, 0, false);
+  bed.in_turn([&] { w2.reset(); });
+  CHECK(bed.net.busy_connections() == 0);
+  CHECK(bed.net.master(0).flooded() >= 2);
+
+  // A client that ends the connection at its first unsolicited reply (as
+  // NodeSession does) is never busy.
+  struct Dropper final : WireEvents {
+    std::unique_ptr<Wire>* wire = nullptr;
+    int replies = 0;
+    void on_connected() override {}
+    void on_reply(const WireReply&) override {
+      ++replies;
+      wire->reset();
+    }
+    void on_flush() override {}
+    void on_lost(std::string_view) override {}
+  } dropper;
+  std::unique_ptr<Wire> w3;
+  dropper.wire = &w3;
+  bed.in_turn([&] { w3 = bed.wires.connect(bed.net.address(0), dropper); });
+  bed.net.flood(0, 0, true);
+  bed.run_ms(100);
+  CHECK(dropper.replies == 1);
+  CHECK(w3 == nullptr);
+  CHECK_FALSE(bed.client.paused());
+  CHECK(bed.net.busy_connections() == 0);
+  bed.net.flood(0, 0, false);
+}
