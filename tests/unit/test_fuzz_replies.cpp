@@ -4,8 +4,8 @@
 // vote check), every script's reply through the real sessions, rounds and
 // operations (acquire in each form, fenced, fair, extend, release, batched
 // extensions), the status reply's text, the pub/sub messages, and the RESP
-// scanner — with wrong types, wrong arity, nested arrays, absurd integers
-// and numbers as text with junk. What is asserted is behaviour: a reply
+// scanner — with wrong types, wrong arity, nested arrays, absurd integers,
+// numbers as text with junk, and masters that stop answering. What is asserted is behaviour: a reply
 // that is not a yes never counts as one; no quarantine comes out shorter
 // than the honest reading (nor longer than the most any client declares);
 // no reported TTL, counter or fence is out of its range; every operation
@@ -313,6 +313,7 @@ struct Conn {
   std::size_t node = 0;
   WireEvents* events = nullptr;
   bool alive = true, up = false, pubsub = false;
+  bool hung = false;  // answers nothing more (a paused master)
   std::vector<Command> queued, sent;
   std::size_t answered = 0;
   std::vector<std::string> channels;  // pub/sub: subscribed
@@ -491,6 +492,10 @@ struct Hostile {
     const CommandId id = id_of(cmd);
     if (id == CommandId::marker) return {strings({"found", epoch, cmd[6], "100000000"})};
     Reply r = honest(id, cmd);
+    if (hostile[c.node] && g.one_in(40)) {
+      c.hung = true;
+      return {};
+    }
     if (hostile[c.node]) {
       const std::uint64_t roll = g.below(10);
       if (roll < 4) r = g.shape();
@@ -530,7 +535,7 @@ struct Hostile {
       if (!c->alive) continue;
       c->sent.insert(c->sent.end(), c->queued.begin(), c->queued.end());
       c->queued.clear();
-      while (c->alive && c->answered < c->sent.size()) {
+      while (c->alive && !c->hung && c->answered < c->sent.size()) {
         const Command cmd = c->sent[c->answered++];
         for (const Reply& r : master(*c, cmd)) {
           if (c->alive) c->events->on_reply(deep.of(r));
