@@ -388,6 +388,8 @@ struct Hostile {
   std::vector<Answer> answers;
   Deep deep;
   std::size_t n;
+  // absurd_pttl: every master answers an acquire "held", with this PTTL.
+  std::optional<long long> absurd_pttl;
 
   Hostile(Gen& gen, std::size_t count) : g(gen), n(count) {
     for (std::size_t i = 0; i < script_count; ++i) shas[i] = sha1_hex(script_bodies[i]);
@@ -492,6 +494,11 @@ struct Hostile {
     const CommandId id = id_of(cmd);
     if (id == CommandId::marker) return {strings({"found", epoch, cmd[6], "100000000"})};
     Reply r = honest(id, cmd);
+    if (absurd_pttl && is_acquire(id)) {
+      r = id == CommandId::fair_acquire ? ints({0, 1, *absurd_pttl, 0}) : integer(*absurd_pttl);
+      answers.push_back({c.node, id, cmd, r});
+      return {r};
+    }
     if (hostile[c.node] && g.one_in(40)) {
       c.hung = true;
       return {};
@@ -697,7 +704,7 @@ TEST_CASE("fuzz: script replies through sessions, rounds and operations; a lie n
     Hostile bed(g, n);
     const std::size_t quorum = n / 2 + 1;
     Engine& engine = *bed.engine;
-    const int scenario = static_cast<int>(g.below(8));
+    const int scenario = static_cast<int>(g.below(9));
     CAPTURE(scenario);
     int calls = 0;
     const auto start = bed.runtime.now();
@@ -822,6 +829,32 @@ TEST_CASE("fuzz: script replies through sessions, rounds and operations; a lie n
           }
           CHECK(answered);
         }
+        break;
+      }
+      case 8: {  // waiters: every master says held, with an absurd PTTL
+        bed.absurd_pttl = g.pick<long long>({LLONG_MAX, LLONG_MAX - 1, 9'000'000'000'000'000'000LL, two53,
+                                             most_pttl_ms + 1});
+        AcquireOptions opts;
+        opts.ttl = milliseconds{1000};
+        opts.wait = milliseconds{300};
+        opts.fair = g.one_in(2);
+        if (!opts.fair) opts.token = "caller-value";  // the acquire script, whose "held" is the PTTL
+        std::fill(bed.hostile.begin(), bed.hostile.end(), false);
+        std::optional<Result<Lock>> got;
+        engine.acquire("r", opts, [&](Result<Lock> r) {
+          ++calls;
+          got.emplace(std::move(r));
+        });
+        bed.run([&] { return calls > 0; }, 3000);
+        REQUIRE(calls == 1);
+        REQUIRE_FALSE(got->ok());
+        INFO(got->error().message);
+        CHECK(got->error().code == Errc::held);
+        check_nodes(got->error().nodes);
+        // The wait is the safety net's (100 ms), not a PTTL's overflow: a
+        // few attempts, not one per millisecond.
+        CHECK(got->error().attempts <= 10);
+        CHECK(bed.runtime.now() - start <= opts.wait + milliseconds{100});
         break;
       }
       default: {  // batched extensions: three leases in one round
