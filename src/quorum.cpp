@@ -94,12 +94,23 @@ void unexpected(const NodeEvent& event, NodeOutcome& out) {
 }
 
 // held_by_another: an acquire found another token; `pttl` is its remaining
-// TTL in ms (-1: no expiry).
+// TTL in ms (-1: no expiry). Outside [-1, most_server_ttl] it is the
+// server's nonsense: unknown (-1), never a wait's length.
 void held_by_another(long long pttl, NodeOutcome& out) {
   out.outcome = Outcome::held;
-  out.holder_ttl = std::chrono::milliseconds{pttl};
-  out.error = pttl >= 0 ? "held by another token (expires in " + std::to_string(pttl) + " ms)"
-                        : "held by another token (no expiry)";
+  const bool known = pttl >= 0 && pttl <= most_server_ttl.count();
+  out.holder_ttl = std::chrono::milliseconds{known ? pttl : -1};
+  out.error = known        ? "held by another token (expires in " + std::to_string(pttl) + " ms)"
+              : pttl == -1 ? "held by another token (no expiry)"
+                           : "held by another token (PTTL " + std::to_string(pttl) + " ms: expiry unknown)";
+}
+
+// fair_reply: a fair acquire's [taken, ticket, pttl, rank] with a ticket a
+// master holds exactly (below 2^53, as fences); any other ticket is no
+// answer, and no waiter carries it to the other masters' queues.
+bool fair_reply(const ReplyView& r) {
+  return r.type == ReplyView::Type::array && r.item_count == 4 && r.items[1] >= 0 &&
+         static_cast<std::uint64_t>(r.items[1]) < max_fence;
 }
 
 }  // namespace
@@ -141,11 +152,11 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
       unexpected(event, out);
     }
   } else if (command == CommandId::fair_acquire) {
-    if (r.type == ReplyView::Type::array && r.item_count == 4 && r.items[0] == 1) {
+    if (fair_reply(r) && r.items[0] == 1) {
       out.outcome = Outcome::ok;
-    } else if (r.type == ReplyView::Type::array && r.item_count == 4 && r.items[0] == 0 && r.items[2] >= -1) {
+    } else if (fair_reply(r) && r.items[0] == 0 && r.items[2] >= -1) {
       held_by_another(r.items[2], out);
-    } else if (r.type == ReplyView::Type::array && r.item_count == 4 && r.items[0] == 0) {
+    } else if (fair_reply(r) && r.items[0] == 0) {
       // Free, but another waiter's turn (or, on a first round, queued ones
       // come first): nothing was written but the queue.
       out.outcome = Outcome::held;
@@ -227,13 +238,14 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   NodeOutcome& out = outcomes_[slot];
   // Phase 1 of a fenced acquire: every counter read counts, yes or no; so
   // does every ticket of a fair acquire, and the rank it reports.
-  if ((call_.command == CommandId::fenced_acquire || call_.command == CommandId::fair_acquire) &&
-      event.kind == EventKind::reply && event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
+  if (call_.command == CommandId::fenced_acquire && event.kind == EventKind::reply &&
+      event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);
-    if (call_.command == CommandId::fair_acquire && event.reply.item_count == 4) {
-      if (places_.empty()) places_.resize(outcomes_.size());
-      places_[slot] = {.ticket = event.reply.items[1], .rank = event.reply.items[3]};
-    }
+  }
+  if (call_.command == CommandId::fair_acquire && event.kind == EventKind::reply && fair_reply(event.reply)) {
+    max_counter_ = std::max(max_counter_, event.reply.items[1]);
+    if (places_.empty()) places_.resize(outcomes_.size());
+    places_[slot] = {.ticket = event.reply.items[1], .rank = event.reply.items[3]};
   }
   const bool first = out.outcome == Outcome::pending;
   if (event.kind != EventKind::timeout) ++finals_;

@@ -31,6 +31,11 @@ inline constexpr std::size_t max_nodes = 100;
 // reports) counts through it; it is written nowhere else.
 inline std::size_t majority_of(std::size_t n) noexcept { return n / 2 + (sabotage().small_quorum ? 0 : 1); }
 
+// most_server_ttl: the longest remaining TTL a master's PTTL is believed
+// (a century). A longer one, or a negative one other than -1 (no expiry),
+// is unknown — reported as -1, and never added to a clock or a wait.
+inline constexpr std::chrono::milliseconds most_server_ttl{100LL * 366 * 24 * 3600 * 1000};
+
 // RoundMode — what "decided" means.
 //   majority  (acquire, extend) success when ok ≥ quorum; failure as soon as
 //             ok + unanswered < quorum

@@ -154,7 +154,7 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
     out.fence = static_cast<std::uint64_t>(fence);
     return true;
   }
-  if (ok && pttl >= -1 && sp2 != std::string_view::npos) {
+  if (ok && pttl >= -1 && pttl <= most_server_ttl.count() && sp2 != std::string_view::npos) {
     out.state = NodeHolding::State::held;
     out.ttl = milliseconds{pttl};
     out.fence = static_cast<std::uint64_t>(fence);
