@@ -101,9 +101,20 @@ bool is_loopback_host(const std::string& h) {
   return a == 127 && b < 256 && c < 256 && d < 256;
 }
 
+// shown: a node URL as an error may show it — without what stands before
+// an '@' (the floor takes no password, but one given by mistake is never
+// printed).
+std::string shown(const std::string& url) {
+  const auto at = url.rfind('@');
+  if (at == std::string::npos) return url;
+  const auto scheme = url.find("://");
+  return (scheme != std::string::npos && scheme < at ? url.substr(0, scheme + 3) : std::string()) + "***@" +
+         url.substr(at + 1);
+}
+
 Endpoint parse_url(const std::string& url) {
   const std::string scheme = "redis://";
-  if (url.rfind(scheme, 0) != 0) usage_error("node URL must be redis://127.0.0.1:PORT, got '" + url + "'");
+  if (url.rfind(scheme, 0) != 0) usage_error("node URL must be redis://127.0.0.1:PORT, got '" + shown(url) + "'");
   std::string rest = url.substr(scheme.size());
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   auto colon = rest.rfind(':');
@@ -112,8 +123,8 @@ Endpoint parse_url(const std::string& url) {
   std::string port = colon == std::string::npos ? "6379" : rest.substr(colon + 1);
   char* end = nullptr;
   long p = std::strtol(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || p < 1 || p > 65535) usage_error("bad port in '" + url + "'");
-  if (!is_loopback_host(e.host)) usage_error("loopback only: '" + url + "'");
+  if (port.empty() || *end != '\0' || p < 1 || p > 65535) usage_error("bad port in '" + shown(url) + "'");
+  if (!is_loopback_host(e.host)) usage_error("loopback only: '" + shown(url) + "'");
   if (e.host == "localhost") e.host = "127.0.0.1";
   e.port = static_cast<int>(p);
   return e;

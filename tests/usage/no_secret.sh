@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# no_secret.sh REDLOCK — no password in what `redlock` prints. Node URLs in
+# no_secret.sh REDLOCK [FLOOR] — no password in what `redlock` prints
+# (nor the benchmark's floor program, FLOOR, given a URL by mistake). Node URLs in
 # every spelling, well-formed or not, each holding a distinctive password,
 # reach redlock through --nodes, REDLOCK_NODES, a --config file (also as
 # wrong JSON values and in JSON syntax errors), stray arguments and option
@@ -9,6 +10,7 @@
 # 4-character slice of either.
 set -uo pipefail
 redlock=$1
+floor=${2:-}
 dir=$(mktemp -d)
 trap 'rm -rf -- "$dir"' EXIT
 failures=0
@@ -97,6 +99,11 @@ for pw in "${passwords[@]}"; do
   printf '%s\n' "$pw" >"$dir/password"
   check "$pw" "--password-file" "$redlock" --nodes redis://127.0.0.1:1 --password-file "$dir/password" nodes --json
   check "$pw" "REDLOCK_PASSWORD" env REDLOCK_PASSWORD="$pw" "$redlock" --nodes redis://127.0.0.1:1 nodes --json
+  if [[ -n $floor ]]; then
+    for url in "redis://:$pw@127.0.0.1:x" "redis://user:$pw@10.0.0.1:1" "http://:$pw@127.0.0.1:1" "redis://$pw@host"; do
+      check "$pw" "floor --nodes $url" "$floor" --nodes "$url" --scenario latency
+    done
+  fi
 done
 
 echo "no_secret: $runs runs, $failures leaking"
