@@ -103,7 +103,7 @@ std::optional<long long> bounded_number(std::string_view text, long long most) {
 constexpr long long most_max_ttl_ms = std::numeric_limits<std::int32_t>::max();
 constexpr milliseconds most_declared{most_max_ttl_ms + (most_max_ttl_ms + 1) / 2 + 2};
 // A server up longer than a century is lying; its uptime is unknown.
-constexpr long long most_uptime_s = 100LL * 366 * 24 * 3600;
+constexpr long long most_uptime_s = std::chrono::duration_cast<std::chrono::seconds>(most_server_time).count();
 
 constexpr milliseconds deadline_slack{2};
 

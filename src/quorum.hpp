@@ -18,6 +18,7 @@
 #include "redlock/lock.hpp"
 #include "sabotage.hpp"
 #include "transport.hpp"
+#include "validity.hpp"
 
 namespace redlock::detail {
 
@@ -34,7 +35,7 @@ inline std::size_t majority_of(std::size_t n) noexcept { return n / 2 + (sabotag
 // most_server_ttl: the longest remaining TTL a master's PTTL is believed
 // (a century). A longer one, or a negative one other than -1 (no expiry),
 // is unknown — reported as -1, and never added to a clock or a wait.
-inline constexpr std::chrono::milliseconds most_server_ttl{100LL * 366 * 24 * 3600 * 1000};
+inline constexpr std::chrono::milliseconds most_server_ttl = most_server_time;
 
 // RoundMode — what "decided" means.
 //   majority  (acquire, extend) success when ok ≥ quorum; failure as soon as

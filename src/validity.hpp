@@ -27,6 +27,11 @@ inline microseconds validity_left(milliseconds ttl, microseconds elapsed, double
   return microseconds{ttl} - elapsed - microseconds{drift_allowance(ttl, drift_factor)};
 }
 
+// most_server_time: the longest span of time a master's number is believed
+// to mean (a century): an uptime or a remaining TTL beyond it is the
+// server's nonsense, unknown, and never added to a clock or a wait.
+inline constexpr milliseconds most_server_time{100LL * 366 * 24 * 3600 * 1000};
+
 // quarantine_period is how long a freshly (re)started node sits out: any
 // lock it lost in the restart has expired everywhere by then.
 inline milliseconds quarantine_period(milliseconds max_ttl, double drift_factor) {
