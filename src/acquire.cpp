@@ -44,8 +44,7 @@ AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions
       caller_token_(!token_.empty()),
       fence_(opts.fence),
       fair_(opts.fair),
-      tries_once_(opts.wait <= milliseconds{0}),
-      wake_spread_(engine.options().wake_jitter) {}
+      tries_once_(opts.wait <= milliseconds{0}) {}
 
 // step — the transition function. Inputs that cannot be acted on in the
 // current state (a cancel during an attempt, a wake-up during an attempt)
@@ -305,6 +304,7 @@ void AcquireOperation::start_attempt() {
     }
   }
   ++attempts_;
+  woken_attempt_ = wake_pending_;
   wake_pending_ = false;
   need_fix_ = false;
   sent_listening_ = listening_;
@@ -462,9 +462,11 @@ void AcquireOperation::retry_after_failure(Error e, const QuorumTally& tally, Ti
   // waiter does not only wait for a release: it retries after a random,
   // growing delay (reset by a clean "held" or a notification).
   const bool split = e.code == Errc::held && tally.ok() > 0;
-  if (e.code == Errc::held && watching_) {
-    // The widest spread is the safety net's period: a waiter tries about
-    // that often anyway.
+  if (e.code == Errc::held && watching_ && woken_attempt_) {
+    // A woken attempt lost the race: somebody else reacts to the same
+    // releases. Until then the waiter reacted at once (spread 0). The
+    // widest spread is the safety net's period: a waiter tries about that
+    // often anyway.
     wake_spread_ = std::clamp(wake_spread_ * 2, o.wake_jitter + milliseconds{1}, std::max(o.wake_safety_net, o.wake_jitter));
   }
   split_backoff_ = split ? std::min(std::max(split_backoff_ * 2, o.retry_delay + o.retry_jitter), o.wake_safety_net)

@@ -227,6 +227,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool aborted_ = false;
   bool woken_ = false;     // a release was heard while an attempt was on its way
   bool wake_pending_ = false;  // the next retry was brought forward by a notification
+  bool woken_attempt_ = false; // the attempt on its way was brought forward by one
   bool watching_ = false;  // subscribed to the resource's releases
   bool in_line_ = false;   // in its client's line for keys_.key (first or queued)
   bool turn_took_ = false; // your_turn's `took`, read by take_turn
@@ -235,7 +236,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   int attempts_ = 0;
   std::uint64_t fence_value_ = 0;  // F, once phase 1 won
   milliseconds split_backoff_{0};  // > 0 after split votes: retry within a random delay up to this
-  milliseconds wake_spread_;       // see docs/design.md, "A crowd of waiters"
+  milliseconds wake_spread_{0};    // see docs/design.md, "A crowd spreads itself out"
 };
 
 // ExtendOperation — push a held lock's TTL out on a majority, before its

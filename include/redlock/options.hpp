@@ -111,7 +111,9 @@ struct REDLOCK_API Options {
   // Waiting without polling. An acquire that has to wait subscribes (one
   // pub/sub connection per master, shared by every resource the client
   // waits on) to the releases of its resource and retries when one is
-  // published, after a random 0–wake_jitter delay so that a crowd of
+  // published — at once while it has lost no race for the lock; once a
+  // woken attempt of it lost to another waiter, after a random delay of
+  // 0–(wake_jitter + 1 ms), doubling per race lost, so that a crowd of
   // waiters does not stampede; when the holder's TTL (reported by the
   // masters) runs out; and, as a safety net for a lost notification, every
   // wake_safety_net. retry_delay and retry_jitter then only space retries

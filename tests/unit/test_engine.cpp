@@ -713,6 +713,72 @@ TEST_CASE("a crowd's waiter reacts to one notification per failed attempt, howev
 
 namespace {
 
+// WorstDrawRuntime — a real uv runtime whose random draws are always the
+// largest allowed: every jitter is as long as it can be.
+class WorstDrawRuntime final : public Runtime {
+ public:
+  explicit WorstDrawRuntime(uv_loop_t* loop) : inner_(loop) {}
+  TimePoint now() override { return inner_.now(); }
+  std::chrono::system_clock::time_point wall_now() override { return inner_.wall_now(); }
+  std::unique_ptr<Timer> timer(std::function<void()> fire) override { return inner_.timer(std::move(fire)); }
+  std::unique_ptr<Signal> signal(std::function<void()> fire) override { return inner_.signal(std::move(fire)); }
+  Result<std::string> random_token() override { return inner_.random_token(); }
+  std::uint64_t random_below(std::uint64_t bound) override { return bound == 0 ? 0 : bound - 1; }
+
+ private:
+  UvRuntime inner_;
+};
+
+}  // namespace
+
+TEST_CASE("a waiter that lost no race reacts to a release at once; jitter only after it lost one") {
+  // One waiter: its first attempt and the check once subscribed find the
+  // lock held (no race lost: nobody was woken), then the holder releases.
+  // With every draw the largest, a jittered reaction would come at the
+  // wait's end (wake_jitter 5 s > the 1 s wait): the grant must come at
+  // once after the notification instead.
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  Options options;
+  options.node_timeout = milliseconds{50};
+  options.wake_jitter = milliseconds{5000};
+  options.wake_safety_net = milliseconds{5000};
+  WorstDrawRuntime runtime(&loop);
+  bool free = false;
+  FakeTransport fake(&loop, 5, [&](std::size_t, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(0);
+    if (free) return redlock::test::ok_reply();
+    Response nil;
+    nil.type = ReplyView::Type::nil;
+    return nil;
+  });
+  fake.watch_result = WatchState::ready;
+  std::optional<Engine> engine;
+  engine.emplace(runtime, fake, options);
+  std::optional<Result<Lock>> got;
+  TimePoint released{}, granted{};
+  AcquireOptions opts;
+  opts.wait = milliseconds{1000};
+  std::unique_ptr<Timer> holder = runtime.timer([&] {
+    free = true;
+    released = runtime.now();
+    for (WakeListener* w : std::vector<WakeListener*>(fake.watchers)) w->on_wake(WakeListener::Why::released, "value");
+  });
+  holder->start(milliseconds{100});
+  engine->acquire("handoff", opts, [&](Result<Lock> r) {
+    granted = runtime.now();
+    got.emplace(std::move(r));
+    holder.reset();
+  });
+  CHECK(redlock::test::run_and_close(&loop) == 0);
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  CHECK((*got)->attempts == 3);  // the first, the check once subscribed, the woken one
+  CHECK(granted - released < milliseconds{500});
+}
+
+namespace {
+
 // LineBed — five fake masters that keep one lock key each (a SET NX
 // succeeds where the key is free; a release deletes its own value), a
 // client whose waiters are woken by hand, and the acquires' results in the
