@@ -384,20 +384,27 @@ struct join_text {
   static constexpr std::string_view value{chars.data(), chars.size()};
 };
 
-// fair_lapse: the first part of every script that reads a queue: `now`,
-// the master's time in ms, and lapse(queue, expiry), which takes out of
-// both sets the waiters whose place lapsed (stamp at or before now), and
-// then heads of the queue that have no stamp (one further back holds no
-// one up; it goes when it comes to the front). It returns the first two
-// of the queue left (ZRANGE 0 1). It costs TIME, two ZRANGE and a ZRANK
-// when nothing lapsed.
+// fair_lapse: the first part of every script that reads a queue:
+// clock(), the master's time in ms (TIME, read once and only when asked),
+// and lapse(queue, expiry), which takes out of both sets the waiters whose
+// place lapsed (stamp at or before now), and then heads of the queue that
+// have no stamp (one further back holds no one up; it goes when it comes
+// to the front). It returns the first two of the queue left (ZRANGE 0 1).
+// It costs two ZRANGE when both sets are empty; TIME, two ZRANGE and a
+// ZRANK when nothing lapsed from a queue.
 inline constexpr std::string_view fair_lapse = R"lua(
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 local function lapse(queue, expiry)
   while true do
     local first = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
-    if not first[2] or tonumber(first[2]) > now then break end
+    if not first[2] or tonumber(first[2]) > clock() then break end
     redis.call('ZREM', expiry, first[1])
     redis.call('ZREM', queue, first[1])
   end
@@ -449,7 +456,7 @@ local front = lapse(queue, expiry)[1]
 -- (pushed together, so the expiry set's PTTL speaks for both).
 local function not_taken(pttl, rank)
   local life = tonumber(ARGV[6])
-  redis.call('ZADD', expiry, now + life, me)
+  redis.call('ZADD', expiry, clock() + life, me)
   if redis.call('PTTL', expiry) < life then
     redis.call('PEXPIRE', queue, life)
     redis.call('PEXPIRE', expiry, life)
@@ -466,7 +473,8 @@ if ticket == 0 and ARGV[7] ~= '1' then
   if rank then ticket = tonumber(redis.call('ZRANGE', queue, rank, rank, 'WITHSCORES')[2]) end
 end
 if ticket == 0 then
-  local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+  -- An empty front (lapse's) is an empty queue: no last to read.
+  local last = front and redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES') or {}
   if not last[2] and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
     return {1, 0, -2, 0}
   end
@@ -497,13 +505,13 @@ if pttl == -2 then
     local who, deadline
     local at = redis.call('GET', turn)
     if at then who, deadline = string.match(at, '^(%S+) (%d+)$') end
-    if who == head and now > tonumber(deadline) then
+    if who == head and clock() > tonumber(deadline) then
       redis.call('ZREM', queue, head)
       redis.call('ZREM', expiry, head)
       head = redis.call('ZRANGE', queue, 0, 0)[1]
     end
     if head and head ~= me and who ~= head then
-      redis.call('SET', turn, head .. ' ' .. string.format('%d', now + grace), 'PX', 4 * grace)
+      redis.call('SET', turn, head .. ' ' .. string.format('%d', clock() + grace), 'PX', 4 * grace)
     end
   end
   if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then return taken() end
