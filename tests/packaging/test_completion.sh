@@ -81,7 +81,7 @@ expect "redlock run --config no" +nodes.json +notes.txt
 expect "redlock --config nodes.json run --t" +--ttl ---token
 expect "redlock run --ttl " =0
 expect "redlock run job -- ech" +echo
-expect "redlock run --ttl 5000 job -- " ---ttl
+expect "redlock run --ttl 5000ms job -- " ---ttl
 expect "redlock nodes --" +--watch +--interval +--json ---ttl
 expect "redlock nodes --watch --interval " =0
 
