@@ -736,11 +736,11 @@ Scan scan(const CLI::App& app, const Commands& c, int argc, char** argv) {
       const CLI::Option* takes = nullptr;
       if (arg.starts_with("--")) {
         const CLI::Option* o = option(arg);
-        if (o != nullptr && o->get_type_size() != 0) takes = o;
+        if (o != nullptr && o->get_items_expected_min() > 0) takes = o;
       } else {
         for (std::size_t k = 1; k < arg.size(); ++k) {
           const CLI::Option* o = option(std::string{'-', arg[k]});
-          if (o == nullptr || o->get_type_size() == 0) continue;
+          if (o == nullptr || o->get_items_expected_min() == 0) continue;  // a flag
           if (k + 1 == arg.size()) takes = o;
           break;
         }

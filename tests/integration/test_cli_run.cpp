@@ -733,9 +733,11 @@ TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
     std::vector<std::string> names;
   };
   const std::vector<Case> cases = {
-      {"run without --", {"run", "job", "./report.sh", "--nodes", nodes},
-       {"put the command after \"--\"", "redlock run [OPTIONS] job -- ./report.sh"}},
-      {"run without -- nor command", {"--nodes", nodes, "run", "job"}, {"give the command after \"--\""}},
+      // Without "--" CMD starts at the first word after RESOURCE: the
+      // --nodes after it is CMD's, so redlock has no nodes.
+      {"run without --: options after CMD are CMD's", {"run", "job", "./report.sh", "--nodes", nodes},
+       {"no nodes", "Run 'redlock run --help' for usage."}},
+      {"run without a command", {"--nodes", nodes, "run", "job"}, {"no command given", "-c 'STRING'"}},
       {"--signal FOO", {"--nodes", nodes, "run", "-s", "FOO", "job", "--", "true"}, {"--signal", "\"FOO\""}},
       {"--signal STOP", {"--nodes", nodes, "run", "--signal", "STOP", "job", "--", "true"}, {"--signal", "SIGSTOP"}},
       {"--wait 5x", {"--nodes", nodes, "run", "-w", "5x", "job", "--", "true"}, {"--wait", "unknown unit"}},
@@ -784,7 +786,10 @@ TEST_CASE("run, status, nodes: --help shows the options and examples") {
                           "--unavailable-exit-code", "--lost-exit-code", "-s,--signal", "--kill-after", "--report",
                           "--foreground", "REDLOCK_FENCE", "Exit status", "(69)", "125"})
     CHECK(run_help.out.find(opt) != std::string::npos);
-  CHECK(run_help.out.find("Usage: redlock run [OPTIONS] RESOURCE -- CMD [ARGS...]") != std::string::npos);
+  CHECK(run_help.out.find("Usage: redlock run [OPTIONS] RESOURCE [--] CMD [ARGS...]") != std::string::npos);
+  for (const char* opt : {"-k,--kill-after", "-w,--wait,--timeout", "-n,--no-wait,--nonblock", "-c,--command STRING",
+                          "-q,--quiet", "seconds unless a unit is given"})
+    CHECK(run_help.out.find(opt) != std::string::npos);
 }
 
 TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the command exits meanwhile") {
