@@ -72,7 +72,8 @@ TEST_CASE("cli flock habits: flock(1)/timeout(1) invocations and their redlock e
       {"acquire --ttl abc", {"acquire", "free-x", "--ttl", "abc"}, 2, "", "Run 'redlock acquire --help' for usage."},
   };
   for (const Habit& h : table) {
-    CAPTURE(h.flock);
+    const std::string habit = h.flock;
+    CAPTURE(habit);
     std::vector<std::string> args{"--no-quarantine", "--nodes", g.url_list()};
     args.insert(args.end(), h.args.begin(), h.args.end());
     const auto start = std::chrono::steady_clock::now();
@@ -99,7 +100,8 @@ TEST_CASE("cli flock habits: quiet on a conflict, never on an outage") {
            {"run", "-q", "-n", "job", "true"}, {"run", "-n", "-E", "0", "job", "true"}, {"acquire", "-q", "job"}}) {
     std::vector<std::string> args{"--nodes", down};
     args.insert(args.end(), quiet.begin(), quiet.end());
-    CAPTURE(args[2] + " " + args[3] + " " + args[4]);
+    const std::string invocation = args[2] + " " + args[3] + " " + args[4];
+    CAPTURE(invocation);
     const ProcResult r = cli(args);
     CHECK(r.exit_code == 69);
     CHECK((r.out + r.err).find("no quorum") != std::string::npos);  // acquire: its JSON on stdout
