@@ -44,6 +44,9 @@ std::chrono::milliseconds parse_duration(std::string_view name, const std::strin
   const std::string what = std::string(name) + ": " + quote(text);
   const auto refuse = [&](const std::string& why) -> UsageError { return UsageError(what + why); };
   if (!text.empty() && text.front() == '-') throw refuse(" must not be negative");
+  // Not rounded: a duration that is not what was written could wait or
+  // hold a lock for another time than asked.
+  static const std::string kSubMillisecond = " is not a whole number of milliseconds (the finest unit is 1ms)";
   // NUMBER [. FRACTION] [UNIT], read by hand: exact, no floating point.
   std::size_t i = 0;
   while (i < text.size() && is_digit(text[i])) ++i;
@@ -57,18 +60,17 @@ std::chrono::milliseconds parse_duration(std::string_view name, const std::strin
   }
   const std::string_view unit(text.data() + i, text.size() - i);
   if (whole.empty())
-    throw refuse(" is not a duration (milliseconds, or a number with a unit: 500ms, 30s, 1.5m, 1h)");
+    throw refuse(" is not a duration (seconds, or a number with a unit: 500ms, 30s, 1.5m, 1h)");
   static constexpr std::array<std::pair<std::string_view, long long>, 4> kUnits{
       {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}}};
   long long scale = 0;
   for (const auto& [u, ms] : kUnits)
     if (unit == u) scale = ms;
+  // A plain number is seconds, as flock(1) and timeout(1) read it.
   if (unit.empty()) {
-    if (!fraction.empty())
-      throw refuse(" is not a whole number of milliseconds (a plain number is milliseconds; give a unit: 1.5s)");
-    scale = 1;
+    scale = 1000;
   } else if (scale == 0) {
-    throw refuse(": unknown unit " + quote(unit) + " (use ms, s, m or h; a plain number is milliseconds)");
+    throw refuse(": unknown unit " + quote(unit) + " (use ms, s, m or h; a plain number is seconds)");
   }
   // whole·scale + fraction·scale / 10^digits, each checked against kMax.
   const auto out_of_range = [&] {
@@ -84,13 +86,13 @@ std::chrono::milliseconds parse_duration(std::string_view name, const std::strin
   long long numerator = 0, denominator = 1;
   for (char c : fraction) {
     if (denominator > kMax) {  // digits beyond any unit's precision must be zeros
-      if (c != '0') throw refuse(" is not a whole number of milliseconds");
+      if (c != '0') throw refuse(kSubMillisecond);
       continue;
     }
     numerator = numerator * 10 + (c - '0');
     denominator *= 10;
   }
-  if (numerator * scale % denominator != 0) throw refuse(" is not a whole number of milliseconds");
+  if (numerator * scale % denominator != 0) throw refuse(kSubMillisecond);
   ms += numerator * scale / denominator;
   if (ms > kMax) throw out_of_range();
   if (ms < min)

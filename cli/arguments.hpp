@@ -22,11 +22,13 @@ struct UsageError : std::runtime_error {
 // parse_int reads a whole number in [min, max].
 int parse_int(std::string_view name, const std::string& text, int min, int max);
 
-// parse_duration reads a duration: a plain number is milliseconds ("500");
-// a number with a unit — ms, s, m or h — may have a decimal fraction
-// ("500ms", "30s", "1.5s", "1m", "2h"). The result must be a whole number of
-// milliseconds in [min, INT_MAX] (INT_MAX ms is about 24.8 days). `name` is
-// the option ("--ttl") the messages name.
+// parse_duration reads a duration as flock(1) and timeout(1) do: a plain
+// number is seconds ("10", "1.5"); a number with a unit — ms, s, m or h —
+// is that unit ("500ms", "30s", "1.5m", "2h"). Either may have a decimal
+// fraction. The result must be a whole number of milliseconds (0.0001 is
+// refused, not rounded) in [min, INT_MAX] (INT_MAX ms is about 24.8 days);
+// negative numbers, "nan", "inf" and anything but digits are refused.
+// `name` is the option ("--ttl") the messages name.
 std::chrono::milliseconds parse_duration(std::string_view name, const std::string& text, long long min);
 
 // format_duration renders a whole number of milliseconds the way

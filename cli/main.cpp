@@ -4,7 +4,8 @@
 //   redlock acquire RESOURCE [--ttl DURATION] [-w DURATION] [--token TOKEN]
 //   redlock extend  RESOURCE TOKEN --ttl DURATION
 //   redlock release RESOURCE TOKEN
-//   redlock run     [options] RESOURCE -- CMD [ARGS...]   (a distributed flock)
+//   redlock run     [options] RESOURCE [--] CMD [ARGS...]  (a distributed flock)
+//   redlock run     [options] RESOURCE -c 'SHELL COMMAND'
 //   redlock status  RESOURCE
 //   redlock nodes   [--watch [--interval DURATION]]
 //
@@ -40,6 +41,8 @@ struct Args {
   std::string token;         // extend/release: positional; acquire: --token
   bool token_given = false;  // acquire: --token was given (perhaps as '')
   bool fair = false;         // acquire: --fair
+  bool quiet = false;        // acquire: -q, nothing printed when the lock is held elsewhere
+  std::string shell_command; // run -c: run through sh -c
   std::string ttl, wait;     // acquire/extend: raw text, validated by parse_duration
   bool watch = false;        // nodes --watch
   std::string interval;      // nodes --interval (only with --watch)
@@ -127,6 +130,12 @@ int run_acquire(const Args& a) {
   // Without --token the library draws one; a failed attempt does not report
   // it, so the output says null rather than inventing one. A lock taken is
   // printed or released: never left behind without its token shown.
+  // -q: a conflict (held elsewhere: exit 1) is an expected answer, said by
+  // the status alone; an outage or a usage error still speaks.
+  if (a.quiet && !r.result && failure_status(r.result.error().code, r.result.error().nodes) == kExitNotDone) {
+    throw_if_usage(r.result.error());
+    return kExitNotDone;
+  }
   try {
     return print_lock_result(a.g, "acquired", a.resource, a.token_given ? json(a.token) : json(nullptr), r.result,
                              r.earlier_attempts);
@@ -419,9 +428,9 @@ int run_nodes(const Args& a) {
 constexpr const char* kGlobalHelp =
     "\nAlso: --nodes URL,URL,... | --config FILE | REDLOCK_NODES | REDLOCK_CONFIG,\n"
     "--no-quarantine, --tls-ca FILE, --tls-cert FILE, --tls-key FILE, ...,\n"
-    "--json | --human (see redlock --help). DURATION: milliseconds, or a number\n"
-    "with a unit: 500ms, 30s, 1.5m, 1h. A RESOURCE that starts with \"-\":\n"
-    "--resource=-NAME.\n";
+    "--json | --human (see redlock --help). DURATION: seconds unless a unit is\n"
+    "given (10, 1.5), or a number with a unit: 500ms, 30s, 1.5m, 1h. A RESOURCE\n"
+    "that starts with \"-\": --resource=-NAME.\n";
 
 constexpr const char* kNodeHelp =
     "\nNodes: --nodes wins, then --config FILE's nodes, then the environment\n"
@@ -429,22 +438,22 @@ constexpr const char* kNodeHelp =
     "(--config wins over REDLOCK_CONFIG; a config file's options apply to nodes\n"
     "from --nodes or REDLOCK_NODES). Node URLs: redis://[user:password@]host[:port][/db],\n"
     "rediss://... (TLS) or unix:///path, comma-separated.\n"
-    "Durations (--ttl, --wait, ...): a plain number is milliseconds; or 500ms, 30s,\n"
-    "1.5m, 1h.\n"
+    "Durations (--ttl, --wait, ...): seconds unless a unit is given, as flock(1)\n"
+    "and timeout(1) read them (10, 1.5); or 500ms, 30s, 1.5m, 1h.\n"
     "Output: --json (one JSON object; the default for acquire, extend, release) or\n"
     "--human (a table; the default for status and nodes). Exit status: 0 done,\n"
     "1 not done (held elsewhere, not held), 69 no quorum of usable masters\n"
     "(down, unreachable, in restart quarantine), 2 usage or configuration error;\n"
     "run exits with the command's status (see redlock run --help).\n";
 
-// RunUsage — `run`'s usage line ends with "-- CMD [ARGS...]": the command
+// RunUsage — `run`'s usage line ends with "[--] CMD [ARGS...]": the command
 // is split off before CLI11 parses, so CLI11 does not know about it.
 class RunUsage : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App* app, std::string name) const override {
     std::string usage = CLI::Formatter::make_usage(app, std::move(name));
     if (!usage.empty() && usage.back() == '\n') usage.pop_back();
-    return usage + " -- CMD [ARGS...]\n";
+    return usage + " [--] CMD [ARGS...]\n";
   }
 };
 
@@ -507,11 +516,14 @@ Commands build(CLI::App& app, Args& a) {
   resource(c.acquire, a.resource);
   c.acquire->add_option("--ttl", a.ttl, "Lock time-to-live (default: the config's default_ttl, 10s)")
       ->type_name("DURATION");
-  c.acquire->add_option("-w,--wait", a.wait, "Keep retrying this long (default 0: one attempt)")->type_name("DURATION");
+  c.acquire->add_option("-w,--wait,--timeout", a.wait, "Keep retrying this long (default 0: one attempt)")
+      ->type_name("DURATION");
   c.token = c.acquire->add_option("--token", a.token,
                                   "Token to use, 1-128 of [0-9A-Za-z_-] (default: a fresh random one); re-acquiring "
                                   "with a held token refreshes the TTL")
                 ->type_name("TOKEN");
+  c.acquire->add_flag("-q,--quiet", a.quiet,
+                      "Print nothing when the lock is held elsewhere (exit 1 says it); outages and errors still print");
   c.acquire->add_flag("--fair", a.fair,
                       "Wait in fair order: waiters get the lock in the order they came, across processes (no "
                       "--token)");
@@ -548,9 +560,14 @@ Commands build(CLI::App& app, Args& a) {
   resource(c.run, r.resource);
   c.run->add_option("--ttl", r.ttl, "Lease time-to-live, extended at 1/3 of it while CMD runs (default 10s)")
       ->type_name("DURATION");
-  c.run->add_option("-w,--wait", r.wait, "Give up after waiting this long for the lock (default: wait indefinitely)")
+  c.run->add_option("-w,--wait,--timeout", r.wait,
+                    "Give up after waiting this long for the lock (default: wait indefinitely)")
       ->type_name("DURATION");
-  c.run->add_flag("-n,--no-wait", r.no_wait, "Give up at once if the lock is held");
+  c.run->add_flag("-n,--no-wait,--nonblock", r.no_wait, "Give up at once if the lock is held");
+  c.run->add_option("-c,--command", a.shell_command, "Run STRING with sh -c, as flock -c (instead of CMD [ARGS...])")
+      ->type_name("STRING");
+  c.run->add_flag("-q,--quiet", r.quiet,
+                  "Print nothing when the lock is held by another (so does -n -E 0); outages and errors still print");
   c.run->add_flag("--fence", r.fence, "Take a fencing token too; CMD gets it in REDLOCK_FENCE");
   c.run->add_flag("--fair", r.fair,
                   "Wait in fair order: waiters get the lock in the order they came, across processes (no --fence)");
@@ -566,7 +583,7 @@ Commands build(CLI::App& app, Args& a) {
                     "Signal that ends CMD's process group when the lease ends (default TERM); SIGKILL follows "
                     "--kill-after later")
       ->type_name("SIG");
-  c.run->add_option("--kill-after", r.kill_after,
+  c.run->add_option("-k,--kill-after", r.kill_after,
                     "From --signal to SIGKILL when the lease ends: at most TTL/3 - margin (default 1s, or that maximum)")
       ->type_name("DURATION");
   c.run->add_option("--max-hold", r.max_hold, "Stop extending after this long: the lease is then lost")
@@ -598,11 +615,15 @@ Commands build(CLI::App& app, Args& a) {
       "signal N interrupted the wait.\n"
       "\nExamples:\n"
       "  redlock run nightly-report -- ./report.sh --date today\n"
-      "  redlock run -n -E 0 cron-job -- ./job.sh   # skip if running; an outage still fails (69)\n"
+      "  redlock run -w 10 nightly-report ./report.sh   # wait up to 10 s; CMD starts at the first word\n"
+      "  redlock run -n -E 0 cron-job -- ./job.sh   # skip quietly if running; an outage still fails (69)\n"
+      "  redlock run -w 1.5 -k 1 job -c 'make -C /srv/app deploy'   # sh -c STRING, as flock -c\n"
       "  redlock run --fence --ttl 5s --wait 1m writer -- sh -c 'write-with-fence \"$REDLOCK_FENCE\"'\n"
       "  redlock run --report runs.jsonl job -- ./job.sh   # one JSON line per run\n"
       "  redlock run --fair --wait 10m deploy -- ./deploy.sh   # deploys run in the order they came\n"
-      "  redlock run --foreground -w 10s edit-config -- vi /etc/app.conf\n");
+      "  redlock run --foreground -w 10s edit-config -- vi /etc/app.conf\n"
+      "\nCMD starts at the first word after RESOURCE (options after it are CMD's);\n"
+      "\"--\" before CMD is optional. DURATION: seconds unless a unit is given.\n");
 
   c.status = app.add_subcommand("status", "Show who holds RESOURCE on each master, and who waits in its fair queue");
   resource(c.status, a.resource);
@@ -644,17 +665,6 @@ CLI::App* parse_into(CLI::App& app, const Commands& c, Args& a, int argc, char**
   std::vector<std::string> rest = app.remaining(true);
   std::erase(rest, "--");
   if (!rest.empty()) {
-    if (c.run->parsed()) {
-      // `redlock run job ./report.sh`: the command without "--".
-      for (const auto& word : rest) {
-        if (word.starts_with('-')) continue;
-        std::string cmd;
-        for (const auto& w : rest) cmd += " " + w;
-        const std::string& res = a.run.resource;
-        throw UsageError("run: put the command after \"--\": redlock run [OPTIONS] " +
-                         (res.starts_with('-') ? "--resource=" + res : res) + " --" + cmd);
-      }
-    }
     if (rest[0].starts_with('-')) throw UsageError("unknown option " + quote(rest[0]));
     if (app.get_subcommands().empty())
       throw UsageError("unknown command " + quote(rest[0]) +
@@ -694,19 +704,79 @@ int guarded(const char* name, Body body) {
   }
 }
 
-int run(int argc, char** argv) {
-  // `run` takes its command after "--": split there, so the command's own
-  // options never reach our parser.
-  int dash = -1;
+// Scan — the command a command line names, and for `run` where CMD starts.
+struct Scan {
+  const CLI::App* command = nullptr;  // the subcommand word, if any
+  int end = -1;                       // run: argv[1, end) are redlock's own arguments
+  int cmd = -1;                       // run: CMD is argv[cmd, argc)
+};
+
+// scan walks argv as CLI11 will read it, skipping each option's value, to
+// find the subcommand and, for `run`, its CMD: after "--", else at the
+// first word after RESOURCE (as flock's and timeout's commands start), so
+// that CMD's own options never reach our parser.
+Scan scan(const CLI::App& app, const Commands& c, int argc, char** argv) {
+  Scan s;
+  bool have_resource = false;
+  const auto option = [&](const std::string& name) -> const CLI::Option* {
+    const CLI::Option* o = s.command != nullptr ? s.command->get_option_no_throw(name) : nullptr;
+    return o != nullptr ? o : app.get_option_no_throw(name);
+  };
   for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--") {
-      dash = i;
-      break;
+    const std::string arg = argv[i];
+    const bool in_run = s.command == c.run;
+    if (arg == "--") {
+      if (in_run) s.end = i, s.cmd = i + 1;
+      return s;
     }
+    if (arg.size() > 1 && arg.front() == '-') {
+      // --name=value, --name value, -x value, -xvalue, -nx value (flags first).
+      if (arg.starts_with("--resource")) have_resource = true;
+      if (arg.find('=') != std::string::npos && arg.starts_with("--")) continue;
+      const CLI::Option* takes = nullptr;
+      if (arg.starts_with("--")) {
+        const CLI::Option* o = option(arg);
+        if (o != nullptr && o->get_items_expected_min() > 0) takes = o;
+      } else {
+        for (std::size_t k = 1; k < arg.size(); ++k) {
+          const CLI::Option* o = option(std::string{'-', arg[k]});
+          if (o == nullptr || o->get_items_expected_min() == 0) continue;  // a flag
+          if (k + 1 == arg.size()) takes = o;
+          break;
+        }
+      }
+      if (takes != nullptr) ++i;
+      continue;
+    }
+    if (s.command == nullptr) {
+      for (const CLI::App* sub : {c.acquire, c.extend, c.release, c.run, c.status, c.nodes})
+        if (sub->get_name() == arg) s.command = sub;
+      if (s.command == nullptr) return s;
+      continue;
+    }
+    if (!in_run) return s;
+    if (!have_resource) {
+      have_resource = true;
+      continue;
+    }
+    s.end = s.cmd = i;
+    return s;
   }
+  return s;
+}
+
+int run(int argc, char** argv, std::string& usage_help) {
   Args a;
   CLI::App app{"redlock — one lock across N independent Redis masters (Redlock).", "redlock"};
   Commands c = build(app, a);
+  const Scan where = scan(app, c, argc, argv);
+  if (where.command != nullptr) usage_help = "redlock " + where.command->get_name() + " --help";
+  // Not `run`'s CMD: the first "--" may still end options (acquire -- -name).
+  int dash = where.end;
+  if (where.command != c.run) {
+    for (int i = 1; i < argc && dash < 0; ++i)
+      if (std::string_view(argv[i]) == "--") dash = i;
+  }
   std::optional<int> help;
   CLI::App* cmd = nullptr;
   std::optional<UsageError> split_error;
@@ -732,8 +802,16 @@ int run(int argc, char** argv) {
     if (cmd == c.run && split_error) throw *split_error;
   }
   if (cmd == c.run) {
-    if (dash < 0) throw UsageError("run: give the command after \"--\": redlock run [OPTIONS] RESOURCE -- CMD [ARGS...]");
-    a.run.command.assign(argv + dash + 1, argv + argc);
+    if (where.cmd >= 0) a.run.command.assign(argv + where.cmd, argv + argc);
+    if (c.run->get_option("--command")->count() > 0) {
+      if (!a.run.command.empty())
+        throw UsageError("run: -c and a command: give only one of them (redlock run RESOURCE -c 'STRING', or "
+                         "redlock run RESOURCE CMD [ARGS...])");
+      if (a.shell_command.empty()) throw UsageError("-c: must not be empty");
+      a.run.command = {"/bin/sh", "-c", a.shell_command};
+    }
+    if (a.run.command.empty())
+      throw UsageError("run: no command given: redlock run [OPTIONS] RESOURCE [--] CMD [ARGS...], or -c 'STRING'");
   }
   if (cmd == c.acquire) return guarded("acquire", [&] { return run_acquire(a); });
   if (cmd == c.extend) return guarded("extend", [&] { return run_extend(a); });
@@ -751,11 +829,12 @@ int run(int argc, char** argv) {
 // already, but CLI11's and ours echo arguments ("unknown option
 // --bogus=redis://:pw@h", "--ttl: \"…\" is not a duration"), so mask them all.
 int main(int argc, char** argv) {
+  std::string usage_help = "redlock --help";  // the help of the command given, once known
   try {
-    return redlock::cli::run(argc, argv);
+    return redlock::cli::run(argc, argv, usage_help);
   } catch (const redlock::cli::UsageError& e) {
     std::cerr << redlock::cli::terminal_safe("redlock: " + redlock::mask_credentials(e.what()))
-              << "\nRun 'redlock --help' for usage.\n";
+              << "\nRun '" << usage_help << "' for usage.\n";
     return redlock::cli::kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << redlock::cli::terminal_safe("redlock: internal error: " + redlock::mask_credentials(e.what())) << '\n';

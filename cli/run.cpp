@@ -343,7 +343,9 @@ int run_command(const Globals& g, const RunArgs& a) {
       if (interrupted != 0) {
         std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << " while waiting for "
                   << quote(a.resource) << "; the command was not run\n";
-      } else {
+      } else if (outage || !(a.quiet || (a.no_wait && conflict_code == 0))) {
+        // -q, or flock's -n -E 0 ("skip if running"): a conflict is said by
+        // the exit status alone; an outage still speaks.
         std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
                   << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.wait))
                   << (outage ? " (no quorum of usable masters)" : "") << ": " << escaped(e.to_string()) << '\n';

@@ -21,7 +21,8 @@ struct RunArgs {
   bool fence = false;
   bool fair = false;        // --fair: wait in fair order (not with --fence)
   bool foreground = false;  // --foreground: the command gets the terminal
-  std::vector<std::string> command;  // after "--"
+  bool quiet = false;       // -q: no message when the lock is held by another
+  std::vector<std::string> command;  // CMD [ARGS...], or sh -c STRING (-c)
 };
 
 // Exit statuses of `run` besides the command's own.

@@ -285,7 +285,7 @@ worker() {
     for ((attempt = 1; ; attempt++)); do
       before=$(wc -l <"$writes")
       rc=0
-      DEMO_WORKER=$w "$redlock" --config "$conf" run --json --fence --ttl "$TTL_MS" --wait "$WAIT_MS" \
+      DEMO_WORKER=$w "$redlock" --config "$conf" run --json --fence --ttl "${TTL_MS}ms" --wait "${WAIT_MS}ms" \
         "$RESOURCE" -- "$fenced" --store "127.0.0.1:$store_port" --key "$RESOURCE" --log "$writes" \
         --work-ms "$WORK_MS" --fault-log "$helpers_log" --stall-file "$stall_file" --stall-ms "$STALL_MS" \
         --delay-file "$delay_file" --delay-ms "$DELAY_MS" \

@@ -294,11 +294,11 @@ TEST_CASE("the password from a file or the environment, not the URL; redlock run
   const char* cli = std::getenv("REDLOCK_CLI");
   REQUIRE(cli != nullptr);
   const std::string base = std::string(cli) + " --no-quarantine --nodes " + server.url() + " ";
-  CHECK(shell_status(base + "--password-file " + file + " acquire pw-file --ttl 5000") == 0);
-  CHECK(shell_status("REDLOCK_PASSWORD_FILE=" + file + " " + base + "acquire pw-env-file --ttl 5000") == 0);
-  CHECK(shell_status("REDLOCK_PASSWORD=file-pw " + base + "acquire pw-env --ttl 5000") == 0);
-  CHECK(shell_status(base + "acquire pw-none --ttl 5000") == 69);  // NOAUTH: no master can answer (EX_UNAVAILABLE)
-  CHECK(shell_status(base + "--password-file /nonexistent/pw acquire pw-x --ttl 5000") == 2);  // usage
+  CHECK(shell_status(base + "--password-file " + file + " acquire pw-file --ttl 5000ms") == 0);
+  CHECK(shell_status("REDLOCK_PASSWORD_FILE=" + file + " " + base + "acquire pw-env-file --ttl 5000ms") == 0);
+  CHECK(shell_status("REDLOCK_PASSWORD=file-pw " + base + "acquire pw-env --ttl 5000ms") == 0);
+  CHECK(shell_status(base + "acquire pw-none --ttl 5000ms") == 69);  // NOAUTH: no master can answer (EX_UNAVAILABLE)
+  CHECK(shell_status(base + "--password-file /nonexistent/pw acquire pw-x --ttl 5000ms") == 2);  // usage
   CHECK(server.keys("redlock:{pw-*").size() == 3);
   // The command of `redlock run` sees neither the password nor the file's name in use.
   const std::string seen = file + ".env";

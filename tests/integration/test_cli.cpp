@@ -144,7 +144,7 @@ json acquire_ok(RedisGroup& g, const std::string& resource, std::vector<std::str
 
 TEST_CASE("cli: acquire succeeds and prints every field with its type") {
   RedisGroup g(3);
-  auto r = cli(op({"acquire", "report", "--ttl", "5000"}, g));
+  auto r = cli(op({"acquire", "report", "--ttl", "5000ms"}, g));
   CHECK(r.exit_code == 0);
   CHECK(r.err.empty());
   json j = json_of(r);
@@ -207,13 +207,13 @@ TEST_CASE("cli: acquiring a held resource with --wait 0 exits 1 with outcome hel
 
 TEST_CASE("cli: extend works with the holder's token and fails with a foreign one") {
   RedisGroup g(3);
-  json lock = acquire_ok(g, "job", {"--ttl", "3000"});
+  json lock = acquire_ok(g, "job", {"--ttl", "3000ms"});
   const std::string token = lock["token"];
   const auto held = holders(g, "job", token);
   REQUIRE(held.size() >= 2);
 
   SUBCASE("the right token moves the expiry") {
-    auto r = cli(op({"extend", "job", token, "--ttl", "30000"}, g));
+    auto r = cli(op({"extend", "job", token, "--ttl", "30000ms"}, g));
     CHECK(r.exit_code == 0);
     json j = json_of(r);
     CHECK(j["extended"] == true);
@@ -224,7 +224,7 @@ TEST_CASE("cli: extend works with the holder's token and fails with a foreign on
     for (RedisServer* s : answered_ok(g, j)) CHECK(pttl_on(*s, "job") > 3000);
   }
   SUBCASE("a foreign token changes nothing") {
-    auto r = cli(op({"extend", "job", "not-the-holder", "--ttl", "30000"}, g));
+    auto r = cli(op({"extend", "job", "not-the-holder", "--ttl", "30000ms"}, g));
     CHECK(r.exit_code == 1);
     json j = json_of(r);
     CHECK(j["extended"] == false);
@@ -286,13 +286,13 @@ TEST_CASE("cli: release with the holder's token deletes the key on every node") 
 
 TEST_CASE("cli: acquire with the token already held refreshes the lock") {
   RedisGroup g(3);
-  acquire_ok(g, "job", {"--ttl", "2000", "--token", "host1-job42"});
+  acquire_ok(g, "job", {"--ttl", "2000ms", "--token", "host1-job42"});
   const auto held = holders(g, "job", "host1-job42");
   REQUIRE(held.size() >= 2);
   for (RedisServer* s : held) REQUIRE(pttl_on(*s, "job") <= 2000);
 
   // The same token again: the masters that hold it say ok (not held).
-  json j = acquire_ok(g, "job", {"--ttl", "30000", "--token", "host1-job42"});
+  json j = acquire_ok(g, "job", {"--ttl", "30000ms", "--token", "host1-job42"});
   CHECK(j["token"] == "host1-job42");
   outcomes_are(j, "ok", 2);
   for (RedisServer* s : answered_ok(g, j)) {
@@ -327,7 +327,7 @@ TEST_CASE("cli: usage errors exit 2 and name the argument") {
        {"--nodes", "99999"}},
       {"--ttl abc", {"acquire", "job", "--nodes", nodes, "--ttl", "abc"}, {"--ttl", "\"abc\""}},
       {"--ttl 0", {"acquire", "job", "--nodes", nodes, "--ttl", "0"}, {"--ttl", "greater than 0"}},
-      {"--ttl above max_ttl", {"acquire", "job", "--nodes", nodes, "--ttl", "999999"}, {"--ttl", "max_ttl"}},
+      {"--ttl above max_ttl", {"acquire", "job", "--nodes", nodes, "--ttl", "999999ms"}, {"--ttl", "max_ttl"}},
       {"duplicate node", {"acquire", "job", "--nodes", nodes + "," + g.urls()[0]}, {"--nodes", "the same server"}},
       {"--wait -1", {"acquire", "job", "--nodes", nodes, "--wait", "-1"}, {"--wait"}},
       {"missing RESOURCE", {"acquire", "--nodes", nodes}, {"RESOURCE"}},
@@ -516,7 +516,7 @@ TEST_CASE("cli: durations take units; a plain number is milliseconds") {
   auto e = cli(op({"extend", "units", a["token"], "--ttl", "0.75m"}, g));
   REQUIRE(e.exit_code == 0);
   for (RedisServer* s : answered_ok(g, json_of(e))) CHECK(pttl_on(*s, "units") > 30000);
-  json plain = acquire_ok(g, "plain", {"--ttl", "1500"});
+  json plain = acquire_ok(g, "plain", {"--ttl", "1500ms"});
   CHECK(plain["validity_ms"].get<long long>() <= 1500);
   CHECK(plain["validity_ms"].get<long long>() > 500);
 }

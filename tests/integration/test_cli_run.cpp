@@ -235,7 +235,7 @@ TEST_CASE("run: a command that outlives several TTLs keeps the lock; it is relea
   const auto go = tmp.path / "go";
   // The command holds until the test creates `go`: the test decides how
   // long the lease must last, and never sleeps.
-  Child run(cli_path(), run_args(g, {"--ttl", "300", "--json"}, "long-job",
+  Child run(cli_path(), run_args(g, {"--ttl", "300ms", "--json"}, "long-job",
                                  "echo \"token=$REDLOCK_TOKEN\"; echo \"resource=$REDLOCK_RESOURCE\"; "
                                  "while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done; echo done; exit 5"));
   REQUIRE(run.wait_for("resource=long-job"));
@@ -313,14 +313,14 @@ TEST_CASE("run: a second run fails at once with the conflict code, or waits for 
     CHECK_FALSE(fs::exists(marker));
   }
   SUBCASE("--wait shorter than the hold: the conflict code after the wait") {
-    auto r = cli(run_args(g, {"--wait", "300", "--json"}, "shared", "touch '" + marker.string() + "'"));
+    auto r = cli(run_args(g, {"--wait", "300ms", "--json"}, "shared", "touch '" + marker.string() + "'"));
     CHECK(r.exit_code == 1);
     CHECK_FALSE(fs::exists(marker));
     const json rep = report_of(r);
     CHECK(rep["acquire_us"].get<long long>() >= 300000);
   }
   SUBCASE("waiting: the second runs once the first has released") {
-    Child second(cli_path(), run_args(g, {"--wait", "20000", "--json"}, "shared", "echo second-running"));
+    Child second(cli_path(), run_args(g, {"--wait", "20000ms", "--json"}, "shared", "echo second-running"));
     std::ofstream(go.string()) << "go";
     ProcResult r1 = first.wait();
     ProcResult r2 = second.wait();
@@ -344,12 +344,12 @@ TEST_CASE("run: a lost lease stops the command with SIGTERM, then SIGKILL, and e
 
   SUBCASE("the command obeys SIGTERM") {
     // SIGKILL follows SIGTERM --kill-after later: the shell must be
-    // scheduled and run its trap within that. With --ttl 600 that was the
+    // scheduled and run its trap within that. With --ttl 600ms that was the
     // default's cap, TTL/3 - 50 = 150 ms, and a loaded machine left the
     // shell unscheduled that long: SIGKILL, no "got-term" (a flake in CI).
     // 900 ms, as in the -s/--signal test (the lease is lost at the first
     // extension, 1 s in: 0.8 s longer than with 600 ms).
-    Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "900", "--json"}, resource,
+    Child run(cli_path(), run_args(g, {"--ttl", "3000ms", "--kill-after", "900ms", "--json"}, resource,
                                    "trap 'echo got-term; exit 0' TERM; echo \"token=$REDLOCK_TOKEN\"; "
                                    "while :; do sleep 0.02; done"));
     REQUIRE(run.wait_for("token="));
@@ -370,7 +370,7 @@ TEST_CASE("run: a lost lease stops the command with SIGTERM, then SIGKILL, and e
   }
   SUBCASE("the command ignores SIGTERM: SIGKILL after --kill-after, for the whole process group") {
     Child run(cli_path(),
-              run_args(g, {"--ttl", "900", "--kill-after", "200", "--lost-exit-code", "77"}, resource,
+              run_args(g, {"--ttl", "900ms", "--kill-after", "200ms", "--lost-exit-code", "77"}, resource,
                        "trap '' TERM; sleep 60 & echo \"grandchild=$!\"; echo \"token=$REDLOCK_TOKEN\"; wait"));
     REQUIRE(run.wait_for("token="));
     const pid_t grandchild = std::stoi(line_after(run.out_so_far(), "grandchild="));
@@ -422,7 +422,7 @@ TEST_CASE("run: a signal while waiting cancels the wait; the command is not run"
   RedisGroup g(3);
   TempDir tmp;
   const auto marker = tmp.path / "ran";
-  auto held = cli(op({"acquire", "busy", "--ttl", "30000"}, g));
+  auto held = cli(op({"acquire", "busy", "--ttl", "30000ms"}, g));
   REQUIRE(held.exit_code == 0);
   Child waiter(cli_path(), run_args(g, {"--json"}, "busy", "touch '" + marker.string() + "'"));
   // The waiter is waiting once it has subscribed to the release channel
@@ -557,7 +557,7 @@ TEST_CASE("status: free, held by a majority, and unknown when too few masters an
   CHECK(f["quorum"] == 3);
   CHECK(f["token"].is_null());
 
-  const json lock = json_of(cli(op({"acquire", "report", "--ttl", "30000"}, g)));
+  const json lock = json_of(cli(op({"acquire", "report", "--ttl", "30000ms"}, g)));
   const std::string token = lock["token"];
   // A stray key with another token on one master: the majority still agrees.
   // The acquire needed only a majority: on a loaded machine a master whose
@@ -733,9 +733,11 @@ TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
     std::vector<std::string> names;
   };
   const std::vector<Case> cases = {
-      {"run without --", {"run", "job", "./report.sh", "--nodes", nodes},
-       {"put the command after \"--\"", "redlock run [OPTIONS] job -- ./report.sh"}},
-      {"run without -- nor command", {"--nodes", nodes, "run", "job"}, {"give the command after \"--\""}},
+      // Without "--" CMD starts at the first word after RESOURCE: the
+      // --nodes after it is CMD's, so redlock has no nodes.
+      {"run without --: options after CMD are CMD's", {"run", "job", "./report.sh", "--nodes", nodes},
+       {"no nodes", "Run 'redlock run --help' for usage."}},
+      {"run without a command", {"--nodes", nodes, "run", "job"}, {"no command given", "-c 'STRING'"}},
       {"--signal FOO", {"--nodes", nodes, "run", "-s", "FOO", "job", "--", "true"}, {"--signal", "\"FOO\""}},
       {"--signal STOP", {"--nodes", nodes, "run", "--signal", "STOP", "job", "--", "true"}, {"--signal", "SIGSTOP"}},
       {"--wait 5x", {"--nodes", nodes, "run", "-w", "5x", "job", "--", "true"}, {"--wait", "unknown unit"}},
@@ -745,7 +747,7 @@ TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
        {"--report", "/nonexistent-dir/r"}},
       {"run with nothing after --", {"--nodes", nodes, "run", "job", "--"}, {"command"}},
       {"run without RESOURCE", {"--nodes", nodes, "run", "--", "true"}, {"RESOURCE"}},
-      {"--wait and --no-wait", {"--nodes", nodes, "run", "--wait", "5", "--no-wait", "job", "--", "true"},
+      {"--wait and --no-wait", {"--nodes", nodes, "run", "--wait", "5ms", "--no-wait", "job", "--", "true"},
        {"--no-wait"}},
       {"--conflict-exit-code 300", {"--nodes", nodes, "run", "--conflict-exit-code", "300", "job", "--", "true"},
        {"--conflict-exit-code", "300"}},
@@ -753,8 +755,8 @@ TEST_CASE("run, status, nodes: usage errors exit 2 and name the argument") {
        {"--lost-exit-code", "\"x\""}},
       {"--kill-after -1", {"--nodes", nodes, "run", "--kill-after", "-1", "job", "--", "true"}, {"--kill-after"}},
       {"--kill-after beyond TTL/3 - margin",
-       {"--nodes", nodes, "run", "--ttl", "1000", "--kill-after", "284", "job", "--", "true"},
-       {"--kill-after", "284", "at most TTL/3 - 50 = 283 ms"}},
+       {"--nodes", nodes, "run", "--ttl", "1000ms", "--kill-after", "284ms", "job", "--", "true"},
+       {"--kill-after", "284ms", "at most TTL/3 - 50 = 283 ms"}},
       {"--ttl abc", {"--nodes", nodes, "run", "--ttl", "abc", "job", "--", "true"}, {"--ttl", "\"abc\""}},
       {"--max-hold 0", {"--nodes", nodes, "run", "--max-hold", "0", "job", "--", "true"}, {"--max-hold"}},
       {"run unknown option", {"--nodes", nodes, "run", "--frob", "job", "--", "true"}, {"--frob"}},
@@ -784,7 +786,10 @@ TEST_CASE("run, status, nodes: --help shows the options and examples") {
                           "--unavailable-exit-code", "--lost-exit-code", "-s,--signal", "--kill-after", "--report",
                           "--foreground", "REDLOCK_FENCE", "Exit status", "(69)", "125"})
     CHECK(run_help.out.find(opt) != std::string::npos);
-  CHECK(run_help.out.find("Usage: redlock run [OPTIONS] RESOURCE -- CMD [ARGS...]") != std::string::npos);
+  CHECK(run_help.out.find("Usage: redlock run [OPTIONS] RESOURCE [--] CMD [ARGS...]") != std::string::npos);
+  for (const char* opt : {"-k,--kill-after", "-w,--wait,--timeout", "-n,--no-wait,--nonblock", "-c,--command STRING",
+                          "-q,--quiet", "seconds unless a unit is given"})
+    CHECK(run_help.out.find(opt) != std::string::npos);
 }
 
 TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the command exits meanwhile") {
@@ -793,7 +798,7 @@ TEST_CASE("run: a redlock frozen past its lease reports it lost, even when the c
   const auto go = tmp.path / "go";
   // TTL 1000: the guard's SIGTERM (kill-after 283 + 50 ms before the
   // deadline) comes well after the command has seen `go`.
-  Child run(cli_path(), run_args(g, {"--ttl", "1000", "--json"}, "frozen",
+  Child run(cli_path(), run_args(g, {"--ttl", "1000ms", "--json"}, "frozen",
                                  "echo \"token=$REDLOCK_TOKEN\"; while [ ! -e '" + go.string() +
                                      "' ]; do sleep 0.01; done"));
   REQUIRE(run.wait_for("token="));
@@ -825,7 +830,7 @@ TEST_CASE("run: a suspend longer than the lease loses it at the next timer, thou
                        // The shim comes before a sanitized build's runtime.
                        {"ASAN_OPTIONS", asan + (asan.empty() ? "" : ":") + "verify_asan_link_order=0"}};
   Child run(cli_path(),
-            run_args(g, {"--ttl", "3000", "--kill-after", "900", "--json"}, "suspended",
+            run_args(g, {"--ttl", "3000ms", "--kill-after", "900ms", "--json"}, "suspended",
                      "unset LD_PRELOAD SKEWCLOCK_FILE; "
                      "echo \"token=$REDLOCK_TOKEN\"; while :; do sleep 0.02; done"),
             env);
@@ -856,7 +861,7 @@ TEST_CASE("run: SIGTSTP stops the command's group with redlock; the guard kills 
   RedisGroup g(3);
   TempDir tmp;
   const auto file = tmp.path / "writes";
-  Child run(cli_path(), run_args(g, {"--ttl", "6000", "--kill-after", "100"}, "tstp", writer(file)));
+  Child run(cli_path(), run_args(g, {"--ttl", "6000ms", "--kill-after", "100ms"}, "tstp", writer(file)));
   REQUIRE(run.wait_for("pid="));
   const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
   REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
@@ -883,7 +888,7 @@ TEST_CASE("run: a SIGSTOPped redlock cannot extend; its guard kills the command 
   RedisGroup g(3);
   TempDir tmp;
   const auto file = tmp.path / "writes";
-  Child run(cli_path(), run_args(g, {"--ttl", "1500"}, "stopped", writer(file)));
+  Child run(cli_path(), run_args(g, {"--ttl", "1500ms"}, "stopped", writer(file)));
   REQUIRE(run.wait_for("pid="));
   const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
   REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
@@ -901,7 +906,7 @@ TEST_CASE("run: the lock is held, and extended, until the last process of the co
   RedisGroup g(3);
   TempDir tmp;
   const Fifo fifo(tmp.path / "fifo");
-  Child run(cli_path(), run_args(g, {"--ttl", "1000", "--json"}, "left-behind", left_behind(fifo, 5)));
+  Child run(cli_path(), run_args(g, {"--ttl", "1000ms", "--json"}, "left-behind", left_behind(fifo, 5)));
   REQUIRE(run.wait_for("token="));
   const GroupReaper reaper{pid_after(run, "sh=")};
   const pid_t sh = reaper.pgid, bg = pid_after(run, "bg=");
@@ -956,7 +961,7 @@ TEST_CASE("run: a signal to redlock, or a lost lease, ends what the command left
   }
   SUBCASE("a lost lease: SIGKILL to what is left once CMD has exited (SIGTERM ignored), exit 3") {
     Child run(cli_path(),
-              run_args(g, {"--ttl", "3000", "--json"}, "left-lost", left_behind(fifo, 0, "trap '' TERM; ")));
+              run_args(g, {"--ttl", "3000ms", "--json"}, "left-lost", left_behind(fifo, 0, "trap '' TERM; ")));
     REQUIRE(run.wait_for("token="));
     const GroupReaper reaper{pid_after(run, "sh=")};
     const pid_t bg = pid_after(run, "bg=");
@@ -978,7 +983,7 @@ TEST_CASE("run: a SIGSTOPped redlock's guard kills what the command left behind 
   TempDir tmp;
   const auto file = tmp.path / "writes";
   // CMD starts the writer in the background and exits at once.
-  Child run(cli_path(), run_args(g, {"--ttl", "1500"}, "left-stopped",
+  Child run(cli_path(), run_args(g, {"--ttl", "1500ms"}, "left-stopped",
                                  "(" + writer(file) + ") & echo \"bg=$!\"; echo \"sh=$$\"; exit 0"));
   REQUIRE(run.wait_for("sh="));
   const GroupReaper reaper{pid_after(run, "sh=")};
@@ -1000,7 +1005,7 @@ TEST_CASE("run: a SIGKILLed redlock leaves nothing running: its guard ends the c
   TempDir tmp;
   const auto file = tmp.path / "writes";
   // The command ignores SIGTERM: SIGKILL follows --kill-after (300 ms) later.
-  Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "300"}, "killed", writer(file, true)));
+  Child run(cli_path(), run_args(g, {"--ttl", "3000ms", "--kill-after", "300ms"}, "killed", writer(file, true)));
   REQUIRE(run.wait_for("pid="));
   const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
   REQUIRE(eventually([&] { return writes_in(file).size() >= 2; }));
@@ -1020,7 +1025,7 @@ TEST_CASE("run: a lost lease SIGKILLs a command that ignores SIGTERM before the 
   TempDir tmp;
   const auto file = tmp.path / "writes";
   const std::string resource = "unreachable";
-  Child run(cli_path(), run_args(g, {"--ttl", "3000", "--kill-after", "900"}, resource, writer(file, true)));
+  Child run(cli_path(), run_args(g, {"--ttl", "3000ms", "--kill-after", "900ms"}, resource, writer(file, true)));
   REQUIRE(run.wait_for("pid="));
   const GroupReaper cmd{std::stoi(line_after(run.out_so_far(), "pid="))};
   auto other = redlock::test::client_for(g, [](redlock::Options& o) {
@@ -1185,7 +1190,7 @@ TEST_CASE("run: a lost lease on a name that is not UTF-8 still ends the command 
   const std::string resource = "lost-caf\xe9";
   for (const bool as_json : {false, true}) {
     CAPTURE(as_json);
-    std::vector<std::string> opts{"--ttl", "3000", "--kill-after", "900"};
+    std::vector<std::string> opts{"--ttl", "3000ms", "--kill-after", "900ms"};
     if (as_json) opts.push_back("--json");
     Child run(cli_path(), run_args(g, opts, resource,
                                    "trap 'echo got-term; exit 0' TERM; echo \"pid=$$\"; "

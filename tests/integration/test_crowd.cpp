@@ -23,10 +23,10 @@ TEST_CASE("a crowd cannot stall: 200 `redlock run --wait` on one resource all fi
   // wait up to 60 s (a stall, as before, is waiters that never get it).
 #if defined(__SANITIZE_ADDRESS__)
   constexpr int size = 100;
-  const std::string wait = "60000";
+  const std::string wait = "60000ms";
 #else
   constexpr int size = 200;
-  const std::string wait = "20000";
+  const std::string wait = "20000ms";
 #endif
   RedisGroup group(5);
   const auto start = Clock::now();

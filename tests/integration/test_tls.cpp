@@ -221,11 +221,11 @@ TEST_CASE("TLS: the CLI takes --tls-ca, or REDLOCK_TLS_CA from the environment")
   const char* cli = std::getenv("REDLOCK_CLI");
   REQUIRE(cli != nullptr);
   const std::string base = std::string(cli) + " --no-quarantine --nodes " + s.url() + " ";
-  CHECK(shell_status(base + "--tls-ca " + certs.path("ca.crt") + " acquire tls-cli --ttl 5000") == 0);
+  CHECK(shell_status(base + "--tls-ca " + certs.path("ca.crt") + " acquire tls-cli --ttl 5000ms") == 0);
   CHECK(s.server.keys("redlock:{tls-cli}:lock").size() == 1);
-  CHECK(shell_status("REDLOCK_TLS_CA=" + certs.path("ca.crt") + " " + base + "acquire tls-cli-env --ttl 5000") == 0);
+  CHECK(shell_status("REDLOCK_TLS_CA=" + certs.path("ca.crt") + " " + base + "acquire tls-cli-env --ttl 5000ms") == 0);
   // Not trusted: no master can answer (69); a CA file that does not exist: usage (2).
-  CHECK(shell_status(base + "--tls-ca " + certs.path("other-ca.crt") + " acquire tls-cli-2 --ttl 5000") == 69);
-  CHECK(shell_status(base + "--tls-ca " + certs.path("nope.crt") + " acquire tls-cli-3 --ttl 5000") == 2);
-  CHECK(shell_status(base + "--tls-ca " + certs.path("other-ca.crt") + " --tls-insecure acquire tls-cli-4 --ttl 5000") == 0);
+  CHECK(shell_status(base + "--tls-ca " + certs.path("other-ca.crt") + " acquire tls-cli-2 --ttl 5000ms") == 69);
+  CHECK(shell_status(base + "--tls-ca " + certs.path("nope.crt") + " acquire tls-cli-3 --ttl 5000ms") == 2);
+  CHECK(shell_status(base + "--tls-ca " + certs.path("other-ca.crt") + " --tls-insecure acquire tls-cli-4 --ttl 5000ms") == 0);
 }

@@ -81,7 +81,14 @@ expect "redlock run --config no" +nodes.json +notes.txt
 expect "redlock --config nodes.json run --t" +--ttl ---token
 expect "redlock run --ttl " =0
 expect "redlock run job -- ech" +echo
-expect "redlock run --ttl 5000 job -- " ---ttl
+expect "redlock run --ttl 5000ms job -- " ---ttl
+# Without "--": run's command starts at the first word after RESOURCE.
+expect "redlock run -w 10 job ech" +echo
+expect "redlock run -w 10 job echo --" ---ttl ---wait
+expect "redlock run -c 'true' job --" +--ttl
+expect "redlock run --" +--kill-after +--nonblock +--timeout +--command +--quiet
+expect "redlock run -k " =0
+expect "redlock acquire --" +--quiet +--timeout
 expect "redlock nodes --" +--watch +--interval +--json ---ttl
 expect "redlock nodes --watch --interval " =0
 

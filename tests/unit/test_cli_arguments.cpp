@@ -42,9 +42,13 @@ std::string signal_refusal(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("cli durations: a plain number is milliseconds; units ms, s, m, h, with fractions") {
+TEST_CASE("cli durations: a plain number is seconds, as flock(1) and timeout(1) read it; units ms, s, m, h; fractions") {
   CHECK(ms("0") == 0);
-  CHECK(ms("500") == 500);
+  CHECK(ms("10") == 10000);     // flock -w 10: ten seconds
+  CHECK(ms("1.5") == 1500);     // flock -w 1.5
+  CHECK(ms("0.001") == 1);
+  CHECK(ms("0.25") == 250);
+  CHECK(ms("500") == 500000);
   CHECK(ms("500ms") == 500);
   CHECK(ms("30s") == 30000);
   CHECK(ms("1.5s") == 1500);
@@ -55,27 +59,36 @@ TEST_CASE("cli durations: a plain number is milliseconds; units ms, s, m, h, wit
   CHECK(ms("0.25h") == 900'000);
   CHECK(ms("007s") == 7000);
   CHECK(ms("1.50000000000000s") == 1500);  // trailing zeros beyond any precision
-  CHECK(ms("2147483647") == 2147483647);    // INT_MAX ms
+  CHECK(ms("2147483647ms") == 2147483647);  // INT_MAX ms
+  CHECK(ms("2147483.647") == 2147483647);
   CHECK(ms("2147483.647s") == 2147483647);
 }
 
 TEST_CASE("cli durations: each bad value is refused with a message naming the option, the value and why") {
-  CHECK(refusal("abc") == "--wait: \"abc\" is not a duration (milliseconds, or a number with a unit: 500ms, 30s, 1.5m, 1h)");
+  CHECK(refusal("abc") == "--wait: \"abc\" is not a duration (seconds, or a number with a unit: 500ms, 30s, 1.5m, 1h)");
   CHECK(refusal("") .find("is not a duration") != std::string::npos);
-  CHECK(refusal("5x") == "--wait: \"5x\": unknown unit \"x\" (use ms, s, m or h; a plain number is milliseconds)");
+  CHECK(refusal("5x") == "--wait: \"5x\": unknown unit \"x\" (use ms, s, m or h; a plain number is seconds)");
   CHECK(refusal("5 s").find("unknown unit \" s\"") != std::string::npos);
   CHECK(refusal("5S").find("unknown unit \"S\"") != std::string::npos);
   CHECK(refusal("1d").find("unknown unit \"d\"") != std::string::npos);
   CHECK(refusal("-1") == "--wait: \"-1\" must not be negative");
   CHECK(refusal("-5s") == "--wait: \"-5s\" must not be negative");
-  CHECK(refusal("1.5") .find("not a whole number of milliseconds") != std::string::npos);
+  CHECK(refusal("-1.5") == "--wait: \"-1.5\" must not be negative");
+  // Below a millisecond: refused, never rounded to 0 or 1 ms.
+  CHECK(refusal("0.0001") == "--wait: \"0.0001\" is not a whole number of milliseconds (the finest unit is 1ms)");
+  CHECK(refusal("1.0005").find("not a whole number of milliseconds") != std::string::npos);
+  CHECK(refusal("0.00000000000001").find("not a whole number of milliseconds") != std::string::npos);
+  for (const char* odd : {"nan", "NaN", "inf", "-inf", "infinity", "+5", "0x10", " 5", "1,5"}) {
+    CAPTURE(odd);
+    CHECK(refusal(odd).rfind("--wait: ", 0) == 0);
+  }
   CHECK(refusal("0.5ms").find("not a whole number of milliseconds") != std::string::npos);
   CHECK(refusal("1.0005s").find("not a whole number of milliseconds") != std::string::npos);
   CHECK(refusal("1.").find("no digits after") != std::string::npos);
   CHECK(refusal(".5s").find("is not a duration") != std::string::npos);
   CHECK(refusal("1e3").find("unknown unit \"e3\"") != std::string::npos);
   // Overflow: past INT_MAX ms, however it is written.
-  for (const char* big : {"2147483648", "99999999999999999999999", "600h", "2147484s", "35791.4m"}) {
+  for (const char* big : {"2147483648ms", "2147484", "2147483.648", "99999999999999999999999", "600h", "2147484s", "35791.4m"}) {
     CAPTURE(big);
     CHECK(refusal(big).find("is out of range (at most 2147483647 ms") != std::string::npos);
   }
