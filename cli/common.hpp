@@ -82,6 +82,34 @@ std::string stuck_note(Client& client, Errc code, const std::vector<NodeOutcome>
 // How often a wait that cannot make progress says so again.
 inline constexpr milliseconds kStuckNoteEvery{10000};
 
+// StuckNotes — when a wait that cannot make progress speaks: at its first
+// stuck round, then once per `every` for as long as it stays stuck
+// ("…; waiting for 20 s").
+class StuckNotes {
+ public:
+  explicit StuckNotes(milliseconds every = kStuckNoteEvery) : every_(every) {}
+  // line: the line to say now for `note` (stuck_note's; empty: not stuck),
+  // or empty when nothing is due.
+  std::string line(const std::string& note) {
+    if (note.empty() || !due()) return {};
+    const auto now = BootClock::now();
+    last_ = now;
+    if (!said_) {
+      said_ = true;
+      return note;
+    }
+    return note + "; waiting for " +
+           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start_).count()) + " s";
+  }
+  // due: a stuck round now would be said (so its note is worth making).
+  bool due() const { return !said_ || BootClock::now() - last_ >= every_; }
+
+ private:
+  milliseconds every_;
+  BootClock::time_point start_ = BootClock::now(), last_{};
+  bool said_ = false;
+};
+
 // Waited — what first_then_wait got: the last call's result, the acquire
 // rounds of the calls before it, and `stuck`: the last stuck_note (empty
 // when the last failed round was decided by other owners).
@@ -95,17 +123,18 @@ struct Waited {
 // first_then_wait runs attempt(0 ms) — one round — and, when that fails and
 // `wait` allows more, waits with attempt(what is left of `wait`), in calls
 // of at most `every`. Whenever a call fails for a reason a release cannot
-// cure (stuck_note), it tells `say`: once when the wait starts, then after
-// each `every` it stays stuck ("…; waiting for 20 s"). A wait behind an
-// ordinary holder says nothing; a lock taken at once costs nothing more.
-// Not for a fair wait: its place in the queue is the one call's.
+// cure (stuck_note), it tells `say` as StuckNotes decides: when the wait
+// starts, then every `every`. A wait behind an ordinary holder says
+// nothing; a lock taken at once costs nothing more. Not for a fair wait:
+// its place in the queue is the one call's.
 template <class T, class Attempt, class Say>
 Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Say say,
                           milliseconds every = kStuckNoteEvery) {
   if (wait.count() <= 0) return {attempt(wait), 0, {}};
   const auto start = BootClock::now();
+  StuckNotes notes(every);
   Waited<T> w{attempt(milliseconds{0}), 0, {}};
-  for (int calls = 1;; ++calls) {
+  for (;;) {
     if (w.result) return w;
     const Errc code = w.result.error().code;
     if (code == Errc::cancelled || code == Errc::invalid_argument || code == Errc::config || code == Errc::closed)
@@ -113,10 +142,7 @@ Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Sa
     w.stuck = stuck_note(client, code, w.result.error().nodes);
     const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - start);
     if (spent >= wait) return w;  // the failure itself says why
-    if (!w.stuck.empty())
-      say(calls == 1 ? w.stuck
-                     : w.stuck + "; waiting for " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(spent).count()) + " s");
+    if (std::string line = notes.line(w.stuck); !line.empty()) say(line);
     const int attempts = w.result.error().attempts;
     Result<T> next = attempt(std::min(wait - spent, every));
     w.earlier_attempts += attempts;

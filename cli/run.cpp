@@ -92,6 +92,35 @@ struct LostSignal {
   int efd = -1;
 };
 
+// FairRounds — the failed acquire rounds of a --fair wait, told by the
+// client's observer: that wait is one call, so first_then_wait cannot look
+// between calls. The main thread reads the last one when `efd` says so.
+class FairRounds final : public Observer {
+ public:
+  struct Round {
+    Errc code = Errc::internal;
+    std::vector<NodeOutcome> nodes;
+  };
+  explicit FairRounds(int efd) : efd_(efd) {}
+  void on_round(const RoundEvent& e) override {
+    if (e.op != OpKind::acquire || e.ok || e.nodes == nullptr) return;
+    {
+      std::lock_guard<std::mutex> guard(mu_);
+      last_ = Round{e.code, *e.nodes};
+    }
+    notify(efd_);
+  }
+  std::optional<Round> last() {
+    std::lock_guard<std::mutex> guard(mu_);
+    return last_;
+  }
+
+ private:
+  int efd_;
+  std::mutex mu_;
+  std::optional<Round> last_;
+};
+
 // What each signal does (docs/cli.md, "Signals"); every catchable one is
 // watched (SignalWatch::catchable_unignored).
 bool is_job_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
@@ -290,6 +319,13 @@ int run_command(const Globals& g, const RunArgs& a) {
   };
 
   Config config = load_config(g);
+  Fd rounds_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (rounds_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  std::shared_ptr<FairRounds> fair_rounds;
+  if (lo.fair) {
+    fair_rounds = std::make_shared<FairRounds>(rounds_efd.fd);
+    config.options.observer = fair_rounds;
+  }
   const milliseconds ttl = lo.ttl.count() > 0 ? lo.ttl : config.options.default_ttl;
   const milliseconds margin = kill_margin(ttl);
   const milliseconds kill_after = std::min(kill_after_asked, max_kill_after(ttl));  // the default fits any TTL
@@ -312,6 +348,10 @@ int run_command(const Globals& g, const RunArgs& a) {
   std::optional<Result<Lease>> taken;
   int earlier_attempts = 0;
   std::string stuck;  // why the wait could not make progress, when it could not
+  const auto say_waiting = [&](const std::string& note) {
+    // Not with --json alone: stderr is then the report's.
+    if (report.human() || report.fd >= 0) std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
+  };
   std::thread acquirer([&] {
     const auto attempt = [&](milliseconds wait) {
       LeaseOptions o = lo;
@@ -321,20 +361,26 @@ int run_command(const Globals& g, const RunArgs& a) {
     // --fair: one call, so that the waiter keeps the place it took when it
     // joined the queue (a first try and a second call would join twice).
     auto waited = lo.fair ? Waited<Lease>{attempt(lo.wait), 0, {}}
-                          : first_then_wait<Lease>(*client, lo.wait, attempt, [&](const std::string& note) {
-                              // Not with --json alone: stderr is then the report's.
-                              if (report.human() || report.fd >= 0)
-                                std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
-                            });
+                          : first_then_wait<Lease>(*client, lo.wait, attempt, say_waiting);
     earlier_attempts = waited.earlier_attempts;
-    stuck = std::move(waited.stuck);
+    if (!lo.fair) stuck = std::move(waited.stuck);  // --fair: the loop below keeps it
     taken.emplace(std::move(waited.result));
     notify(acquired_efd.fd);
   });
   int interrupted = 0;
+  StuckNotes fair_notes;
   for (bool done = false; !done;) {
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {acquired_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    pollfd fds[3] = {{signals.fd(), POLLIN, 0}, {acquired_efd.fd, POLLIN, 0}, {rounds_efd.fd, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0 && errno != EINTR) break;
+    if ((fds[2].revents & POLLIN) != 0) {
+      drain(rounds_efd.fd);
+      // Only when a note would be said: with masters in quarantine, making
+      // one asks every master.
+      if (std::optional<FairRounds::Round> r = fair_rounds->last(); r && fair_notes.due() && interrupted == 0) {
+        stuck = stuck_note(*client, r->code, r->nodes);
+        if (std::string line = fair_notes.line(stuck); !line.empty()) say_waiting(line);
+      }
+    }
     for (int sig = signals.next(); sig != 0; sig = signals.next()) {
       if (cancels_wait(sig) && interrupted == 0) {
         interrupted = sig;
@@ -345,6 +391,10 @@ int run_command(const Globals& g, const RunArgs& a) {
     if ((fds[1].revents & POLLIN) != 0) done = true;
   }
   acquirer.join();
+  if (interrupted != 0 && fair_rounds) {
+    // Why the fair wait was stuck, if it was, as of its last round.
+    if (std::optional<FairRounds::Round> r = fair_rounds->last()) stuck = stuck_note(*client, r->code, r->nodes);
+  }
   Result<Lease>& result = *taken;
   const auto acquired = clock::now();
 

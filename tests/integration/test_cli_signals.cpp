@@ -294,6 +294,11 @@ TEST_CASE("run and acquire: a bounded wait on refusing masters says so at the st
   CHECK(r.out.empty());
   CHECK(has(r.err, "redlock: run: waiting: 0 of 3 masters answered, 2 needed ("));
   CHECK(has(r.err, "not acquired within"));
+  // --fair waits in one call: its rounds are seen through the client's observer.
+  auto fair = cli(run_args(nodes, {"--fair", "-w", "1500ms"}, "stuck-bounded", {"true"}));
+  INFO("fair stderr: " << fair.err);
+  CHECK(fair.exit_code == 69);
+  CHECK(has(fair.err, "redlock: run: waiting: 0 of 3 masters answered, 2 needed ("));
   auto a = cli({"--no-quarantine", "--nodes", nodes, "--human", "acquire", "stuck-bounded", "-w", "1500ms"});
   INFO("acquire stderr: " << a.err);
   CHECK(a.exit_code == 69);
