@@ -176,6 +176,24 @@ std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& node
          " (see redlock nodes)";
 }
 
+std::string stuck_note(Client& client, Errc code, const std::vector<NodeOutcome>& nodes) {
+  if (!unavailable(code, nodes)) return {};
+  if (std::string note = quarantine_note(client, nodes); !note.empty()) return note;
+  std::size_t answered = 0;
+  std::string why;
+  for (const auto& n : nodes) {
+    if (!cannot_count(n.outcome)) {
+      ++answered;
+      continue;
+    }
+    why += (why.empty() ? "" : "; ") + escaped(n.address) + ": " +
+           (n.error.empty() ? std::string(outcome_name(n.outcome)) : escaped(n.error));
+  }
+  if (nodes.empty()) return escaped(std::string(errc_name(code)));
+  return std::to_string(answered) + " of " + std::to_string(nodes.size()) + " masters answered, " +
+         std::to_string(nodes.size() / 2 + 1) + " needed" + (why.empty() ? "" : " (" + why + ")");
+}
+
 // --- output -------------------------------------------------------------------
 
 bool use_json(const Globals& g, bool default_json) {

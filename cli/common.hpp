@@ -72,32 +72,82 @@ bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes);
 // count again (asked of the masters: Client::nodes). Empty otherwise.
 std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& nodes);
 
-// Waited — what first_then_wait got: the last call's result, and the acquire
-// rounds of the call before it.
+// stuck_note says why a failed round cannot make progress by waiting for
+// a release: masters in restart quarantine (quarantine_note), or too few
+// masters answering — "1 of 3 masters answered, 2 needed (127.0.0.1:7001:
+// connection refused; 127.0.0.1:7002: timed out)". Empty when the round
+// was decided by other owners (a lock held by another: normal waiting).
+std::string stuck_note(Client& client, Errc code, const std::vector<NodeOutcome>& nodes);
+
+// How often a wait that cannot make progress says so again.
+inline constexpr milliseconds kStuckNoteEvery{10000};
+
+// StuckNotes — when a wait that cannot make progress speaks: at its first
+// stuck round, then once per `every` for as long as it stays stuck
+// ("…; waiting for 20 s").
+class StuckNotes {
+ public:
+  explicit StuckNotes(milliseconds every = kStuckNoteEvery) : every_(every) {}
+  // line: the line to say now for `note` (stuck_note's; empty: not stuck),
+  // or empty when nothing is due.
+  std::string line(const std::string& note) {
+    if (note.empty() || !due()) return {};
+    const auto now = BootClock::now();
+    last_ = now;
+    if (!said_) {
+      said_ = true;
+      return note;
+    }
+    return note + "; waiting for " +
+           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start_).count()) + " s";
+  }
+  // due: a stuck round now would be said (so its note is worth making).
+  bool due() const { return !said_ || BootClock::now() - last_ >= every_; }
+
+ private:
+  milliseconds every_;
+  BootClock::time_point start_ = BootClock::now(), last_{};
+  bool said_ = false;
+};
+
+// Waited — what first_then_wait got: the last call's result, the acquire
+// rounds of the calls before it, and `stuck`: the last stuck_note (empty
+// when the last failed round was decided by other owners).
 template <class T>
 struct Waited {
   Result<T> result;
   int earlier_attempts = 0;
+  std::string stuck;
 };
 
 // first_then_wait runs attempt(0 ms) — one round — and, when that fails and
-// `wait` allows more, tells `say` once why the wait may be long when masters
-// in restart quarantine are the reason (quarantine_note), then runs
-// attempt(what is left of `wait`). A newcomer's first lock on fresh masters
-// thus says why it hangs for a minute; a lock taken at once costs nothing more.
+// `wait` allows more, waits with attempt(what is left of `wait`), in calls
+// of at most `every`. Whenever a call fails for a reason a release cannot
+// cure (stuck_note), it tells `say` as StuckNotes decides: when the wait
+// starts, then every `every`. A wait behind an ordinary holder says
+// nothing; a lock taken at once costs nothing more. Not for a fair wait:
+// its place in the queue is the one call's.
 template <class T, class Attempt, class Say>
-Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Say say) {
-  if (wait.count() <= 0) return {attempt(wait), 0};
+Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Say say,
+                          milliseconds every = kStuckNoteEvery) {
+  if (wait.count() <= 0) return {attempt(wait), 0, {}};
   const auto start = BootClock::now();
-  Result<T> first = attempt(milliseconds{0});
-  if (first) return {std::move(first), 0};
-  const Errc code = first.error().code;
-  if (code == Errc::cancelled || code == Errc::invalid_argument || code == Errc::config || code == Errc::closed)
-    return {std::move(first), 0};
-  if (std::string note = quarantine_note(client, first.error().nodes); !note.empty()) say(note);
-  const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - start);
-  if (spent >= wait) return {std::move(first), 0};
-  return {attempt(wait - spent), first.error().attempts};
+  StuckNotes notes(every);
+  Waited<T> w{attempt(milliseconds{0}), 0, {}};
+  for (;;) {
+    if (w.result) return w;
+    const Errc code = w.result.error().code;
+    if (code == Errc::cancelled || code == Errc::invalid_argument || code == Errc::config || code == Errc::closed)
+      return w;
+    w.stuck = stuck_note(client, code, w.result.error().nodes);
+    const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - start);
+    if (spent >= wait) return w;  // the failure itself says why
+    if (std::string line = notes.line(w.stuck); !line.empty()) say(line);
+    const int attempts = w.result.error().attempts;
+    Result<T> next = attempt(std::min(wait - spent, every));
+    w.earlier_attempts += attempts;
+    w.result = std::move(next);
+  }
 }
 
 // --- output -------------------------------------------------------------------

@@ -1,13 +1,17 @@
 // run.cpp — `redlock run RESOURCE -- CMD [ARGS...]`.
 //
-// Two phases, one thread watching signals in both (signalfd: the signals
-// are blocked before the client's loop thread starts, so only we see them):
-//   acquire  the lease is taken on a helper thread; SIGINT/SIGTERM/SIGHUP
-//            cancel the wait (no command is run, exit 128+N).
+// Two phases, one thread watching every catchable signal in both (signalfd:
+// the signals are blocked before the client's loop thread starts, so only
+// we see them; none ends us with its default action):
+//   acquire  the lease is taken on a helper thread; a signal whose default
+//            action ends a process cancels the wait (no command is run,
+//            exit 128+N); a wait that cannot make progress says so on
+//            stderr (first_then_wait).
 //   hold     the command runs in its own process group with REDLOCK_*
 //            in its environment while the lease's watchdog extends the
-//            lock. INT/TERM/HUP/CONT are passed on to the group; TSTP/TTIN/
-//            TTOU stop the group, then us (as a shell would). The group is
+//            lock. Every signal but CHLD, PIPE and the job-control ones is
+//            passed on to the group unchanged; TSTP/TTIN/TTOU stop the
+//            group, then us (as a shell would), CONT continues it. The group is
 //            terminated by KillSchedule (run_guard.hpp): --signal (SIGTERM)
 //            at once when the lease is lost, or kill_after + margin before
 //            its validity deadline; SIGKILL margin before it. The guard
@@ -88,8 +92,48 @@ struct LostSignal {
   int efd = -1;
 };
 
-bool is_forwarded(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+// FairRounds — the failed acquire rounds of a --fair wait, told by the
+// client's observer: that wait is one call, so first_then_wait cannot look
+// between calls. The main thread reads the last one when `efd` says so.
+class FairRounds final : public Observer {
+ public:
+  struct Round {
+    Errc code = Errc::internal;
+    std::vector<NodeOutcome> nodes;
+  };
+  explicit FairRounds(int efd) : efd_(efd) {}
+  void on_round(const RoundEvent& e) override {
+    if (e.op != OpKind::acquire || e.ok || e.nodes == nullptr) return;
+    {
+      std::lock_guard<std::mutex> guard(mu_);
+      last_ = Round{e.code, *e.nodes};
+    }
+    notify(efd_);
+  }
+  std::optional<Round> last() {
+    std::lock_guard<std::mutex> guard(mu_);
+    return last_;
+  }
+
+ private:
+  int efd_;
+  std::mutex mu_;
+  std::optional<Round> last_;
+};
+
+// What each signal does (docs/cli.md, "Signals"); every catchable one is
+// watched (SignalWatch::catchable_unignored).
 bool is_job_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
+// Not for the command: CHLD and CONT are about our own children and our
+// own stop; PIPE comes from a write of ours to a closed stderr (the
+// command's own pipes raise its own SIGPIPE).
+bool is_own(int sig) { return sig == SIGCHLD || sig == SIGCONT || sig == SIGPIPE; }
+// is_forwarded: passed on, unchanged, to the command's process group.
+bool is_forwarded(int sig) { return !is_own(sig) && !is_job_stop(sig); }
+// cancels_wait: while waiting, a signal whose default action ends a
+// process ends the wait (the command is not run, exit 128+N); the rest
+// (WINCH, URG) mean nothing to a process that has no command yet.
+bool cancels_wait(int sig) { return is_forwarded(sig) && sig != SIGWINCH && sig != SIGURG; }
 
 // child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN and (with
 // --fence) REDLOCK_FENCE set for the command, and without credentials:
@@ -121,16 +165,22 @@ struct Spawn {
 // spawn_command starts the command in a new process group; with `tty` >= 0
 // that group becomes the terminal's foreground group before it runs (in the
 // child, so that it never reads the terminal from the background).
-Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& mask,
+// The command starts with every signal unblocked, whatever redlock's own
+// mask was when it started, and the signals redlock watches at their
+// default action (those ignored when redlock started stay ignored).
+Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& watched,
                     int tty) {
   std::vector<std::string> args = command;
   std::vector<char*> argv = support::pointers(args);
   std::vector<char*> envp = support::pointers(env);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &mask);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &watched);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   // glibc runs file actions after setpgid and with every signal blocked,
@@ -253,8 +303,8 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["started_at_us"] = started_us;
 
   // Signals first: the client's loop thread inherits the blocked mask.
-  // INT, TERM, HUP, CHLD and the job-control signals, read as data.
-  SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
+  // Every catchable one, read as data: none ends us with its default action.
+  SignalWatch signals(SignalWatch::catchable_unignored());
   Fd acquired_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto lost = std::make_shared<LostSignal>();
   Fd lost_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -269,6 +319,13 @@ int run_command(const Globals& g, const RunArgs& a) {
   };
 
   Config config = load_config(g);
+  Fd rounds_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (rounds_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  std::shared_ptr<FairRounds> fair_rounds;
+  if (lo.fair) {
+    fair_rounds = std::make_shared<FairRounds>(rounds_efd.fd);
+    config.options.observer = fair_rounds;
+  }
   const milliseconds ttl = lo.ttl.count() > 0 ? lo.ttl : config.options.default_ttl;
   const milliseconds margin = kill_margin(ttl);
   const milliseconds kill_after = std::min(kill_after_asked, max_kill_after(ttl));  // the default fits any TTL
@@ -290,6 +347,11 @@ int run_command(const Globals& g, const RunArgs& a) {
   lo.cancel = cancel.get_token();
   std::optional<Result<Lease>> taken;
   int earlier_attempts = 0;
+  std::string stuck;  // why the wait could not make progress, when it could not
+  const auto say_waiting = [&](const std::string& note) {
+    // Not with --json alone: stderr is then the report's.
+    if (report.human() || report.fd >= 0) std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
+  };
   std::thread acquirer([&] {
     const auto attempt = [&](milliseconds wait) {
       LeaseOptions o = lo;
@@ -298,22 +360,29 @@ int run_command(const Globals& g, const RunArgs& a) {
     };
     // --fair: one call, so that the waiter keeps the place it took when it
     // joined the queue (a first try and a second call would join twice).
-    auto waited = lo.fair ? Waited<Lease>{attempt(lo.wait), 0}
-                          : first_then_wait<Lease>(*client, lo.wait, attempt, [&](const std::string& note) {
-                              // Not with --json alone: stderr is then the report's.
-                              if (report.human() || report.fd >= 0)
-                                std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
-                            });
+    auto waited = lo.fair ? Waited<Lease>{attempt(lo.wait), 0, {}}
+                          : first_then_wait<Lease>(*client, lo.wait, attempt, say_waiting);
     earlier_attempts = waited.earlier_attempts;
+    if (!lo.fair) stuck = std::move(waited.stuck);  // --fair: the loop below keeps it
     taken.emplace(std::move(waited.result));
     notify(acquired_efd.fd);
   });
   int interrupted = 0;
+  StuckNotes fair_notes;
   for (bool done = false; !done;) {
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {acquired_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    pollfd fds[3] = {{signals.fd(), POLLIN, 0}, {acquired_efd.fd, POLLIN, 0}, {rounds_efd.fd, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0 && errno != EINTR) break;
+    if ((fds[2].revents & POLLIN) != 0) {
+      drain(rounds_efd.fd);
+      // Only when a note would be said: with masters in quarantine, making
+      // one asks every master.
+      if (std::optional<FairRounds::Round> r = fair_rounds->last(); r && fair_notes.due() && interrupted == 0) {
+        stuck = stuck_note(*client, r->code, r->nodes);
+        if (std::string line = fair_notes.line(stuck); !line.empty()) say_waiting(line);
+      }
+    }
     for (int sig = signals.next(); sig != 0; sig = signals.next()) {
-      if (is_forwarded(sig) && interrupted == 0) {
+      if (cancels_wait(sig) && interrupted == 0) {
         interrupted = sig;
         cancel.request_stop();
       }
@@ -322,6 +391,10 @@ int run_command(const Globals& g, const RunArgs& a) {
     if ((fds[1].revents & POLLIN) != 0) done = true;
   }
   acquirer.join();
+  if (interrupted != 0 && fair_rounds) {
+    // Why the fair wait was stuck, if it was, as of its last round.
+    if (std::optional<FairRounds::Round> r = fair_rounds->last()) stuck = stuck_note(*client, r->code, r->nodes);
+  }
   Result<Lease>& result = *taken;
   const auto acquired = clock::now();
 
@@ -342,7 +415,8 @@ int run_command(const Globals& g, const RunArgs& a) {
     if (report.human()) {
       if (interrupted != 0) {
         std::cerr << "redlock: run: interrupted by " << signal_name(interrupted) << " while waiting for "
-                  << quote(a.resource) << "; the command was not run\n";
+                  << quote(a.resource) << "; the command was not run"
+                  << (stuck.empty() ? "" : "; the wait could not make progress: " + stuck) << '\n';
       } else if (outage || !(a.quiet || (a.no_wait && conflict_code == 0))) {
         // -q, or flock's -n -E 0 ("skip if running"): a conflict is said by
         // the exit status alone; an outage still speaks.
@@ -428,7 +502,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   // group is still watched, at the loop's periodic turn.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   Terminal terminal(a.foreground);
-  Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.original(), terminal.fd());
+  Spawn child = spawn_command(a.command, child_environment(lease, a.fence), signals.set(), terminal.fd());
   if (child.pid < 0) {
     const int status = child.error == ENOENT ? kRunNotFound : kRunCannotExec;
     report.j["error"] = "cannot run " + quote(a.command.front()) + ": " + std::strerror(child.error);
