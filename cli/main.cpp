@@ -18,6 +18,7 @@
 // docs/cli.md is the reference.
 #include <CLI/CLI.hpp>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,9 +137,20 @@ int run_acquire(const Args& a) {
     throw_if_usage(r.result.error());
     return kExitNotDone;
   }
+  // A closed stdout (`redlock acquire … | head -c0`, a reader gone) must not
+  // kill us by SIGPIPE with the lock taken and its token shown to nobody:
+  // the write fails instead, and the lock is released.
+  ::signal(SIGPIPE, SIG_IGN);
   try {
-    return print_lock_result(a.g, "acquired", a.resource, a.token_given ? json(a.token) : json(nullptr), r.result,
-                             r.earlier_attempts);
+    const int status = print_lock_result(a.g, "acquired", a.resource, a.token_given ? json(a.token) : json(nullptr),
+                                         r.result, r.earlier_attempts);
+    if (r.result && !std::cout.good()) {
+      (void)client->release(a.resource, r.result->token);
+      std::cerr << "redlock: acquire: " << quote(a.resource)
+                << ": the token could not be written to stdout (closed?); the lock was released\n";
+      return kExitNotDone;
+    }
+    return status;
   } catch (...) {
     if (r.result) (void)client->release(a.resource, r.result->token);
     throw;

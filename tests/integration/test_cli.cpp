@@ -819,3 +819,17 @@ TEST_CASE("cli: nodes --watch ends with 0 on SIGINT, and when its reader closes 
   CHECK_FALSE(closed.timed_out);
   CHECK(closed.exit_code == 0);
 }
+
+TEST_CASE("cli: acquire whose stdout is closed releases the lock it could not print, and says so") {
+  // `redlock acquire job | head -c0`: the reader is gone before the token
+  // is written. SIGPIPE used to kill redlock there, with the lock taken on
+  // a majority and its token shown to nobody, until its TTL (60 s here).
+  RedisGroup g(3);
+  Child acquire(program("REDLOCK_CLI"), op({"acquire", "closed-out", "--ttl", "60s"}, g));
+  acquire.close_output();  // long before it has connected and taken the lock
+  const auto r = acquire.wait();
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("the lock was released") != std::string::npos);
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(value_on(g[i], "closed-out").empty());
+}
