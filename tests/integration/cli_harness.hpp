@@ -105,6 +105,18 @@ inline json json_of(const ProcResult& r) {
   return j;
 }
 
+// The names on the masters (src/keys.hpp): {prefix}{{resource}}:lock and :released.
+inline std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
+inline std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }
+
+// line_after returns the rest of the stdout line that starts with `marker`.
+inline std::string line_after(const std::string& out, const std::string& marker) {
+  const auto at = out.find(marker);
+  if (at == std::string::npos) return {};
+  const auto end = out.find('\n', at);
+  return out.substr(at + marker.size(), end == std::string::npos ? std::string::npos : end - at - marker.size());
+}
+
 // report_of parses run's --json line: the last line of stderr that is a JSON object.
 inline json report_of(const ProcResult& r) {
   INFO("stdout: " << r.out << "\nstderr: " << r.err);

@@ -39,7 +39,6 @@ using namespace redlock::test::cli_harness;
 using redlock::test::RedisGroup;
 using redlock::test::RedisServer;
 
-std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
 
 // value_on returns the lock key's value on server s ("" when the key is absent).
 std::string value_on(RedisServer& s, const std::string& resource) {

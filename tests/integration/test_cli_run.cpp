@@ -55,18 +55,6 @@ std::string hold_until(const fs::path& go) {
   return "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done";
 }
 
-// The names on the masters (src/keys.hpp): {prefix}{{resource}}:lock and :released.
-std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
-std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }
-
-// line_after returns the rest of the stdout line that starts with `marker`.
-std::string line_after(const std::string& out, const std::string& marker) {
-  const auto at = out.find(marker);
-  if (at == std::string::npos) return {};
-  const auto end = out.find('\n', at);
-  return out.substr(at + marker.size(), end == std::string::npos ? std::string::npos : end - at - marker.size());
-}
-
 // state_of is a process's state letter in /proc (R, S, T, Z, ...), or 0 when it is gone.
 char state_of(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

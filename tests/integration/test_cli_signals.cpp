@@ -42,16 +42,6 @@ std::vector<std::string> run_args(const std::string& nodes, std::vector<std::str
 
 std::vector<std::string> sh(const std::string& script) { return {"sh", "-c", script}; }
 
-std::string key_of(const std::string& resource) { return "redlock:{" + resource + "}:lock"; }
-std::string channel_of(const std::string& resource) { return "redlock:{" + resource + "}:released"; }
-
-std::string line_after(const std::string& out, const std::string& marker) {
-  const auto at = out.find(marker);
-  if (at == std::string::npos) return {};
-  const auto end = out.find('\n', at);
-  return out.substr(at + marker.size(), end == std::string::npos ? std::string::npos : end - at - marker.size());
-}
-
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // refusing: NODES of `n` loopback ports nobody listens on (connection refused).
