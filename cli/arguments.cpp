@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -183,14 +184,32 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig);
 }
 
+namespace {
+
+bool printable(std::string_view text, std::size_t most) {
+  return !text.empty() && text.size() <= most &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
+}  // namespace
+
 void check_token(std::string_view name, const std::string& token) {
   auto ok_char = [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
   };
-  bool ok = !token.empty() && token.size() <= 128;
-  for (char c : token) ok = ok && ok_char(c);
+  const std::size_t mark = token.find('~');
+  const std::string_view core = std::string_view(token).substr(0, mark);
+  bool ok = !core.empty() && core.size() <= 128 && std::all_of(core.begin(), core.end(), ok_char);
+  if (mark != std::string::npos) ok = ok && printable(std::string_view(token).substr(mark + 1), 140);
   if (!ok)
-    throw UsageError(std::string(name) + ": " + quote(token) + " must be 1-128 characters of [0-9A-Za-z_-]");
+    throw UsageError(std::string(name) + ": " + quote(token) +
+                     " must be 1-128 characters of [0-9A-Za-z_-], then optionally '~' and the owner redlock printed");
+}
+
+void check_owner(std::string_view name, const std::string& label) {
+  if (!label.empty() && !printable(label, 64))
+    throw UsageError(std::string(name) + ": " + quote(label) +
+                     " must be 1-64 printable ASCII characters without blanks");
 }
 
 }  // namespace redlock::cli

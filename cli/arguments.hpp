@@ -46,7 +46,12 @@ int parse_signal(std::string_view name, const std::string& text);
 // signal, "signal N" for one without a name.
 std::string signal_name(int sig);
 
-// check_token applies the library's token rule: 1-128 characters of [0-9A-Za-z_-].
+// check_token applies the library's rule for a value: a token of 1-128
+// characters of [0-9A-Za-z_-], then optionally '~' and the owner a value
+// drawn by redlock carries (1-140 printable ASCII characters, no blank).
 void check_token(std::string_view name, const std::string& token);
+
+// check_owner: --owner is 0-64 printable ASCII characters without blanks.
+void check_owner(std::string_view name, const std::string& label);
 
 }  // namespace redlock::cli

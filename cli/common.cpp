@@ -14,6 +14,15 @@ void check_resource(const std::string& resource) {
   if (resource.empty()) throw UsageError("RESOURCE: must not be empty");
 }
 
+nlohmann::json owner_json(const std::optional<Owner>& owner) {
+  if (!owner) return nullptr;
+  return {{"host", owner->host}, {"pid", owner->pid}, {"label", owner->label}};
+}
+
+std::string owner_text(const Owner& owner) {
+  return escaped(owner.host + ":" + std::to_string(owner.pid) + (owner.label.empty() ? "" : ":" + owner.label));
+}
+
 namespace {
 
 // apply_tls: --tls-* flags, else REDLOCK_TLS_CA / _CERT / _KEY, else what
@@ -104,6 +113,7 @@ Config load_config(const Globals& g) {
     throw UsageError("no nodes: give --nodes URL,URL,..., --config FILE, or set REDLOCK_NODES or REDLOCK_CONFIG");
   }
   if (g.no_quarantine) config.options.quarantine = false;
+  if (!g.owner.empty()) config.options.owner = g.owner;
   apply_tls(g, config.tls);
   apply_credentials(g, config);
   config.options.node_outcomes = true;  // the output lists every node

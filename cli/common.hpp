@@ -33,6 +33,9 @@ struct Globals {
   std::string nodes;        // --nodes
   std::string config_file;  // --config (else REDLOCK_CONFIG)
   bool no_quarantine = false;
+  // --owner: the label every value this process draws carries after
+  // host:pid (Options::owner); it wins over a config file's "owner".
+  std::string owner;
   // TLS for rediss:// nodes: flags win over REDLOCK_TLS_CA / _CERT / _KEY,
   // which win over a --config file's tls_* keys.
   std::string tls_ca, tls_ca_dir, tls_cert, tls_key, tls_server_name;
@@ -45,6 +48,10 @@ struct Globals {
 };
 
 void check_resource(const std::string& resource);
+// owner_json: who a value names as its holder ({host, pid, label}), or null.
+nlohmann::json owner_json(const std::optional<Owner>& owner);
+// owner_text: "host:pid" or "host:pid:label", escaped for a terminal.
+std::string owner_text(const Owner& owner);
 
 // load_config reads the config file (--config, else REDLOCK_CONFIG) and
 // picks the nodes: --nodes, else --config's, else REDLOCK_NODES, else

@@ -18,14 +18,22 @@
 // docs/cli.md is the reference.
 #include <CLI/CLI.hpp>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <exception>
+#include <initializer_list>
 #include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common.hpp"
@@ -78,6 +86,7 @@ int print_lock_result(const Globals& g, const char* verb, const std::string& res
   std::string human;
   if (r) {
     out["token"] = r->token;
+    out["owner"] = owner_json(owner_of(r->token));
     out["validity_ms"] = r->validity.count();
     out["elapsed_us"] = r->elapsed.count();
     out["attempts"] = r->attempts;
@@ -100,6 +109,41 @@ int print_lock_result(const Globals& g, const char* verb, const std::string& res
   return finish(use_json(g, true), out, human, r ? kExitOk : failure_status(r.error().code, r.error().nodes));
 }
 
+// interruptible runs `body` on a thread of its own while this one reads
+// `signals`: the first that comes requests `cancel` (a wait given its token
+// ends with Errc::cancelled). Returns that signal, 0 when none came.
+template <class Body>
+int interruptible(SignalWatch& signals, std::stop_source& cancel, Body body) {
+  const int done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (done_fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  std::exception_ptr failed;
+  std::thread worker([&] {
+    try {
+      body();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    const std::uint64_t one = 1;
+    (void)!::write(done_fd, &one, sizeof one);
+  });
+  int interrupted = 0;
+  for (bool done = false; !done;) {
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {done_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    for (int sig = signals.next(); sig != 0; sig = signals.next()) {
+      if (interrupted == 0) {
+        interrupted = sig;
+        cancel.request_stop();
+      }
+    }
+    done = (fds[1].revents & POLLIN) != 0;
+  }
+  worker.join();
+  ::close(done_fd);
+  if (failed) std::rethrow_exception(failed);
+  return interrupted;
+}
+
 int run_acquire(const Args& a) {
   check_resource(a.resource);
   AcquireOptions opts;
@@ -112,6 +156,15 @@ int run_acquire(const Args& a) {
     throw UsageError("--fair and --token: give only one of them (a fair lock's token is drawn by redlock)");
   opts.token = a.token;
   opts.fair = a.fair;
+  // A wait ends on INT, TERM or HUP saying what it waited for (and, when it
+  // could not make progress, why). Blocked before the client exists: its
+  // loop thread must not take them.
+  std::optional<SignalWatch> signals;
+  std::stop_source cancel;
+  if (opts.wait.count() > 0) {
+    signals.emplace(std::initializer_list<int>{SIGINT, SIGTERM, SIGHUP});
+    opts.cancel = cancel.get_token();
+  }
   auto client = make_client(a.g);
   check_ttl(*client, opts.ttl);
   const auto attempt = [&](milliseconds wait) {
@@ -122,10 +175,24 @@ int run_acquire(const Args& a) {
   // A fair waiter's place is where it joined the queue: it waits in one
   // call, not a try first and a second call that would join at the back
   // again (and could be passed by one that came after it meanwhile).
-  auto r = opts.fair ? Waited<Lock>{attempt(opts.wait), 0}
-                     : first_then_wait<Lock>(*client, opts.wait, attempt, [](const std::string& note) {
-                         std::cerr << "redlock: acquire: waiting: " << note << '\n' << std::flush;
-                       });
+  std::optional<Waited<Lock>> waited;
+  const auto wait = [&] {
+    waited.emplace(opts.fair ? Waited<Lock>{attempt(opts.wait), 0, {}}
+                             : first_then_wait<Lock>(*client, opts.wait, attempt, [](const std::string& note) {
+                                 std::cerr << "redlock: acquire: waiting: " << note << '\n' << std::flush;
+                               }));
+  };
+  const int interrupted = signals ? interruptible(*signals, cancel, wait) : (wait(), 0);
+  Waited<Lock>& r = *waited;
+  if (interrupted != 0) {
+    // Whatever the wait got, the caller asked to stop: a lock taken as the
+    // signal came is released, not printed.
+    if (r.result) (void)client->release(a.resource, r.result->token);
+    std::cerr << "redlock: acquire: interrupted by " << signal_name(interrupted) << " while waiting for "
+              << quote(a.resource) << "; nothing is held"
+              << (r.stuck.empty() ? "" : "; the wait could not make progress: " + r.stuck) << '\n';
+    return 128 + interrupted;
+  }
   if (r.result) r.result->attempts += r.earlier_attempts;
 
   // Without --token the library draws one; a failed attempt does not report
@@ -250,6 +317,7 @@ int run_status(const Args& a) {
     nodes.push_back({{"address", n.address},
                      {"state", state_name(n.state)},
                      {"token", held ? json(n.token) : json(nullptr)},
+                     {"owner", held ? owner_json(n.owner) : json(nullptr)},
                      {"ttl_ms", held ? json(n.ttl.count()) : json(nullptr)},
                      {"fence", read ? json(n.fence) : json(nullptr)},
                      {"quarantined", n.quarantined},
@@ -279,6 +347,7 @@ int run_status(const Args& a) {
   json out = {{"resource", st.resource},
               {"held", st.held},
               {"token", st.token.empty() ? json(nullptr) : json(st.token)},
+              {"owner", owner_json(st.owner)},
               {"agreeing", st.agreeing},
               {"quorum", st.quorum},
               {"ttl_ms", st.held ? json(st.ttl.count()) : json(nullptr)},
@@ -291,7 +360,9 @@ int run_status(const Args& a) {
   put_name(out, "resource", st.resource);
   std::string human;
   if (st.held) {
-    human = quote(st.resource) + " is held by " + short_token(st.token) + " on " + std::to_string(st.agreeing) + " of " +
+    const std::string holder =
+        st.owner ? owner_text(*st.owner) + " (token " + short_token(st.token) + ")" : short_token(st.token);
+    human = quote(st.resource) + " is held by " + holder + " on " + std::to_string(st.agreeing) + " of " +
             std::to_string(st.nodes.size()) + " masters (quorum " + std::to_string(st.quorum) + ")" +
             (st.ttl.count() < 0 ? ", with no expiry" : "; a majority holds it for another " + fmt_ms(st.ttl.count())) +
             "\n";
@@ -486,6 +557,9 @@ Commands build(CLI::App& app, Args& a) {
   app.allow_extras();
   app.add_option("--nodes", a.g.nodes, "Comma-separated node URLs")->type_name("URL,URL,...");
   app.add_option("--config", a.g.config_file, "JSON config file (nodes and options)")->type_name("FILE");
+  app.add_option("--owner", a.g.owner,
+                 "A label for the locks this command takes: status shows host:pid:LABEL as their holder")
+      ->type_name("LABEL");
   app.add_flag("--no-quarantine", a.g.no_quarantine,
                "Let freshly (re)started masters count at once (test beds; unsafe without appendfsync always)");
   app.add_option("--tls-ca", a.g.tls_ca, "CA certificates (PEM) to verify rediss:// masters with [env REDLOCK_TLS_CA]")
@@ -684,6 +758,7 @@ CLI::App* parse_into(CLI::App& app, const Commands& c, Args& a, int argc, char**
     throw UsageError("unexpected argument " + quote(rest[0]));
   }
   a.token_given = c.token->count() > 0;
+  check_owner("--owner", a.g.owner);
   // An option given an empty value ("--ttl ''") is refused, not taken as
   // "not given" (--token: by check_token, as TOKEN is).
   std::vector<const CLI::App*> levels{&app};

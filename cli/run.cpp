@@ -135,7 +135,8 @@ bool is_forwarded(int sig) { return !is_own(sig) && !is_job_stop(sig); }
 // (WINCH, URG) mean nothing to a process that has no command yet.
 bool cancels_wait(int sig) { return is_forwarded(sig) && sig != SIGWINCH && sig != SIGURG; }
 
-// child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN and (with
+// child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN,
+// REDLOCK_OWNER (who the lock's value names: host:pid[:label]) and (with
 // --fence) REDLOCK_FENCE set for the command, and without credentials:
 // REDLOCK_NODES is dropped when one of its URLs carries a password
 // (user:password@), and so are REDLOCK_PASSWORD and REDLOCK_TLS_KEY
@@ -145,6 +146,7 @@ std::vector<std::string> child_environment(const Lease& lease, bool fence) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v(*e);
     if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE=") ||
+        v.starts_with("REDLOCK_OWNER=") ||
         v.starts_with("REDLOCK_TLS_KEY=") || v.starts_with("REDLOCK_PASSWORD=") ||
         (v.starts_with("REDLOCK_NODES=") && v.find('@') != std::string_view::npos))
       continue;
@@ -152,6 +154,8 @@ std::vector<std::string> child_environment(const Lease& lease, bool fence) {
   }
   env.push_back("REDLOCK_RESOURCE=" + lease.resource());
   env.push_back("REDLOCK_TOKEN=" + lease.token());
+  if (const std::size_t mark = lease.token().find('~'); mark != std::string::npos)
+    env.push_back("REDLOCK_OWNER=" + lease.token().substr(mark + 1));
   if (fence) env.push_back("REDLOCK_FENCE=" + std::to_string(lease.fence()));
   return env;
 }

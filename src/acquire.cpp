@@ -302,6 +302,7 @@ void AcquireOperation::start_attempt() {
       if (waiter_.empty()) waiter_ = token_.substr(fair_id_size, fair_id_size);
       token_ = fair_token(waiter_, token_);
     }
+    token_ += engine_.owner_suffix();
   }
   ++attempts_;
   woken_attempt_ = wake_pending_;

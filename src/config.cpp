@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "quorum.hpp"
+#include "token.hpp"
 #include "validity.hpp"
 
 namespace redlock {
@@ -344,9 +345,10 @@ Result<void> set_flag(std::string_view key, const json& value, Config& config) {
   return {};
 }
 
-Result<void> set_prefix(std::string_view key, const json& value, Config& config) {
+template <std::string Options::*Field>
+Result<void> set_option_text(std::string_view key, const json& value, Config& config) {
   if (!value.is_string()) return wrong_type(key, value, "string");
-  config.options.prefix = value.get<std::string>();
+  config.options.*Field = value.get<std::string>();
   return {};
 }
 
@@ -389,7 +391,8 @@ struct Key {
 
 constexpr Key keys[] = {
     {"nodes", set_nodes},
-    {"prefix", set_prefix},
+    {"prefix", set_option_text<&Options::prefix>},
+    {"owner", set_option_text<&Options::owner>},
     {"default_ttl_ms", set_duration<&Options::default_ttl>},
     {"max_ttl_ms", set_duration<&Options::max_ttl>},
     {"drift_factor", set_drift_factor},
@@ -579,6 +582,9 @@ Result<void> validate_options(const Options& o) {
           {o.data_check_interval > 0ms, "data_check_interval_ms", ms(o.data_check_interval), "must be > 0"},
           {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(mask_credentials(o.prefix)),
            "may not contain '{' or '}' (they mark the resource in every key)"},
+          {o.owner.empty() || detail::valid_owner_label(o.owner), "owner",
+           "a label of " + std::to_string(o.owner.size()) + " bytes",
+           "must be 1-64 printable ASCII characters without blanks (or empty)"},
       });
       !fields)
     return fields;

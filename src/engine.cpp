@@ -86,8 +86,12 @@ std::string check_resource(const std::string& resource) {
   return {};
 }
 
-Engine::Engine(Runtime& runtime, Transport& transport, const Options& options) noexcept
-    : runtime_(runtime), transport_(transport), options_(options), telemetry_(transport.telemetry()) {}
+Engine::Engine(Runtime& runtime, Transport& transport, const Options& options)
+    : runtime_(runtime),
+      transport_(transport),
+      options_(options),
+      owner_suffix_(runtime.owner_suffix(options.owner)),
+      telemetry_(transport.telemetry()) {}
 
 Engine::~Engine() {
   batcher_.reset();  // its timers are on timers_, which goes after it; its last verdicts reach leases_

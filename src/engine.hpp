@@ -38,7 +38,7 @@ class Engine {
  public:
   // Engine keeps references to all three; they must outlive it. Loop thread
   // only, apart from the cancellation of an acquire's stop token.
-  Engine(Runtime& runtime, Transport& transport, const Options& options) noexcept;
+  Engine(Runtime& runtime, Transport& transport, const Options& options);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
   ~Engine();
@@ -79,6 +79,8 @@ class Engine {
   // no timer).
   TimerQueue& timers();
   const Options& options() const noexcept { return options_; }
+  // owner_suffix: appended to every value this engine draws (src/token.hpp).
+  const std::string& owner_suffix() const noexcept { return owner_suffix_; }
   // telemetry: the transport's counters and observer (null: none).
   Telemetry* telemetry() const noexcept { return telemetry_; }
 
@@ -113,6 +115,7 @@ class Engine {
   std::unique_ptr<LeaseKeeper> leases_;  // after batcher_: the batcher's last verdicts reach the leases
   std::unique_ptr<TimerQueue> timers_;
   const Options& options_;
+  std::string owner_suffix_;
   Telemetry* telemetry_;
   Operation* head_ = nullptr;  // intrusive list of live operations
   // see join_line; a vector, not a deque: most lines hold one waiter, and a

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "redlock/clock.hpp"
 #include "redlock/error.hpp"
@@ -60,6 +61,12 @@ class Runtime {
   // random_token: a lock value, 32 hex digits (production: the OS CSPRNG;
   // Errc::internal when it fails, never a weaker source).
   virtual Result<std::string> random_token() = 0;
+  // owner_suffix: what a drawn value carries after its token to name the
+  // holder ("~host:pid[:label]", src/token.hpp). Production: this host and
+  // process; the default (the simulator, tests): none, or "~sim:0:label".
+  virtual std::string owner_suffix(std::string_view label) {
+    return label.empty() ? std::string() : "~sim:0:" + std::string(label);
+  }
   // random_below: uniform in [0, bound), 0 when bound is 0; for jitter and
   // backoff, never for values.
   virtual std::uint64_t random_below(std::uint64_t bound) = 0;

@@ -159,6 +159,7 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
     out.ttl = milliseconds{pttl};
     out.fence = static_cast<std::uint64_t>(fence);
     out.token.assign(rest.substr(sp2 + 1));
+    out.owner = owner_of(out.token);
     return true;
   }
   return unexpected();
@@ -199,6 +200,7 @@ void summarize_queue(ResourceStatus& status) {
 void summarize(ResourceStatus& status) {
   status.quorum = majority_of(status.nodes.size());
   status.token.clear();
+  status.owner.reset();
   status.agreeing = 0;
   status.free_nodes = 0;
   std::map<std::string_view, std::size_t> counts;
@@ -213,6 +215,7 @@ void summarize(ResourceStatus& status) {
       status.token = std::string(token);
     }
   }
+  status.owner = owner_of(status.token);
   summarize_queue(status);
   status.held = status.agreeing >= status.quorum;
   status.ttl = milliseconds{0};

@@ -1,14 +1,19 @@
 // token.cpp — tokens from getrandom(2), jitter from a seeded PRNG.
 #include "token.hpp"
 
+#include "redlock/lock.hpp"
+
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/random.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace redlock::detail {
 
@@ -75,8 +80,46 @@ Result<std::string> random_token() {
   return out;
 }
 
-bool valid_token(std::string_view token) noexcept {
-  if (token.empty() || token.size() > 128) return false;
+namespace {
+
+bool printable(std::string_view text, std::size_t most) noexcept {
+  if (text.empty() || text.size() > most) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
+}  // namespace
+
+bool valid_owner_label(std::string_view label) noexcept { return printable(label, max_owner_label_size); }
+
+std::string owner_suffix(std::string_view label) {
+  char name[256] = {};
+  std::string host;
+  if (gethostname(name, sizeof name - 1) == 0) host = name;
+  if (host.size() > max_owner_host_size) host.resize(max_owner_host_size);
+  for (char& c : host) {
+    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  if (host.empty()) host = "unknown";
+  std::string out;
+  out.reserve(2 + host.size() + 11 + label.size());
+  out += owner_mark;
+  out += host;
+  out += ':';
+  out += std::to_string(getpid());
+  if (!label.empty()) {
+    out += ':';
+    out += label;
+  }
+  return out;
+}
+
+bool valid_token(std::string_view value) noexcept {
+  const std::size_t mark = value.find(owner_mark);
+  if (mark != std::string_view::npos && !printable(value.substr(mark + 1), max_owner_size)) return false;
+  const std::string_view token = value.substr(0, mark);
+  if (token.empty() || token.size() > max_token_size) return false;
   for (char c : token) {
     bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
               c == '-';
@@ -85,7 +128,8 @@ bool valid_token(std::string_view token) noexcept {
   return true;
 }
 
-bool is_fair_token(std::string_view token) noexcept {
+bool is_fair_token(std::string_view value) noexcept {
+  const std::string_view token = token_core(value);
   if (token.size() != fair_token_size || token[0] != 'Q') return false;
   return std::all_of(token.begin() + 1, token.end(),
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -113,3 +157,23 @@ unsigned long long random_below(unsigned long long bound) noexcept {
 }
 
 }  // namespace redlock::detail
+
+namespace redlock {
+
+std::optional<Owner> owner_of(std::string_view value) {
+  const std::size_t mark = value.find(detail::owner_mark);
+  if (mark == std::string_view::npos) return std::nullopt;
+  const std::string_view owner = value.substr(mark + 1);
+  const std::size_t colon = owner.find(':');
+  if (colon == 0 || colon == std::string_view::npos) return std::nullopt;
+  const std::string_view after = owner.substr(colon + 1);
+  const std::string_view pid = after.substr(0, after.find(':'));
+  Owner out;
+  const auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), out.pid);
+  if (pid.empty() || ec != std::errc() || end != pid.data() + pid.size()) return std::nullopt;
+  out.host.assign(owner.substr(0, colon));
+  if (pid.size() < after.size()) out.label.assign(after.substr(pid.size() + 1));
+  return out;
+}
+
+}  // namespace redlock

@@ -12,9 +12,38 @@ namespace redlock::detail {
 // getrandom is Errc::internal (never a weaker source).
 Result<std::string> random_token();
 
-// valid_token says whether a caller-chosen token is acceptable:
-// 1–128 characters of [0-9A-Za-z_-].
+// A lock's value is its token — 32 hex digits drawn here, a fair token
+// (below) or a caller's — and, for a value drawn by the library, the
+// holder's owner after a '~' (docs/design.md, "Owner"): "~host:pid" or
+// "~host:pid:label". No token has a '~' ([0-9A-Za-z_-] only), so the
+// owner never changes what makes the value unique (the random part) and
+// is parsed back without ambiguity; the scripts compare whole values.
+inline constexpr char owner_mark = '~';
+inline constexpr std::size_t max_token_size = 128;
+inline constexpr std::size_t max_owner_label_size = 64;
+inline constexpr std::size_t max_owner_host_size = 64;
+// max_owner_size: host, ':', a pid (at most 10 digits), ':', the label.
+inline constexpr std::size_t max_owner_size = max_owner_host_size + 1 + 10 + 1 + max_owner_label_size;
+
+// valid_token says whether a caller-given value is acceptable: a token of
+// 1–128 characters of [0-9A-Za-z_-], then optionally '~' and an owner of
+// 1–max_owner_size printable ASCII characters without blanks (as a value
+// drawn by the library carries it: `redlock release` of a printed token).
 bool valid_token(std::string_view token) noexcept;
+// valid_owner_label: 1–64 printable ASCII characters, no blank (a label
+// shows in status lines and environment variables as it is).
+bool valid_owner_label(std::string_view label) noexcept;
+// token_core: the value without its owner (all of it when it has none).
+inline std::string_view token_core(std::string_view value) noexcept { return value.substr(0, value.find(owner_mark)); }
+// owner_part: what follows the '~' ("" when none).
+inline std::string_view owner_part(std::string_view value) noexcept {
+  const std::size_t at = value.find(owner_mark);
+  return at == std::string_view::npos ? std::string_view() : value.substr(at + 1);
+}
+// owner_suffix: "~host:pid" or "~host:pid:label" for this process; host is
+// gethostname(2) with every byte outside [0-9A-Za-z._-] made '_' and cut to
+// 64 bytes ("unknown" when it fails or is empty). `label` must be valid.
+std::string owner_suffix(std::string_view label);
 
 // Fair tokens (docs/design.md, "Fair order"): 'Q', then the waiter id (16
 // hex digits, drawn once per fair acquire: its name in the masters'
@@ -26,6 +55,7 @@ bool valid_token(std::string_view token) noexcept;
 // release does all a release does.
 inline constexpr std::size_t fair_id_size = 16;
 inline constexpr std::size_t fair_token_size = 1 + 2 * fair_id_size;
+// is_fair_token: the value's token (before any owner) is a fair one.
 bool is_fair_token(std::string_view token) noexcept;
 // fair_waiter_of: the waiter id of a fair token.
 inline std::string_view fair_waiter_of(std::string_view token) noexcept { return token.substr(1, fair_id_size); }

@@ -181,6 +181,7 @@ std::unique_ptr<Signal> UvRuntime::signal(std::function<void()> fire) {
 }
 
 Result<std::string> UvRuntime::random_token() { return detail::random_token(); }
+std::string UvRuntime::owner_suffix(std::string_view label) { return detail::owner_suffix(label); }
 
 std::uint64_t UvRuntime::random_below(std::uint64_t bound) { return detail::random_below(bound); }
 

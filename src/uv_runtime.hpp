@@ -24,6 +24,7 @@ class UvRuntime final : public Runtime {
   std::unique_ptr<Timer> timer(std::function<void()> fire) override;
   std::unique_ptr<Signal> signal(std::function<void()> fire) override;
   Result<std::string> random_token() override;
+  std::string owner_suffix(std::string_view label) override;
   std::uint64_t random_below(std::uint64_t bound) override;
 
   uv_loop_t* loop() const noexcept { return loop_; }

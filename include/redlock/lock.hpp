@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,9 +44,26 @@ struct REDLOCK_API NodeOutcome {
   std::chrono::milliseconds holder_ttl{-1};
 };
 
+// Owner — who holds a lock, as its value says: a value drawn by the library
+// is the token, '~', then "host:pid" or "host:pid:label" (Options::owner;
+// docs/design.md, "Owner"). It is what the holder wrote, not a proof: any
+// client that can write the keys can write any owner.
+//   host   the holder's host name (bytes outside [0-9A-Za-z._-] as '_')
+//   pid    its process id
+//   label  Options::owner ("" when none)
+struct REDLOCK_API Owner {
+  std::string host;
+  std::uint64_t pid = 0;
+  std::string label;
+};
+
+// owner_of reads the owner a value names; nullopt when it names none (a
+// caller's token, a value from an older version) or one not of that shape.
+REDLOCK_API std::optional<Owner> owner_of(std::string_view value);
+
 // Lock — a lock held on a majority of nodes. A plain value: copying it does
 // not copy ownership of anything; it is what extend/release need (resource
-// and token). `validity_deadline` is on redlock::BootClock (a clock that counts
+// and token: the value written, with its Owner when the library drew it). `validity_deadline` is on redlock::BootClock (a clock that counts
 // system suspend, redlock/clock.hpp): the holder may act as owner only
 // before it. `validity` is the validity at the moment
 // the lock was acquired or last extended (ttl − elapsed − drift).

@@ -22,6 +22,15 @@ class Observer;  // redlock/observer.hpp
 struct REDLOCK_API Options {
   // Key prefix: the lock key is prefix + resource. Default "redlock:".
   std::string prefix = "redlock:";
+  // Owner label: every value this client draws names its holder after the
+  // token, "~host:pid" or, with a label, "~host:pid:label" (host from
+  // gethostname, bytes outside [0-9A-Za-z._-] as '_'), so that `redlock
+  // status` (ResourceStatus::owner, owner_of) tells which machine's job
+  // holds a lock. 0–64 printable ASCII characters without blanks. It is
+  // not a secret and not an identity check: anyone who can write the keys
+  // can write any owner. Not the reentrancy owner of LeaseOptions. A
+  // caller-given AcquireOptions::token is written exactly as given.
+  std::string owner;
 
   // TTL used when an acquire names none. 10 s: long enough that one node
   // timeout and the drift allowance are a small fraction of it.

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "redlock/export.hpp"
+#include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock {
@@ -59,7 +61,10 @@ struct REDLOCK_API NodesReport {
 //                a hash: no lock can be taken there; error names the key
 //                and its type), or unreachable (error set: no answer within
 //                node_timeout, refused, error reply)
-//   token        the holder's token on this master (held only)
+//   token        the holder's value on this master (held only): what
+//                release and extend take
+//   owner        who that value names as its holder (redlock/lock.hpp,
+//                owner_of), when it names one
 //   ttl          its remaining time to live (-1 ms: the key has no expiry)
 //   fence        this master's fence counter for the resource (0: none)
 //   quarantined  the master restarted recently: its answer does not count
@@ -87,6 +92,7 @@ struct REDLOCK_API NodeHolding {
   std::string address;
   State state = State::unreachable;
   std::string token;
+  std::optional<Owner> owner;
   milliseconds ttl{0};
   std::uint64_t fence = 0;
   bool quarantined = false;
@@ -100,6 +106,7 @@ struct REDLOCK_API NodeHolding {
 // ResourceStatus — every master's view of one resource, and the verdict.
 //   token        the token held on the most counted masters (quarantined
 //                ones do not count); empty when no counted master holds one
+//   owner        who `token` names as its holder, when it names one
 //   agreeing     how many counted masters hold `token`
 //   held         agreeing ≥ quorum: a majority agrees on one holder
 //   ttl          held only: how long that majority still lasts (the
@@ -125,6 +132,7 @@ struct REDLOCK_API ResourceStatus {
   std::vector<NodeHolding> nodes;
   std::size_t quorum = 0;
   std::string token;
+  std::optional<Owner> owner;
   std::size_t agreeing = 0;
   bool held = false;
   milliseconds ttl{0};

@@ -151,7 +151,12 @@ TEST_CASE("cli: acquire succeeds and prints every field with its type") {
   CHECK(j["acquired"] == true);
   CHECK(j["resource"] == "report");
   REQUIRE(j["token"].is_string());
-  CHECK(is_hex32(j["token"].get<std::string>()));
+  // 32 hex digits, then '~' and the owner (host:pid).
+  const std::string token = j["token"].get<std::string>();
+  CHECK(is_hex32(token.substr(0, token.find('~'))));
+  REQUIRE(j["owner"].is_object());
+  CHECK(token.ends_with("~" + j["owner"]["host"].get<std::string>() + ":" +
+                        std::to_string(j["owner"]["pid"].get<std::uint64_t>())));
   REQUIRE(j["validity_ms"].is_number_integer());
   CHECK(j["validity_ms"].get<long long>() > 0);
   CHECK(j["validity_ms"].get<long long>() <= 5000);
@@ -831,4 +836,49 @@ TEST_CASE("cli: acquire whose stdout is closed releases the lock it could not pr
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("the lock was released") != std::string::npos);
   for (std::size_t i = 0; i < g.size(); ++i) CHECK(value_on(g[i], "closed-out").empty());
+}
+
+TEST_CASE("cli: every lock names its owner: status shows host:pid:label, run passes it as REDLOCK_OWNER") {
+  RedisGroup g(3);
+  // The command, while run holds the lock, prints REDLOCK_OWNER and what
+  // status says (as JSON); $0 is the redlock binary.
+  const std::string nodes = g.url_list();
+  auto r = cli({"--owner", "nightly/db", "run", "job", "--no-quarantine", "--nodes", nodes, "--", "sh", "-c",
+                "printf 'owner=%s\\n' \"$REDLOCK_OWNER\"; exec \"$0\" status job --json --no-quarantine --nodes \"$1\"",
+                program("REDLOCK_CLI"), nodes});
+  REQUIRE(r.exit_code == 0);
+  const std::string owner = line_after(r.out, "owner=");
+  const auto at = r.out.find('{');
+  REQUIRE(at != std::string::npos);
+  const json status = json::parse(r.out.substr(at), nullptr, false);
+  REQUIRE(status.is_object());
+  CHECK(status["held"] == true);
+  const std::string token = status["token"].get<std::string>();
+  // The value on the masters is the token, '~', then the owner run named.
+  CHECK(token.ends_with("~" + owner));
+  const json& who = status["owner"];
+  REQUIRE(who.is_object());
+  CHECK(who["label"] == "nightly/db");
+  CHECK(who["pid"].get<std::uint64_t>() > 0);
+  CHECK(owner == who["host"].get<std::string>() + ":" + std::to_string(who["pid"].get<std::uint64_t>()) + ":nightly/db");
+  for (const json& n : status["nodes"]) {
+    if (n["state"] == "held") CHECK(n["owner"] == who);
+  }
+
+  // The human form names the owner; a lock taken with a caller's token names none.
+  json lock = acquire_ok(g, "other", {"--owner", "cron"});
+  auto human = cli(op({"status", "other", "--human"}, g));
+  CHECK(human.out.find("is held by ") != std::string::npos);
+  CHECK(human.out.find(":cron (token ") != std::string::npos);
+  CHECK(cli(op({"release", "other", lock["token"]}, g)).exit_code == 0);
+  acquire_ok(g, "given", {"--token", "host1-job42"});
+  json plain = json_of(cli(op({"status", "given", "--json"}, g)));
+  CHECK(plain["token"] == "host1-job42");
+  CHECK(plain["owner"].is_null());
+}
+
+TEST_CASE("cli: --owner takes printable ASCII without blanks; anything else is a usage error before connecting") {
+  check_usage_error({"--owner", "two words", "acquire", "job", "--nodes", "redis://127.0.0.1:1"}, {"--owner"});
+  check_usage_error({"--owner", std::string(65, 'x'), "acquire", "job", "--nodes", "redis://127.0.0.1:1"}, {"--owner"});
+  check_usage_error({"--owner", "a\x1b[2Jb", "acquire", "job", "--nodes", "redis://127.0.0.1:1"}, {"--owner"});
 }

@@ -263,6 +263,37 @@ TEST_CASE("run: a wait on masters that refuse connections says so at once, and w
   CHECK_FALSE(fs::exists(marker));
 }
 
+TEST_CASE("acquire: a wait interrupted by INT, TERM or HUP says what it waited for and why it was stuck; holds nothing") {
+  TempDir tmp;
+  const auto out = tmp.path / "stdout";
+  for (const Named s : {Named{SIGINT, "SIGINT"}, Named{SIGTERM, "SIGTERM"}, Named{SIGHUP, "SIGHUP"}}) {
+    const int sig = s.sig;
+    CAPTURE(s.name);
+    Child acquire = stderr_child(out, {"--no-quarantine", "--nodes", refusing(3), "acquire", "stuck", "-w", "1h"});
+    REQUIRE(acquire.wait_for("redlock: acquire: waiting: 0 of 3 masters answered, 2 needed ("));
+    REQUIRE(acquire.wait_for("\n"));
+    acquire.signal(sig);
+    ProcResult r = acquire.wait();
+    INFO("stderr: " << r.out);
+    CHECK(r.exit_code == 128 + sig);
+    CHECK(has(r.out, "redlock: acquire: interrupted by " + std::string(s.name) +
+                         " while waiting for \"stuck\"; nothing is held; "
+                         "the wait could not make progress: 0 of 3 masters answered, 2 needed ("));
+    CHECK(read_file(out).empty());  // no token printed
+  }
+  // Behind an ordinary holder: interrupted, without a word about being stuck.
+  RedisGroup g(3);
+  REQUIRE(cli(op({"acquire", "busy", "--ttl", "30s"}, g)).exit_code == 0);
+  Child waiter(cli_path(), op({"acquire", "busy", "-w", "1h"}, g));
+  REQUIRE(eventually([&] { return subscribers(g[0], channel_of("busy")) == 1; }, std::chrono::seconds(20)));
+  waiter.signal(SIGINT);
+  ProcResult r = waiter.wait();
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 128 + SIGINT);
+  CHECK(has(r.err, "interrupted by SIGINT while waiting for \"busy\"; nothing is held\n"));
+  CHECK(r.out.empty());
+}
+
 TEST_CASE("run: a wait that stays stuck says so again every 10 s") {
   TempDir tmp;
   const auto out = tmp.path / "stdout";

@@ -138,11 +138,17 @@ TEST_CASE("cli signals: unknown names, bad numbers and signals that do not end a
   }
 }
 
-TEST_CASE("cli tokens: 1-128 characters of [0-9A-Za-z_-]; the empty token is refused") {
+TEST_CASE("cli tokens: 1-128 characters of [0-9A-Za-z_-], then maybe '~' and an owner; the empty token is refused") {
   CHECK_NOTHROW(redlock::cli::check_token("--token", "host1-job_42"));
   CHECK_NOTHROW(redlock::cli::check_token("--token", std::string(128, 'a')));
+  CHECK_NOTHROW(redlock::cli::check_token("TOKEN", "0123abcd~build-3:4242:nightly"));  // as acquire prints it
+  CHECK_THROWS_AS(redlock::cli::check_token("TOKEN", "0123abcd~"), UsageError);
+  CHECK_THROWS_AS(redlock::cli::check_token("TOKEN", "0123abcd~two words"), UsageError);
+  CHECK_THROWS_AS(redlock::cli::check_token("TOKEN", "~host:1"), UsageError);
   CHECK_THROWS_WITH_AS(redlock::cli::check_token("--token", ""),
-                       "--token: \"\" must be 1-128 characters of [0-9A-Za-z_-]", UsageError);
+                       "--token: \"\" must be 1-128 characters of [0-9A-Za-z_-], then optionally '~' and the owner "
+                       "redlock printed",
+                       UsageError);
   CHECK_THROWS_AS(redlock::cli::check_token("--token", std::string(129, 'a')), UsageError);
   CHECK_THROWS_AS(redlock::cli::check_token("--token", "a b"), UsageError);
 }

@@ -502,7 +502,7 @@ TEST_CASE("parse_config_json: the document must be an object") {
 
 TEST_CASE("parse_config_json: unknown key lists the known keys") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("ttl": 5000)"))) ==
-        R"(unknown key "ttl" (known: nodes, prefix, default_ttl_ms, max_ttl_ms, drift_factor, )"
+        R"(unknown key "ttl" (known: nodes, prefix, owner, default_ttl_ms, max_ttl_ms, drift_factor, )"
         R"(min_validity_ms, node_timeout_ms, connect_timeout_ms, reconnect_min_ms, reconnect_max_ms, )"
         R"(retry_delay_ms, retry_jitter_ms, release_settle_ms, release_retries, stall_timeout_ms, max_pending, extend_batch_window_ms, extend_batch_max, quarantine, node_outcomes, wake_ups, wake_jitter_ms, wake_safety_net_ms, fair_grace_ms, data_check_interval_ms, accept_eviction, )"
         R"(tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name, tls_verify, user, password_file))");
@@ -564,6 +564,19 @@ TEST_CASE("parse_config_json: quarantine must be a bool") {
 TEST_CASE("parse_config_json: prefix must be a string") {
   CHECK(config_failure(parse_config_json(json_with_nodes(R"("prefix": 5)"))) ==
         "prefix: 5: wrong type (expected string)");
+}
+
+TEST_CASE("parse_config_json: owner is a label of printable ASCII without blanks, never echoed when wrong") {
+  const auto config = parse_config_json(json_with_nodes(R"("owner": "nightly/db")"));
+  REQUIRE(config.ok());
+  CHECK(config->options.owner == "nightly/db");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("owner": "two words")"))) ==
+        "owner: a label of 9 bytes: must be 1-64 printable ASCII characters without blanks (or empty)");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("owner": "\u001b[2J")"))) ==
+        "owner: a label of 4 bytes: must be 1-64 printable ASCII characters without blanks (or empty)");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("owner": ")" + std::string(65, 'x') + R"(")"))) ==
+        "owner: a label of 65 bytes: must be 1-64 printable ASCII characters without blanks (or empty)");
+  CHECK(config_failure(parse_config_json(json_with_nodes(R"("owner": 7)"))) == "owner: 7: wrong type (expected string)");
 }
 
 TEST_CASE("parse_config_json: an empty prefix is allowed") {

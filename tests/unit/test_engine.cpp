@@ -2,6 +2,8 @@
 // release on failure, validity) on a fake transport and a real uv loop.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "test_runtime.hpp"
 #include "engine.hpp"
 #include "quorum.hpp"
+#include "token.hpp"
 #include "uv_runtime.hpp"
 #include "validity.hpp"
 
@@ -119,6 +122,45 @@ TEST_CASE("the first attempt with a drawn token is SET NX PX; a given token uses
   CHECK(script_b == 3);
 }
 
+TEST_CASE("a drawn value names its owner after the token; a given token is written as given") {
+  Bed bed(3, [](std::size_t, const Call& call) {
+    if (!is_acquire(call.command)) return redlock::test::int_reply(1);
+    return redlock::test::ok_reply();
+  });
+  bed.options.owner = "nightly";
+  bed.engine.emplace(*bed.runtime, *bed.fake, bed.options);
+  std::vector<std::string> drawn;
+  std::optional<Result<Lock>> given;
+  for (int i = 0; i < 2; ++i) {
+    bed.engine->acquire("a" + std::to_string(i), {}, [&](Result<Lock> r) {
+      REQUIRE(r.ok());
+      drawn.push_back(r->token);
+    });
+  }
+  AcquireOptions opts;
+  opts.token = "my-token";
+  bed.engine->acquire("b", opts, [&](Result<Lock> r) { given.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(drawn.size() == 2);
+  const std::string suffix = owner_suffix("nightly");
+  for (const std::string& value : drawn) {
+    CHECK(value.size() == 32 + suffix.size());
+    CHECK(value.ends_with(suffix));
+    const auto owner = owner_of(value);
+    REQUIRE(owner.has_value());
+    CHECK(owner->pid == static_cast<std::uint64_t>(getpid()));
+    CHECK(owner->label == "nightly");
+  }
+  CHECK(drawn[0] != drawn[1]);                        // the random part still makes each value unique
+  CHECK(token_core(drawn[0]) != token_core(drawn[1]));
+  for (const auto& s : bed.fake->sent) {
+    if (s.call.key == "redlock:{a0}:lock") CHECK(s.call.arg1 == drawn[0]);  // what the masters hold
+  }
+  REQUIRE(given.has_value());
+  REQUIRE(given->ok());
+  CHECK(given->value().token == "my-token");
+}
+
 TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not inside acquire") {
   Bed bed(5, [](std::size_t node, const Call& call) {
     if (!is_acquire(call.command)) return redlock::test::int_reply(1);
@@ -134,7 +176,7 @@ TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not 
   REQUIRE(got->ok());
   const Lock& lock = got->value();
   CHECK(lock.resource == "job");
-  CHECK(lock.token.size() == 32);
+  CHECK(token_core(lock.token).size() == 32);  // then "~host:pid", the owner
   CHECK(lock.attempts == 1);
   CHECK(lock.validity <= milliseconds{10000 - 102});
   CHECK(lock.validity > milliseconds{10000 - 102 - 1000});

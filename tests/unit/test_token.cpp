@@ -7,6 +7,7 @@
 #include <set>
 
 #include "sha1.hpp"
+#include "redlock/lock.hpp"
 #include "token.hpp"
 
 using namespace redlock::detail;
@@ -46,6 +47,59 @@ TEST_CASE("fair tokens: 'Q', the waiter id, a part drawn per attempt; only that 
   CHECK_FALSE(is_fair_token("Q0123456789abcdeffedcba987654321"));   // one short
   CHECK_FALSE(is_fair_token("Q0123456789ABCDEFfedcba9876543210"));  // not what the library draws
   CHECK_FALSE(is_fair_token(*random_token()));
+}
+
+TEST_CASE("values: a token, then optionally '~' and the owner a drawn value carries") {
+  CHECK(valid_token("0123abcd~build-3:4242"));
+  CHECK(valid_token("0123abcd~build-3:4242:nightly/db"));
+  CHECK(valid_token("x~" + std::string(max_owner_size, 'o')));
+  CHECK_FALSE(valid_token("x~" + std::string(max_owner_size + 1, 'o')));
+  CHECK_FALSE(valid_token("0123abcd~"));           // a mark names an owner
+  CHECK_FALSE(valid_token("~build-3:4242"));       // and follows a token
+  CHECK_FALSE(valid_token("0123abcd~has blank"));  // blanks split status lines
+  CHECK_FALSE(valid_token("0123abcd~tab\there"));
+  CHECK_FALSE(valid_token("0123abcd~\xc3\xa9"));  // printable ASCII only
+  CHECK_FALSE(valid_token("bad;token~host:1"));    // the token's own rule still holds
+  CHECK(token_core("0123abcd~h:1:x") == "0123abcd");
+  CHECK(owner_part("0123abcd~h:1:x") == "h:1:x");
+  CHECK(owner_part("0123abcd").empty());
+  // A fair value keeps its shape with an owner after it.
+  const std::string fair = fair_token("0123456789abcdef", "fedcba9876543210ffffffffffffffff") + "~h:7";
+  CHECK(is_fair_token(fair));
+  CHECK(fair_waiter_of(fair) == "0123456789abcdef");
+  CHECK_FALSE(is_fair_token("Q0123456789abcdeffedcba987654321~h:7"));  // one short before the mark
+}
+
+TEST_CASE("owner_suffix names this host and process; owner_of reads it back") {
+  const std::string suffix = owner_suffix("nightly");
+  REQUIRE(suffix.starts_with("~"));
+  REQUIRE(valid_token("0123abcd" + suffix));
+  const auto owner = redlock::owner_of("0123abcd" + suffix);
+  REQUIRE(owner.has_value());
+  CHECK(owner->pid == static_cast<std::uint64_t>(getpid()));
+  CHECK(owner->label == "nightly");
+  CHECK_FALSE(owner->host.empty());
+  CHECK(owner->host.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-") ==
+        std::string::npos);
+  const auto unlabelled = redlock::owner_of("0123abcd" + owner_suffix(""));
+  REQUIRE(unlabelled.has_value());
+  CHECK(unlabelled->label.empty());
+  CHECK(unlabelled->host == owner->host);
+}
+
+TEST_CASE("owner_of: only host:pid[:label] after the mark names an owner; anything else names none") {
+  const auto full = redlock::owner_of("t~db-1.example:12:a:b");
+  REQUIRE(full.has_value());
+  CHECK(full->host == "db-1.example");
+  CHECK(full->pid == 12);
+  CHECK(full->label == "a:b");  // a label may hold ':'
+  CHECK_FALSE(redlock::owner_of("0123abcd").has_value());  // a caller's token
+  CHECK_FALSE(redlock::owner_of("t~").has_value());
+  CHECK_FALSE(redlock::owner_of("t~host").has_value());
+  CHECK_FALSE(redlock::owner_of("t~:12").has_value());
+  CHECK_FALSE(redlock::owner_of("t~host:").has_value());
+  CHECK_FALSE(redlock::owner_of("t~host:12x").has_value());
+  CHECK_FALSE(redlock::owner_of("t~host:99999999999999999999999").has_value());  // beyond 64 bits
 }
 
 TEST_CASE("jitter stays below its bound") {
