@@ -614,8 +614,9 @@ Commands build(CLI::App& app, Args& a) {
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
       "(--fence) REDLOCK_FENCE set. Every signal redlock can catch is handled: while\n"
-      "CMD runs, it is passed on to CMD's group (not CHLD, CONT or PIPE; Ctrl-Z\n"
-      "stops both); while waiting, INT, TERM, HUP and the like end the wait.\n"
+      "CMD runs, it is passed on to CMD's group (not CHLD or PIPE, redlock's own;\n"
+      "Ctrl-Z stops both, CONT continues both); while waiting, INT, TERM, HUP and\n"
+      "the others that would end a process end the wait (exit 128+N).\n"
       "The lock is released once the group is empty: what CMD leaves running in\n"
       "the background (cmd &) holds it too, until it exits (processes that leave\n"
       "the group, by setsid, are not followed). If the lease is lost, or is about to\n"
