@@ -623,11 +623,16 @@ Commands build(CLI::App& app, Args& a) {
                     "\nExit status: 0 acquired, 1 held elsewhere, 69 no quorum of usable masters,\n"
                     "2 usage error.\n");
 
-  c.extend = app.add_subcommand("extend", "Move the expiry of a lock we hold to TTL from now");
+  c.extend = app.add_subcommand("extend", "Make a lock we hold live at least TTL from now (never shorter)");
   resource(c.extend, a.resource);
   c.extend->add_option("TOKEN", a.token, "Token printed by acquire")->required();
-  c.extend->add_option("--ttl", a.ttl, "New time-to-live")->type_name("DURATION")->required();
+  c.extend->add_option("--ttl", a.ttl, "Time-to-live from now; a master with more left keeps it")
+      ->type_name("DURATION")
+      ->required();
   c.extend->footer(std::string(kGlobalHelp) +
+                   "\nextend never shortens a lock: a key with more than TTL left keeps it. The\n"
+                   "validity_ms printed counts from TTL (TTL - elapsed - drift), so the lock may\n"
+                   "last longer than it says; `redlock status` shows what the keys have left.\n"
                    "\nExit status: 0 extended, 1 not held (expired, taken over), 69 no quorum of\n"
                    "usable masters, 2 usage error.\n"
                    "\nExample:\n  redlock extend nightly-report 3f9c0a...e1 --ttl 30s\n");
@@ -682,8 +687,11 @@ Commands build(CLI::App& app, Args& a) {
   c.run->footer(
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
-      "(--fence) REDLOCK_FENCE set. SIGINT, SIGTERM and SIGHUP are passed on to it;\n"
-      "the lock is released once the group is empty: what CMD leaves running in\n"
+      "(--fence) REDLOCK_FENCE set. Every signal redlock can catch is handled: while\n"
+      "CMD runs, it is passed on to CMD's group (not CHLD or PIPE, redlock's own;\n"
+      "Ctrl-Z stops both, CONT continues both); while waiting, INT, TERM, HUP and\n"
+      "the others that would end a process end the wait (exit 128+N).\n"
+      "The lock is released once the group is empty: what CMD leaves running in\n"
       "the background (cmd &) holds it too, until it exits (processes that leave\n"
       "the group, by setsid, are not followed). If the lease is lost, or is about to\n"
       "run out unextended, the group gets --signal (SIGTERM), then SIGKILL after\n"

@@ -475,17 +475,24 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
     if (share_->raised) share_->raised();
   }
   const milliseconds age = std::min(milliseconds{*age_ms}, period());
+  // Seen before: a marker gone or re-written since is a loss. At the first
+  // contact a missing or young marker cannot tell a new master (a new bed)
+  // from one that lost its data; the message says both, the new one first.
+  const bool seen_before = marker_met_;
   const bool lost = state == "created" || state == "replaced" || (!marker_epoch_.empty() && epoch != marker_epoch_);
   marker_epoch_ = epoch;
+  marker_met_ = true;
   if (!sabotage().no_data_check) {
     if (lost) {
-      note_loss(now, state == "created"    ? "lost its data, or is new (no redlock-marker)"
-                     : state == "replaced" ? "another server now (redlock-marker written by another run_id)"
-                                           : "lost its data (redlock-marker replaced)");
+      note_loss(now, state == "replaced" ? "another server now (redlock-marker written by another run_id)"
+                     : !seen_before      ? "new, or lost its data (no redlock-marker yet)"
+                     : state == "created" ? "lost its data (redlock-marker missing)"
+                                          : "lost its data (redlock-marker replaced)");
     } else if (age < period()) {
-      // Found, but young: someone wrote it after a loss (or the master is
-      // new) less than a quarantine ago; what was lost may still be valid.
-      note_loss(now - age, "lost its data (redlock-marker written " + std::to_string(age.count()) + " ms ago)");
+      // Found, but young: someone wrote it less than a quarantine ago, on a
+      // new master or after a loss; what was lost may still be valid.
+      note_loss(now - age,
+                "new, or lost its data (redlock-marker written " + std::to_string(age.count()) + " ms ago)");
     }
   }
   if (conn_.state() == State::handshaking) become_ready();

@@ -202,6 +202,7 @@ class NodeSession final : private ConnectionOwner {
   std::string quarantine_text_;
   std::string excluded_, duplicate_;      // see excluded()
   std::string marker_epoch_;              // the data-loss marker's epoch last seen (kept across reconnects)
+  bool marker_met_ = false;               // a marker script has answered (a missing marker is then a loss)
   bool marker_in_flight_ = false;
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
   std::vector<HeldReply> held_;

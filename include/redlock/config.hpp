@@ -124,8 +124,9 @@ REDLOCK_API Result<Config> load_config_file(const std::string& path);
 // unset or empty is an error naming the variable.
 REDLOCK_API Result<Config> config_from_env();
 
-// validate_config checks every rule: at least one node, no duplicate nodes
-// (same display address and db), ports 1–65535, db ≥ 0,
+// validate_config checks every rule: at least one node, no server twice
+// (the same host, in any case, and port, or socket path, whatever the db
+// numbers: one server, one vote), ports 1–65535, db ≥ 0,
 // default_ttl > 0, default_ttl ≤ max_ttl, default_ttl larger than
 // node_timeout + drift (default_ttl · drift_factor + 2 ms), drift_factor in
 // [0, 0.5), node_timeout > 0, connect_timeout > 0, 0 < reconnect_min ≤

@@ -39,10 +39,12 @@ enum class ConnectionState : std::uint8_t { idle, connecting, handshaking, ready
 // "backing_off", "closing", "closed".
 REDLOCK_API std::string_view connection_state_name(ConnectionState state) noexcept;
 
-// ConnectionEvent — a master's connection changed state. `reason` says why
-// it left `from` when something went wrong (a refused connect, a failed
-// AUTH, "no reply for 1000 ms (stalled); reconnecting", …); empty
-// otherwise. `subscriber`: the wake-up (pub/sub) connection to that
+// ConnectionEvent — a master's connection changed state. `reason` is set
+// on the moves to backing_off and closed: what went wrong (a refused
+// connect, a failed AUTH, "no reply for 1000 ms (stalled); reconnecting",
+// …), or "client closed" when the client closed it — a normal close
+// has a reason too. Empty on the other moves (connecting, handshaking,
+// ready, closing). `subscriber`: the wake-up (pub/sub) connection to that
 // master, not the lock connection.
 struct ConnectionEvent {
   std::size_t node = 0;  // index in the configured node list

@@ -410,7 +410,33 @@ TEST_CASE("a marker lost (FLUSHALL) is seen by the periodic check and raises the
   bed.marker.clear();  // FLUSHALL
   bed.runtime.advance(bed.options.data_check_interval);
   bed.serve();
-  bed.expect_full_quarantine("lost its data");
+  bed.expect_full_quarantine("lost its data (redlock-marker missing)");
+}
+
+// At the first contact a missing or young marker cannot tell a new master
+// from one that lost its data: the reason says both, the new one first (a
+// new bed's masters must not read as a data loss).
+TEST_CASE("a master met without a marker, or with a young one: new, or lost its data") {
+  SUBCASE("no marker: a whole period from now") {
+    Bed bed;
+    bed.start();  // no marker on the master
+    bed.wire().connected();
+    bed.serve();
+    REQUIRE(bed.session->state() == NodeSession::State::ready);
+    bed.expect_full_quarantine("new, or lost its data (no redlock-marker yet)");
+  }
+  SUBCASE("a marker written 3 s ago: what is left of the period since then") {
+    Bed bed;
+    bed.marker_age = "3000";
+    bed.ready();
+    const milliseconds period = quarantine_period(bed.options.max_ttl, bed.options.drift_factor);
+    CHECK(bed.session->quarantine_left(bed.runtime.now()) == period - milliseconds{3000});
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK(bed.sink.events[0].quarantined);
+    CHECK(bed.sink.events[0].text.starts_with("new, or lost its data (redlock-marker written 3000 ms ago)"));
+  }
 }
 
 TEST_CASE("numbers from the server are range-checked before any arithmetic: no absurd value ends a quarantine") {
