@@ -201,9 +201,12 @@ void check_token(std::string_view name, const std::string& token) {
   const std::string_view core = std::string_view(token).substr(0, mark);
   bool ok = !core.empty() && core.size() <= 128 && std::all_of(core.begin(), core.end(), ok_char);
   if (mark != std::string::npos) ok = ok && printable(std::string_view(token).substr(mark + 1), 140);
+  if (!ok && mark == std::string::npos)
+    throw UsageError(std::string(name) + ": " + quote(token) + " must be 1-128 characters of [0-9A-Za-z_-]");
   if (!ok)
     throw UsageError(std::string(name) + ": " + quote(token) +
-                     " must be 1-128 characters of [0-9A-Za-z_-], then optionally '~' and the owner redlock printed");
+                     " must be 1-128 characters of [0-9A-Za-z_-], '~', then the owner as redlock printed it "
+                     "(1-140 printable ASCII characters without blanks)");
 }
 
 void check_owner(std::string_view name, const std::string& label) {

@@ -327,7 +327,7 @@ int run_status(const Args& a) {
                      {"lapsed", read ? json(n.lapsed) : json(nullptr)},
                      {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)}});
     std::string detail = escaped(n.error);
-    if (n.quarantined) detail = "quarantined (restarted, lost data or another server recently; does not count)";
+    if (n.quarantined) detail = "quarantined (new, restarted, lost its data or another server recently; does not count)";
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
     std::vector<std::string> row{escaped(n.address),
                                  state_name(n.state),

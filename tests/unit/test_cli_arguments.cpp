@@ -146,8 +146,10 @@ TEST_CASE("cli tokens: 1-128 characters of [0-9A-Za-z_-], then maybe '~' and an 
   CHECK_THROWS_AS(redlock::cli::check_token("TOKEN", "0123abcd~two words"), UsageError);
   CHECK_THROWS_AS(redlock::cli::check_token("TOKEN", "~host:1"), UsageError);
   CHECK_THROWS_WITH_AS(redlock::cli::check_token("--token", ""),
-                       "--token: \"\" must be 1-128 characters of [0-9A-Za-z_-], then optionally '~' and the owner "
-                       "redlock printed",
+                       "--token: \"\" must be 1-128 characters of [0-9A-Za-z_-]", UsageError);
+  CHECK_THROWS_WITH_AS(redlock::cli::check_token("TOKEN", "0123abcd~a b"),
+                       "TOKEN: \"0123abcd~a b\" must be 1-128 characters of [0-9A-Za-z_-], '~', then the owner as "
+                       "redlock printed it (1-140 printable ASCII characters without blanks)",
                        UsageError);
   CHECK_THROWS_AS(redlock::cli::check_token("--token", std::string(129, 'a')), UsageError);
   CHECK_THROWS_AS(redlock::cli::check_token("--token", "a b"), UsageError);
