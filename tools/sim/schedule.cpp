@@ -337,6 +337,7 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   net.late_chance = plan_.chance(0.5) ? 0.7 : 0.1;
   if (swarm_late_ >= 0) net.late_chance = swarm_late_;
   net_ = std::make_unique<Network>(world_, masters, net);
+  net_->hashing = o.hash || o.record;
   for (std::size_t m = 0; m < masters; ++m) {
     net_->master(m).process().wall().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
@@ -1739,7 +1740,7 @@ ScheduleResult Schedule::run() {
   result_.commands = net_->executed();
   result_.wakes = net_->messages_delivered();
   result_.unsolicited = net_->unsolicited_delivered();
-  result_.trace_hash = net_->trace_hash();
+  result_.trace_hash = net_->hashing ? net_->trace_hash() : 0;
   if (opt_.record) result_.trace = trace_text();
   return result_;
 }

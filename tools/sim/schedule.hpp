@@ -63,6 +63,7 @@ struct ScheduleOptions {
   // `all`; `--swarm` turns it on for a named workload.
   bool swarm = false;
   bool record = false;          // keep a trace for printing (slower)
+  bool hash = true;             // compute the trace hash (record computes it too)
   bool trace_commands = false;  // the printed trace shows every command
   Nanos fault_phase = ms(4000);
   // fair: in half of the order checks, up to this many waiters die once
@@ -112,7 +113,7 @@ struct ScheduleResult {
   std::uint64_t order_checked = 0;
   // mixed: unsolicited replies (a flood's) that reached a client.
   std::uint64_t unsolicited = 0;
-  std::uint64_t trace_hash = 0;
+  std::uint64_t trace_hash = 0;  // 0 unless ScheduleOptions::hash or record
   std::size_t faults_planned = 0;
   std::string swarm;  // with swarm: the fault kinds this schedule enabled
   std::vector<Violation> violations;
