@@ -122,13 +122,19 @@ bool parse_score(std::string_view text, double& out) {
 
 // format_score: a score in a reply, as Redis 7.0's addReplyDouble writes
 // it over RESP2: "inf" / "-inf", else %.17g (3 → "3", 2.5 → "2.5").
+// format_g17: `x` as %.17g writes it (Redis' number format), into `buf`;
+// an integer (a ticket, a stamp or TTL in ms) without printf's cost.
+std::string_view format_g17(double x, char (&buf)[32]) {
+  if (std::abs(x) < 1e15 && x == std::trunc(x) && !(x == 0 && std::signbit(x))) {
+    return {buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, static_cast<long long>(x)).ptr - buf)};
+  }
+  return {buf, static_cast<std::size_t>(std::snprintf(buf, sizeof buf, "%.17g", x))};
+}
+
 std::string format_score(double score) {
   if (std::isinf(score)) return score > 0 ? "inf" : "-inf";
-  // An integer (a ticket, a stamp in ms) prints as %.17g prints it, without printf's cost.
-  if (std::abs(score) < 1e15 && score == std::trunc(score) && !(score == 0 && std::signbit(score))) return std::to_string(static_cast<long long>(score));
   char buf[32];
-  const int len = std::snprintf(buf, sizeof buf, "%.17g", score);
-  return std::string(buf, static_cast<std::size_t>(len));
+  return std::string(format_g17(score, buf));
 }
 
 // ZSet — a sorted set, ordered as Redis orders one: by score, then by
@@ -958,8 +964,8 @@ struct Master::Impl {
     for (int i = 1; i <= n; ++i) {
       if (lua_type(L, i) == LUA_TNUMBER) {
         char digits[32];  // Redis formats numbers with %.17g: Lua's own %.14g loses digits
-        const int len = std::snprintf(digits, sizeof digits, "%.17g", lua_tonumber(L, i));
-        lua_pushlstring(L, digits, static_cast<std::size_t>(len));
+        const std::string_view text = format_g17(lua_tonumber(L, i), digits);
+        lua_pushlstring(L, text.data(), text.size());
         lua_replace(L, i);
       } else if (lua_type(L, i) != LUA_TSTRING) {
         reply = error("ERR Lua redis lib command arguments must be strings or integers");
