@@ -314,10 +314,12 @@ Result<std::string> SimRuntime::random_token() {
   // Unique per call by construction (a world-wide counter in the first 16
   // digits), the rest drawn from the seeded stream: a replay draws the same.
   World& w = process_.world();
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(w.unique()),
-                static_cast<unsigned long long>(w.rng().next()));
-  return std::string(buf, 32);
+  std::string out(32, '0');
+  const std::uint64_t halves[2] = {w.unique(), w.rng().next()};
+  for (std::size_t h = 0; h < 2; ++h) {  // each as %016llx writes it
+    for (std::size_t i = 0; i < 16; ++i) out[h * 16 + i] = "0123456789abcdef"[(halves[h] >> (60 - 4 * i)) & 0xf];
+  }
+  return out;
 }
 
 std::uint64_t SimRuntime::random_below(std::uint64_t bound) { return process_.world().rng().below(bound); }
