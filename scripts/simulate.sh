@@ -7,13 +7,16 @@
 #
 #   --seconds S     run schedules for S seconds (default 10)
 #   --seed N        the first schedule's seed (default: 1); schedule i runs N+i
-#   --workload W    plain, fenced, multi, lease, all (default) or leases
+#   --workload W    all (default: swarm testing, each schedule its own
+#                   workload, fault kinds and shape), plain, fenced, multi,
+#                   lease, leases, crowd, fair or mixed
 #   --sabotage N    run a deliberately broken variant of the library
 #                   (src/sabotage.hpp); exit 1 means the simulator caught it
-#   ARGS            passed on: --schedules K, --clients C, --beyond, --first,
-#                   --verbose, --trace-commands
+#   ARGS            passed on: --schedules K, --clients C, --swarm, --beyond,
+#                   --first, --verbose, --trace-commands, --shrink
 # Builds the simulator if needed (BUILD_DIR, default build). Progress on
-# stderr, one JSON line on stdout. Exit status: the simulator's (0 no
+# stderr (rounds per second so far, every 2 s), one JSON line on stdout
+# (rounds_per_s: acquire rounds per wall-clock second of the run). Exit status: the simulator's (0 no
 # violation, 1 violation found, 2 usage error).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

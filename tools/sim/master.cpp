@@ -3,8 +3,8 @@
 // Redis' `redis` table and conversion rules for the real scripts.
 //
 // Speed matters (the simulator runs ~10^5 rounds of up to 5 masters per
-// second): arguments travel as string_views, the Lua state lives as long
-// as the master's process, and each script is compiled once per SHA and
+// second): arguments travel as string_views, one Lua state serves every
+// master of the thread (LuaShared), and each script is compiled once per SHA and
 // kept in the Lua registry.
 #include "master.hpp"
 
@@ -122,13 +122,19 @@ bool parse_score(std::string_view text, double& out) {
 
 // format_score: a score in a reply, as Redis 7.0's addReplyDouble writes
 // it over RESP2: "inf" / "-inf", else %.17g (3 → "3", 2.5 → "2.5").
+// format_g17: `x` as %.17g writes it (Redis' number format), into `buf`;
+// an integer (a ticket, a stamp or TTL in ms) without printf's cost.
+std::string_view format_g17(double x, char (&buf)[32]) {
+  if (std::abs(x) < 1e15 && x == std::trunc(x) && !(x == 0 && std::signbit(x))) {
+    return {buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, static_cast<long long>(x)).ptr - buf)};
+  }
+  return {buf, static_cast<std::size_t>(std::snprintf(buf, sizeof buf, "%.17g", x))};
+}
+
 std::string format_score(double score) {
   if (std::isinf(score)) return score > 0 ? "inf" : "-inf";
-  // An integer (a ticket, a stamp in ms) prints as %.17g prints it, without printf's cost.
-  if (std::abs(score) < 1e15 && score == std::trunc(score) && !(score == 0 && std::signbit(score))) return std::to_string(static_cast<long long>(score));
   char buf[32];
-  const int len = std::snprintf(buf, sizeof buf, "%.17g", score);
-  return std::string(buf, static_cast<std::size_t>(len));
+  return std::string(format_g17(score, buf));
 }
 
 // ZSet — a sorted set, ordered as Redis orders one: by score, then by
@@ -254,6 +260,28 @@ setmetatable(_G, {
 })
 )lua";
 
+// LuaShared — the one Lua interpreter of this thread's masters, and the
+// scripts compiled in it. A script can keep no state between calls (the
+// globals are read-only, KEYS and ARGV are set anew for each call), so one
+// interpreter serves every master, as each Redis serves all its clients
+// with one: a new master, a restart or SCRIPT FLUSH empties that master's
+// own SHA table (NOSCRIPT until loaded again) but compiles nothing anew,
+// and no schedule builds an interpreter. (Making one per master and
+// compiling every script on each was a tenth of the simulator's time.)
+// `current` is the master whose script runs: redis.call goes to it.
+struct LuaShared {
+  static LuaShared& get() {
+    thread_local LuaShared shared;
+    return shared;
+  }
+
+  LuaHeap heap;  // before `lua`: the state is closed first
+  std::unique_ptr<lua_State, LuaClose> lua;
+  void* current = nullptr;                                                   // the running script's Master::Impl
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> compiled;  // SHA → Lua registry ref
+  std::vector<std::pair<std::string, std::string>> sha_cache;                 // body → SHA1 (sha_of)
+};
+
 }  // namespace
 
 std::string to_string(const Reply& reply) {
@@ -301,11 +329,11 @@ struct Master::Impl {
   long long maxmemory = 0;
   std::string maxmemory_policy = "noeviction";
   std::unordered_map<std::string, Value, StringHash, std::equal_to<>> keys;
-  LuaHeap heap;  // before `lua`: the state is closed first
-  std::unique_ptr<lua_State, LuaClose> lua;
-  std::unordered_map<std::string, int, StringHash, std::equal_to<>> scripts;  // SHA → Lua registry ref
-  std::vector<std::string_view> argv_scratch, call_scratch;                   // reused: no allocation per call
-  std::vector<std::pair<std::string, std::string>> sha_cache;                 // body → SHA1 (sha_of)
+  LuaShared& shared = LuaShared::get();
+  // scripts: what this master has loaded (SCRIPT LOAD, EVAL), SHA → the
+  // shared interpreter's registry ref of its compiled function.
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> scripts;
+  std::vector<std::string_view> argv_scratch, call_scratch;  // reused: no allocation per call
 
   // start: the process (re)starts; keys are the caller's business.
   void start() {
@@ -773,12 +801,13 @@ struct Master::Impl {
   // the simulator's time). A body is compared in full before its SHA is
   // reused. The reference is valid until the next call.
   const std::string& sha_of(std::string_view body) {
-    for (const auto& [known, sha] : sha_cache) {
+    auto& cache = shared.sha_cache;
+    for (const auto& [known, sha] : cache) {
       if (known == body) return sha;
     }
-    if (sha_cache.size() >= 64) sha_cache.erase(sha_cache.begin());
-    sha_cache.emplace_back(std::string(body), redlock::detail::sha1_hex(body));
-    return sha_cache.back().second;
+    if (cache.size() >= 64) cache.erase(cache.begin());
+    cache.emplace_back(std::string(body), redlock::detail::sha1_hex(body));
+    return cache.back().second;
   }
 
   // compile: the registry ref of `body`'s function, compiled on its first
@@ -788,13 +817,19 @@ struct Master::Impl {
       ref = it->second;
       return true;
     }
-    lua_State* L = lua.get();
+    if (const auto it = shared.compiled.find(sha); it != shared.compiled.end()) {
+      ref = it->second;
+      scripts.emplace(sha, ref);
+      return true;
+    }
+    lua_State* L = shared.lua.get();
     if (luaL_loadbuffer(L, body.data(), body.size(), "@user_script") != 0) {
       failed = error("ERR Error compiling script (new function): " + std::string(lua_tostring(L, -1)));
       lua_pop(L, 1);
       return false;
     }
     ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    shared.compiled.emplace(sha, ref);
     scripts.emplace(sha, ref);
     return true;
   }
@@ -802,12 +837,14 @@ struct Master::Impl {
   // run_script calls a compiled script with KEYS and ARGV from EVAL's
   // arguments (numkeys already checked).
   Reply run_script(int ref, std::string_view sha, Args a, long long numkeys) {
-    lua_State* L = lua.get();
+    lua_State* L = shared.lua.get();
     const auto n = static_cast<std::size_t>(numkeys);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     set_global_array(L, "KEYS", a.subspan(3, n));
     set_global_array(L, "ARGV", a.subspan(3 + n));
+    shared.current = this;  // scripts do not nest (EVAL is refused from a script)
     Reply reply = lua_pcall(L, 0, 1, 0) == 0 ? from_lua(L, lua_gettop(L)) : script_error(L, sha);
+    shared.current = nullptr;
     lua_settop(L, 0);
     return reply;
   }
@@ -927,8 +964,8 @@ struct Master::Impl {
     for (int i = 1; i <= n; ++i) {
       if (lua_type(L, i) == LUA_TNUMBER) {
         char digits[32];  // Redis formats numbers with %.17g: Lua's own %.14g loses digits
-        const int len = std::snprintf(digits, sizeof digits, "%.17g", lua_tonumber(L, i));
-        lua_pushlstring(L, digits, static_cast<std::size_t>(len));
+        const std::string_view text = format_g17(lua_tonumber(L, i), digits);
+        lua_pushlstring(L, text.data(), text.size());
         lua_replace(L, i);
       } else if (lua_type(L, i) != LUA_TSTRING) {
         reply = error("ERR Lua redis lib command arguments must be strings or integers");
@@ -952,7 +989,7 @@ struct Master::Impl {
 
   template <bool Raise>
   static int lua_redis_call(lua_State* L) {
-    auto* self = static_cast<Impl*>(lua_touserdata(L, lua_upvalueindex(1)));
+    auto* self = static_cast<Impl*>(static_cast<LuaShared*>(lua_touserdata(L, lua_upvalueindex(1)))->current);
     if (self->call_from_lua(L) && Raise) return lua_error(L);
     return 1;
   }
@@ -992,14 +1029,19 @@ struct Master::Impl {
     std::abort();
   }
 
-  // new_lua: a fresh interpreter with the libraries the scripts use (as
-  // Redis: base, table, string, math; not io, os, package or file loading).
+  // new_lua: the master's process (re)starts or flushes its scripts: it
+  // knows none; the shared interpreter is opened at the first master, with
+  // the libraries the scripts use (as Redis: base, table, string, math; not
+  // io, os, package or file loading).
   void new_lua() {
     scripts.clear();
-    lua.reset();
-    lua.reset(lua_newstate(&LuaHeap::alloc, &heap));
-    if (!lua) throw std::bad_alloc();
-    lua_State* L = lua.get();
+    if (!shared.lua) open_lua(shared);
+  }
+
+  static void open_lua(LuaShared& sh) {
+    sh.lua.reset(lua_newstate(&LuaHeap::alloc, &sh.heap));
+    if (!sh.lua) throw std::bad_alloc();
+    lua_State* L = sh.lua.get();
     lua_atpanic(L, &lua_panic);
     // Collect when the heap has grown 10× (default 2×): a script call leaves
     // a few small tables and strings behind, and the live set is tiny, so
@@ -1019,10 +1061,10 @@ struct Master::Impl {
       lua_setglobal(L, name);
     }
     lua_createtable(L, 0, 4);
-    lua_pushlightuserdata(L, this);
+    lua_pushlightuserdata(L, &sh);
     lua_pushcclosure(L, &Impl::lua_redis_call<true>, 1);
     lua_setfield(L, -2, "call");
-    lua_pushlightuserdata(L, this);
+    lua_pushlightuserdata(L, &sh);
     lua_pushcclosure(L, &Impl::lua_redis_call<false>, 1);
     lua_setfield(L, -2, "pcall");
     lua_pushcfunction(L, &Impl::lua_status_reply);
@@ -1033,7 +1075,7 @@ struct Master::Impl {
     if (luaL_dostring(L, protect_globals) != 0) throw std::logic_error(lua_tostring(L, -1));
   }
 
-  void flush_scripts() { new_lua(); }  // SCRIPT FLUSH: Redis too starts a new interpreter
+  void flush_scripts() { new_lua(); }  // SCRIPT FLUSH: this master's scripts are gone
 };
 
 // The command table; lookups lowercase the name into a small buffer first.

@@ -56,8 +56,9 @@ std::string to_string(const Reply& reply);
 // every execute() is one atomic command. Not thread-safe; the simulator
 // calls it from one thread. `wall_ms` is this master's wall clock in ms
 // (called once per execute() and by the inspection calls); key expiry,
-// PTTL, TIME and uptime_in_seconds all read it. The Master owns its Lua
-// state, which points back at it: no copy, no move.
+// PTTL, TIME and uptime_in_seconds all read it. Every Master of a thread
+// runs its scripts in one shared Lua state (a script keeps nothing between
+// calls), each with its own script cache; no copy, no move.
 class Master {
  public:
   Master(std::string run_id_seed_name, std::function<long long()> wall_ms);
@@ -83,17 +84,17 @@ class Master {
   std::function<long long(const std::string& channel, const std::string& message)> on_publish;
 
   // restart: the process restarts. New run_id, uptime from 0 (now), script
-  // cache and Lua state new. keep_data: keys kept as if persisted (expiry
+  // cache empty. keep_data: keys kept as if persisted (expiry
   // still by their absolute expire-at); else every key is gone.
   void restart(bool keep_data);
   // fail_over: a replica that lagged takes over at this address: a new
-  // run_id, an uptime of `uptime_ms` (not a fresh start), script cache and
-  // Lua state new, and the keys as they were replicated up to `synced_ms`
+  // run_id, an uptime of `uptime_ms` (not a fresh start), script cache
+  // empty, and the keys as they were replicated up to `synced_ms`
   // on this master's clock (every key written later is missing; the
   // data-loss marker and its server key stay if written before).
   void fail_over(long long synced_ms, long long uptime_ms);
   void flushall();       // every key gone (the data-loss marker too); scripts kept
-  void flush_scripts();  // SCRIPT FLUSH: the cache and the Lua state new
+  void flush_scripts();  // SCRIPT FLUSH: the script cache empty
 
   // Eviction knobs, reported by INFO memory (defaults 0 and "noeviction").
   // Nothing is evicted by itself: evict() removes one key as an eviction

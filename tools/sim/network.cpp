@@ -362,9 +362,11 @@ void Network::execute(Conn& c, Msg& m, bool late) {
   }
   ++h.executed_;
   ++executed_;
-  std::uint64_t hh = (hash_ ^ c.master) * 1099511628211ULL;
-  for (const std::string_view a : argv) hh = fnv(hh, a);
-  hash_ = fnv(hh, m.reply);
+  if (hashing) {
+    std::uint64_t hh = (hash_ ^ c.master) * 1099511628211ULL;
+    for (const std::string_view a : argv) hh = fnv(hh, a);
+    hash_ = fnv(hh, m.reply);
+  }
   if (on_command) on_command(ExecutedCommand{world_.now(), c.master, c.client, c.id, late, argv, m.reply});
 }
 

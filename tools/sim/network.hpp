@@ -160,6 +160,9 @@ class Network {
   // Traces: trace_hash covers every executed command and its reply, in
   // order; on_command (when set) sees each one.
   std::uint64_t trace_hash() const { return hash_; }
+  // hashing: off, trace_hash stays put (a run whose hash nobody reads
+  // saves the hashing of every command and reply).
+  bool hashing = true;
   std::function<void(const ExecutedCommand&)> on_command;
   std::uint64_t executed() const { return executed_; }
   std::uint64_t messages_delivered() const { return delivered_; }  // pub/sub messages that reached a client

@@ -249,6 +249,7 @@ class Schedule {
   void lapse_back(SimClient& c, const std::string& resource, Result<Lock> r);
 
   // Faults.
+  void draw_swarm();
   void plan_faults();
   void fault(Nanos at, std::string what, std::function<void()> f);
   void data_lost(Nanos at) { first_data_loss_ = std::min(first_data_loss_, at); }
@@ -298,6 +299,21 @@ class Schedule {
   std::size_t planning_ = 0;  // the index of the fault plan_faults() draws now
   Nanos evict_until_ = 0;     // plan_evictions: the running eviction's end
   Rng evict_rng_{0};
+  // The fault kinds plan_faults draws from (every one unless swarm), and
+  // the switches of the planned streams of their own (evictions, and the
+  // mixed workload's failovers, floods and losses while holders stop).
+  std::vector<std::uint8_t> fault_kinds_;
+  bool evictions_ = true, failovers_ = true, floods_ = true, stopped_losses_ = true;
+  bool suppress_ = false;  // fault() posts nothing (a stream swarm switched off)
+  // swarm: the masters (0: as the plan draws) and the late bytes' chance
+  // (< 0: as the plan draws).
+  std::size_t swarm_masters_ = 0;
+  double swarm_late_ = -1;
+  // swarm, the workloads of one loop per client (not crowd, fair or
+  // mixed): waits of up to 2 s, not 300 ms (an acquire retries across a
+  // partition's end), and every client's max_ttl 300 ms (TTLs within it:
+  // a master that lost its data sits out 0.3 s, not 1 s).
+  bool long_waits_ = false, short_ttls_ = false;
   std::vector<std::string> commands_;  // record: every executed command, formatted
   ScheduleResult result_;
 };
@@ -305,8 +321,9 @@ class Schedule {
 Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), world_(seed), plan_(world_.make_rng(1)) {
   std::sort(opt_.only_faults.begin(), opt_.only_faults.end());
   workload_ = o.workload;
-  if (workload_ == Workload::all) workload_ = static_cast<Workload>(plan_.below(4));
-  const std::size_t masters = plan_.chance(0.75) ? 5 : 3;
+  draw_swarm();
+  std::size_t masters = plan_.chance(0.75) ? 5 : 3;
+  if (swarm_masters_ != 0) masters = swarm_masters_;
   const std::size_t clients = o.clients > 0 ? static_cast<std::size_t>(o.clients) : 3 + plan_.below(4);
   // Beyond the assumptions: data loss with detection off, in half of them.
   quarantine_ = !(o.beyond && plan_.chance(0.5));
@@ -318,13 +335,15 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   const std::size_t extend_batch_max = workload_ == Workload::leases && plan_.chance(0.25) ? 2 : 512;
   NetConfig net;
   net.late_chance = plan_.chance(0.5) ? 0.7 : 0.1;
+  if (swarm_late_ >= 0) net.late_chance = swarm_late_;
   net_ = std::make_unique<Network>(world_, masters, net);
+  net_->hashing = o.hash || o.record;
   for (std::size_t m = 0; m < masters; ++m) {
     net_->master(m).process().wall().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
   }
   // mixed: clients with different max_ttl (drawn from a stream of its own:
   // the other workloads' plans stay); the first two differ.
-  std::vector<milliseconds> max_ttls(clients, max_ttl);
+  std::vector<milliseconds> max_ttls(clients, short_ttls_ ? short_max_ttl : max_ttl);
   if (workload_ == Workload::mixed) {
     Rng r = world_.make_rng(6);
     for (std::size_t i = 0; i < clients; ++i) {
@@ -405,6 +424,7 @@ void Schedule::violation(std::string kind, std::string what, Nanos at, std::vect
 }
 
 void Schedule::fault(Nanos at, std::string what, std::function<void()> f) {
+  if (suppress_) return;
   if (opt_.restrict_faults && !std::binary_search(opt_.only_faults.begin(), opt_.only_faults.end(), planning_)) {
     return;
   }
@@ -413,6 +433,71 @@ void Schedule::fault(Nanos at, std::string what, std::function<void()> f) {
     faults_.emplace_back(world_.now(), what);
     f();
   });
+}
+
+// Fault kinds, by their case in plan_faults (the names print with a
+// swarm schedule's violation); the last two are beyond the assumptions.
+constexpr const char* fault_kind_names[] = {"crash",   "flushall",   "script_flush", "pause_master", "pause_client",
+                                            "pause_in_round", "delay", "blackhole", "partition", "reset",
+                                            "refuse", "drift", "master_step", "client_step"};
+constexpr std::size_t fault_kinds = std::size(fault_kind_names);
+
+// draw_swarm: what this schedule may do. Without swarm, every fault kind
+// (so that a named workload's seeds play as they always did). With swarm
+// (swarm testing, Groce et al. 2012), from a stream of its own: with
+// workload `all` the workload, and each fault kind and each planned stream
+// on or off with even odds (at least one kind on), so that a schedule
+// hammers a few kinds of fault, and combinations that a mix of all of them
+// rarely lines up come up often.
+void Schedule::draw_swarm() {
+  fault_kinds_.clear();
+  const bool swarm = opt_.swarm || opt_.workload == Workload::all;
+  if (!swarm) {
+    for (std::size_t k = 0; k < fault_kinds + (opt_.beyond ? 2 : 0); ++k) fault_kinds_.push_back(static_cast<std::uint8_t>(k));
+    return;
+  }
+  Rng s = world_.make_rng(7);
+  if (workload_ == Workload::all) {
+    // leases three times: batch_first_flag shows only in it, and seldom
+    // (about one schedule in 80 with swarm, seeds 1–250).
+    static constexpr Workload picks[] = {Workload::plain,  Workload::fenced, Workload::multi, Workload::lease,
+                                         Workload::leases, Workload::leases, Workload::leases, Workload::crowd,
+                                         Workload::fair,   Workload::mixed};
+    workload_ = picks[s.below(std::size(picks))];
+  }
+  // The shape: three masters or five (a majority of three is lost with
+  // one master less), and how often a dropped connection's bytes come late.
+  swarm_masters_ = s.chance(0.5) ? 3 : 5;
+  static constexpr double late[] = {0.1, 0.7, 1.0};
+  swarm_late_ = late[s.below(std::size(late))];
+  const bool loop_per_client = workload_ != Workload::crowd && workload_ != Workload::fair && workload_ != Workload::mixed;
+  long_waits_ = s.chance(0.5) && loop_per_client;
+  short_ttls_ = s.chance(0.5) && loop_per_client;
+  std::string on = std::to_string(swarm_masters_) + " masters, late bytes " +
+                   std::to_string(static_cast<int>(swarm_late_ * 100)) + " %" + (long_waits_ ? ", waits up to 2 s" : "") +
+                   (short_ttls_ ? ", max_ttl 300 ms" : "") + "; faults ";
+  const std::size_t head = on.size();
+  for (std::size_t k = 0; k < fault_kinds; ++k) {
+    if (s.chance(0.5)) fault_kinds_.push_back(static_cast<std::uint8_t>(k));
+  }
+  if (fault_kinds_.empty()) fault_kinds_.push_back(static_cast<std::uint8_t>(s.below(fault_kinds)));
+  for (const std::uint8_t k : fault_kinds_) on += std::string(on.size() == head ? "" : ",") + fault_kind_names[k];
+  evictions_ = s.chance(0.5);
+  if (evictions_) on += ",eviction";
+  if (workload_ == Workload::mixed) {
+    failovers_ = s.chance(0.5);
+    floods_ = s.chance(0.5);
+    stopped_losses_ = s.chance(0.5);
+    if (failovers_) on += ",failover";
+    if (floods_) on += ",flood";
+    if (stopped_losses_) on += ",loss_while_stopped";
+  }
+  if (opt_.beyond) {
+    fault_kinds_.push_back(static_cast<std::uint8_t>(fault_kinds));
+    fault_kinds_.push_back(static_cast<std::uint8_t>(fault_kinds + 1));
+    on += ",beyond";
+  }
+  result_.swarm = std::string(workload_name(workload_)) + ", " + on;
 }
 
 void Schedule::plan_faults() {
@@ -430,7 +515,7 @@ void Schedule::plan_faults() {
     const std::size_t m = r.below(M);
     const std::size_t c = r.below(C);
     const std::string for_d = " for " + std::to_string(d / ns_per_ms) + " ms";
-    switch (r.below(opt_.beyond ? 16 : 14)) {
+    switch (fault_kinds_[r.below(fault_kinds_.size())]) {
       case 0: {
         const bool keep = r.chance(0.5);
         fault(at, name("crash m", m) + for_d + (keep ? ", restart with data" : ", restart WITHOUT data"), [this, m] {
@@ -603,6 +688,7 @@ void Schedule::plan_mixed(std::size_t first_index) {
     return out;
   };
   const std::size_t failovers = 2 + r.below(2);
+  suppress_ = !failovers_;  // swarm: drawn (the stream stays the same), not posted
   for (std::size_t f = 0; f < failovers; ++f) {
     Nanos at = r.between(ms(20), last - ms(700));  // promoted before the heal
     for (const std::size_t m : majority_from(r.below(M))) {
@@ -628,6 +714,7 @@ void Schedule::plan_mixed(std::size_t first_index) {
     }
   }
   const std::size_t floods = 1 + r.below(3);
+  suppress_ = !floods_;
   for (std::size_t f = 0; f < floods; ++f) {
     planning_ = index++;
     ++result_.faults_planned;
@@ -641,6 +728,7 @@ void Schedule::plan_mixed(std::size_t first_index) {
     fault(at + d, link + ": flood over", [this, c, m] { net_->flood(c, m, false); });
   }
   const std::size_t losses = 1 + r.below(3);
+  suppress_ = !stopped_losses_;
   for (std::size_t f = 0; f < losses; ++f) {
     planning_ = index++;
     ++result_.faults_planned;
@@ -669,6 +757,7 @@ void Schedule::plan_mixed(std::size_t first_index) {
             data_lost(world_.now());
           });
   }
+  suppress_ = false;
 }
 
 // plan_evictions: masters that evict lock keys, from a stream of its own
@@ -683,7 +772,7 @@ void Schedule::plan_mixed(std::size_t first_index) {
 // restart), which no client can see: locks are handed over.
 void Schedule::plan_evictions(std::size_t first_index) {
   Rng r = world_.make_rng(2);
-  if (!r.chance(0.35)) return;
+  if (!r.chance(0.35) || !evictions_) return;
   planning_ = first_index;
   ++result_.faults_planned;
   const std::size_t first = r.below(net_->size());
@@ -746,8 +835,8 @@ void Schedule::next(SimClient& c) {
   }
   Rng& r = world_.rng();
   AcquireOptions ao;
-  ao.ttl = milliseconds{r.between(100, workload_ == Workload::mixed ? c.max_ttl().count() : 600)};
-  ao.wait = milliseconds{r.chance(0.3) ? 0 : r.between(1, 300)};
+  ao.ttl = milliseconds{r.between(100, workload_ == Workload::mixed || short_ttls_ ? c.max_ttl().count() : 600)};
+  ao.wait = milliseconds{r.chance(0.3) ? 0 : r.between(1, long_waits_ ? 2000 : 300)};
   std::vector<std::string> set;
   if (workload_ == Workload::multi) {
     std::vector<std::string> pool = resources_;
@@ -844,7 +933,7 @@ void Schedule::hold(SimClient& c, Nanos left, bool may_extend) {
     return c.after(left, [this, &c] { release(c, [this, &c] { think(c); }); });
   }
   c.after(left / 2, [this, &c, left] {
-    const milliseconds ttl{world_.rng().between(100, 600)};
+    const milliseconds ttl{world_.rng().between(100, short_ttls_ ? c.max_ttl().count() : 600)};
     c.engine->extend(
         *c.lock, ttl,
         [this, &c, left](Result<Lock> r) {
@@ -1652,7 +1741,7 @@ ScheduleResult Schedule::run() {
   result_.commands = net_->executed();
   result_.wakes = net_->messages_delivered();
   result_.unsolicited = net_->unsolicited_delivered();
-  result_.trace_hash = net_->trace_hash();
+  result_.trace_hash = net_->hashing ? net_->trace_hash() : 0;
   if (opt_.record) result_.trace = trace_text();
   return result_;
 }

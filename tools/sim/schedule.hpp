@@ -19,7 +19,9 @@ namespace redlock::sim {
 //   multi   acquire_many of 2–3 resources out of 3–4
 //   lease   acquire, then the lease watchdog (src/lease_state.hpp) keeps the
 //           lock extended for up to four TTLs; a lost lease ends the hold
-//   all     one of the four above per schedule, chosen by the seed
+//   all     swarm testing: one of the workloads below (plain, fenced, multi,
+//           lease, leases, crowd, fair, mixed) per schedule and a random
+//           subset of the fault kinds, all chosen by the seed
 //   leases  2–3 leases on distinct resources taken at once with one TTL,
 //           each with its own watchdog: their extensions fall due together
 //           and share extend_batch calls (src/extend_batch.hpp); or (3 in
@@ -55,7 +57,13 @@ struct ScheduleOptions {
   // beyond: faults outside the stated assumptions too (master clock steps
   // beyond the drift budget, data loss with detection off); they must show.
   bool beyond = false;
+  // swarm: each schedule enables a random subset of the fault kinds (and,
+  // with workload `all`, draws its workload among all of them), from a
+  // stream of its own: rare combinations come up often. Always on with
+  // `all`; `--swarm` turns it on for a named workload.
+  bool swarm = false;
   bool record = false;          // keep a trace for printing (slower)
+  bool hash = true;             // compute the trace hash (record computes it too)
   bool trace_commands = false;  // the printed trace shows every command
   Nanos fault_phase = ms(4000);
   // fair: in half of the order checks, up to this many waiters die once
@@ -105,8 +113,9 @@ struct ScheduleResult {
   std::uint64_t order_checked = 0;
   // mixed: unsolicited replies (a flood's) that reached a client.
   std::uint64_t unsolicited = 0;
-  std::uint64_t trace_hash = 0;
+  std::uint64_t trace_hash = 0;  // 0 unless ScheduleOptions::hash or record
   std::size_t faults_planned = 0;
+  std::string swarm;  // with swarm: the fault kinds this schedule enabled
   std::vector<Violation> violations;
   std::string trace;  // with ScheduleOptions::record: faults and commands
 };

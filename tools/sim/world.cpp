@@ -1,8 +1,8 @@
 // world.cpp — the event queue, the clocks and the SimRuntime.
 //
-// The queue is a binary heap of plain 56-byte events (a function pointer
-// and two words, no closure): the hot paths — replies, deliveries, timers
-// — allocate nothing per event. Closures (post) are for setup and faults.
+// The queue is a binary heap of 24-byte nodes (time, order, and the index
+// of a plain event: a function pointer and two words, no closure): the hot
+// paths — replies, deliveries, timers — allocate nothing per event. Closures (post) are for setup and faults.
 #include "world.hpp"
 
 #include <algorithm>
@@ -23,7 +23,10 @@ std::uint64_t splitmix(std::uint64_t& x) {
 std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // later: the heap's order (a min-heap on (at, order)).
-bool later(const Event& a, const Event& b) { return a.at != b.at ? a.at > b.at : a.order > b.order; }
+template <class E>
+bool later(const E& a, const E& b) {
+  return a.at != b.at ? a.at > b.at : a.order > b.order;
+}
 
 }  // namespace
 
@@ -92,15 +95,27 @@ Nanos SimClock::true_delay(Nanos local_delay) const {
   return static_cast<Nanos>(std::ceil(static_cast<double>(local_delay) / rate()));
 }
 
-World::World(std::uint64_t seed) : seed_(seed), rng_(seed ^ 0x5eed0001) { heap_.reserve(4096); }
+World::World(std::uint64_t seed) : seed_(seed), rng_(seed ^ 0x5eed0001) {
+  heap_.reserve(4096);
+  events_.reserve(4096);
+}
 
 World::~World() = default;
 
 Rng World::make_rng(std::uint64_t stream) const { return Rng(seed_ * 0x9e3779b97f4a7c15ULL + stream); }
 
 void World::push(const Event& e) {
-  heap_.push_back(e);
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  std::uint32_t body;
+  if (!free_events_.empty()) {
+    body = free_events_.back();
+    free_events_.pop_back();
+    events_[body] = e;
+  } else {
+    body = static_cast<std::uint32_t>(events_.size());
+    events_.push_back(e);
+  }
+  heap_.push_back({e.at, e.order, body});
+  std::push_heap(heap_.begin(), heap_.end(), later<Node>);
 }
 
 std::uint64_t World::schedule(Nanos at, Process* owner, void (*fn)(void*, std::uint64_t, std::uint64_t), void* obj,
@@ -162,9 +177,11 @@ void World::clear_slot(std::uint32_t slot) {
 
 bool World::step() {
   if (heap_.empty()) return false;
-  std::pop_heap(heap_.begin(), heap_.end(), later);
-  const Event e = heap_.back();
+  std::pop_heap(heap_.begin(), heap_.end(), later<Node>);
+  const std::uint32_t body = heap_.back().body;
   heap_.pop_back();
+  const Event e = events_[body];
+  free_events_.push_back(body);
   now_ = e.at;
   if (e.owner != nullptr && e.owner->paused()) {
     e.owner->keep(e);
@@ -297,10 +314,12 @@ Result<std::string> SimRuntime::random_token() {
   // Unique per call by construction (a world-wide counter in the first 16
   // digits), the rest drawn from the seeded stream: a replay draws the same.
   World& w = process_.world();
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(w.unique()),
-                static_cast<unsigned long long>(w.rng().next()));
-  return std::string(buf, 32);
+  std::string out(32, '0');
+  const std::uint64_t halves[2] = {w.unique(), w.rng().next()};
+  for (std::size_t h = 0; h < 2; ++h) {  // each as %016llx writes it
+    for (std::size_t i = 0; i < 16; ++i) out[h * 16 + i] = "0123456789abcdef"[(halves[h] >> (60 - 4 * i)) & 0xf];
+  }
+  return out;
 }
 
 std::uint64_t SimRuntime::random_below(std::uint64_t bound) { return process_.world().rng().below(bound); }

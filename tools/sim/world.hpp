@@ -155,6 +155,13 @@ class World {
   void* slot(std::uint32_t slot) const { return slots_[slot]; }
 
  private:
+  // Node — the heap's entry: the event's time and order, and where its
+  // body lies (events_), so that sifting moves 24 bytes, not 56.
+  struct Node {
+    Nanos at;
+    std::uint64_t order;
+    std::uint32_t body;
+  };
   void push(const Event& e);
   static void run_task(void* world, std::uint64_t slot, std::uint64_t id);
 
@@ -166,7 +173,9 @@ class World {
   std::uint64_t events_run_ = 0;
   std::uint64_t unique_ = 0;
   bool stopped_ = false;
-  std::vector<Event> heap_;
+  std::vector<Node> heap_;
+  std::vector<Event> events_;  // the bodies, by Node::body
+  std::vector<std::uint32_t> free_events_;
   std::vector<std::function<void()>> tasks_;  // post()'s closures, by slot
   std::vector<std::uint32_t> free_tasks_;
   std::vector<void*> slots_;

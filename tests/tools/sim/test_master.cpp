@@ -270,6 +270,30 @@ TEST_CASE("NOSCRIPT after SCRIPT FLUSH, flush_scripts and restart; EVAL runs and
   CHECK(sim.cmd({"evalsha", upper, "1", lock, "v1", "1000"}) == I(0));  // the SHA in any case
 }
 
+TEST_CASE("two masters share the Lua interpreter, not their scripts or keys") {
+  Sim a, b;
+  const std::string sha = redlock::detail::sha1_hex(scripts::extend_script);
+  const Reply noscript{Reply::Type::error, 0, "NOSCRIPT No matching script. Please use EVAL.", {}};
+  CHECK(a.cmd({"SCRIPT", "LOAD", std::string(scripts::extend_script)}) == B(sha));
+  CHECK(b.cmd({"EVALSHA", sha, "1", lock, "v1", "1000"}) == noscript);  // loaded on a only
+  // A script's redis.call reaches the master that runs it.
+  CHECK(a.cmd({"SET", lock, "va", "PX", "5000"}) == S("OK"));
+  CHECK(b.cmd({"SET", lock, "vb", "PX", "5000"}) == S("OK"));
+  CHECK(a.cmd({"EVALSHA", sha, "1", lock, "va", "8000"}) == I(1));
+  CHECK(b.cmd({"SCRIPT", "LOAD", std::string(scripts::extend_script)}) == B(sha));
+  CHECK(b.cmd({"EVALSHA", sha, "1", lock, "va", "8000"}) == I(0));  // b holds vb
+  CHECK(b.cmd({"EVALSHA", sha, "1", lock, "vb", "9000"}) == I(1));
+  CHECK(a.cmd({"PTTL", lock}) == I(8000));
+  CHECK(b.cmd({"PTTL", lock}) == I(9000));
+  // SCRIPT FLUSH and a restart of one leave the other's scripts.
+  CHECK(a.cmd({"SCRIPT", "FLUSH"}) == S("OK"));
+  CHECK(a.cmd({"EVALSHA", sha, "1", lock, "va", "8000"}) == noscript);
+  b.master.restart(true);
+  CHECK(b.cmd({"EVALSHA", sha, "1", lock, "vb", "9000"}) == noscript);
+  CHECK(a.cmd({"EVAL", std::string(scripts::extend_script), "1", lock, "va", "8000"}) == I(1));
+  CHECK(b.cmd({"EVALSHA", sha, "1", lock, "vb", "9000"}) == noscript);  // a's EVAL loaded it on a only
+}
+
 TEST_CASE("expiry follows this master's clock: PX passes, a forward step expires early, a backward step delays") {
   Sim sim;
   REQUIRE(sim.cmd({"SET", lock, "v1", "PX", "1000"}) == S("OK"));
