@@ -390,8 +390,10 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   const std::optional<long long> uptime = bounded_number(info_field(info, "uptime_in_seconds"), most_uptime_s);
   info_uptime_s_ = uptime.value_or(-1);
   info_at_ = now;
+  // The restart counts as a loss once the marker's answer (queued below,
+  // before any command) has not shown a clean start.
   const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
-  note_loss(now - up, "restarted recently");
+  restart_at_ = now - up;
 
   const std::string maxmemory = info_field(info, "maxmemory");
   const std::string policy = info_field(info, "maxmemory_policy");
@@ -477,12 +479,21 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   const milliseconds age = std::min(milliseconds{*age_ms}, period());
   const bool lost = state == "created" || state == "replaced" || (!marker_epoch_.empty() && epoch != marker_epoch_);
   marker_epoch_ = epoch;
+  // "clean": this very server (the run id INFO just read) was started
+  // empty where no lock could be outstanding, and has lost nothing since
+  // (a loss takes the marker with it). Its restart, and the marker's age,
+  // are then no loss; anything else is.
+  const bool clean = state == "clean" && !lost;
+  if (restart_at_) {
+    if (!clean) note_loss(*restart_at_, "restarted recently");
+    restart_at_.reset();
+  }
   if (!sabotage().no_data_check) {
     if (lost) {
       note_loss(now, state == "created"    ? "lost its data, or is new (no redlock-marker)"
                      : state == "replaced" ? "another server now (redlock-marker written by another run_id)"
                                            : "lost its data (redlock-marker replaced)");
-    } else if (age < period()) {
+    } else if (!clean && age < period()) {
       // Found, but young: someone wrote it after a loss (or the master is
       // new) less than a quarantine ago; what was lost may still be valid.
       note_loss(now - age, "lost its data (redlock-marker written " + std::to_string(age.count()) + " ms ago)");
