@@ -165,7 +165,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 ((node_major >= 18)) || die "node $(node --version) is too old: Node.js >= 18 is needed"
 
 if ((build)); then
-  bash scripts/bootstrap.sh >&2
+  bash scripts/bootstrap.sh --all >&2
 fi
 need_redis
 

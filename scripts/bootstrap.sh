@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
 # bootstrap.sh — install the Debian packages the build and the tests need
-# (only the missing ones), configure the meson build dir once, and build it.
+# (only the missing ones), configure the meson build dir once, and build
+# what the caller runs: by default the library and the `redlock` command
+# (cli/redlock); the whole tree (tests, simulator, chaos and fault tools,
+# benchmarks: six times as many compile steps) only with --all, which
+# scripts/test.sh and the tools' scripts (bench, chaos, simulate) pass.
+#
+#   scripts/bootstrap.sh [--all | TARGET...]
+#
+#   TARGET      ninja targets to build instead of the default, as paths in
+#               the build dir (scripts/demo.sh: cli/redlock
+#               examples/fenced_increment tools/demo/demo_report)
+#   --all       every target (what `ninja -C build` builds)
 # Node.js and npm (for the benchmark's node-redlock peer, which
 # scripts/test.sh runs once as a smoke test) are installed only when `node`
 # or `npm` is missing, so a Node.js from elsewhere (nodesource) is kept.
@@ -12,7 +23,8 @@
 #               MESON_ARGS="-Db_sanitize=address,undefined -Dbuildtype=debug"
 #   LINK_DIR    also make LINK_DIR/redlock a symlink to the built command,
 #               e.g. LINK_DIR=~/.local/bin (a directory on your PATH)
-# Idempotent: a second run installs nothing and only runs ninja.
+# Idempotent: a second run installs nothing, reuses the configured build
+# dir and only runs ninja (which rebuilds what changed).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -22,6 +34,22 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 MESON_ARGS=${MESON_ARGS:-}
 LINK_DIR=${LINK_DIR:-}
+
+# The library is built as cli/redlock's dependency (libredlock.so).
+targets=(cli/redlock)
+all=no
+if (($#)); then
+  targets=()
+  for arg in "$@"; do
+    case $arg in
+      --all) all=yes ;;
+      -h | --help) usage; exit 0 ;;
+      -*) bad "unknown option '$arg'" ;;
+      *) targets+=("$arg") ;;
+    esac
+  done
+  if [[ $all == yes ]] && ((${#targets[@]} > 0)); then bad "--all builds every target: name no TARGET with it"; fi
+fi
 
 # cmake, man-db: the packaging tests build a consumer with CMake and render
 # redlock(1) with `man -l`.
@@ -42,8 +70,13 @@ else
   meson setup "$BUILD_DIR" ${MESON_ARGS}
 fi
 
-log "ninja -C $BUILD_DIR"
-ninja -C "$BUILD_DIR"
+if [[ $all == yes ]]; then
+  log "ninja -C $BUILD_DIR   (every target)"
+  ninja -C "$BUILD_DIR"
+else
+  log "ninja -C $BUILD_DIR ${targets[*]}   (scripts/test.sh builds the rest)"
+  ninja -C "$BUILD_DIR" "${targets[@]}"
+fi
 
 build_path=$BUILD_DIR
 [[ $build_path == /* ]] || build_path=$PWD/$build_path

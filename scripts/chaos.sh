@@ -16,5 +16,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-bash scripts/bootstrap.sh >&2
+bash scripts/bootstrap.sh --all >&2
 exec "$BUILD_DIR/tools/chaos/chaos" --out "$BUILD_DIR/chaos-out" "$@"

@@ -52,7 +52,7 @@ fi
 if [[ -f $BUILD_DIR/build.ninja ]]; then
   ninja -C "$BUILD_DIR" "tools/sim/$program" >&2
 else
-  bash scripts/bootstrap.sh >&2
+  bash scripts/bootstrap.sh --all >&2
 fi
 
 status=0

@@ -86,7 +86,7 @@ run_suite() {
   shift 3
   local out="$dir/test-run.log"
   log "$label: bootstrap + build ($dir)"
-  if ! BUILD_DIR=$dir MESON_ARGS=$meson_args bash scripts/bootstrap.sh </dev/null; then
+  if ! BUILD_DIR=$dir MESON_ARGS=$meson_args bash scripts/bootstrap.sh --all </dev/null; then
     problems+=("$label: bootstrap/build failed")
     total_failed=$((total_failed + 1))
     return

@@ -21,13 +21,26 @@
 #   ${REDLOCK_TESTBED_DIR:-${TMPDIR:-/tmp}/redlock-testbed}/nodeN/
 # Processes are signalled only by the pid in their pidfile, and only after
 # checking that this pid is a live redis-server on the node's port.
+#
+# A new bed counts at once. A node whose state dir this start creates, on a
+# port no node of any bed has served since the machine booted (the port
+# ledger, REDLOCK_TESTBED_LEDGER, default /dev/shm/redlock-testbed-ports.UID),
+# gets a clean-start marker once it answers with no key at all: clients
+# then skip its restart quarantine (docs/design.md §5, "A clean start").
+# Every other start — a restart, `up` after `down`, a wiped node, a port
+# served before — is quarantined as usual.
+#   REDLOCK_TESTBED_BASE_PORT  node N listens on BASE + N (default 7000)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NODES=(1 2 3 4 5)
-BASE_PORT=7000
+BASE_PORT=${REDLOCK_TESTBED_BASE_PORT:-7000}
+if ! [[ $BASE_PORT =~ ^[1-9][0-9]{3,4}$ ]] || ((BASE_PORT < 1024 || BASE_PORT > 65530)); then
+  die "REDLOCK_TESTBED_BASE_PORT: '$BASE_PORT' is not a port from 1024 to 65530"
+fi
 STATE_DIR=${REDLOCK_TESTBED_DIR:-${TMPDIR:-/tmp}/redlock-testbed}
+LEDGER=${REDLOCK_TESTBED_LEDGER:-/dev/shm/redlock-testbed-ports.$(id -u)}
 
 # ---- persistence flags (one line each; keep them on one line) ----------------
 # tests/compose/test_compose.cpp reads PERSISTENCE_ALWAYS from this file and
@@ -120,7 +133,15 @@ start_node() {
     note "node $n: port $port is in use by a process that is not this testbed's node"
     return 1
   fi
+  # First start of this node, on a port no bed has served since boot: no
+  # client can hold a lock this master should know of (see clean_start).
+  local first=no
+  if [[ ! -e $dir && ! -e $LEDGER/$port ]]; then first=yes; fi
   mkdir -p "$dir/data"
+  if ! { mkdir -p "$LEDGER" && : >"$LEDGER/$port"; } 2>/dev/null; then
+    first=no  # the next start could not see this one
+    note "node $n: cannot record port $port in $LEDGER: not marked as a clean start"
+  fi
   if [[ -n $want ]]; then echo "$want" >"$dir/persistence"; fi
   mode=$(persistence_of "$n")
   node_args "$n" "$mode"
@@ -140,7 +161,41 @@ start_node() {
     note "node $n: not started"
     return 1
   fi
-  note "node $n: up on 127.0.0.1:$port (pid $MASTER_PID, persistence $mode)"
+  local counts=
+  if [[ $first == yes ]]; then
+    if clean_start "$port" "$MASTER_PID"; then
+      counts=", a clean start: counts at once"
+    else
+      note "node $n: not marked as a clean start (it answered with keys, or not as pid $MASTER_PID)"
+    fi
+  fi
+  note "node $n: up on 127.0.0.1:$port (pid $MASTER_PID, persistence $mode$counts)"
+}
+
+# The clean-start marker (docs/design.md §5, "A clean start"; the format is
+# the marker script's, src/scripts.hpp): redlock-marker = "EPOCH 0 0" — a
+# fresh epoch, no declared quarantine, BORN_MS 0 — and its server key = the
+# run id of this master, both only if it holds no key at all (no client has
+# reached it: a client's first contact writes a marker). A restart gets
+# another run id, a loss takes both keys: neither is then clean.
+readonly CLEAN_START_SCRIPT="if redis.call('DBSIZE') ~= 0 then return redis.error_reply('not empty') end
+redis.call('SET', KEYS[1], ARGV[1] .. ' 0 0')
+redis.call('SET', KEYS[2], ARGV[2])
+return 'OK'"
+
+# clean_start PORT PID: writes the clean-start marker on the master on
+# 127.0.0.1:PORT if it is process PID and empty; false otherwise.
+clean_start() {
+  local port=$1 pid=$2 info run_id epoch reply
+  info=$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server </dev/null 2>/dev/null) || return 1
+  info=${info//$'\r'/}
+  [[ $'\n'$info$'\n' == *$'\n'"process_id:$pid"$'\n'* ]] || return 1
+  run_id=$(sed -n 's/^run_id:\([0-9a-f]\{40\}\)$/\1/p' <<<"$info")
+  [[ -n $run_id ]] || return 1
+  epoch=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+  reply=$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" eval "$CLEAN_START_SCRIPT" 2 \
+            redlock-marker '{redlock-marker}:server' "$epoch" "$run_id" </dev/null 2>&1) || return 1
+  [[ $reply == OK ]]
 }
 
 # stop_node N SIGNAL: TERM = graceful (SIGKILL after 5 s), KILL = at once.

@@ -390,8 +390,10 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   const std::optional<long long> uptime = bounded_number(info_field(info, "uptime_in_seconds"), most_uptime_s);
   info_uptime_s_ = uptime.value_or(-1);
   info_at_ = now;
+  // The restart counts as a loss once the marker's answer (queued below,
+  // before any command) has not shown a clean start.
   const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
-  note_loss(now - up, "restarted recently");
+  restart_at_ = now - up;
 
   const std::string maxmemory = info_field(info, "maxmemory");
   const std::string policy = info_field(info, "maxmemory_policy");
@@ -482,13 +484,22 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   const bool lost = state == "created" || state == "replaced" || (!marker_epoch_.empty() && epoch != marker_epoch_);
   marker_epoch_ = epoch;
   marker_met_ = true;
+  // "clean": this very server (the run id INFO just read) was started
+  // empty where no lock could be outstanding, and has lost nothing since
+  // (a loss takes the marker with it). Its restart, and the marker's age,
+  // are then no loss; anything else is.
+  const bool clean = state == "clean" && !lost;
+  if (restart_at_) {
+    if (!clean) note_loss(*restart_at_, "restarted recently");
+    restart_at_.reset();
+  }
   if (!sabotage().no_data_check) {
     if (lost) {
       note_loss(now, state == "replaced" ? "another server now (redlock-marker written by another run_id)"
                      : !seen_before      ? "new, or lost its data (no redlock-marker yet)"
                      : state == "created" ? "lost its data (redlock-marker missing)"
                                           : "lost its data (redlock-marker replaced)");
-    } else if (age < period()) {
+    } else if (!clean && age < period()) {
       // Found, but young: someone wrote it less than a quarantine ago, on a
       // new master or after a loss; what was lost may still be valid.
       note_loss(now - age,

@@ -215,6 +215,9 @@ class NodeSession final : private ConnectionOwner {
   std::uint64_t server_ = 0;       // hash of run_id_ (NodeEvent::server)
   long long info_uptime_s_ = -1;   // uptime_in_seconds of the last INFO server
   clock::time_point info_at_{};    // when that reply came
+  // The restart that INFO's uptime says, held until the handshake's marker
+  // answer: a clean start (docs/design.md §5) was no loss.
+  std::optional<clock::time_point> restart_at_;
 
   std::unique_ptr<Timer> deadline_timer_;  // per-command deadlines and stall detection
   std::unique_ptr<Timer> check_timer_;     // the periodic data-loss check while ready

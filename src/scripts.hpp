@@ -319,8 +319,15 @@ return queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
 // run id was known) is adopted. The server key is read and written with
 // pcall: under an ACL that does not grant it (docs/security.md) the marker
 // works as before, without this check.
+// A BORN_MS of 0 is a clean start, written only by scripts/testbed.sh on a
+// master it has just started empty where no master ran before, together
+// with the server key (docs/design.md §5, "A clean start"): it reads
+// "clean" while the server key is this very server's run id. Without that
+// proof (no server key: adopted; no run id known) it is void: adopting it
+// stamps BORN_MS now, as a re-written marker.
 // → ["created", epoch, ms, "0"] when there was none, ["replaced", epoch, ms,
-//   "0"] when another server wrote it, else ["found", epoch, ms, age_ms].
+//   "0"] when another server wrote it, ["clean", epoch, ms, age_ms] for a
+//   clean start of this server, else ["found", epoch, ms, age_ms].
 inline constexpr std::string_view marker_script = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -337,15 +344,16 @@ if v then
   if server and server ~= ARGV[3] then
     state = 'replaced'
   else
-    state, epoch, born = 'found', e, b
+    state, epoch = 'found', e
+    if b ~= '0' or not known then born = b elseif server then state, born = 'clean', b end
   end
   if tonumber(m) > tonumber(ms) then ms = m end
 end
 local value = epoch .. ' ' .. ms .. ' ' .. born
 if v ~= value then redis.call('SET', KEYS[1], value) end
 if known and server ~= ARGV[3] then redis.pcall('SET', KEYS[2], ARGV[3]) end
-if state ~= 'found' then return {state, epoch, ms, '0'} end
-return {'found', epoch, ms, string.format('%d', math.max(now - tonumber(born), 0))}
+if state ~= 'found' and state ~= 'clean' then return {state, epoch, ms, '0'} end
+return {state, epoch, ms, string.format('%d', math.max(now - tonumber(born), 0))}
 )lua";
 
 // ---- Fair order (docs/design.md, "Fair order") ----------------------------

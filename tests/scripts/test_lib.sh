@@ -25,17 +25,8 @@ cleanup() {
 }
 on_exit cleanup
 
-failures=0
-checks=0
-check() {  # check WHAT COMMAND...: COMMAND must succeed
-  local what=$1
-  shift
-  checks=$((checks + 1))
-  if ! "$@"; then
-    failures=$((failures + 1))
-    log "FAIL: $what"
-  fi
-}
+# shellcheck source-path=SCRIPTDIR source=checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 not() { ! "$@"; }
 matches() { [[ $1 =~ $2 ]]; }  # matches TEXT REGEX
 # run COMMAND...: sets rc, out and err of COMMAND, run in a subshell (so an
@@ -351,7 +342,4 @@ check "... each key matches its certificate" \
   [ "$(openssl pkey -in "$tmp/tls/server.key" -pubout)" = "$(openssl x509 -in "$tmp/tls/server.crt" -noout -pubkey)" ]
 check_misuse make_test_certs "DIR" ""
 
-if ((failures > 0)); then
-  die "$failures of $checks checks failed"
-fi
-log "all $checks checks passed"
+checks_done

@@ -65,6 +65,7 @@ struct Bed {
   std::string marker_server;        // the run id that wrote it ("" : none)
   std::string marker_ms;            // the quarantine it declares ("" : the caller's)
   std::string marker_age = "100000000";
+  bool marker_clean = false;        // a clean-start marker (BORN_MS 0): "clean" to its own server
   std::function<std::optional<Reply>(const Command&)> script = [](const Command&) -> std::optional<Reply> {
     return status();
   };
@@ -97,8 +98,12 @@ struct Bed {
         marker_server = run_id;
         return strings({state, marker, ms, "0"});
       }
-      if (marker_server.empty()) marker_server = run_id;
-      return strings({"found", marker, ms, marker_age});
+      if (marker_server.empty()) {  // adopted: a clean start without its proof is void
+        marker_server = run_id;
+        marker_clean = false;
+      }
+      const bool clean = marker_clean && marker_server == run_id;
+      return strings({clean ? "clean" : "found", marker, ms, marker_age});
     }
     if (c[0] == "GET" && c[1] == "redlock-marker") return marker.empty() ? nil() : bulk(marker + " 10102 0");
     return script(c);
@@ -400,6 +405,38 @@ TEST_CASE("restart quarantine from INFO uptime counts U as U - 1 s, from the rep
     REQUIRE(bed.sink.events.size() == 1);
     CHECK(bed.sink.events[0].quarantined == (left.count() > 0));
     if (left.count() > 0) CHECK(bed.sink.events[0].text.starts_with("restarted recently"));
+  }
+}
+
+TEST_CASE("a clean start (the marker script says clean: this server started empty, unreached) is no restart") {
+  const milliseconds period = quarantine_period(milliseconds{10000}, 0.01);  // the Bed's: 10102 ms
+  Bed bed;
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:1\r\n";
+  bed.marker_server = "abc";
+  bed.marker_clean = true;
+  SUBCASE("clean: counts at once, however young the server and its marker") {
+    bed.marker_age = "0";
+    bed.ready();
+    CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK_FALSE(bed.sink.events[0].quarantined);
+  }
+  SUBCASE("the same server found with an old marker but no clean start: the restart quarantine holds") {
+    bed.marker_clean = false;
+    bed.ready();
+    CHECK(bed.session->quarantine_left(bed.runtime.now()) == period);
+  }
+  SUBCASE("restarted (another run id) with the clean marker kept (AOF): replaced, quarantined from now") {
+    bed.ready();
+    bed.wire().lose("connection reset by peer");
+    bed.info = "redis_version:7.0.0\r\nrun_id:def\r\nuptime_in_seconds:1\r\n";
+    for (const int connects = bed.wires.connects; bed.wires.connects == connects;) bed.runtime.advance(milliseconds{1});
+    bed.wire().connected();
+    bed.serve();
+    REQUIRE(bed.session->state() == NodeSession::State::ready);
+    bed.expect_full_quarantine("another server");
   }
 }
 

@@ -234,6 +234,37 @@ TEST_CASE("marker: created once with the master's time, then found with its age;
         E("key redlock-marker is not a redlock marker"));
 }
 
+TEST_CASE("marker: a clean start (BORN_MS 0, server key = this run id) reads clean; without that proof it is void") {
+  Sim sim;
+  const std::string key(scripts::marker_key), server(scripts::marker_server_key);
+  // As scripts/testbed.sh writes it on a master it has just started empty.
+  REQUIRE(sim.cmd({"SET", key, "ab12 0 0"}) == S("OK"));
+  REQUIRE(sim.cmd({"SET", server, "r1"}) == S("OK"));
+  sim.now += 2500;
+  const Reply clean = sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "3000", "r1"});
+  CHECK(clean.elements.at(0) == B("clean"));
+  CHECK(clean.elements.at(1) == B("ab12"));
+  CHECK(clean.elements.at(2) == B("3000"));
+  CHECK(sim.cmd({"GET", key}) == B("ab12 3000 0"));  // the declared ms rises; BORN_MS stays 0
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "1000", "r1"}).elements.at(0) == B("clean"));
+  // Another server with that marker (restarted from its AOF, a promoted replica): replaced.
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"cd34", "3000", "r2"}) ==
+        A({B("replaced"), B("cd34"), B("3000"), B("0")}));
+  CHECK(sim.cmd({"GET", key}) == B("cd34 3000 " + std::to_string(sim.now)));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "3000", "r2"}).elements.at(0) == B("found"));
+  // No server key: adopted, and the clean start is void (written now).
+  REQUIRE(sim.cmd({"SET", key, "ee56 0 0"}) == S("OK"));
+  REQUIRE(sim.cmd({"DEL", server}) == I(1));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "3000", "r3"}) ==
+        A({B("found"), B("ee56"), B("3000"), B("0")}));
+  CHECK(sim.cmd({"GET", key}) == B("ee56 3000 " + std::to_string(sim.now)));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "3000", "r3"}).elements.at(0) == B("found"));
+  // No run id known: found (the restart quarantine stays), the marker kept.
+  REQUIRE(sim.cmd({"SET", key, "ee56 0 0"}) == S("OK"));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "3000", ""}).elements.at(0) == B("found"));
+  CHECK(sim.cmd({"GET", key}) == B("ee56 3000 0"));
+}
+
 TEST_CASE("marker: lost with the data on restart without persistence and on FLUSHALL, kept with persistence") {
   Sim sim;
   const std::string key(scripts::marker_key);
