@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace redlock::detail {
@@ -18,10 +19,15 @@ std::string openssl_reason(std::string_view fallback) {
   const unsigned long e = ERR_get_error();
   ERR_clear_error();
   if (e == 0) return std::string(fallback);
+  // A system error (a file that cannot be opened) has no reason string in
+  // OpenSSL 3: its reason is the errno. The raw form ("error:80000002:
+  // system library::…") is never shown: it reads as user:password to the
+  // credential mask and tells the user nothing.
+  if (ERR_SYSTEM_ERROR(e)) return std::strerror(ERR_GET_REASON(e));
   const char* reason = ERR_reason_error_string(e);
   if (reason != nullptr) return reason;
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "OpenSSL error %#lx", e);
   return buf;
 }
 
