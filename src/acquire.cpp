@@ -294,15 +294,16 @@ void AcquireOperation::start_attempt() {
     // Every attempt writes a value of its own (rule 0 above).
     Result<std::string> value = engine_.runtime().random_token();
     if (!value) return fail(value.error());
-    token_ = std::move(*value);
     if (fair_) {
       // A fair value: its waiter id (the second half of the first draw),
       // the same on every attempt, and a part drawn for this one (the first
       // half of each draw); src/token.hpp.
-      if (waiter_.empty()) waiter_ = token_.substr(fair_id_size, fair_id_size);
-      token_ = fair_token(waiter_, token_);
+      if (waiter_.empty()) waiter_ = value->substr(fair_id_size, fair_id_size);
+      *value = fair_token(waiter_, *value);
     }
-    token_ += engine_.owner_suffix();
+    // The token, then the owner, in the buffer of the attempt before (a
+    // retry allocates nothing more than its draw).
+    token_.assign(*value).append(engine_.owner_suffix());
   }
   ++attempts_;
   woken_attempt_ = wake_pending_;
