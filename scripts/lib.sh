@@ -87,6 +87,25 @@ on_exit() {
   trap 'log "terminated"; exit 143' TERM
 }
 
+# with_scratch NAME: SCRATCH is a new directory under $TMPDIR (or /tmp)
+# named after NAME; on exit every pid appended to SCRATCH_PIDS is stopped
+# (by pid) and the directory removed, and the exit status is kept.
+SCRATCH=
+SCRATCH_PIDS=()
+scratch_cleanup() {
+  local rc=$? pid
+  trap - EXIT INT TERM
+  for pid in "${SCRATCH_PIDS[@]}"; do
+    stop_pid "$pid" 2 2>/dev/null || true
+  done
+  if [[ -n $SCRATCH ]]; then rm -rf -- "$SCRATCH"; fi
+  exit "$rc"
+}
+with_scratch() {
+  SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  on_exit scratch_cleanup
+}
+
 # ---- prerequisites ----------------------------------------------------------------
 
 # install_packages PACKAGE...: installs, with apt-get (through sudo when not

@@ -47,25 +47,15 @@ shift
 [[ -x $redlock_bin ]] || die "$redlock_bin: not an executable"
 need_redis
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-doc-examples.XXXXXX")
-pids=()
-cleanup() {
-  local rc=$? pid
-  trap - EXIT INT TERM
-  for pid in "${pids[@]}"; do
-    stop_pid "$pid" 2 2>/dev/null || true
-  done
-  rm -rf -- "$tmp"
-  exit "$rc"
-}
-on_exit cleanup
+with_scratch redlock-doc-examples
+tmp=$SCRATCH
 
 # ---- the bed: five masters, the stand-ins ----------------------------------------------
 
 ports=()
 for n in 1 2 3 4 5; do
   start_master any "$tmp/master$n" || die "could not start master $n"
-  pids+=("$MASTER_PID")
+  SCRATCH_PIDS+=("$MASTER_PID")
   ports+=("$MASTER_PORT")
 done
 urls=$(printf 'redis://127.0.0.1:%s,' "${ports[@]}")

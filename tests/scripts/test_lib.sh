@@ -12,18 +12,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 lib=$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh
 
 need_redis
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-test-lib.XXXXXX")
-started=()
-cleanup() {
-  local rc=$? pid
-  trap - EXIT INT TERM
-  for pid in "${started[@]}"; do
-    stop_pid "$pid" 1 2>/dev/null || true
-  done
-  rm -rf -- "$tmp"
-  exit "$rc"
-}
-on_exit cleanup
+with_scratch redlock-test-lib
+tmp=$SCRATCH
 
 # shellcheck source-path=SCRIPTDIR source=checks.sh
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
@@ -53,7 +43,7 @@ try_start() {
   rc=0
   start_master "$@" 2>"$tmp/err" || rc=$?
   err=$(<"$tmp/err")
-  if [[ -n $MASTER_PID ]]; then started+=("$MASTER_PID"); fi
+  if [[ -n $MASTER_PID ]]; then SCRATCH_PIDS+=("$MASTER_PID"); fi
 }
 # check_misuse FUNCTION EXPECTED CASE...: FUNCTION given each CASE (a word
 # list) is an argument error: exit 2, saying "FUNCTION: expected EXPECTED".
@@ -167,7 +157,7 @@ check "pid_alive of this shell" pid_alive $$
 
 sleep 30 &
 sleeper=$!
-started+=("$sleeper")
+SCRATCH_PIDS+=("$sleeper")
 check "pause_pid: stopped" pause_pid "$sleeper"
 check "... state T" [ "$(proc_state "$sleeper")" = T ]
 check "resume_pid: running" resume_pid "$sleeper"
@@ -183,7 +173,7 @@ check "wait_state gone: true for a pid that is gone" wait_state "$sleeper" gone
 # A process that ignores SIGTERM (the ignored disposition survives exec).
 (trap '' TERM; exec sleep 30) &
 stubborn=$!
-started+=("$stubborn")
+SCRATCH_PIDS+=("$stubborn")
 wait_until 2 [ "$(tr '\0' ' ' </proc/"$stubborn"/cmdline)" = "sleep 30 " ] || true
 t0=$(now_us)
 rc=0
