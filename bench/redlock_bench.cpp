@@ -49,7 +49,9 @@
 //              waiter's retry cycle, after its first attempt has failed);
 //              sample = from the holder's release completing to the
 //              waiter's acquire completing (0 if the waiter got there
-//              first). failed_attempts_per_handoff = mean(Lock::attempts − 1).
+//              first). attempts_per_handoff = mean(Lock::attempts);
+//              failed_attempts_per_handoff = mean(Lock::attempts − 2): the
+//              first attempt, which finds the lock held, begins the wait.
 //   memory     N locks (--locks, default 100000) on distinct resources,
 //              acquired 256 in flight, the Lock values kept; RSS
 //              (/proc/self/statm) after the loop settled minus before;
@@ -131,7 +133,8 @@ namespace redlock_bench {
 
 // Shared with redlock_scenarios.cpp (declared there the same way). Metrics:
 // "ops", "seconds", "errors", and where the scenario has them
-// "cpu_us_per_op", "bytes_per_lock", "failed_attempts_per_handoff", and the
+// "cpu_us_per_op", "bytes_per_lock", "failed_attempts_per_handoff",
+// "attempts_per_handoff", and the
 // leases fields (to_json lists them; p*_us when the scenario has no samples).
 using Metrics = std::map<std::string, double>;
 using redlock::AsyncClient;
@@ -226,6 +229,7 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
   // a command): %.4g keeps their digits.
   for (auto [name, fmt] :
        {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"},
+        {"attempts_per_handoff", "%.2f"},
         {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"take_seconds", "%.2f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
         {"bytes_per_lease", "%.1f"}, {"cpu_us_per_lease_s", "%.4g"}, {"commands_per_lease_s", "%.4g"},
         {"requests_per_lease_s", "%.4g"}, {"master_cpu_us_per_lease_s", "%.4g"}, {"leases_extended", "%.0f"},

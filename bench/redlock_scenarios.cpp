@@ -57,7 +57,7 @@ struct Run {
   long long ops = 0, errors = 0;
   double seconds = 0;
   std::vector<long long> samples;  // µs
-  std::optional<double> cpu_us_per_op, bytes_per_lock, failed_attempts_per_handoff;
+  std::optional<double> cpu_us_per_op, bytes_per_lock, failed_attempts_per_handoff, attempts_per_handoff;
   Metrics extra;  // the scenario's own fields (leases)
 };
 
@@ -253,6 +253,7 @@ class Handoff {
   }
   bool done() const { return done_; }
   long long failed_attempts() const { return failed_attempts_; }
+  long long attempts() const { return attempts_; }
 
   // close_timer closes our one handle; the loop must run afterwards.
   void close_timer() { uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr); }
@@ -311,7 +312,11 @@ class Handoff {
     const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(waiter_at_ - released_at_).count();
     run_.samples.push_back(std::max<long long>(gap, 0));
     ++run_.ops;
-    failed_attempts_ += waiter_lock_->attempts - 1;
+    // The waiter's first attempt finds the lock held (it starts while the
+    // holder holds it): that is where its wait begins. Failed attempts are
+    // the ones after it that did not take the lock (bench/CONTRACT.md).
+    attempts_ += waiter_lock_->attempts;
+    failed_attempts_ += std::max(waiter_lock_->attempts - 2, 0);
     waiter_.release(resource_, waiter_lock_->token, [this](Result<ReleaseResult> rr) {
       if (std::string why = release_problem(rr); !why.empty()) note_error(run_, "waiter release: " + why);
       cycle();
@@ -329,7 +334,7 @@ class Handoff {
   std::string holder_token_;
   std::optional<Lock> waiter_lock_;
   bool released_ = false, waited_ = false, done_ = false;
-  long long failed_attempts_ = 0;
+  long long failed_attempts_ = 0, attempts_ = 0;
 };
 
 Run measure_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
@@ -342,6 +347,7 @@ Run measure_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
   run.seconds = std::chrono::duration<double>(clk::now() - t0).count();
   if (run.ops > 0) {
     run.failed_attempts_per_handoff = static_cast<double>(h.failed_attempts()) / static_cast<double>(run.ops);
+    run.attempts_per_handoff = static_cast<double>(h.attempts()) / static_cast<double>(run.ops);
   }
   h.close_timer();
   uv_run(loop, UV_RUN_NOWAIT);
@@ -369,6 +375,7 @@ long long steady_ns() {
 struct CrowdEvent {
   int waiter;
   long long wait_started, acquired, release_started, released;  // steady_clock ns
+  int attempts = 0;  // the acquire's (Lock::attempts)
 };
 
 class Crowd {
@@ -420,7 +427,7 @@ class Crowd {
   };
 
   void wait(Waiter& w, long long wait_started) {
-    w.now = {w.id, wait_started, 0, 0, 0};
+    w.now = {w.id, wait_started, 0, 0, 0, 0};
     w.cancel = std::stop_source();
     w.waiting = true;
     redlock::AcquireOptions o = acquire_opts(lock_ttl, crowd_wait);
@@ -430,7 +437,7 @@ class Crowd {
       w.waiting = false;
       if (!r) {
         if (r.error().code == redlock::Errc::cancelled) {
-          open_.push_back({w.id, w.now.wait_started, steady_ns(), 0, 0});
+          open_.push_back({w.id, w.now.wait_started, steady_ns(), 0, 0, 0});
           return finish();
         }
         note_error(run_, "waiter " + std::to_string(w.id) + " acquire: " + r.error().to_string());
@@ -438,6 +445,7 @@ class Crowd {
         return wait(w, w.now.wait_started);  // the same wait goes on
       }
       w.now.acquired = steady_ns();
+      w.now.attempts = r->attempts;
       w.token = std::move(r->token);
       const int hold = std::uniform_int_distribution<int>(crowd_hold_min_ms, crowd_hold_max_ms)(rng_);
       uv_timer_start(
@@ -604,7 +612,7 @@ void write_crowd_events(const std::string& path, const Crowd& crowd, int waiters
     << errors << '\n';
   for (const CrowdEvent& e : crowd.events()) {
     f << "acq " << e.waiter << ' ' << e.wait_started << ' ' << e.acquired << ' ' << e.release_started << ' '
-      << e.released << '\n';
+      << e.released << ' ' << e.attempts << '\n';
   }
   for (const CrowdEvent& e : crowd.open_waits()) f << "open " << e.waiter << ' ' << e.wait_started << ' ' << e.acquired << '\n';
   f.flush();
@@ -797,6 +805,7 @@ Metrics finish(Run&& run, std::vector<long long>& samples) {
   if (run.cpu_us_per_op) m["cpu_us_per_op"] = *run.cpu_us_per_op;
   if (run.bytes_per_lock) m["bytes_per_lock"] = *run.bytes_per_lock;
   if (run.failed_attempts_per_handoff) m["failed_attempts_per_handoff"] = *run.failed_attempts_per_handoff;
+  if (run.attempts_per_handoff) m["attempts_per_handoff"] = *run.attempts_per_handoff;
   m.merge(run.extra);
   samples = std::move(run.samples);
   return m;

@@ -310,6 +310,10 @@ void AcquireOperation::start_attempt() {
   wake_pending_ = false;
   need_fix_ = false;
   sent_listening_ = listening_;
+  // Confirmed on a master before the attempt is written there, a channel's
+  // subscription was made before the attempt ran there: a release after
+  // the attempt is then published to this client (wait_for_release).
+  if (!fair_ && !tries_once_ && options().wake_ups) sent_heard_ = heard();
   turns_heard_ = 0;
   state_ = State::attempting;
   t1_ = now();
@@ -499,10 +503,15 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
       arm(std::min(o.node_timeout, left));
       return true;
     }
-    // Already subscribed: retry once at once — a release between our
-    // attempt and now was published before we listened.
-    arm(milliseconds{0});
-    return true;
+    // Already subscribed. A release between our attempt and now was
+    // published before we listened: retry once at once — unless the
+    // channels were heard from before the attempt went out and nothing
+    // came since (their mark is unchanged): every release after the
+    // attempt is then still to come, to this waiter, and it waits for it.
+    if (!sent_heard_ || heard() != sent_heard_) {
+      arm(milliseconds{0});
+      return true;
+    }
   }
   if (woken_) {  // a release was published while our attempt was on its way
     woken_ = false;
@@ -584,6 +593,16 @@ std::vector<std::string> AcquireOperation::channels() const {
   std::vector<std::string> out{channel_of(keys_.key)};
   for (const std::string& key : keys_.more_keys) out.push_back(channel_of(key));
   return out;
+}
+
+std::optional<std::uint64_t> AcquireOperation::heard() const {
+  std::optional<std::uint64_t> mark = engine_.transport().heard(channel_of(keys_.key));
+  for (const std::string& key : keys_.more_keys) {
+    if (!mark) break;
+    const std::optional<std::uint64_t> more = engine_.transport().heard(channel_of(key));
+    mark = more ? std::max(*mark, *more) : more;
+  }
+  return mark;
 }
 
 Error AcquireOperation::cancelled_error() const {

@@ -50,6 +50,7 @@ class NodeSet final : public Transport {
     return wake_.watch(channel, listener);
   }
   void unwatch(const std::string& channel, WakeListener* listener) override { wake_.unwatch(channel, listener); }
+  std::optional<std::uint64_t> heard(const std::string& channel) const override { return wake_.heard(channel); }
 
   const NodeSession& node(std::size_t i) const { return *sessions_[i]; }
   Telemetry* telemetry() noexcept override { return telemetry_.get(); }

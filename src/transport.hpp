@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -129,6 +130,16 @@ class Transport {
   virtual void unwatch(const std::string& channel, WakeListener* listener) {
     (void)channel;
     (void)listener;
+  }
+  // heard is the channel's hearing mark: a value that changes whenever a
+  // message on `channel` arrives or a master confirms or loses its
+  // subscription, whoever watches; none while no master has confirmed it.
+  // An unchanged mark between two moments says no release was published to
+  // this client in between (a release on a confirmed master is delivered).
+  // The default offers none.
+  virtual std::optional<std::uint64_t> heard(const std::string& channel) const {
+    (void)channel;
+    return std::nullopt;
   }
   // telemetry: the client's counters and observer (src/telemetry.hpp);
   // none by default (a test's fake transport).

@@ -107,7 +107,13 @@ WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {
     for (auto& s : subscribers_) s->subscribe(channel);
     return WatchState::pending;
   }
-  return confirmations_[channel] > 0 ? WatchState::ready : WatchState::pending;
+  return hearing_[channel].confirmations > 0 ? WatchState::ready : WatchState::pending;
+}
+
+std::optional<std::uint64_t> WakeHub::heard(const std::string& channel) const {
+  auto it = hearing_.find(channel);
+  if (it == hearing_.end() || it->second.confirmations <= 0) return std::nullopt;
+  return it->second.mark;
 }
 
 void WakeHub::unwatch(const std::string& channel, WakeListener* listener) {
@@ -134,7 +140,7 @@ void WakeHub::sweep() {
     const std::string channel = it->first;
     it = lingering_.erase(it);
     listeners_.erase(channel);
-    confirmations_.erase(channel);
+    hearing_.erase(channel);
     for (auto& s : subscribers_) s->unsubscribe(channel);
   }
   if (next != TimePoint::max()) {
@@ -143,7 +149,9 @@ void WakeHub::sweep() {
 }
 
 void WakeHub::confirmed(const std::string& channel, bool resubscribed) {
-  const int before = confirmations_[channel]++;
+  Hearing& h = hearing_[channel];
+  const int before = h.confirmations++;
+  h.mark = ++hearing_events_;
   if (resubscribed) {
     wake(channel, WakeListener::Why::resubscribed);
   } else if (before == 0) {
@@ -152,11 +160,14 @@ void WakeHub::confirmed(const std::string& channel, bool resubscribed) {
 }
 
 void WakeHub::unconfirmed(const std::string& channel) {
-  auto it = confirmations_.find(channel);
-  if (it != confirmations_.end() && it->second > 0) --it->second;
+  auto it = hearing_.find(channel);
+  if (it == hearing_.end()) return;
+  if (it->second.confirmations > 0) --it->second.confirmations;
+  it->second.mark = ++hearing_events_;
 }
 
 void WakeHub::released(const std::string& channel, std::string_view message) {
+  if (auto it = hearing_.find(channel); it != hearing_.end()) it->second.mark = ++hearing_events_;
   wake(channel, WakeListener::Why::released, message);
 }
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,6 +76,8 @@ class WakeHub {
 
   WatchState watch(const std::string& channel, WakeListener* listener);
   void unwatch(const std::string& channel, WakeListener* listener);
+  // heard: the channel's hearing mark (Transport::heard).
+  std::optional<std::uint64_t> heard(const std::string& channel) const;
 
   // close closes every subscriber; on_closed runs once all are gone (at
   // once if none was started).
@@ -108,7 +111,15 @@ class WakeHub {
   Telemetry* telemetry_ = nullptr;
   std::vector<std::unique_ptr<Subscriber>> subscribers_;
   std::map<std::string, std::vector<WakeListener*>> listeners_;
-  std::map<std::string, int> confirmations_;  // channel → subscribers that confirmed it
+  // Hearing — a subscribed channel: how many subscribers confirmed it, and
+  // its mark, the client-wide count of hearing events at its last one (so a
+  // channel dropped and subscribed again never shows an earlier mark).
+  struct Hearing {
+    int confirmations = 0;
+    std::uint64_t mark = 0;
+  };
+  std::uint64_t hearing_events_ = 0;
+  std::map<std::string, Hearing> hearing_;  // channel → its subscription's state
   std::map<std::string, TimePoint> lingering_;  // channels nobody watches: unsubscribed at that time
   std::unique_ptr<Timer> linger_timer_;
   std::size_t open_subscribers_ = 0;

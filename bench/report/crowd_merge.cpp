@@ -94,6 +94,7 @@ namespace {
 struct Acquisition {
   long long waiter;  // global: the file's first waiter + the local id
   long long wait_started, acquired, release_started, released;  // ns
+  long long attempts = -1;  // the acquire's attempts, when the system wrote them
 };
 
 // A wait the stop cut short (an "open" line): the waiter, when it began and ended (ns).
@@ -136,6 +137,10 @@ void read_events(const std::string& path, Events& ev) {
           a.waiter >= local_waiters || a.acquired < a.wait_started || a.release_started < a.acquired ||
           a.released < a.release_started)
         fail(where + ": bad event '" + line + "'");
+      if (long long attempts = 0; in >> attempts) {
+        if (attempts < 1) fail(where + ": bad attempts in '" + line + "'");
+        a.attempts = attempts;
+      }
       a.waiter += first;
       ev.acquisitions.push_back(a);
     } else if (kind == "open") {
@@ -344,6 +349,17 @@ int main(int argc, char** argv) {
   o << ", \"acquisitions\": " << acq.size() << ", \"early_handoffs\": " << early
     << ", \"commands_per_handoff\": " << num(static_cast<double>(commands) * per);
   for (const auto& [name, d] : delta) o << ", \"cmd_" << name << "_per_handoff\": " << num(static_cast<double>(d) * per);
+  // Attempts, where every acquisition has them: a wait begins where its
+  // first attempt found the lock held; failed are the ones after that.
+  if (!acq.empty() && std::all_of(acq.begin(), acq.end(), [](const Acquisition& a) { return a.attempts >= 1; })) {
+    long long attempts = 0, failed = 0;
+    for (const auto& a : acq) {
+      attempts += a.attempts;
+      failed += std::max(a.attempts - 2, 0LL);
+    }
+    o << ", \"attempts_per_handoff\": " << num(static_cast<double>(attempts) * per)
+      << ", \"failed_attempts_per_handoff\": " << num(static_cast<double>(failed) * per);
+  }
   o << ", \"master_cpu_us_per_handoff\": " << num((after.cpu_seconds - before.cpu_seconds) * 1e6 * per)
     << ", \"wait_p50_us\": " << nearest_rank(waits, 50) << ", \"wait_p99_us\": " << nearest_rank(waits, 99)
     << ", \"max_wait_us\": " << (waits.empty() ? 0 : waits.back()) << ", \"max_open_wait_us\": " << max_open_wait_us

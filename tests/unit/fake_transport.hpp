@@ -78,6 +78,9 @@ class FakeTransport final : public detail::Transport {
   void unwatch(const std::string&, detail::WakeListener* listener) override {
     std::erase(watchers, listener);
   }
+  // heard answers heard_result for every channel (none: not confirmed).
+  std::optional<std::uint64_t> heard_result;
+  std::optional<std::uint64_t> heard(const std::string&) const override { return heard_result; }
 
   // refuse[i] makes sends to node i fail at once.
   std::vector<bool> refuse = std::vector<bool>(16, false);

@@ -773,50 +773,120 @@ class WorstDrawRuntime final : public Runtime {
 
 }  // namespace
 
-TEST_CASE("a waiter that lost no race reacts to a release at once; jitter only after it lost one") {
-  // One waiter: its first attempt and the check once subscribed find the
-  // lock held (no race lost: nobody was woken), then the holder releases.
-  // With every draw the largest, a jittered reaction would come at the
-  // wait's end (wake_jitter 5 s > the 1 s wait): the grant must come at
-  // once after the notification instead.
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  Options options;
-  options.node_timeout = milliseconds{50};
-  options.wake_jitter = milliseconds{5000};
-  options.wake_safety_net = milliseconds{5000};
-  WorstDrawRuntime runtime(&loop);
+namespace {
+
+// lone_waiter runs one waiter of a 1 s wait against five fake masters that
+// answer "held" until `free`, on channels heard with `mark` (none: not
+// confirmed); `after_reply(n)` runs once the n-th acquire command (from 1)
+// has its answer. The holder releases at 100 ms and the release is published
+// (unless `released_at_100ms` is false). It returns the grant's Lock and
+// when it came after the start.
+struct LoneWaiter {
+  std::optional<std::uint64_t> mark;
+  std::function<void(int)> after_reply = [](int) {};
   bool free = false;
-  FakeTransport fake(&loop, 5, [&](std::size_t, const Call& call) {
-    if (!is_acquire(call.command)) return redlock::test::int_reply(0);
-    if (free) return redlock::test::ok_reply();
-    Response nil;
-    nil.type = ReplyView::Type::nil;
-    return nil;
-  });
-  fake.watch_result = WatchState::ready;
-  std::optional<Engine> engine;
-  engine.emplace(runtime, fake, options);
-  std::optional<Result<Lock>> got;
-  TimePoint released{}, granted{};
-  AcquireOptions opts;
-  opts.wait = milliseconds{1000};
-  std::unique_ptr<Timer> holder = runtime.timer([&] {
-    free = true;
-    released = runtime.now();
-    for (WakeListener* w : std::vector<WakeListener*>(fake.watchers)) w->on_wake(WakeListener::Why::released, "value");
-  });
-  holder->start(milliseconds{100});
-  engine->acquire("handoff", opts, [&](Result<Lock> r) {
-    granted = runtime.now();
-    got.emplace(std::move(r));
-    holder.reset();
-  });
-  CHECK(redlock::test::run_and_close(&loop) == 0);
-  REQUIRE(got.has_value());
-  REQUIRE(got->ok());
-  CHECK((*got)->attempts == 3);  // the first, the check once subscribed, the woken one
-  CHECK(granted - released < milliseconds{500});
+  bool released_at_100ms = true;
+  int acquires = 0;
+
+  std::pair<Result<Lock>, milliseconds> run() {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    Options options;
+    options.node_timeout = milliseconds{50};
+    options.wake_jitter = milliseconds{5000};
+    options.wake_safety_net = milliseconds{5000};
+    WorstDrawRuntime runtime(&loop);
+    FakeTransport fake(&loop, 5, [&](std::size_t, const Call& call) {
+      if (!is_acquire(call.command)) return redlock::test::int_reply(0);
+      Response answer = redlock::test::ok_reply();
+      if (!free) answer.type = ReplyView::Type::nil;
+      after_reply(++acquires);
+      return answer;
+    });
+    fake.watch_result = WatchState::ready;
+    fake.heard_result = mark;
+    heard_ = &fake.heard_result;
+    std::optional<Engine> engine;
+    engine.emplace(runtime, fake, options);
+    std::optional<Result<Lock>> got;
+    const TimePoint start = runtime.now();
+    TimePoint granted{};
+    AcquireOptions opts;
+    opts.wait = milliseconds{1000};
+    std::unique_ptr<Timer> holder = runtime.timer([&] {
+      if (!released_at_100ms) return;
+      free = true;
+      for (WakeListener* w : std::vector<WakeListener*>(fake.watchers)) w->on_wake(WakeListener::Why::released, "value");
+    });
+    holder->start(milliseconds{100});
+    engine->acquire("handoff", opts, [&](Result<Lock> r) {
+      granted = runtime.now();
+      got.emplace(std::move(r));
+      holder.reset();
+    });
+    CHECK(redlock::test::run_and_close(&loop) == 0);
+    REQUIRE(got.has_value());
+    return {std::move(*got), std::chrono::duration_cast<milliseconds>(granted - start)};
+  }
+  // hear: the channels' mark moves (a message came, or a confirmation).
+  void hear(std::uint64_t to) { *heard_ = to; }
+
+ private:
+  std::optional<std::uint64_t>* heard_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("a waiter that lost no race reacts to a release at once; jitter only after it lost one") {
+  // One waiter: its first attempt and the check once subscribed (the
+  // channel had no mark as the attempt went out) find the lock held (no
+  // race lost: nobody was woken), then the holder releases. With every
+  // draw the largest, a jittered reaction would come at the wait's end
+  // (wake_jitter 5 s > the 1 s wait): the grant must come at once after
+  // the notification instead.
+  LoneWaiter w;
+  w.after_reply = [&](int n) {
+    if (n == 5) w.hear(3);  // confirmed once the first attempt was out
+  };
+  auto [r, granted] = w.run();
+  REQUIRE(r.ok());
+  CHECK(r.value().attempts == 3);  // the first, the check once subscribed, the woken one
+  CHECK(granted >= milliseconds{100});  // at the release
+  CHECK(granted < milliseconds{500});
+}
+
+
+TEST_CASE("a waiter whose channel was heard from before its attempt waits for the release without a check") {
+  // Subscribed (lingering from an earlier wait) before the first attempt
+  // went out, and nothing heard since: a release after the attempt is
+  // still to come to it. Two attempts: the first, and the woken one.
+  LoneWaiter w;
+  w.mark = 7;
+  auto [r, granted] = w.run();
+  REQUIRE(r.ok());
+  CHECK(r.value().attempts == 2);
+  CHECK(granted >= milliseconds{100});  // at the release
+  CHECK(granted < milliseconds{500});
+}
+
+TEST_CASE("a release heard while the waiter's attempt was on its way is not missed: it tries again at once") {
+  // The release came (its message with it: the mark moved) after the
+  // attempt found the lock held on every master, before the waiter
+  // watched: the message woke nobody. Waiting for the next one would wait
+  // the whole second; the waiter must try again at once instead.
+  LoneWaiter w;
+  w.mark = 7;
+  w.released_at_100ms = false;  // released once, here:
+  w.after_reply = [&](int n) {
+    if (n == 5) {  // the fifth "held"
+      w.hear(8);
+      w.free = true;
+    }
+  };
+  auto [r, granted] = w.run();
+  REQUIRE(r.ok());
+  CHECK(r.value().attempts == 2);
+  CHECK(granted < milliseconds{500});
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // connection, unsubscribe, close.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,54 @@ TEST_CASE("a watch subscribes, is confirmed, and a message wakes the watchers") 
   bed.runtime.advance(milliseconds{0});
   CHECK(closed == 1);
   CHECK(bed.runtime.armed() == 0);
+}
+
+TEST_CASE("a channel's hearing mark: none until confirmed, moved by every message and confirmation, lingering too") {
+  // A waiter skips its check once subscribed only on an unchanged mark
+  // (docs/design.md, "Waiting"): whatever could carry or hide a release
+  // must move it.
+  Bed bed;
+  WakeHub hub(bed.runtime, bed.wires, bed.nodes, bed.options);
+  Listener l;
+  hub.watch("ch", &l);
+  CHECK_FALSE(hub.heard("ch").has_value());
+  FakeWire& w = bed.up();
+  w.answer(strings({"subscribe", anchor, "1"}));
+  CHECK_FALSE(hub.heard("ch").has_value());  // the anchor is no confirmation of "ch"
+  w.answer(strings({"subscribe", "ch", "2"}));
+  const std::optional<std::uint64_t> confirmed = hub.heard("ch");
+  REQUIRE(confirmed.has_value());
+  CHECK(hub.heard("ch") == confirmed);  // reading it changes nothing
+  CHECK_FALSE(hub.heard("other").has_value());
+
+  // Nobody watches (it lingers): a message still moves the mark.
+  hub.unwatch("ch", &l);
+  w.answer(strings({"message", "ch", "token"}));
+  const std::optional<std::uint64_t> after_message = hub.heard("ch");
+  REQUIRE(after_message.has_value());
+  CHECK(*after_message != *confirmed);
+  CHECK(l.wakes == std::vector{WakeListener::Why::subscribed});  // it woke nobody
+
+  // The connection goes: no confirmation left, no mark; confirmed again on
+  // the next connection, a mark it never had.
+  hub.watch("ch", &l);
+  w.lose("connection reset by peer");
+  CHECK_FALSE(hub.heard("ch").has_value());
+  bed.runtime.advance(bed.options.reconnect_min);
+  FakeWire& again = bed.up();
+  again.answer(strings({"subscribe", anchor, "1"}));
+  again.answer(strings({"subscribe", "ch", "2"}));
+  const std::optional<std::uint64_t> resubscribed = hub.heard("ch");
+  REQUIRE(resubscribed.has_value());
+  CHECK(*resubscribed != *confirmed);
+  CHECK(*resubscribed != *after_message);
+
+  // Unsubscribed after its linger: no mark.
+  hub.unwatch("ch", &l);
+  bed.runtime.advance(WakeHub::linger);
+  CHECK_FALSE(hub.heard("ch").has_value());
+  hub.close([] {});
+  bed.runtime.advance(milliseconds{0});
 }
 
 TEST_CASE("a subscriber whose AUTH fails drops the connection and tries again later") {

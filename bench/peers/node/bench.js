@@ -41,7 +41,9 @@
 //               the holder holds a further uniform 0–300 ms (a random phase of
 //               the waiter's 100–300 ms retry delay) and releases. Sample =
 //               waiter's acquire resolving − holder's release resolving.
-//               failed_attempts_per_handoff = mean of lock.attempts.length − 1.
+//               attempts_per_handoff = mean of lock.attempts.length;
+//               failed_attempts_per_handoff = mean of lock.attempts.length − 2
+//               (the first attempt, refused before the release, starts the wait).
 //               The waiter's 11 attempts span ≥ 1 s, far more than it waits;
 //   handoff-crowd  one process of a crowd on ONE shared resource (--resource,
 //               scripts/bench.sh starts several): W async waiters (--waiters,
@@ -249,6 +251,7 @@ async function handoff(o, holder, waiter, prefix) {
   const samples = [];
   let errors = 0;
   let failedAttempts = 0;
+  let attempts = 0;
   let refusals = 0; // ResourceLockedError events of the waiter (one per node per attempt)
   waiter.on('error', (err) => { if (err && err.name === 'ResourceLockedError') refusals++; });
   const quorum = Math.floor(o.endpoints.length / 2) + 1;
@@ -285,7 +288,10 @@ async function handoff(o, holder, waiter, prefix) {
       if (got.err) process.stderr.write(`bench.js: handoff: waiter failed: ${got.err.message}\n`);
     } else {
       samples.push(Math.max(0, got.at - releasedAt));
-      failedAttempts += got.lock.attempts.length - 1;
+      // The first attempt (refused by a majority before the release) is
+      // where the wait begins; failed attempts are the later ones that lost.
+      attempts += got.lock.attempts.length;
+      failedAttempts += Math.max(got.lock.attempts.length - 2, 0);
     }
     if (got.lock) {
       try { await got.lock.release(); } catch (e) { errors++; }
@@ -293,7 +299,10 @@ async function handoff(o, holder, waiter, prefix) {
   } while (nowUs() < deadline);
   const seconds = (nowUs() - start) / 1e6;
   const extra = {};
-  if (samples.length > 0) extra.failed_attempts_per_handoff = round3(failedAttempts / samples.length);
+  if (samples.length > 0) {
+    extra.failed_attempts_per_handoff = round3(failedAttempts / samples.length);
+    extra.attempts_per_handoff = round3(attempts / samples.length);
+  }
   return { samples, errors, seconds, extra };
 }
 
