@@ -3,6 +3,7 @@
 #include "node_session.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -146,17 +147,48 @@ bool NodeSession::on_open() {
     const std::string_view argv[2] = {"SELECT", db};
     if (!queue_raw(Kind::handshake, argv)) return false;
   }
-  // Load the scripts before the first EVALSHA: a NOSCRIPT retry goes to the
-  // back of the pipeline, where a release sent meanwhile would overtake the
-  // acquire it is meant to undo. So NOSCRIPT only follows a SCRIPT FLUSH.
-  for (std::string_view body : script_bodies) {
-    const std::string_view load[3] = {"SCRIPT", "LOAD", body};
-    if (!queue_raw(Kind::handshake, load)) return false;
-  }
   // INFO with its default sections: server (uptime, run id) and memory
-  // (the eviction policy). The marker follows once this succeeded.
+  // (the eviction policy). First, and small: a server that wants a
+  // password says NOAUTH to it (an unauthenticated connection may not even
+  // send a command of more than 10 arguments).
   const std::string_view info[1] = {"INFO"};
-  return queue_raw(Kind::info, info);
+  if (!queue_raw(Kind::info, info)) return false;
+  // The scripts are loaded before the first EVALSHA: a NOSCRIPT retry goes
+  // to the back of the pipeline, where a release sent meanwhile would
+  // overtake the acquire it is meant to undo. So NOSCRIPT only follows a
+  // SCRIPT FLUSH. Which ones the server lacks, SCRIPT EXISTS tells in one
+  // command (a server other clients use has them all: a process start
+  // costs it one command, not one per script); its answer loads the
+  // missing ones and then runs the marker (load_missing), so both go
+  // before anything the handshake holds back.
+  std::array<std::string_view, 2 + script_count> exists{"SCRIPT", "EXISTS"};
+  for (std::size_t i = 0; i < script_count; ++i) exists[2 + i] = shas_[i];
+  return queue_raw(Kind::scripts_exist, exists);
+}
+
+// load_missing: SCRIPT EXISTS answered one 0 or 1 per script, in order;
+// SCRIPT LOAD each 0. Refused by the ACL (one without script|exists, as
+// docs/security.md had it before), it loads them all. Any other error ends
+// the connection like a failed handshake; any other answer is no Redis's.
+void NodeSession::load_missing(const WireReply& reply) {
+  const bool refused = reply.type == WireReply::Type::error && reply.str.starts_with("NOPERM");
+  if (reply.type == WireReply::Type::error && !refused) {
+    return conn_.drop("SCRIPT EXISTS failed: " + std::string(reply.str));
+  }
+  const bool well_formed =
+      refused || (reply.type == WireReply::Type::array && reply.elements.size() == script_count &&
+                  std::all_of(reply.elements.begin(), reply.elements.end(), [](const WireReply& e) {
+                    return e.type == WireReply::Type::integer && (e.integer == 0 || e.integer == 1);
+                  }));
+  if (!well_formed) {
+    return conn_.drop("SCRIPT EXISTS answered no array of " + std::to_string(script_count) + " zeros and ones");
+  }
+  for (std::size_t i = 0; i < script_count; ++i) {
+    if (!refused && reply.elements[i].integer == 1) continue;
+    const std::string_view load[3] = {"SCRIPT", "LOAD", script_bodies[i]};
+    if (!queue_raw(Kind::handshake, load)) return conn_.drop("cannot queue SCRIPT LOAD");
+  }
+  if (!queue_marker()) conn_.drop("cannot queue the data-loss marker check");
 }
 
 // queue_marker runs the marker script (scripts.hpp): at the end of the
@@ -305,6 +337,8 @@ void NodeSession::on_reply(const WireReply& reply) {
     if (p.kind == Kind::marker) marker_in_flight_ = false;
     if (closing_) {
       // nothing more to set up
+    } else if (p.kind == Kind::scripts_exist) {
+      load_missing(reply);
     } else if (reply.type == WireReply::Type::error) {
       const char* what = p.kind == Kind::info     ? "INFO"
                          : p.kind == Kind::marker ? "the data-loss marker (redlock-marker)"
@@ -390,8 +424,8 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   const std::optional<long long> uptime = bounded_number(info_field(info, "uptime_in_seconds"), most_uptime_s);
   info_uptime_s_ = uptime.value_or(-1);
   info_at_ = now;
-  // The restart counts as a loss once the marker's answer (queued below,
-  // before any command) has not shown a clean start.
+  // The restart counts as a loss once the marker's answer (queued after
+  // the scripts, before any command) has not shown a clean start.
   const milliseconds up{std::max(info_uptime_s_ - 1, 0LL) * 1000};
   restart_at_ = now - up;
 
@@ -403,7 +437,7 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
     excluded_ = "maxmemory-policy " + policy + " (maxmemory " + maxmemory +
                 ") may evict lock keys: not counted toward a majority (accept_eviction)";
   }
-  if (!queue_marker()) conn_.drop("cannot queue the data-loss marker check");
+  // The marker follows SCRIPT EXISTS's answer (load_missing).
 }
 
 // handle_vote_check: the marker as the master had it right after an

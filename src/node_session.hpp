@@ -114,7 +114,7 @@ class NodeSession final : private ConnectionOwner {
   // vote_check: the GET of the data-loss marker written behind the
   // acquires of one flush (one per flush); their replies are held back
   // until it answers.
-  enum class Kind : std::uint8_t { script, handshake, info, marker, vote_check };
+  enum class Kind : std::uint8_t { script, handshake, scripts_exist, info, marker, vote_check };
   struct Pending {
     Kind kind = Kind::script;
     bool timed_out = false;
@@ -146,6 +146,7 @@ class NodeSession final : private ConnectionOwner {
   bool queue_raw(Kind kind, std::span<const std::string_view> argv);
   bool queue_call(const Call& call, bool as_eval);
   bool queue_marker();
+  void load_missing(const WireReply& reply);
   bool queue_vote_check();
   void handle_info(const WireReply& reply, clock::time_point now);
   void handle_marker(const WireReply& reply, clock::time_point now);

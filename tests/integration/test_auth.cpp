@@ -35,7 +35,7 @@ TEST_CASE("AUTH with a password") {
   auto none = client_for({"redis://" + base});
   auto noauth = none->try_acquire("auth3");
   REQUIRE_FALSE(noauth.ok());
-  CHECK(noauth.error().nodes[0].error.find("NOAUTH") != std::string::npos);
+  CHECK_MESSAGE(noauth.error().nodes[0].error.find("NOAUTH") != std::string::npos, noauth.error().nodes[0].error);
 }
 
 TEST_CASE("AUTH as an ACL user") {
@@ -128,7 +128,7 @@ namespace {
 std::vector<std::string> lock_user_acl(const std::string& user, const std::string& drop = "") {
   std::vector<std::string> argv = {"ACL", "SETUSER", user, "reset", "on", ">lock-pw", "~redlock:*", "~redlock-marker",
                                    "~{redlock-marker}:server", "&redlock:*"};
-  for (const char* c : {"+ping", "+info", "+select", "+get", "+set", "+evalsha", "+eval", "+script|load",
+  for (const char* c : {"+ping", "+info", "+select", "+get", "+set", "+evalsha", "+eval", "+script|load", "+script|exists",
                         "+subscribe", "+unsubscribe", "+publish", "+del", "+pexpire", "+pttl", "+time"}) {
     if (drop != c) argv.emplace_back(c);
   }

@@ -79,9 +79,8 @@ class Listener {
   std::thread thread_;
 };
 
-// FakeMaster — answers the client's handshake (3 × SCRIPT LOAD, INFO) like
-// a redis that has been up for long, then does `misbehave` on the first
-// script call. One connection at a time, on a thread, loopback only.
+// FakeMaster — does `misbehave` on the handshake's first command (INFO).
+// One connection at a time, on a thread, loopback only.
 class FakeMaster {
  public:
   enum class Mode { cut_reply, garbage, hang_up };
@@ -92,38 +91,18 @@ class FakeMaster {
           ::close(c);
         }) {}
   std::string url() const { return listener_.url(); }
-  int script_calls() const { return script_calls_; }
 
  private:
-  // talk answers commands in order; a command starts with '*' at a line start.
+  // talk waits for the first command, answers it with `misbehave` and hangs up.
   void talk(int c) {
-    std::string buf;
-    int seen = 0;
     char chunk[4096];
-    for (;;) {
-      const ssize_t n = ::read(c, chunk, sizeof chunk);
-      if (n <= 0) return;
-      buf.append(chunk, static_cast<std::size_t>(n));
-      int commands = 0;
-      for (std::size_t i = 0; i < buf.size(); ++i) commands += buf[i] == '*' && (i == 0 || buf[i - 1] == '\n');
-      for (; seen < commands; ++seen) {
-        if (seen < 3) {
-          send(c, "$40\r\n" + std::string(40, 'a') + "\r\n");  // SCRIPT LOAD
-        } else if (seen == 3) {
-          send(c, "$26\r\nuptime_in_seconds:100000\r\n");     // INFO server
-        } else {
-          ++script_calls_;
-          send(c, mode_ == Mode::cut_reply ? "+O" : "!!! not RESP\r\n");
-          return;  // and hang up
-        }
-      }
-    }
+    if (::read(c, chunk, sizeof chunk) <= 0) return;
+    send(c, mode_ == Mode::cut_reply ? "+O" : "!!! not RESP\r\n");
   }
 
   static void send(int c, const std::string& s) { (void)!::write(c, s.data(), s.size()); }
 
   Mode mode_;
-  std::atomic<int> script_calls_{0};
   Listener listener_;
 };
 
@@ -223,7 +202,10 @@ class FloodMaster {
       while (std::optional<std::vector<std::string>> argv = next_command(in)) {
         const std::vector<std::string>& a = *argv;
         std::string out;
-        if (a[0] == "SCRIPT") {
+        if (a[0] == "SCRIPT" && a[1] == "EXISTS") {
+          out = "*" + std::to_string(a.size() - 2) + "\r\n";
+          for (std::size_t i = 2; i < a.size(); ++i) out += ":1\r\n";
+        } else if (a[0] == "SCRIPT") {
           out = "$40\r\n" + std::string(40, 'a') + "\r\n";
         } else if (a[0] == "INFO") {
           out = bulk("redis_version:7.0.0\r\nrun_id:" + std::string(40, 'f') + "\r\nuptime_in_seconds:100000\r\n");

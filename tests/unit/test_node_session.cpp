@@ -8,6 +8,7 @@
 #include <array>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,7 @@ struct Bed {
   std::string marker_ms;            // the quarantine it declares ("" : the caller's)
   std::string marker_age = "100000000";
   bool marker_clean = false;        // a clean-start marker (BORN_MS 0): "clean" to its own server
+  std::set<std::string> loaded;     // the scripts' SHAs in its cache (SCRIPT LOAD adds; "sha" + index here)
   std::function<std::optional<Reply>(const Command&)> script = [](const Command&) -> std::optional<Reply> {
     return status();
   };
@@ -85,7 +87,17 @@ struct Bed {
     return *wires.live;
   }
   std::optional<Reply> master(const Command& c) {
-    if (c[0] == "SCRIPT") return bulk("sha");
+    if (c[0] == "SCRIPT" && c[1] == "EXISTS") {
+      Reply r{WireReply::Type::array, 0, {}, {}};
+      for (std::size_t i = 2; i < c.size(); ++i) r.elements.push_back(integer(loaded.count(c[i])));
+      return r;
+    }
+    if (c[0] == "SCRIPT" && c[1] == "LOAD") {
+      for (std::size_t i = 0; i < script_count; ++i) {
+        if (script_bodies[i] == c[2]) loaded.insert(shas[i]);
+      }
+      return bulk("sha");
+    }
     if (c[0] == "AUTH" || c[0] == "SELECT") return status();
     if (c[0] == "INFO") return bulk(info);
     if (c[0] == "EVALSHA" && c[1] == shas[static_cast<std::size_t>(CommandId::marker)]) {
@@ -169,11 +181,15 @@ TEST_CASE("nothing is written before the handshake completes; then the waiting c
   bed.wire().connected();
   bed.wire().flush();
   CHECK(bed.count("SET") == 0);
-  CHECK(bed.count("SCRIPT") == script_count);
+  CHECK(bed.count("SCRIPT") == 1);  // SCRIPT EXISTS
   CHECK(bed.count("INFO") == 1);
-  // Answer up to INFO: the marker goes out, still nothing of ours.
-  for (std::size_t i = 0; i < script_count + 1; ++i) bed.wire().answer(*bed.master(bed.wire().next()));
+  // Answer INFO and SCRIPT EXISTS: the missing scripts (all) are loaded,
+  // the marker goes out behind them, still nothing of ours.
+  bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
+  bed.wire().answer(*bed.master(bed.wire().next()));  // SCRIPT EXISTS
   bed.wire().flush();
+  CHECK(bed.count("SCRIPT") == 1 + script_count);
+  for (std::size_t i = 0; i < script_count; ++i) bed.wire().answer(*bed.master(bed.wire().next()));
   CHECK(bed.wire().next()[0] == "EVALSHA");
   CHECK(bed.count("SET") == 0);
   CHECK(bed.sink.events.empty());
@@ -195,6 +211,106 @@ TEST_CASE("nothing is written before the handshake completes; then the waiting c
   CHECK(bed.sink.events[1].str == "OK");
   // New master (marker created): quarantined.
   CHECK(bed.sink.events[1].quarantined);
+}
+
+TEST_CASE("a server that has every script gets one SCRIPT EXISTS and no SCRIPT LOAD") {
+  // A process start costs a master other clients use one command for the
+  // scripts, not one per script (a crowd of `redlock run` processes).
+  Bed bed;
+  for (const std::string& sha : bed.shas) bed.loaded.insert(sha);
+  bed.ready();
+  CHECK(bed.count("SCRIPT") == 1);
+  REQUIRE(bed.send(CommandId::release));
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+}
+
+TEST_CASE("the scripts a server lacks are loaded before the marker's EVALSHA and before anything held back") {
+  Bed bed;
+  for (const std::string& sha : bed.shas) bed.loaded.insert(sha);
+  const auto marker = static_cast<std::size_t>(CommandId::marker);
+  const auto release = static_cast<std::size_t>(CommandId::release);
+  bed.loaded.erase(bed.shas[marker]);
+  bed.loaded.erase(bed.shas[release]);
+  bed.marker = "e1";
+  bed.start();
+  REQUIRE(bed.send(CommandId::release));
+  bed.wire().connected();
+  bed.serve();
+  REQUIRE(bed.session->state() == NodeSession::State::ready);
+  std::vector<std::string> order;  // the loads and EVALSHAs, by what they name
+  for (const Command& c : bed.wires.log) {
+    if (c[0] == "SCRIPT" && c[1] == "LOAD") order.push_back(c[2] == script_bodies[marker] ? "load marker" : "load release");
+    if (c[0] == "EVALSHA") order.push_back(c[1] == bed.shas[marker] ? "marker" : c[1] == bed.shas[release] ? "release" : c[1]);
+  }
+  REQUIRE(order.size() == 4);
+  std::sort(order.begin(), order.begin() + 2);  // the loads go in the scripts' order
+  CHECK(order == std::vector<std::string>{"load marker", "load release", "marker", "release"});
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+}
+
+TEST_CASE("a SCRIPT EXISTS the server refuses (an ACL without it) loads every script: the handshake goes on") {
+  Bed bed;
+  bed.marker = "e1";
+  bed.start();
+  REQUIRE(bed.send(CommandId::release));
+  bed.wire().connected();
+  bed.wire().flush();
+  bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
+  REQUIRE(bed.wire().next()[1] == "EXISTS");
+  bed.wire().answer(error("NOPERM User lock has no permissions to run the 'script|exists' command"));
+  bed.serve();
+  CHECK(bed.session->state() == NodeSession::State::ready);
+  CHECK(bed.count("SCRIPT") == 1 + script_count);
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+}
+
+TEST_CASE("a SCRIPT EXISTS that fails otherwise (NOAUTH, say) fails the handshake and says so") {
+  Bed bed;
+  bed.start();
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.wire().connected();
+  bed.wire().flush();
+  bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
+  REQUIRE(bed.wire().next()[1] == "EXISTS");
+  bed.wire().answer(error("NOAUTH Authentication required."));
+  CHECK(bed.wires.live == nullptr);  // dropped
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::failed);
+  CHECK(bed.sink.events[0].text == "SCRIPT EXISTS failed: NOAUTH Authentication required.");
+  CHECK(bed.count("SCRIPT") == 1);
+}
+
+TEST_CASE("a SCRIPT EXISTS answer that is not one 0 or 1 per script ends the connection") {
+  Reply all_ones{WireReply::Type::array, 0, {}, {}};
+  for (std::size_t i = 0; i < script_count; ++i) all_ones.elements.push_back(integer(1));
+  Reply one_short = all_ones;
+  one_short.elements.pop_back();
+  Reply one_more = all_ones;
+  one_more.elements.push_back(integer(1));
+  Reply a_two = all_ones;
+  a_two.elements[3] = integer(2);
+  Reply a_string = all_ones;
+  a_string.elements[0] = bulk("1");
+  for (const Reply& answer : {integer(1), bulk("OK"), nil(), one_short, one_more, a_two, a_string}) {
+    Bed bed;
+    bed.marker = "e1";
+    bed.start();
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.wire().connected();
+    bed.wire().flush();
+    bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
+    REQUIRE(bed.wire().next()[1] == "EXISTS");
+    bed.wire().answer(answer);
+    CHECK(bed.wires.live == nullptr);  // dropped
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK(bed.sink.events[0].kind == EventKind::failed);
+    CHECK(bed.sink.events[0].text.find("SCRIPT EXISTS answered no array of") != std::string::npos);
+    CHECK(bed.count("SET") == 0);
+  }
 }
 
 TEST_CASE("a command that waited for the handshake gets its whole node timeout from its write") {
