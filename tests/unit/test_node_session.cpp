@@ -152,6 +152,14 @@ struct Bed {
     return ok;
   }
   std::string last_why;
+  // to_scripts_exist: the connection comes up and INFO is answered; the
+  // next command to answer is SCRIPT EXISTS.
+  void to_scripts_exist() {
+    wire().connected();
+    wire().flush();
+    wire().answer(*master(wire().next()));  // INFO
+    REQUIRE(wire().next()[1] == "EXISTS");
+  }
   // expect_full_quarantine: the master sits out a whole period from now,
   // and an acquire's yes comes back quarantined, for a reason that starts
   // with `why`.
@@ -256,10 +264,7 @@ TEST_CASE("a SCRIPT EXISTS the server refuses (an ACL without it) loads every sc
   bed.marker = "e1";
   bed.start();
   REQUIRE(bed.send(CommandId::release));
-  bed.wire().connected();
-  bed.wire().flush();
-  bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
-  REQUIRE(bed.wire().next()[1] == "EXISTS");
+  bed.to_scripts_exist();
   bed.wire().answer(error("NOPERM User lock has no permissions to run the 'script|exists' command"));
   bed.serve();
   CHECK(bed.session->state() == NodeSession::State::ready);
@@ -272,10 +277,7 @@ TEST_CASE("a SCRIPT EXISTS that fails otherwise (NOAUTH, say) fails the handshak
   Bed bed;
   bed.start();
   REQUIRE(bed.send(CommandId::set_nx));
-  bed.wire().connected();
-  bed.wire().flush();
-  bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
-  REQUIRE(bed.wire().next()[1] == "EXISTS");
+  bed.to_scripts_exist();
   bed.wire().answer(error("NOAUTH Authentication required."));
   CHECK(bed.wires.live == nullptr);  // dropped
   REQUIRE(bed.sink.events.size() == 1);
@@ -300,10 +302,7 @@ TEST_CASE("a SCRIPT EXISTS answer that is not one 0 or 1 per script ends the con
     bed.marker = "e1";
     bed.start();
     REQUIRE(bed.send(CommandId::set_nx));
-    bed.wire().connected();
-    bed.wire().flush();
-    bed.wire().answer(*bed.master(bed.wire().next()));  // INFO
-    REQUIRE(bed.wire().next()[1] == "EXISTS");
+    bed.to_scripts_exist();
     bed.wire().answer(answer);
     CHECK(bed.wires.live == nullptr);  // dropped
     REQUIRE(bed.sink.events.size() == 1);
