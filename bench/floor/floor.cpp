@@ -788,7 +788,7 @@ void worker_idle(Worker* w) {
 
 void maybe_started() {
   if (g.startup_done || !g.script_loaded) return;
-  if (g.handoff && g.h.subscribed < alive_nodes(g.sub_nodes)) return;
+  if (g.handoff && g.h.subscribed < g.quorum) return;  // one notification is enough
   g.startup_done = true;
   uv_stop(g.loop);
 }
