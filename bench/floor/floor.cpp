@@ -46,7 +46,10 @@
 //               notification carrying that token the waiter sends SET key
 //               token NX PX 10000 to all N, decided at majority as above.
 //               Sample = the waiter's acquire decided − the holder's release
-//               decided (0 when the acquire came first). An attempt that
+//               decided (0 when the acquire came first); also
+//               from_release_call_p50_us / _p99_us: from the holder's
+//               release CALL instead (both round trips, whenever a system
+//               reports its release's completion). An attempt that
 //               loses (a master had not run the release yet) is counted in
 //               failed_attempts_per_handoff, undone with the release script
 //               and tried again at once. The waiter then releases; next
@@ -328,9 +331,6 @@ struct TlsConn {
 
 void tls_fail(TlsConn* c, const std::string& why);
 void tls_flush_cb(uv_prepare_t* h);
-
-void tls_watch(TlsConn* c, int events);
-
 void tls_poll_cb(uv_poll_t* h, int status, int events);
 
 void tls_watch(TlsConn* c, int events) {
@@ -550,7 +550,7 @@ TlsConn* tls_connect(uv_loop_t* loop, Node* node, const Endpoint& ep, std::strin
   c->fd = fd;
   c->ssl = ssl;
   c->reader = redisReaderCreate();
-  uv_poll_init_socket(loop, &c->poll, fd);
+  if (uv_poll_init_socket(loop, &c->poll, fd) != 0) fail("uv_poll_init_socket failed");
   uv_prepare_init(loop, &c->flush);
   c->poll.data = c->flush.data = c;
   c->open_handles = 2;
@@ -619,7 +619,8 @@ struct Handoff {
   bool waiting = false;      // the holder holds; the waiter acts on its release's notification
   bool attempting = false;   // the waiter's acquire (or its undo) is out
   bool released = false, waited = false, waiter_holds = false;
-  Clock::time_point released_at, waiter_at;
+  Clock::time_point release_called_at, released_at, waiter_at;
+  std::vector<uint32_t> from_call;  // µs from the holder's release CALL to the waiter's acquire decided
   uint64_t failed_attempts = 0;
   int subscribed = 0;  // SUBSCRIBE confirmations
 };
@@ -801,6 +802,7 @@ void handoff_after(uint64_t ms, void (*what)()) {
 }
 
 void handoff_release_holder() {
+  g.h.release_called_at = Clock::now();
   send_unlock(Kind::h_release, nullptr, g.nodes, g.h.key, g.h.holder_token, g.h.channel);
 }
 
@@ -816,6 +818,8 @@ void handoff_record() {
   if (!g.h.waiter_holds) return handoff_after(0, handoff_cycle);
   const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(g.h.waiter_at - g.h.released_at).count();
   g.samples.push_back(static_cast<uint32_t>(std::max<int64_t>(gap, 0)));
+  g.h.from_call.push_back(static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(g.h.waiter_at - g.h.release_called_at).count()));
   send_unlock(Kind::w_release, nullptr, g.waiter_nodes, g.h.key, g.h.waiter_token, g.h.channel);
 }
 
@@ -1156,8 +1160,12 @@ int main(int argc, char** argv) {
     out += buf;
   }
   if (g.handoff && ops > 0) {
-    std::snprintf(buf, sizeof buf, ",\"failed_attempts_per_handoff\":%.4f",
-                  static_cast<double>(g.h.failed_attempts) / static_cast<double>(ops));
+    std::sort(g.h.from_call.begin(), g.h.from_call.end());
+    std::snprintf(buf, sizeof buf,
+                  ",\"failed_attempts_per_handoff\":%.4f,\"from_release_call_p50_us\":%" PRIu64
+                  ",\"from_release_call_p99_us\":%" PRIu64,
+                  static_cast<double>(g.h.failed_attempts) / static_cast<double>(ops),
+                  percentile(g.h.from_call, 0.50), percentile(g.h.from_call, 0.99));
     out += buf;
   }
   std::snprintf(buf, sizeof buf, ",\"errors\":%" PRIu64 "}", g.errors);
