@@ -182,6 +182,15 @@ void pass_gate(const std::string& fifo, const std::string& word) {
   }
 }
 
+// nearest_rank: the p-th percentile of `sorted` (nearest rank); shared
+// with redlock_scenarios.cpp.
+long long nearest_rank(const std::vector<long long>& sorted, double p) {
+  const auto n = static_cast<double>(sorted.size());
+  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * n));
+  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1];
+}
+
 namespace {
 
 struct Args {
@@ -197,13 +206,6 @@ struct Args {
   long extend_batch_max = static_cast<long>(redlock::Options{}.extend_batch_max);
   long extend_batch_window_ms = static_cast<long>(redlock::Options{}.extend_batch_window.count());
 };
-
-long long nearest_rank(const std::vector<long long>& sorted, double p) {
-  const auto n = static_cast<double>(sorted.size());
-  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * n));
-  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1];
-}
 
 // to_json is the one output line of CONTRACT.md.
 std::string to_json(const std::string& scenario, const Metrics& m, std::vector<long long> samples) {
@@ -229,7 +231,7 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
   // a command): %.4g keeps their digits.
   for (auto [name, fmt] :
        {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"},
-        {"attempts_per_handoff", "%.2f"},
+        {"attempts_per_handoff", "%.2f"}, {"from_release_call_p50_us", "%.0f"}, {"from_release_call_p99_us", "%.0f"},
         {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"take_seconds", "%.2f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
         {"bytes_per_lease", "%.1f"}, {"cpu_us_per_lease_s", "%.4g"}, {"commands_per_lease_s", "%.4g"},
         {"requests_per_lease_s", "%.4g"}, {"master_cpu_us_per_lease_s", "%.4g"}, {"leases_extended", "%.0f"},

@@ -33,6 +33,7 @@ namespace redlock_bench {
 using Metrics = std::map<std::string, double>;
 [[noreturn]] void die(int code, const std::string& message);
 void pass_gate(const std::string& fifo, const std::string& word);
+long long nearest_rank(const std::vector<long long>& sorted, double p);
 
 namespace {
 
@@ -254,6 +255,8 @@ class Handoff {
   bool done() const { return done_; }
   long long failed_attempts() const { return failed_attempts_; }
   long long attempts() const { return attempts_; }
+  // from_call: each handoff timed from the holder's release call (µs).
+  std::vector<long long>& from_call() { return from_call_; }
 
   // close_timer closes our one handle; the loop must run afterwards.
   void close_timer() { uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr); }
@@ -299,6 +302,7 @@ class Handoff {
   }
 
   void release_holder() {
+    release_called_at_ = clk::now();
     holder_.release(resource_, holder_token_, [this](Result<ReleaseResult> rr) {
       released_at_ = clk::now();
       released_ = true;
@@ -311,6 +315,8 @@ class Handoff {
     if (!waiter_lock_) return after(milliseconds{0}, &Handoff::cycle);
     const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(waiter_at_ - released_at_).count();
     run_.samples.push_back(std::max<long long>(gap, 0));
+    from_call_.push_back(
+        std::chrono::duration_cast<std::chrono::microseconds>(waiter_at_ - release_called_at_).count());
     ++run_.ops;
     // The waiter's first attempt finds the lock held (it starts while the
     // holder holds it): that is where its wait begins. Failed attempts are
@@ -330,7 +336,8 @@ class Handoff {
   std::mt19937 rng_;
   uv_timer_t timer_;
   void (Handoff::*then_)() = nullptr;
-  clk::time_point deadline_{}, released_at_{}, waiter_at_{};
+  clk::time_point deadline_{}, released_at_{}, release_called_at_{}, waiter_at_{};
+  std::vector<long long> from_call_;
   std::string holder_token_;
   std::optional<Lock> waiter_lock_;
   bool released_ = false, waited_ = false, done_ = false;
@@ -348,6 +355,10 @@ Run measure_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, c
   if (run.ops > 0) {
     run.failed_attempts_per_handoff = static_cast<double>(h.failed_attempts()) / static_cast<double>(run.ops);
     run.attempts_per_handoff = static_cast<double>(h.attempts()) / static_cast<double>(run.ops);
+    std::vector<long long>& from_call = h.from_call();
+    std::sort(from_call.begin(), from_call.end());
+    run.extra["from_release_call_p50_us"] = static_cast<double>(nearest_rank(from_call, 50));
+    run.extra["from_release_call_p99_us"] = static_cast<double>(nearest_rank(from_call, 99));
   }
   h.close_timer();
   uv_run(loop, UV_RUN_NOWAIT);

@@ -35,8 +35,16 @@
 # topology with no delay: the proxy process itself takes CPU on the shared
 # cores, so the slow master's own cost is slow-2ms against proxy-0ms.
 # latency-tls is the latency scenario over rediss:// to the same masters'
-# TLS ports (certificates made by openssl for the run), redlock only: the
-# floor and node-redlock are plain-text programs.
+# TLS ports (certificates made by openssl for the run; the programs get
+# --tls-ca), for redlock and the floor (its own rediss://: OpenSSL through
+# memory BIOs, one SSL_write per loop turn, as the library's transport);
+# node-redlock is not run there.
+#
+# handoff: a holder and a waiter on one resource; the sample is the holder's
+# release returning → the waiter's acquire returning. The floor does the
+# physical minimum: the waiter is SUBSCRIBEd (its own connection per master)
+# before the holder releases, and on the first notification sends SET NX to
+# all masters, decided at majority (bench/floor/floor.cpp).
 #
 # handoff-crowd-K: K waiters contend for ONE resource, spread over
 # P = min(K, 4) processes of the system's program (`--scenario handoff-crowd
@@ -362,6 +370,7 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
       [[ -n $(json_field "$line" p50_us) ]] && summary+=", p50 $(json_field "$line" p50_us) µs, p99 $(json_field "$line" p99_us) µs"
       [[ -n $(json_field "$line" cpu_us_per_op) ]] && summary+=", $(json_field "$line" cpu_us_per_op) µs CPU/op"
       [[ -n $(json_field "$line" bytes_per_lock) ]] && summary+=", $(json_field "$line" bytes_per_lock) B/lock"
+      [[ -n $(json_field "$line" failed_attempts_per_handoff) ]] && summary+=", $(json_field "$line" failed_attempts_per_handoff) failed attempts/handoff"
       [[ -n $(json_field "$line" errors) && $(json_field "$line" errors) != 0 ]] && summary+=", $(json_field "$line" errors) errors"
       if [[ -n $samples && -s $samples ]]; then
         SAMPLE_ARGS+=(--samples "$sys:$label=$samples")
@@ -575,7 +584,7 @@ for ((round = 1; round <= rounds; round++)); do
     esac
     for sys in "${SYSTEMS[@]}"; do
       [[ -n ${PROGRAM[$sys]:-} ]] || continue
-      [[ $label == latency-tls && $sys != redlock ]] && continue
+      [[ $label == latency-tls && $sys == node-redlock ]] && continue  # the floor has its own TLS
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
