@@ -24,7 +24,8 @@
 #                   handoff-crowd-256, handoff-crowd-1-fair,
 #                   handoff-crowd-8-fair, handoff-crowd-64-fair,
 #                   handoff-crowd-256-fair, leases-100k,
-#                   leases-100k-unbatched, leases-100k-spread (default: all)
+#                   leases-100k-unbatched, leases-100k-spread,
+#                   cli-crowd-32 (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -69,6 +70,15 @@
 # in fair order and shows the default mode's barging. Each adds one crowd run
 # of redlock per round (S s + ~2 s of start-up, warm-up and merge).
 #
+# cli-crowd-32: the crowd of cron jobs: 32 shell loops on ONE resource,
+# each starting `redlock run --wait 120 --no-quarantine RESOURCE -- true`
+# twice, a fresh process every time (64 handoffs). Every master's INFO
+# commandstats before and after: commands_per_handoff = all calls between
+# (each process's handshake, subscription, attempts, release; the runner's
+# one INFO per master taken out) / 64. What a process start costs the
+# masters, which the library's own crowds (one process, many waiters) do
+# not show. redlock only; no latency samples.
+#
 # leases-100k: one redlock_bench process takes --leases leases (TTL
 # min(30 s, hold/2)) and holds them --hold seconds while the library's
 # watchdogs extend them (`--scenario leases`); leases-100k-unbatched is the
@@ -109,6 +119,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 REDLOCK_BENCH=${REDLOCK_BENCH:-$BUILD_DIR/bench/redlock_bench}
+REDLOCK_CLI=${REDLOCK_CLI:-$BUILD_DIR/cli/redlock}
 FLOOR_BIN=${FLOOR_BIN:-$BUILD_DIR/bench/floor/floor}
 REPORT_BIN=${REPORT_BIN:-$BUILD_DIR/bench/report/bench_report}
 CROWD_MERGE_BIN=${CROWD_MERGE_BIN:-$BUILD_DIR/bench/report/bench_crowd_merge}
@@ -120,7 +131,7 @@ OUT=$BUILD_DIR/bench-out
 ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
-               leases-100k leases-100k-unbatched leases-100k-spread)
+               leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -193,6 +204,10 @@ if [[ " ${scenarios[*]} " == *" handoff-crowd-"* ]]; then
 fi
 if [[ " ${scenarios[*]} " == *" leases-"* ]]; then
   command -v redis-cli >/dev/null 2>&1 || die "redis-cli is missing (the leases scenarios read the masters' INFO with it)"
+fi
+if [[ " ${scenarios[*]} " == *" cli-crowd-"* ]]; then
+  [[ -x $REDLOCK_CLI ]] || die "$REDLOCK_CLI is missing (the cli-crowd scenario runs it): build cli/redlock"
+  command -v redis-cli >/dev/null 2>&1 || die "redis-cli is missing (the cli-crowd scenario reads the masters' INFO with it)"
 fi
 
 declare -A PROGRAM=()
@@ -501,6 +516,43 @@ run_crowd() {
   fi
 }
 
+# run_cli_crowd LABEL ROUND: one cli-crowd-K run (see the header).
+run_cli_crowd() {
+  local label=$1 round=$2 k dir resource i pid failed=0 t0 t1 before after commands handoffs
+  local -a pids=()
+  k=${label#cli-crowd-}
+  dir=$OUT/cli-crowd/$label.r$round
+  resource=bench-cli-crowd-r$round-$$
+  mkdir -p "$dir"
+  printf '[round %d/%d] %s: redlock (%d processes, 2 runs each)… ' "$round" "$rounds" "$label" "$k" >&2
+  master_stats "$dir/stats.before" || { run_failed redlock "$label" "$round" "INFO before the run failed"; return 0; }
+  t0=$(date +%s%N)
+  for ((i = 0; i < k; i++)); do
+    (for _ in 1 2; do
+      "$REDLOCK_CLI" --nodes "$NODES_OK" --no-quarantine run --wait 120 "$resource" -- true || exit 1
+    done) 2>>"$PROGRAM_LOG" &
+    pids+=($!)
+    RUN_PIDS+=($!)
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || ((failed += 1))
+  done
+  RUN_PIDS=()
+  t1=$(date +%s%N)
+  ((failed == 0)) || { run_failed redlock "$label" "$round" "$failed of $k loops failed"; return 0; }
+  master_stats "$dir/stats.after" || { run_failed redlock "$label" "$round" "INFO after the run failed"; return 0; }
+  before=$(awk -F'[:=,]' '/^cmdstat_/ { n += $3 } END { print n + 0 }' "$dir/stats.before")
+  after=$(awk -F'[:=,]' '/^cmdstat_/ { n += $3 } END { print n + 0 }' "$dir/stats.after")
+  commands=$((after - before - ${#MASTER_PORTS[@]}))
+  handoffs=$((2 * k))
+  line=$(awk -v c="$commands" -v h="$handoffs" -v ns="$((t1 - t0))" -v k="$k" 'BEGIN {
+    s = ns / 1e9
+    printf "{\"system\": \"redlock\", \"scenario\": \"cli-crowd\", \"processes\": %d, \"ops\": %d, \"seconds\": %.3f, \"ops_per_s\": %.1f, \"commands_per_handoff\": %.1f, \"errors\": 0}", 2 * k, h, s, h / s, c / h }')
+  printf '{"round": %d, "label": "%s", %s\n' "$round" "$label" "${line#\{}" >>"$RESULTS"
+  printf '%s handoffs/s, %s commands/handoff\n' "$(json_field "$line" ops_per_s)" \
+    "$(json_field "$line" commands_per_handoff)" >&2
+}
+
 # run_leases LABEL ROUND: one leases-100k, leases-100k-unbatched or
 # leases-100k-spread run of redlock (see the header).
 run_leases() {
@@ -588,6 +640,10 @@ for ((round = 1; round <= rounds; round++)); do
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
+        continue
+      fi
+      if [[ $label == cli-crowd-* ]]; then
+        [[ $sys == redlock ]] && run_cli_crowd "$label" "$round"
         continue
       fi
       if [[ $label == handoff-crowd-* ]]; then

@@ -63,7 +63,7 @@ const std::vector<std::string> kScenarioOrder = {"latency",           "throughpu
                                                  "handoff-crowd-1",   "handoff-crowd-8",   "handoff-crowd-64",
                                                  "handoff-crowd-256", "handoff-crowd-1-fair", "handoff-crowd-8-fair",
                                                  "handoff-crowd-64-fair", "handoff-crowd-256-fair", "leases-100k",
-                                                 "leases-100k-unbatched", "leases-100k-spread"};
+                                                 "leases-100k-unbatched", "leases-100k-spread", "cli-crowd-32"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `floor_bound` shows what the floor reaches on
