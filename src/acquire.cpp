@@ -302,7 +302,9 @@ void AcquireOperation::start_attempt() {
       *value = fair_token(waiter_, *value);
     }
     // The token, then the owner, in the buffer of the attempt before (a
-    // retry allocates nothing more than its draw).
+    // retry allocates nothing more than its draw), sized to fit: the lock
+    // keeps this buffer.
+    token_.reserve(value->size() + engine_.owner_suffix().size());
     token_.assign(*value).append(engine_.owner_suffix());
   }
   ++attempts_;
@@ -413,9 +415,12 @@ void AcquireOperation::evaluate() {
       return finish(cancelled_error());
     }
     if (fence_ && state_ == State::attempting) return start_fence_phase();
+    tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
+    // The name and the value move into the lock: the operation ends here
+    // and reads neither again (a held lock keeps one allocation of each).
     Lock lock;
-    lock.resource = keys_.resource;
-    lock.token = token_;
+    lock.resource = std::move(keys_.resource);
+    lock.token = std::move(token_);
     lock.ttl = ttl_;
     lock.validity = duration_cast<milliseconds>(validity);
     lock.validity_deadline = at + validity;  // = T1 + ttl − drift
@@ -423,7 +428,6 @@ void AcquireOperation::evaluate() {
     lock.attempts = attempts_;
     lock.fence = fence_value_;
     if (options().node_outcomes) lock.nodes = round_->outcomes();
-    tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
     return finish(std::move(lock));
   }
 
