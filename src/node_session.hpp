@@ -59,8 +59,8 @@ class NodeSession final : private ConnectionOwner {
   using State = Connection::State;
 
   // NodeSession keeps references to `runtime`, `wires`, `options` and
-  // `shas` (script_count SHA-1s; all owned by the NodeSet, which outlives
-  // it). on_closed runs once, on a later loop turn than close(), after the
+  // `shas` (script_count SHA-1s: the NodeSet passes script_shas(); the
+  // rest it owns, and it outlives the session). on_closed runs once, on a later loop turn than close(), after the
   // session has let go of its Wire and its timers; the owner may free the
   // session inside it. on_ready runs each time a handshake completes.
   NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
