@@ -77,7 +77,7 @@ Reply wrong_arity(std::string_view name) {
   return error("ERR wrong number of arguments for '" + std::string(name) + "' command");
 }
 
-char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+constexpr char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // iequals compares `text` with an already lowercase `lower`.
 bool iequals(std::string_view text, std::string_view lower) {
@@ -1126,8 +1126,7 @@ struct Master::Impl {
   void flush_scripts() { new_lua(); }  // SCRIPT FLUSH: this master's scripts are gone
 };
 
-// The command table, by name length: a lookup lowercases the name into a
-// small buffer and compares it with the few names of its length only.
+// The command table, the commands the simulation sends most first.
 const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
   static constexpr Command commands[] = {
       {"evalsha", -3, true, &Impl::evalsha},
@@ -1154,18 +1153,22 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
       {"zrank", 3, false, &Impl::zrank},
       {"zscore", 3, false, &Impl::zscore},
   };
-  constexpr std::size_t longest = 8;
-  // by_length[n]: the commands whose name has n letters, in table order.
-  static const auto by_length = [] {
-    std::array<std::vector<const Command*>, longest + 1> out;
-    for (const Command& c : commands) out[c.name.size()].push_back(&c);
+  // A name of up to 8 letters, lowercase, packed into one word: a lookup
+  // packs the name it is given and compares words (no memcmp per entry).
+  constexpr auto pack = [](std::string_view text) {
+    std::uint64_t word = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) word |= std::uint64_t{static_cast<unsigned char>(ascii_lower(text[i]))} << (8 * i);
+    return word;
+  };
+  static const auto packed = [&pack] {
+    std::array<std::uint64_t, std::size(commands)> out{};
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = pack(commands[i].name);
     return out;
   }();
-  if (name.empty() || name.size() > longest) return nullptr;
-  char lower[longest];
-  std::transform(name.begin(), name.end(), lower, ascii_lower);
-  for (const Command* c : by_length[name.size()]) {
-    if (std::memcmp(c->name.data(), lower, name.size()) == 0) return c;
+  if (name.empty() || name.size() > 8) return nullptr;
+  const std::uint64_t word = pack(name);
+  for (std::size_t i = 0; i < packed.size(); ++i) {
+    if (packed[i] == word && commands[i].name.size() == name.size()) return &commands[i];
   }
   return nullptr;
 }
