@@ -200,6 +200,7 @@ class NodeSession final : private ConnectionOwner {
   std::string last_loss_reason_;
   std::string quarantine_reason_;         // what set quarantine_until_
   std::string quarantine_text_;
+  long long text_ms_ = -1;  // the ms left that quarantine_text_ says (-1: it says something else)
   std::string excluded_, duplicate_;      // see excluded()
   std::string marker_epoch_;              // the data-loss marker's epoch last seen (kept across reconnects)
   bool marker_met_ = false;               // a marker script has answered (a missing marker is then a loss)
