@@ -326,6 +326,11 @@ struct LuaShared {
   void* current = nullptr;                                                   // the running script's Master::Impl
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> compiled;  // SHA → Lua registry ref
   std::vector<std::pair<std::string, std::string>> sha_cache;                 // body → SHA1 (sha_of)
+  // The names every call uses, interned once and kept in the registry (a
+  // registry read is an array index; pushing a C string hashes it again).
+  enum Name { name_keys, name_argv, name_err, name_ok, name_count };
+  std::array<int, name_count> names{};
+  void push_name(Name n) const { lua_rawgeti(lua.get(), LUA_REGISTRYINDEX, names[n]); }
 };
 
 }  // namespace
@@ -886,8 +891,8 @@ struct Master::Impl {
     lua_State* L = shared.lua.get();
     const auto n = static_cast<std::size_t>(numkeys);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    set_global_array(L, "KEYS", a.subspan(3, n));
-    set_global_array(L, "ARGV", a.subspan(3 + n));
+    set_global_array(L, LuaShared::name_keys, a.subspan(3, n));
+    set_global_array(L, LuaShared::name_argv, a.subspan(3 + n));
     shared.current = this;  // scripts do not nest (EVAL is refused from a script)
     Reply reply = lua_pcall(L, 0, 1, 0) == 0 ? from_lua(L, lua_gettop(L)) : script_error(L, sha);
     shared.current = nullptr;
@@ -895,8 +900,8 @@ struct Master::Impl {
     return reply;
   }
 
-  static void set_global_array(lua_State* L, const char* name, Args values) {
-    lua_pushstring(L, name);
+  void set_global_array(lua_State* L, LuaShared::Name name, Args values) {
+    shared.push_name(name);
     lua_createtable(L, static_cast<int>(values.size()), 0);
     for (std::size_t i = 0; i < values.size(); ++i) {
       lua_pushlstring(L, values[i].data(), values[i].size());
@@ -944,11 +949,12 @@ struct Master::Impl {
         return Reply{};
     }
     if (depth >= max_nesting || !lua_checkstack(L, 2)) return error("ERR reached lua stack limit");
-    for (const char* field : {"err", "ok"}) {
-      lua_pushstring(L, field);
+    const LuaShared& sh = LuaShared::get();
+    for (const LuaShared::Name field : {LuaShared::name_err, LuaShared::name_ok}) {
+      sh.push_name(field);
       lua_rawget(L, index);
       if (lua_type(L, -1) == LUA_TSTRING) {
-        Reply r = field[0] == 'e' ? error(lua_tostring(L, -1)) : status(lua_tostring(L, -1));
+        Reply r = field == LuaShared::name_err ? error(lua_tostring(L, -1)) : status(lua_tostring(L, -1));
         lua_pop(L, 1);
         return r;
       }
@@ -987,8 +993,9 @@ struct Master::Impl {
       case Reply::Type::status:
       case Reply::Type::error:
         lua_createtable(L, 0, 1);
+        LuaShared::get().push_name(r.type == Reply::Type::status ? LuaShared::name_ok : LuaShared::name_err);
         lua_pushlstring(L, r.str.data(), r.str.size());
-        lua_setfield(L, -2, r.type == Reply::Type::status ? "ok" : "err");
+        lua_rawset(L, -3);  // a new table: no metatable, as setfield
         return;
       case Reply::Type::array:
         lua_createtable(L, static_cast<int>(r.elements.size()), 0);
@@ -1089,6 +1096,12 @@ struct Master::Impl {
     if (!sh.lua) throw std::bad_alloc();
     lua_State* L = sh.lua.get();
     lua_atpanic(L, &lua_panic);
+    const std::pair<LuaShared::Name, const char*> names[] = {
+        {LuaShared::name_keys, "KEYS"}, {LuaShared::name_argv, "ARGV"}, {LuaShared::name_err, "err"}, {LuaShared::name_ok, "ok"}};
+    for (const auto& [n, text] : names) {
+      lua_pushstring(L, text);
+      sh.names[n] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
     // Collect when the heap has grown 10× (default 2×): a script call leaves
     // a few small tables and strings behind, and the live set is tiny, so
     // collecting less often does the same work fewer times.
