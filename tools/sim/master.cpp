@@ -1166,12 +1166,14 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
       {"zrank", 3, false, &Impl::zrank},
       {"zscore", 3, false, &Impl::zscore},
   };
-  // A name of up to 8 letters, lowercase, packed into one word: a lookup
-  // packs the name it is given and compares words (no memcmp per entry).
+  // A name of up to 8 bytes packed into one word, each byte ORed with 0x20:
+  // that maps a letter to its lowercase and nothing else to a letter, and
+  // every command name is lowercase letters only. A lookup packs the name
+  // it is given and compares words and lengths (no memcmp per entry).
   constexpr auto pack = [](std::string_view text) {
     std::uint64_t word = 0;
-    for (std::size_t i = 0; i < text.size(); ++i) word |= std::uint64_t{static_cast<unsigned char>(ascii_lower(text[i]))} << (8 * i);
-    return word;
+    std::memcpy(&word, text.data(), text.size());
+    return word | (0x2020202020202020ULL >> (8 * (8 - text.size())));
   };
   static const auto packed = [&pack] {
     std::array<std::uint64_t, std::size(commands)> out{};
