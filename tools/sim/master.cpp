@@ -826,7 +826,10 @@ struct Master::Impl {
     Reply failed;
     if (!check_numkeys(a, numkeys, failed)) return failed;
     if (a[1].size() != 40) return error(no_script);
-    char sha[40];  // Redis looks the SHA up in lowercase
+    // Redis looks the SHA up in lowercase; the SHAs kept are, so one found
+    // as given was lowercase already (the library's always are).
+    if (const auto it = scripts.find(a[1]); it != scripts.end()) return run_script(it->second, a[1], a, numkeys);
+    char sha[40];
     std::transform(a[1].begin(), a[1].end(), sha, ascii_lower);
     const auto it = scripts.find(std::string_view(sha, sizeof sha));
     if (it == scripts.end()) return error(no_script);
