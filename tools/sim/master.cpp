@@ -662,6 +662,7 @@ struct Master::Impl {
     if (start < 0) start = std::max(start + len, 0LL);
     if (stop < 0) stop += len;
     if (stop >= len) stop = len - 1;
+    if (start <= stop) r.elements.reserve(static_cast<std::size_t>(stop - start + 1) * (with_scores ? 2 : 1));
     for (long long rank = start; rank <= stop; ++rank) {
       const auto& [score, member] = z->entries[static_cast<std::size_t>(rev ? len - 1 - rank : rank)];
       r.elements.push_back(bulk(member));
@@ -965,6 +966,9 @@ struct Master::Impl {
     }
     Reply r;
     r.type = Reply::Type::array;
+    // Room for the elements up to the table's length (a border: a hint
+    // only, so bounded); the loop below decides where the array ends.
+    r.elements.reserve(std::min<std::size_t>(lua_objlen(L, index), 64));
     for (int j = 1;; ++j) {
       lua_rawgeti(L, index, j);
       if (lua_isnil(L, -1)) break;
