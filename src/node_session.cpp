@@ -654,7 +654,8 @@ bool NodeSession::quarantined(clock::time_point now) {
   if (ms == text_ms_) return true;
   text_ms_ = ms;
   char digits[24];
-  const std::string_view left(digits, static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, ms).ptr - digits));
+  const char* end = std::to_chars(digits, digits + sizeof digits, ms).ptr;
+  const std::string_view left(digits, static_cast<std::size_t>(end - digits));
   quarantine_text_.assign(quarantine_reason_).append("; quarantined for another ").append(left).append(" ms");
   return true;
 }

@@ -60,9 +60,9 @@ class NodeSession final : private ConnectionOwner {
 
   // NodeSession keeps references to `runtime`, `wires`, `options` and
   // `shas` (script_count SHA-1s: the NodeSet passes script_shas(); the
-  // rest it owns, and it outlives the session). on_closed runs once, on a later loop turn than close(), after the
-  // session has let go of its Wire and its timers; the owner may free the
-  // session inside it. on_ready runs each time a handshake completes.
+  // rest it owns, and it outlives the session). on_closed runs once, on a
+  // later loop turn than close(), after the session has let go of its Wire
+  // and its timers; the owner may free the session inside it. on_ready runs each time a handshake completes.
   NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
               const std::string* shas, std::function<void()> on_closed, std::function<void()> on_ready = {});
   NodeSession(const NodeSession&) = delete;

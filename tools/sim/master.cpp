@@ -1104,7 +1104,10 @@ struct Master::Impl {
     lua_State* L = sh.lua.get();
     lua_atpanic(L, &lua_panic);
     const std::pair<LuaShared::Name, const char*> names[] = {
-        {LuaShared::name_keys, "KEYS"}, {LuaShared::name_argv, "ARGV"}, {LuaShared::name_err, "err"}, {LuaShared::name_ok, "ok"}};
+        {LuaShared::name_keys, "KEYS"},
+        {LuaShared::name_argv, "ARGV"},
+        {LuaShared::name_err, "err"},
+        {LuaShared::name_ok, "ok"}};
     for (const auto& [n, text] : names) {
       lua_pushstring(L, text);
       sh.names[n] = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -880,7 +880,8 @@ TEST_CASE("Lua: tonumber answers as Lua 5.1's, its shortcut for decimal integers
   Sim sim;
   const auto eval = [&sim](const std::string& body) { return sim.cmd({"EVAL", body, "0"}); };
   const auto number = [&eval](const std::string& arguments) {
-    return eval("local n = tonumber(" + arguments + ") if n == nil then return 'nil' end return string.format('%.17g', n)");
+    return eval("local n = tonumber(" + arguments +
+                ") if n == nil then return 'nil' end return string.format('%.17g', n)");
   };
   CHECK(number("'1700000000123'") == B("1700000000123"));
   CHECK(number("'-42'") == B("-42"));
@@ -901,8 +902,10 @@ TEST_CASE("Lua: tonumber answers as Lua 5.1's, its shortcut for decimal integers
   CHECK(number("'zz', 36") == B("1295"));
   CHECK(number("'12', nil") == B("12"));
   CHECK(number("'2', 2") == B("nil"));
-  CHECK(is_error_starting(eval("return tonumber()"), "ERR user_script:1: bad argument #1 to 'tonumber' (value expected)"));
-  CHECK(is_error_starting(eval("return tonumber('1', 99)"), "ERR user_script:1: bad argument #2 to 'tonumber' (base out of range)"));
+  CHECK(is_error_starting(eval("return tonumber()"),
+                          "ERR user_script:1: bad argument #1 to 'tonumber' (value expected)"));
+  CHECK(is_error_starting(eval("return tonumber('1', 99)"),
+                          "ERR user_script:1: bad argument #2 to 'tonumber' (base out of range)"));
 }
 
 // Micro-benchmark, skipped by default (run the test binary with --no-skip):
