@@ -572,6 +572,7 @@ void NodeSession::raise_quarantine(clock::time_point until, std::string reason) 
   const bool fresh = quarantine_until_ <= now;
   quarantine_until_ = until;
   quarantine_reason_ = std::move(reason);
+  text_ms_ = -1;
   if (telemetry_ == nullptr || !options_.quarantine) return;
   // A new quarantine is counted and told; a longer one only moves the
   // moment the observer hears it is over.
@@ -673,14 +674,23 @@ std::chrono::milliseconds NodeSession::quarantine_left(clock::time_point now) co
   return std::chrono::ceil<milliseconds>(quarantine_until_ - now);
 }
 
+// quarantined: whether replies from this master count for nothing now,
+// and why in quarantine_text_. Every reply of a round asks, so the text is
+// rebuilt only when it changes (another reason, another whole ms left).
 bool NodeSession::quarantined(clock::time_point now) {
   if (!excluded().empty()) {
     quarantine_text_ = excluded();
+    text_ms_ = -1;
     return true;
   }
   if (quarantine_left(now).count() == 0) return false;
-  quarantine_text_ = quarantine_reason_ + "; quarantined for another " +
-                     std::to_string(to_ms(quarantine_until_ - now)) + " ms";
+  const long long ms = to_ms(quarantine_until_ - now);
+  if (ms == text_ms_) return true;
+  text_ms_ = ms;
+  char digits[24];
+  const char* end = std::to_chars(digits, digits + sizeof digits, ms).ptr;
+  const std::string_view left(digits, static_cast<std::size_t>(end - digits));
+  quarantine_text_.assign(quarantine_reason_).append("; quarantined for another ").append(left).append(" ms");
   return true;
 }
 

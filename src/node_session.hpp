@@ -59,10 +59,11 @@ class NodeSession final : private ConnectionOwner {
   using State = Connection::State;
 
   // NodeSession keeps references to `runtime`, `wires`, `options` and
-  // `shas` (script_count SHA-1s; all owned by the NodeSet, which outlives
-  // it). on_closed runs once, on a later loop turn than close(), after the
-  // session has let go of its Wire and its timers; the owner may free the
-  // session inside it. on_ready runs each time a handshake completes.
+  // `shas` (script_count SHA-1s: the NodeSet passes script_shas(); the
+  // rest it owns, and it outlives the session). on_closed runs once, on a
+  // later loop turn than close(), after the session has let go of its Wire
+  // and its timers; the owner may free the session inside it. on_ready
+  // runs each time a handshake completes.
   NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress address, const Options& options,
               const std::string* shas, std::function<void()> on_closed, std::function<void()> on_ready = {});
   NodeSession(const NodeSession&) = delete;
@@ -201,6 +202,7 @@ class NodeSession final : private ConnectionOwner {
   std::string last_loss_reason_;
   std::string quarantine_reason_;         // what set quarantine_until_
   std::string quarantine_text_;
+  long long text_ms_ = -1;  // the ms left that quarantine_text_ says (-1: it says something else)
   std::string excluded_, duplicate_;      // see excluded()
   std::string marker_epoch_;              // the data-loss marker's epoch last seen (kept across reconnects)
   bool marker_met_ = false;               // a marker script has answered (a missing marker is then a loss)

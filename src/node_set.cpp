@@ -6,12 +6,20 @@
 
 namespace redlock::detail {
 
+const std::array<std::string, script_count>& script_shas() {
+  static const std::array<std::string, script_count> shas = [] {
+    std::array<std::string, script_count> out;
+    for (std::size_t i = 0; i < script_count; ++i) out[i] = sha1_hex(script_bodies[i]);
+    return out;
+  }();
+  return shas;
+}
+
 NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
     : runtime_(runtime), wake_(runtime, wires, config.nodes, config.options) {
-  for (std::size_t i = 0; i < script_count; ++i) shas_[i] = sha1_hex(script_bodies[i]);
   sessions_.reserve(config.nodes.size());
   for (const NodeAddress& address : config.nodes) {
-    sessions_.push_back(std::make_unique<NodeSession>(runtime, wires, address, config.options, shas_.data(),
+    sessions_.push_back(std::make_unique<NodeSession>(runtime, wires, address, config.options, script_shas().data(),
                                                       [this] { session_closed(); }, [this] { mark_duplicates(); }));
   }
   quarantine_.raised = [this] {

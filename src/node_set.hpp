@@ -27,6 +27,11 @@
 
 namespace redlock::detail {
 
+// script_shas: every script's SHA-1 (EVALSHA's name for it), in
+// script_bodies' order. The bodies are constants, so they are hashed once
+// per process, at the first call (thread-safe), not for each NodeSet.
+const std::array<std::string, script_count>& script_shas();
+
 class NodeSet final : public Transport {
  public:
   // NodeSet keeps references to all three; they must outlive it. Nothing
@@ -64,7 +69,6 @@ class NodeSet final : public Transport {
 
   Runtime& runtime_;
   std::shared_ptr<Telemetry> telemetry_;  // before the sessions and subscribers: they report to it
-  std::array<std::string, script_count> shas_;
   QuarantineShare quarantine_;  // before the sessions: they point to it
   std::vector<std::unique_ptr<NodeSession>> sessions_;
   WakeHub wake_;

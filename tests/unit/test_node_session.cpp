@@ -523,6 +523,33 @@ TEST_CASE("restart quarantine from INFO uptime counts U as U - 1 s, from the rep
   }
 }
 
+TEST_CASE("a quarantined reply says why and the whole ms left as of that reply; an exclusion's text in between") {
+  Bed bed;
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:0\r\n";
+  bed.ready();  // restarted just now: sits out the whole 10102 ms
+  const std::string first = "restarted recently; quarantined for another 10102 ms";
+  const auto reply_text = [&bed](CommandId id) {
+    REQUIRE(bed.send(id));
+    bed.serve();
+    REQUIRE(!bed.sink.events.empty());
+    CHECK(bed.sink.events.back().quarantined);
+    return bed.sink.events.back().text;
+  };
+  CHECK(reply_text(CommandId::set_nx) == first);
+  CHECK(reply_text(CommandId::set_nx) == first);  // the same ms: the same text
+  // Excluded meanwhile (the same server as another master): its own text;
+  // then counted again within the same ms: the quarantine's text again.
+  bed.session->set_duplicate_of("the same server as 10.0.0.2");
+  CHECK(reply_text(CommandId::release) == "the same server as 10.0.0.2");
+  bed.session->set_duplicate_of("");
+  CHECK(reply_text(CommandId::set_nx) == first);
+  for (int i = 0; i < 15; ++i) {  // 1.5 s on, answering the periodic marker checks
+    bed.runtime.advance(milliseconds{100});
+    bed.serve();
+  }
+  CHECK(reply_text(CommandId::set_nx) == "restarted recently; quarantined for another 8602 ms");
+}
+
 TEST_CASE("a clean start (the marker script says clean: this server started empty, unreached) is no restart") {
   const milliseconds period = quarantine_period(milliseconds{10000}, 0.01);  // the Bed's: 10102 ms
   Bed bed;

@@ -77,7 +77,7 @@ Reply wrong_arity(std::string_view name) {
   return error("ERR wrong number of arguments for '" + std::string(name) + "' command");
 }
 
-char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+constexpr char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // iequals compares `text` with an already lowercase `lower`.
 bool iequals(std::string_view text, std::string_view lower) {
@@ -246,6 +246,52 @@ long long lua_to_ll(lua_Number n) {
   return static_cast<long long>(n);
 }
 
+// lua_tonumber_base: Lua 5.1's own `tonumber` (lbaselib.c's luaB_tonumber),
+// with one shortcut: a string of an optional '-' and 1 to 15 decimal
+// digits (every ARGV number and reply the scripts convert) is read
+// directly — the value strtod gives it, exactly (below 2^53), without the
+// two strtod calls of lua_isnumber and lua_tonumber (4 % of the
+// simulator's time). Everything else goes the library's way, word for word.
+int lua_tonumber_base(lua_State* L) {
+  const int base = luaL_optint(L, 2, 10);
+  if (base == 10) {
+    luaL_checkany(L, 1);
+    if (lua_type(L, 1) == LUA_TSTRING) {
+      std::size_t len = 0;
+      const char* s = lua_tolstring(L, 1, &len);
+      const std::size_t sign = len > 0 && s[0] == '-' ? 1 : 0;
+      if (len > sign && len - sign <= 15) {
+        long long n = 0;
+        std::size_t i = sign;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; ++i) n = n * 10 + (s[i] - '0');
+        if (i == len) {
+          const auto value = static_cast<lua_Number>(n);
+          lua_pushnumber(L, sign != 0 ? -value : value);
+          return 1;
+        }
+      }
+    }
+    if (lua_isnumber(L, 1)) {
+      lua_pushnumber(L, lua_tonumber(L, 1));
+      return 1;
+    }
+  } else {
+    const char* s1 = luaL_checkstring(L, 1);
+    char* s2 = nullptr;
+    luaL_argcheck(L, 2 <= base && base <= 36, 2, "base out of range");
+    const unsigned long n = std::strtoul(s1, &s2, base);
+    if (s1 != s2) {  // at least one valid digit
+      while (std::isspace(static_cast<unsigned char>(*s2))) s2++;  // trailing spaces
+      if (*s2 == '\0') {                                            // nothing else after
+        lua_pushnumber(L, static_cast<lua_Number>(n));
+        return 1;
+      }
+    }
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
 // Globals: a script may neither read an undefined one nor create one, so no
 // state survives between calls (Redis 7 makes _G read-only to the same end).
 // KEYS and ARGV are set with rawset, past this guard.
@@ -280,6 +326,11 @@ struct LuaShared {
   void* current = nullptr;                                                   // the running script's Master::Impl
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> compiled;  // SHA → Lua registry ref
   std::vector<std::pair<std::string, std::string>> sha_cache;                 // body → SHA1 (sha_of)
+  // The names every call uses, interned once and kept in the registry (a
+  // registry read is an array index; pushing a C string hashes it again).
+  enum Name { name_keys, name_argv, name_err, name_ok, name_count };
+  std::array<int, name_count> names{};
+  void push_name(Name n) const { lua_rawgeti(lua.get(), LUA_REGISTRYINDEX, names[n]); }
 };
 
 }  // namespace
@@ -611,6 +662,7 @@ struct Master::Impl {
     if (start < 0) start = std::max(start + len, 0LL);
     if (stop < 0) stop += len;
     if (stop >= len) stop = len - 1;
+    if (start <= stop) r.elements.reserve(static_cast<std::size_t>(stop - start + 1) * (with_scores ? 2 : 1));
     for (long long rank = start; rank <= stop; ++rank) {
       const auto& [score, member] = z->entries[static_cast<std::size_t>(rev ? len - 1 - rank : rank)];
       r.elements.push_back(bulk(member));
@@ -775,7 +827,10 @@ struct Master::Impl {
     Reply failed;
     if (!check_numkeys(a, numkeys, failed)) return failed;
     if (a[1].size() != 40) return error(no_script);
-    char sha[40];  // Redis looks the SHA up in lowercase
+    // Redis looks the SHA up in lowercase; the SHAs kept are, so one found
+    // as given was lowercase already (the library's always are).
+    if (const auto it = scripts.find(a[1]); it != scripts.end()) return run_script(it->second, a[1], a, numkeys);
+    char sha[40];
     std::transform(a[1].begin(), a[1].end(), sha, ascii_lower);
     const auto it = scripts.find(std::string_view(sha, sizeof sha));
     if (it == scripts.end()) return error(no_script);
@@ -840,8 +895,8 @@ struct Master::Impl {
     lua_State* L = shared.lua.get();
     const auto n = static_cast<std::size_t>(numkeys);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    set_global_array(L, "KEYS", a.subspan(3, n));
-    set_global_array(L, "ARGV", a.subspan(3 + n));
+    set_global_array(L, LuaShared::name_keys, a.subspan(3, n));
+    set_global_array(L, LuaShared::name_argv, a.subspan(3 + n));
     shared.current = this;  // scripts do not nest (EVAL is refused from a script)
     Reply reply = lua_pcall(L, 0, 1, 0) == 0 ? from_lua(L, lua_gettop(L)) : script_error(L, sha);
     shared.current = nullptr;
@@ -849,8 +904,8 @@ struct Master::Impl {
     return reply;
   }
 
-  static void set_global_array(lua_State* L, const char* name, Args values) {
-    lua_pushstring(L, name);
+  void set_global_array(lua_State* L, LuaShared::Name name, Args values) {
+    shared.push_name(name);
     lua_createtable(L, static_cast<int>(values.size()), 0);
     for (std::size_t i = 0; i < values.size(); ++i) {
       lua_pushlstring(L, values[i].data(), values[i].size());
@@ -898,11 +953,12 @@ struct Master::Impl {
         return Reply{};
     }
     if (depth >= max_nesting || !lua_checkstack(L, 2)) return error("ERR reached lua stack limit");
-    for (const char* field : {"err", "ok"}) {
-      lua_pushstring(L, field);
+    const LuaShared& sh = LuaShared::get();
+    for (const LuaShared::Name field : {LuaShared::name_err, LuaShared::name_ok}) {
+      sh.push_name(field);
       lua_rawget(L, index);
       if (lua_type(L, -1) == LUA_TSTRING) {
-        Reply r = field[0] == 'e' ? error(lua_tostring(L, -1)) : status(lua_tostring(L, -1));
+        Reply r = field == LuaShared::name_err ? error(lua_tostring(L, -1)) : status(lua_tostring(L, -1));
         lua_pop(L, 1);
         return r;
       }
@@ -910,6 +966,9 @@ struct Master::Impl {
     }
     Reply r;
     r.type = Reply::Type::array;
+    // Room for the elements up to the table's length (a border: a hint
+    // only, so bounded); the loop below decides where the array ends.
+    r.elements.reserve(std::min<std::size_t>(lua_objlen(L, index), 64));
     for (int j = 1;; ++j) {
       lua_rawgeti(L, index, j);
       if (lua_isnil(L, -1)) break;
@@ -941,8 +1000,9 @@ struct Master::Impl {
       case Reply::Type::status:
       case Reply::Type::error:
         lua_createtable(L, 0, 1);
+        LuaShared::get().push_name(r.type == Reply::Type::status ? LuaShared::name_ok : LuaShared::name_err);
         lua_pushlstring(L, r.str.data(), r.str.size());
-        lua_setfield(L, -2, r.type == Reply::Type::status ? "ok" : "err");
+        lua_rawset(L, -3);  // a new table: no metatable, as setfield
         return;
       case Reply::Type::array:
         lua_createtable(L, static_cast<int>(r.elements.size()), 0);
@@ -1043,6 +1103,15 @@ struct Master::Impl {
     if (!sh.lua) throw std::bad_alloc();
     lua_State* L = sh.lua.get();
     lua_atpanic(L, &lua_panic);
+    const std::pair<LuaShared::Name, const char*> names[] = {
+        {LuaShared::name_keys, "KEYS"},
+        {LuaShared::name_argv, "ARGV"},
+        {LuaShared::name_err, "err"},
+        {LuaShared::name_ok, "ok"}};
+    for (const auto& [n, text] : names) {
+      lua_pushstring(L, text);
+      sh.names[n] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
     // Collect when the heap has grown 10× (default 2×): a script call leaves
     // a few small tables and strings behind, and the live set is tiny, so
     // collecting less often does the same work fewer times.
@@ -1056,6 +1125,8 @@ struct Master::Impl {
       lua_pushstring(L, name);
       lua_call(L, 1, 0);
     }
+    lua_pushcfunction(L, &lua_tonumber_base);
+    lua_setglobal(L, "tonumber");
     for (const char* name : {"dofile", "loadfile"}) {
       lua_pushnil(L);
       lua_setglobal(L, name);
@@ -1078,7 +1149,7 @@ struct Master::Impl {
   void flush_scripts() { new_lua(); }  // SCRIPT FLUSH: this master's scripts are gone
 };
 
-// The command table; lookups lowercase the name into a small buffer first.
+// The command table, the commands the simulation sends most first.
 const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
   static constexpr Command commands[] = {
       {"evalsha", -3, true, &Impl::evalsha},
@@ -1105,12 +1176,24 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
       {"zrank", 3, false, &Impl::zrank},
       {"zscore", 3, false, &Impl::zscore},
   };
-  char lower[16];
-  if (name.size() > sizeof lower) return nullptr;
-  std::transform(name.begin(), name.end(), lower, ascii_lower);
-  const std::string_view key(lower, name.size());
-  for (const Command& c : commands) {
-    if (c.name == key) return &c;
+  // A name of up to 8 bytes packed into one word, each byte ORed with 0x20:
+  // that maps a letter to its lowercase and nothing else to a letter, and
+  // every command name is lowercase letters only. A lookup packs the name
+  // it is given and compares words and lengths (no memcmp per entry).
+  constexpr auto pack = [](std::string_view text) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, text.data(), text.size());
+    return word | (0x2020202020202020ULL >> (8 * (8 - text.size())));
+  };
+  static const auto packed = [&pack] {
+    std::array<std::uint64_t, std::size(commands)> out{};
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = pack(commands[i].name);
+    return out;
+  }();
+  if (name.empty() || name.size() > 8) return nullptr;
+  const std::uint64_t word = pack(name);
+  for (std::size_t i = 0; i < packed.size(); ++i) {
+    if (packed[i] == word && commands[i].name.size() == name.size()) return &commands[i];
   }
   return nullptr;
 }

@@ -94,7 +94,10 @@ struct Network::Msg {
   std::uint32_t conn = 0;
   bool delayed = false;  // already held back once as late bytes
   bool flood = false;    // an unsolicited reply of a hostile master
-  std::vector<std::string> argv;
+  // The command's arguments, one after another in `bytes`, argument k
+  // ending at ends[k] (one buffer, reused with the message).
+  std::string bytes;
+  std::vector<std::size_t> ends;
   std::size_t argc = 0;
   Reply reply;
 };
@@ -137,8 +140,12 @@ class SimWire final : public detail::Wire {
     const std::uint32_t i = net_.new_msg();
     Network::Msg& m = net_.msgs_[i];
     m.conn = conn_.id;
-    if (m.argv.size() < argv.size()) m.argv.resize(argv.size());
-    for (std::size_t k = 0; k < argv.size(); ++k) m.argv[k].assign(argv[k]);
+    m.bytes.clear();
+    m.ends.clear();
+    for (const std::string_view a : argv) {
+      m.bytes.append(a);
+      m.ends.push_back(m.bytes.size());
+    }
     m.argc = argv.size();
     ++conn_.outstanding;
     conn_.outgoing.push_back(i);
@@ -347,7 +354,9 @@ void Network::ev_arrive(void* net, std::uint64_t msg, std::uint64_t) {
 void Network::execute(Conn& c, Msg& m, bool late) {
   MasterHost& h = *masters_[c.master];
   argv_scratch_.resize(m.argc);
-  for (std::size_t k = 0; k < m.argc; ++k) argv_scratch_[k] = m.argv[k];
+  for (std::size_t k = 0, begin = 0; k < m.argc; begin = m.ends[k++]) {
+    argv_scratch_[k] = std::string_view(m.bytes).substr(begin, m.ends[k] - begin);
+  }
   const std::span<const std::string_view> argv(argv_scratch_.data(), m.argc);
   const std::string_view name = argv.empty() ? std::string_view{} : argv[0];
   if (iequals(name, "subscribe") || iequals(name, "unsubscribe")) {

@@ -1,7 +1,8 @@
 // world.cpp — the event queue, the clocks and the SimRuntime.
 //
-// The queue is a binary heap of 24-byte nodes (time, order, and the index
-// of a plain event: a function pointer and two words, no closure): the hot
+// The queue is a 4-ary heap (half the levels of a binary one, a node's
+// children side by side) of 24-byte nodes (time, order, and the index of
+// a plain event: a function pointer and two words, no closure): the hot
 // paths — replies, deliveries, timers — allocate nothing per event. Closures (post) are for setup and faults.
 #include "world.hpp"
 
@@ -114,8 +115,40 @@ void World::push(const Event& e) {
     body = static_cast<std::uint32_t>(events_.size());
     events_.push_back(e);
   }
-  heap_.push_back({e.at, e.order, body});
-  std::push_heap(heap_.begin(), heap_.end(), later<Node>);
+  // Sift up from the new leaf: parents that come later move down.
+  const Node node{e.at, e.order, body};
+  std::size_t i = heap_.size();
+  heap_.push_back(node);
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / arity;
+    if (!later(heap_[parent], node)) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = node;
+}
+
+// pop_front removes the root: the last node sinks from the top into the
+// hole, past every child that comes first.
+void World::pop_front() {
+  const Node last = heap_.back();
+  heap_.pop_back();
+  const std::size_t n = heap_.size();
+  if (n == 0) return;
+  std::size_t i = 0;
+  while (true) {
+    const std::size_t first = i * arity + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t end = std::min(first + arity, n);
+    for (std::size_t c = first + 1; c < end; ++c) {
+      if (later(heap_[best], heap_[c])) best = c;
+    }
+    if (!later(last, heap_[best])) break;
+    heap_[i] = heap_[best];
+    i = best;
+  }
+  heap_[i] = last;
 }
 
 std::uint64_t World::schedule(Nanos at, Process* owner, void (*fn)(void*, std::uint64_t, std::uint64_t), void* obj,
@@ -177,9 +210,8 @@ void World::clear_slot(std::uint32_t slot) {
 
 bool World::step() {
   if (heap_.empty()) return false;
-  std::pop_heap(heap_.begin(), heap_.end(), later<Node>);
-  const std::uint32_t body = heap_.back().body;
-  heap_.pop_back();
+  const std::uint32_t body = heap_.front().body;
+  pop_front();
   const Event e = events_[body];
   free_events_.push_back(body);
   now_ = e.at;

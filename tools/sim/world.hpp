@@ -162,7 +162,9 @@ class World {
     std::uint64_t order;
     std::uint32_t body;
   };
+  static constexpr std::size_t arity = 4;  // children per heap node
   void push(const Event& e);
+  void pop_front();
   static void run_task(void* world, std::uint64_t slot, std::uint64_t id);
 
   std::uint64_t seed_;

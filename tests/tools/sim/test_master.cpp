@@ -874,6 +874,40 @@ TEST_CASE("Lua: Redis' conversion rules both ways, redis.pcall, read-only global
   CHECK(eval("return #KEYS + #ARGV") == I(0));  // KEYS and ARGV are new per call
 }
 
+// tonumber reads plain decimal integers directly and everything else as
+// Lua 5.1's own does (strtod: spaces, hex, exponents; a base; errors).
+TEST_CASE("Lua: tonumber answers as Lua 5.1's, its shortcut for decimal integers included") {
+  Sim sim;
+  const auto eval = [&sim](const std::string& body) { return sim.cmd({"EVAL", body, "0"}); };
+  const auto number = [&eval](const std::string& arguments) {
+    return eval("local n = tonumber(" + arguments +
+                ") if n == nil then return 'nil' end return string.format('%.17g', n)");
+  };
+  CHECK(number("'1700000000123'") == B("1700000000123"));
+  CHECK(number("'-42'") == B("-42"));
+  CHECK(number("'007'") == B("7"));
+  CHECK(number("'-0'") == B("-0"));
+  CHECK(number("'999999999999999'") == B("999999999999999"));        // 15 digits: the shortcut's most
+  CHECK(number("'9007199254740993'") == B("9007199254740992"));       // 16: strtod rounds to a double
+  CHECK(number("'123456789012345678901'") == B("1.2345678901234568e+20"));
+  CHECK(number("' 12 '") == B("12"));
+  CHECK(number("'0x10'") == B("16"));
+  CHECK(number("'1e3'") == B("1000"));
+  CHECK(number("'2.5'") == B("2.5"));
+  CHECK(number("'+5'") == B("5"));
+  CHECK(number("'12\\0 junk'") == B("12"));  // strtod stops at the NUL, as Lua 5.1's conversion does
+  for (const char* none : {"''", "'-'", "'--1'", "'12a'", "'a'", "nil", "{}", "'1 2'"}) CHECK(number(none) == B("nil"));
+  CHECK(number("7.5") == B("7.5"));
+  CHECK(number("'10', 2") == B("2"));
+  CHECK(number("'zz', 36") == B("1295"));
+  CHECK(number("'12', nil") == B("12"));
+  CHECK(number("'2', 2") == B("nil"));
+  CHECK(is_error_starting(eval("return tonumber()"),
+                          "ERR user_script:1: bad argument #1 to 'tonumber' (value expected)"));
+  CHECK(is_error_starting(eval("return tonumber('1', 99)"),
+                          "ERR user_script:1: bad argument #2 to 'tonumber' (base out of range)"));
+}
+
 // Micro-benchmark, skipped by default (run the test binary with --no-skip):
 // EVALSHA acquire-script calls per second of one Master.
 TEST_CASE("benchmark: EVALSHA acquire calls per second" * doctest::skip()) {
