@@ -446,10 +446,17 @@ void AcquireOperation::evaluate() {
     rank_ = round_->majority_rank();
   }
   std::vector<NodeOutcome> nodes = take_outcomes();
-  Error e = round_error(tally, nodes, validity, true, false);
-  if (state_ == State::fencing && !tally.success()) {
+  // The text is read only when this failure ends the acquire (the
+  // telemetry reads the code): a waiter's other failed attempts build none.
+  const bool last = !cancelled_ && (at >= wait_deadline_ || aborted_);
+  const bool fence_failed = state_ == State::fencing && !tally.success();
+  Error e;
+  e.code = fence_failed ? Errc::no_quorum : round_code(tally, true, false);
+  if (last && fence_failed) {
     e = make_error(Errc::no_quorum, "fence " + std::to_string(fence_value_) + " not confirmed by a majority " +
                                         round_summary(tally, nodes));
+  } else if (last) {
+    e = round_error(tally, nodes, validity, true, false);
   }
   tell_round(OpKind::acquire, &e, attempts_, elapsed, nodes);
   // A failed attempt may have set its value anywhere it did not hear "held".

@@ -119,25 +119,29 @@ std::optional<Error> Operation::early_error() const {
   return std::nullopt;
 }
 
+Errc round_code(const QuorumTally& tally, bool in_time, bool extend) {
+  if (tally.success()) return in_time ? Errc::validity_too_short : Errc::too_late;
+  if (tally.held() > 0) return extend ? Errc::not_held : Errc::held;
+  return Errc::no_quorum;
+}
+
 Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
                   bool in_time, bool extend, milliseconds min_validity) {
   const std::string detail = describe(nodes);
   const std::string tail = detail.empty() ? "" : ": " + detail;
-  if (tally.success() && !in_time) {
-    return make_error(Errc::too_late, "majority " + count_of(tally) +
-                                          " answered after the lock's validity deadline had passed" + tail);
+  const Errc code = round_code(tally, in_time, extend);
+  switch (code) {
+    case Errc::too_late:
+      return make_error(code, "majority " + count_of(tally) + " answered after the lock's validity deadline had passed" +
+                                  tail);
+    case Errc::validity_too_short:
+      return make_error(code, "majority " + count_of(tally) + " reached but only " +
+                                  std::to_string(validity.count() / 1000) + " ms of validity left (minimum " +
+                                  std::to_string(min_validity.count()) + " ms)" + tail);
+    case Errc::not_held: return make_error(code, "lock not held " + count_of(tally) + tail);
+    case Errc::held: return make_error(code, "held elsewhere " + count_of(tally) + tail);
+    default: return make_error(code, "no quorum " + count_of(tally) + tail);
   }
-  if (tally.success()) {
-    return make_error(Errc::validity_too_short,
-                      "majority " + count_of(tally) + " reached but only " + std::to_string(validity.count() / 1000) +
-                          " ms of validity left (minimum " + std::to_string(min_validity.count()) +
-                          " ms)" + tail);
-  }
-  if (tally.held() > 0) {
-    if (extend) return make_error(Errc::not_held, "lock not held " + count_of(tally) + tail);
-    return make_error(Errc::held, "held elsewhere " + count_of(tally) + tail);
-  }
-  return make_error(Errc::no_quorum, "no quorum " + count_of(tally) + tail);
 }
 
 // ---- ExtendOperation ---------------------------------------------------------------

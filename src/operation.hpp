@@ -58,9 +58,11 @@ struct LockKeys {
 // every other node said.
 std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes);
 
-// round_error: why a decided majority round failed — too late, too little
-// validity left (below `min_validity`), not held (`extend`) or held
-// elsewhere, or no quorum — naming what every other node said.
+// round_code: which of those a decided majority round that failed is —
+// too late, too little validity left, not held (`extend`) or held
+// elsewhere, or no quorum; round_error: that, with its text, naming what
+// every node said (below `min_validity`: the validity's floor).
+Errc round_code(const QuorumTally& tally, bool in_time, bool extend);
 Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
                   bool in_time, bool extend, milliseconds min_validity);
 
