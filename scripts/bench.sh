@@ -419,6 +419,10 @@ master_stats() {  # master_stats FILE: INFO commandstats + cpu of every master, 
   done
 }
 
+all_calls() {  # all_calls FILE: the calls of every command in a master_stats FILE, summed
+  awk -F'[:=,]' '/^cmdstat_/ { n += $3 } END { print n + 0 }' "$1"
+}
+
 run_failed() {  # run_failed SYSTEM LABEL ROUND WHY: record a failed crowd or leases run
   ((failed_runs += 1))
   printf 'FAILED (%s)\n' "$4" >&2
@@ -518,7 +522,7 @@ run_crowd() {
 
 # run_cli_crowd LABEL ROUND: one cli-crowd-K run (see the header).
 run_cli_crowd() {
-  local label=$1 round=$2 k dir resource i pid failed=0 t0 t1 before after commands handoffs
+  local label=$1 round=$2 k dir resource i pid failed=0 t0 t1 commands handoffs
   local -a pids=()
   k=${label#cli-crowd-}
   dir=$OUT/cli-crowd/$label.r$round
@@ -541,9 +545,7 @@ run_cli_crowd() {
   t1=$(date +%s%N)
   ((failed == 0)) || { run_failed redlock "$label" "$round" "$failed of $k loops failed"; return 0; }
   master_stats "$dir/stats.after" || { run_failed redlock "$label" "$round" "INFO after the run failed"; return 0; }
-  before=$(awk -F'[:=,]' '/^cmdstat_/ { n += $3 } END { print n + 0 }' "$dir/stats.before")
-  after=$(awk -F'[:=,]' '/^cmdstat_/ { n += $3 } END { print n + 0 }' "$dir/stats.after")
-  commands=$((after - before - ${#MASTER_PORTS[@]}))
+  commands=$(($(all_calls "$dir/stats.after") - $(all_calls "$dir/stats.before") - ${#MASTER_PORTS[@]}))
   handoffs=$((2 * k))
   line=$(awk -v c="$commands" -v h="$handoffs" -v ns="$((t1 - t0))" -v k="$k" 'BEGIN {
     s = ns / 1e9

@@ -241,7 +241,7 @@ milliseconds AcquireOperation::wait_left(TimePoint at) const {
 WatchState AcquireOperation::watch_all() {
   // Every resource's channel (a multi-resource lock frees when any of its
   // parts does); ready only when all of them are.
-  const std::vector<std::string> all = channels();
+  const std::vector<std::string>& all = channels();
   WatchState watch = WatchState::ready;
   for (std::size_t i = 0; i < all.size(); ++i) {
     const WatchState w = engine_.transport().watch(all[i], this);
@@ -600,18 +600,20 @@ void AcquireOperation::leave_queue() {
   QuorumRound::launch(engine_.transport(), std::move(call), RoundMode::release, nullptr)->detach();
 }
 
-std::vector<std::string> AcquireOperation::channels() const {
-  std::vector<std::string> out{channel_of(keys_.key)};
-  for (const std::string& key : keys_.more_keys) out.push_back(channel_of(key));
-  return out;
+const std::vector<std::string>& AcquireOperation::channels() {
+  if (channels_.empty()) {
+    channels_.push_back(channel_of(keys_.key));
+    for (const std::string& key : keys_.more_keys) channels_.push_back(channel_of(key));
+  }
+  return channels_;
 }
 
-std::optional<std::uint64_t> AcquireOperation::heard() const {
-  std::optional<std::uint64_t> mark = engine_.transport().heard(channel_of(keys_.key));
-  for (const std::string& key : keys_.more_keys) {
-    if (!mark) break;
-    const std::optional<std::uint64_t> more = engine_.transport().heard(channel_of(key));
-    mark = more ? std::max(*mark, *more) : more;
+std::optional<std::uint64_t> AcquireOperation::heard() {
+  std::optional<std::uint64_t> mark;
+  for (const std::string& channel : channels()) {
+    const std::optional<std::uint64_t> one = engine_.transport().heard(channel);
+    if (!one) return std::nullopt;
+    mark = std::max(mark.value_or(0), *one);
   }
   return mark;
 }

@@ -200,11 +200,12 @@ class AcquireOperation final : public Operation, public WakeListener {
   Call attempt_call() const;
   std::vector<std::string> fenced_keys() const;
   milliseconds wake_jitter() { return engine_.runtime().random_delay(wake_spread_); }
-  // channels: the release channel of every resource of the lock.
-  std::vector<std::string> channels() const;
+  // channels: the release channel of every resource of the lock (named
+  // once, at the first wait).
+  const std::vector<std::string>& channels();
   // heard: the latest hearing mark of the lock's channels (Transport::
   // heard), none unless every one is confirmed.
-  std::optional<std::uint64_t> heard() const;
+  std::optional<std::uint64_t> heard();
   Error cancelled_error() const;
   void finish(Result<Lock> r);
   void fail(Error e);  // finish with `e`, counting the attempts made
@@ -225,6 +226,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool listening_ = false;      // the subscription is confirmed: a release from now on is heard
   bool sent_listening_ = false; // fair: it was already when the attempt in flight was sent
   std::optional<std::uint64_t> sent_heard_; // heard() as the attempt in flight was sent (a waiter, not fair)
+  std::vector<std::string> channels_;       // see channels()
   bool subscribe_waited_ = false; // fair: it waited for the subscription's confirmation once
   std::size_t turns_heard_ = 0; // fair: masters that named it the head since its last attempt began
   std::string last_turn_;       // fair: the last "turn …" message heard (one per release)
