@@ -165,7 +165,8 @@ void AcquireOperation::fair_wake(std::string_view message) {
   // its SETs do not overtake the release on the masters still deleting
   // (they would find the key held, and the round fail). A master whose
   // message is lost costs one node timeout.
-  const bool majority = head && ++turns_heard_ >= majority_of(engine_.transport().size());
+  if (head) turns_.record(Outcome::ok);
+  const bool majority = head && turns_.success();
   switch (state_) {
     case State::attempting:
       if (majority) woken_ = true;  // a failed attempt retries at once
@@ -316,7 +317,7 @@ void AcquireOperation::start_attempt() {
   // subscription was made before the attempt ran there: a release after
   // the attempt is then published to this client (wait_for_release).
   if (!fair_ && !tries_once_ && options().wake_ups) sent_heard_ = heard();
-  turns_heard_ = 0;
+  turns_ = QuorumTally(engine_.transport().size(), lock_rule(RoundMode::majority, engine_.transport().size()));
   state_ = State::attempting;
   t1_ = now();
   if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
@@ -382,7 +383,8 @@ void AcquireOperation::rollback(const std::vector<NodeOutcome>& attempt) {
   if (sabotage().no_rollback || caller_token_) return;
   std::vector<bool> skip(sabotage().reused_value ? 0 : attempt.size());
   for (std::size_t i = 0; i < skip.size(); ++i) skip[i] = attempt[i].outcome == Outcome::held;
-  QuorumRound::launch(engine_.transport(), keys_.release_call(token_, false), RoundMode::release, nullptr, skip)
+  QuorumRound::launch(engine_.transport(), keys_.release_call(token_, false),
+                      lock_rule(RoundMode::release, engine_.transport().size()), nullptr, skip)
       ->detach();
 }
 
@@ -403,13 +405,15 @@ void AcquireOperation::evaluate() {
   if (sabotage().no_elapsed) elapsed = microseconds{0};
   if (sabotage().wall_clock) elapsed = duration_cast<microseconds>(engine_.runtime().wall_now() - t1_wall_);
   const QuorumTally tally = round_->tally();
-  const microseconds validity = validity_left(ttl_, elapsed, options().drift_factor);
-  if (tally.success() && validity > microseconds{options().min_validity}) {
+  const RoundClock clock = clock_of(ttl_, elapsed, true);
+  const Verdict verdict = decide(tally, &clock);
+  if (verdict == Verdict::yes) {
     if (cancelled_) {
       // Taken after all, but the caller has gone: give it back (a real
       // release: the lock was held, waiters may take it now).
       if (!caller_token_) {
-        QuorumRound::launch(engine_.transport(), keys_.release_call(token_, true), RoundMode::release, nullptr)
+        QuorumRound::launch(engine_.transport(), keys_.release_call(token_, true),
+                            lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
             ->detach();
       }
       return finish(cancelled_error());
@@ -418,17 +422,7 @@ void AcquireOperation::evaluate() {
     tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
     // The name and the value move into the lock: the operation ends here
     // and reads neither again (a held lock keeps one allocation of each).
-    Lock lock;
-    lock.resource = std::move(keys_.resource);
-    lock.token = std::move(token_);
-    lock.ttl = ttl_;
-    lock.validity = duration_cast<milliseconds>(validity);
-    lock.validity_deadline = at + validity;  // = T1 + ttl − drift
-    lock.elapsed = elapsed;
-    lock.attempts = attempts_;
-    lock.fence = fence_value_;
-    if (options().node_outcomes) lock.nodes = round_->outcomes();
-    return finish(std::move(lock));
+    return finish(grant(std::move(keys_.resource), std::move(token_), ttl_, clock, at, elapsed, attempts_, fence_value_));
   }
 
   if (fair_) {
@@ -443,20 +437,20 @@ void AcquireOperation::evaluate() {
       ticket_ = round_->max_counter();
       need_fix_ = ticket_ > 0 && !round_->tickets_agree();
     }
-    rank_ = round_->majority_rank();
+    rank_ = round_->quorum_rank();
   }
   std::vector<NodeOutcome> nodes = take_outcomes();
   // The text is read only when this failure ends the acquire (the
   // telemetry reads the code): a waiter's other failed attempts build none.
   const bool last = !cancelled_ && (at >= wait_deadline_ || aborted_);
-  const bool fence_failed = state_ == State::fencing && !tally.success();
+  const bool fence_failed = state_ == State::fencing && (verdict == Verdict::refused || verdict == Verdict::no_quorum);
   Error e;
-  e.code = fence_failed ? Errc::no_quorum : round_code(tally, true, false);
+  e.code = fence_failed ? Errc::no_quorum : verdict_code(verdict, false);
   if (last && fence_failed) {
     e = make_error(Errc::no_quorum, "fence " + std::to_string(fence_value_) + " not confirmed by a majority " +
                                         round_summary(tally, nodes));
   } else if (last) {
-    e = round_error(tally, nodes, validity, true, false);
+    e = round_error(verdict, tally, nodes, clock, false);
   }
   tell_round(OpKind::acquire, &e, attempts_, elapsed, nodes);
   // A failed attempt may have set its value anywhere it did not hear "held".
@@ -532,7 +526,7 @@ bool AcquireOperation::wait_for_release(const std::vector<NodeOutcome>& nodes, m
   }
   // Wait for a notification, the holder's TTL, or the safety net.
   milliseconds wait = o.wake_safety_net;
-  if (const std::optional<milliseconds> free_in = majority_free_in(nodes)) {
+  if (const std::optional<milliseconds> free_in = quorum_free_in(nodes, majority_of(nodes.size()))) {
     wait = std::min(wait, *free_in + milliseconds{1} + wake_jitter());
   }
   if (split_backoff_ > milliseconds{0}) wait = std::min(wait, engine_.runtime().random_delay(split_backoff_));
@@ -574,7 +568,7 @@ bool AcquireOperation::fair_wait(const std::vector<NodeOutcome>& nodes, millisec
     return true;
   }
   milliseconds wait = o.wake_safety_net * std::clamp<long long>(rank_, 1, max_fair_spread);
-  const std::optional<milliseconds> free_in = majority_free_in(nodes);
+  const std::optional<milliseconds> free_in = quorum_free_in(nodes, majority_of(nodes.size()));
   if (free_in && rank_ == 0) wait = std::min(wait, *free_in + milliseconds{1});
   if (free_in && rank_ == 1) wait = std::min(wait, *free_in + o.fair_grace + milliseconds{1});
   // Free, yet others ahead: the head has not come (yet). Its turn is
@@ -597,7 +591,9 @@ void AcquireOperation::leave_queue() {
             .arg1 = waiter_,
             .arg2 = channel_of(keys_.key),
             .more_keys = {queue_key_of(keys_.key), expiry_key_of(keys_.key)}};
-  QuorumRound::launch(engine_.transport(), std::move(call), RoundMode::release, nullptr)->detach();
+  QuorumRound::launch(engine_.transport(), std::move(call), lock_rule(RoundMode::release, engine_.transport().size()),
+                      nullptr)
+      ->detach();
 }
 
 const std::vector<std::string>& AcquireOperation::channels() {

@@ -20,8 +20,6 @@ namespace redlock::detail {
 
 using std::chrono::duration_cast;
 
-static_assert(max_nodes <= std::numeric_limits<std::uint8_t>::max(), "a lease's yes count must hold every master");
-
 // ExtendRound — one round of up to `max` leases: one Call to every master,
 // each lease decided on its own tally. Frees itself once every lease got
 // its verdict and every master it was sent to gave its final event.
@@ -32,7 +30,7 @@ class ExtendRound final : public ReplySink {
     TimePoint submitted;
     std::uint32_t first_key = 0;  // its keys' flags: [first_key, first_key + keys)
     std::uint32_t keys = 1;
-    std::uint8_t yes = 0;  // at most max_nodes
+    QuorumTally votes{0, lock_rule(RoundMode::majority, 0)};  // its own, from every master's flags
     bool decided = false;
   };
 
@@ -59,7 +57,7 @@ class ExtendRound final : public ReplySink {
       n.final = n.sent = false;
     }
     servers_.clear();
-    answered_ = ready_ = 0;
+    ready_ = 0;
     launching_ = true;
     closed_ = false;
   }
@@ -70,15 +68,19 @@ class ExtendRound final : public ReplySink {
   void launch(bool closed) {
     t1_ = engine_.runtime().now();
     keys_ = 0;
+    const RoundRule rule = lock_rule(RoundMode::majority, nodes_.size());
     for (Member& m : members_) {
+      m.votes = QuorumTally(nodes_.size(), rule);
       m.first_key = static_cast<std::uint32_t>(keys_);
       m.keys = static_cast<std::uint32_t>(1 + m.lease->extend_more().size());
       keys_ += m.keys;
     }
     if (closed) {
       closed_ = true;
-      for (Node& n : nodes_) n = Node{Outcome::error, "the client was closed", {}, {}, true, false};
-      answered_ = nodes_.size();
+      for (Node& n : nodes_) {
+        n = Node{Outcome::error, "the client was closed", {}, {}, true, false};
+        count(n);
+      }
     } else {
       build_call();
       for (std::size_t node = 0; node < nodes_.size(); ++node) flow_->owner->send(this, node);
@@ -110,7 +112,7 @@ class ExtendRound final : public ReplySink {
     n.outcome = Outcome::error;
     n.text = std::move(why);
     n.final = true;
-    ++answered_;
+    count(n);
     if (launching_) return;  // launch decides once every node was tried
     decide_all();
     maybe_free();
@@ -125,7 +127,7 @@ class ExtendRound final : public ReplySink {
     }
     if (n.outcome == Outcome::pending) {
       record(node, event);
-      ++answered_;
+      count(n);
       decide_all();
     }
     maybe_free();
@@ -213,18 +215,25 @@ class ExtendRound final : public ReplySink {
       n.text = std::string(event.text);
       return;
     }
-    if (event.server != 0) {
-      if (std::find(servers_.begin(), servers_.end(), event.server) != servers_.end()) {
-        n.outcome = Outcome::error;
-        n.text = "the same server as another master that already said yes (run id): one server, one vote";
-        return;
-      }
-      servers_.push_back(event.server);
+    if (!one_vote(servers_, event.server)) {
+      n.outcome = Outcome::error;
+      n.text = std::string(same_server_text);
+      return;
     }
     n.outcome = Outcome::ok;
-    for (Member& m : members_) {
-      if (all_ours(n.flags, m)) ++m.yes;
-    }
+  }
+
+  // count: a master's first event, as every lease's vote.
+  void count(const Node& n) {
+    for (Member& m : members_) m.votes.record(vote_of(n, m));
+  }
+
+  // vote_of: what master `n` said for lease `m` — as an extend round of
+  // its own would have recorded it. A 0 is "not ours" also from a master
+  // in quarantine (only its yes is void).
+  static Outcome vote_of(const Node& n, const Member& m) {
+    if ((n.outcome == Outcome::ok || n.outcome == Outcome::quarantined) && !all_ours(n.flags, m)) return Outcome::held;
+    return n.outcome;
   }
 
   // all_ours: the master extended every key of the lease (a lease of
@@ -236,16 +245,12 @@ class ExtendRound final : public ReplySink {
   // decide_all: every lease whose outcome is now certain gets its verdict
   // on the next loop turn.
   void decide_all() {
-    const std::size_t quorum = majority_of(nodes_.size());
-    const std::size_t unanswered = nodes_.size() - answered_;
     bool any = false;
     for (Member& m : members_) {
-      if (m.decided) continue;
-      if (m.yes >= quorum || m.yes + unanswered < quorum) {
-        m.decided = true;
-        ++ready_;
-        any = true;
-      }
+      if (m.decided || !m.votes.decided()) continue;
+      m.decided = true;
+      ++ready_;
+      any = true;
     }
     if (any && !deliver_->active()) deliver_->start(milliseconds{0});
   }
@@ -260,13 +265,8 @@ class ExtendRound final : public ReplySink {
       NodeOutcome& o = out[node];
       o.address = transport.address(node);
       o.rtt = n.rtt;
-      o.outcome = n.outcome;
-      o.error = n.text;
-      // A 0 is "not ours" also from a master in quarantine (only its yes is void).
-      if ((n.outcome == Outcome::ok || n.outcome == Outcome::quarantined) && !all_ours(n.flags, members_[i])) {
-        o.outcome = Outcome::held;
-        o.error = token_absent_text;
-      }
+      o.outcome = vote_of(n, members_[i]);
+      o.error = o.outcome == n.outcome ? n.text : std::string(token_absent_text);
     }
     return out;
   }
@@ -290,12 +290,12 @@ class ExtendRound final : public ReplySink {
         lease->on_batch_extended(engine_, at, make_error(Errc::closed, "the client was closed"));
         continue;
       }
-      const milliseconds ttl = lease->extend_ttl();
-      const microseconds validity = validity_left(ttl, elapsed, options.drift_factor);
       const TimePoint deadline = lease->extend_deadline();
-      const bool in_time = deadline == TimePoint{} || at < deadline;
-      const std::size_t quorum = majority_of(nodes_.size());
-      if (m.yes >= quorum && validity > microseconds{options.min_validity} && in_time) {
+      const RoundClock clock{.validity = validity_left(lease->extend_ttl(), elapsed, options.drift_factor),
+                             .min_validity = options.min_validity,
+                             .in_time = deadline == TimePoint{} || at < deadline};
+      const Verdict verdict = decide(m.votes, &clock);
+      if (verdict == Verdict::yes) {
         if (t != nullptr) {
           if (t->observed()) {
             t->round(OpKind::extend, lease->extend_resource(), nullptr, 1, elapsed, outcomes_of(i));
@@ -304,11 +304,12 @@ class ExtendRound final : public ReplySink {
           }
           t->finished(OpKind::extend, latency);
         }
-        lease->on_batch_extended(engine_, at, Extension{at + validity, duration_cast<milliseconds>(validity)});
+        lease->on_batch_extended(engine_, at,
+                                 Extension{at + clock.validity, duration_cast<milliseconds>(clock.validity)});
         continue;
       }
       std::vector<NodeOutcome> nodes = outcomes_of(i);
-      Error e = round_error(tally_of(nodes, RoundMode::majority), nodes, validity, in_time, true, options.min_validity);
+      Error e = round_error(verdict, m.votes, nodes, clock, true);
       if (t != nullptr) {
         t->round(OpKind::extend, lease->extend_resource(), &e, 1, elapsed, nodes);
         t->finished(OpKind::extend, latency);
@@ -338,7 +339,6 @@ class ExtendRound final : public ReplySink {
   Call call_;
   TimePoint t1_{};
   std::unique_ptr<Timer> deliver_;
-  std::size_t answered_ = 0;  // masters with a first event (or not sent)
   std::size_t ready_ = 0;     // leases decided and not yet told
   bool launching_ = true;
   bool closed_ = false;
@@ -428,7 +428,7 @@ void ExtendBatcher::recycle(ExtendRound* round) {
 }
 
 void ExtendBatcher::flush() {
-  const std::size_t quorum = majority_of(waiting_.size());
+  const RoundRule rule = lock_rule(RoundMode::majority, waiting_.size());
   while (!queue_.empty()) {
     // The round: leases from the front up to max_ keys (at least one lease,
     // whatever its keys).
@@ -440,14 +440,17 @@ void ExtendBatcher::flush() {
       ++n;
     }
     const bool closed = engine_.closing();
-    std::size_t ready = 0;
-    for (std::size_t node = 0; node < waiting_.size(); ++node) ready += can_take(node, keys) ? 1 : 0;
+    // Could the round win now, if every master that can take it said yes?
+    QuorumTally ready(waiting_.size(), rule);
+    for (std::size_t node = 0; node < waiting_.size(); ++node) {
+      ready.record(can_take(node, keys) ? Outcome::ok : Outcome::timeout);
+    }
     // A round is made only when a majority of masters can take it at once:
     // the rest wait here, as pointers, and T1 is taken when they can go.
     // (Making every round at once was a loop turn of tens of ms for 100,000
     // leases falling due together: the masters' answers then sat unread
     // past node_timeout, and a third of the rounds failed.)
-    if (!closed && ready < quorum) return;  // node_done brings us back
+    if (!closed && !ready.success()) return;  // node_done brings us back
     ExtendRound* round = nullptr;
     if (spare_.empty()) {
       round = new ExtendRound(engine_, flow_);

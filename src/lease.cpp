@@ -356,7 +356,7 @@ void LeaseKeeper::on_extended(LeaseState& s, TimePoint now, Result<Extension> r)
     return lose(s, "extension answered by a majority only after the validity deadline: " + e.message,
                 std::move(e.nodes));
   }
-  if (refused_for_good(e.nodes)) {
+  if (refused_for_good(e.nodes, lock_rule(RoundMode::majority, e.nodes.size()))) {
     // Extend never recreates a key: these nodes will never say yes again.
     return lose(s, "extension refused: our token is gone from too many nodes for a majority (" + e.message + ")",
                 std::move(e.nodes));

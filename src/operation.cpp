@@ -80,8 +80,30 @@ void Operation::arm(milliseconds delay) {
 }
 
 void Operation::launch(Call call, RoundMode mode, const std::vector<bool>& skip) {
-  round_ = QuorumRound::launch(engine_.transport(), std::move(call), mode, this, skip);
+  round_ = QuorumRound::launch(engine_.transport(), std::move(call), lock_rule(mode, engine_.transport().size()), this,
+                               skip);
   if (round_->decided()) arm(milliseconds{0});
+}
+
+RoundClock Operation::clock_of(milliseconds ttl, microseconds elapsed, bool in_time) const {
+  return {.validity = validity_left(ttl, elapsed, options().drift_factor),
+          .min_validity = options().min_validity,
+          .in_time = in_time};
+}
+
+Lock Operation::grant(std::string resource, std::string token, milliseconds ttl, const RoundClock& clock,
+                      TimePoint at, microseconds elapsed, int attempts, std::uint64_t fence) const {
+  Lock lock;
+  lock.resource = std::move(resource);
+  lock.token = std::move(token);
+  lock.ttl = ttl;
+  lock.validity = std::chrono::duration_cast<milliseconds>(clock.validity);
+  lock.validity_deadline = at + clock.validity;
+  lock.elapsed = elapsed;
+  lock.attempts = attempts;
+  lock.fence = fence;
+  if (options().node_outcomes) lock.nodes = round_->outcomes();
+  return lock;
 }
 
 void Operation::drop_round() noexcept {
@@ -119,25 +141,28 @@ std::optional<Error> Operation::early_error() const {
   return std::nullopt;
 }
 
-Errc round_code(const QuorumTally& tally, bool in_time, bool extend) {
-  if (tally.success()) return in_time ? Errc::validity_too_short : Errc::too_late;
-  if (tally.held() > 0) return extend ? Errc::not_held : Errc::held;
-  return Errc::no_quorum;
+Errc verdict_code(Verdict verdict, bool extend) noexcept {
+  switch (verdict) {
+    case Verdict::too_late: return Errc::too_late;
+    case Verdict::too_short: return Errc::validity_too_short;
+    case Verdict::refused: return extend ? Errc::not_held : Errc::held;
+    default: return Errc::no_quorum;
+  }
 }
 
-Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
-                  bool in_time, bool extend, milliseconds min_validity) {
+Error round_error(Verdict verdict, const QuorumTally& tally, const std::vector<NodeOutcome>& nodes,
+                  const RoundClock& clock, bool extend) {
   const std::string detail = describe(nodes);
   const std::string tail = detail.empty() ? "" : ": " + detail;
-  const Errc code = round_code(tally, in_time, extend);
+  const Errc code = verdict_code(verdict, extend);
   switch (code) {
     case Errc::too_late:
       return make_error(code, "majority " + count_of(tally) + " answered after the lock's validity deadline had passed" +
                                   tail);
     case Errc::validity_too_short:
       return make_error(code, "majority " + count_of(tally) + " reached but only " +
-                                  std::to_string(validity.count() / 1000) + " ms of validity left (minimum " +
-                                  std::to_string(min_validity.count()) + " ms)" + tail);
+                                  std::to_string(clock.validity.count() / 1000) + " ms of validity left (minimum " +
+                                  std::to_string(clock.min_validity.count()) + " ms)" + tail);
     case Errc::not_held: return make_error(code, "lock not held " + count_of(tally) + tail);
     case Errc::held: return make_error(code, "held elsewhere " + count_of(tally) + tail);
     default: return make_error(code, "no quorum " + count_of(tally) + tail);
@@ -183,24 +208,14 @@ void ExtendOperation::evaluate() {
   const TimePoint at = now();
   const auto elapsed = std::chrono::duration_cast<microseconds>(at - t1_);
   const QuorumTally tally = round_->tally();
-  const microseconds validity = validity_left(ttl_, elapsed, options().drift_factor);
-  const bool in_time = at < lock_deadline_;
-  if (tally.success() && validity > microseconds{options().min_validity} && in_time) {
-    Lock lock;
-    lock.resource = keys_.resource;
-    lock.token = token_;
-    lock.ttl = ttl_;
-    lock.validity = std::chrono::duration_cast<milliseconds>(validity);
-    lock.validity_deadline = at + validity;  // = T1 + ttl − drift
-    lock.elapsed = elapsed;
-    lock.attempts = 1;
-    lock.fence = fence_;
-    if (options().node_outcomes) lock.nodes = round_->outcomes();
+  const RoundClock clock = clock_of(ttl_, elapsed, at < lock_deadline_);
+  const Verdict verdict = decide(tally, &clock);
+  if (verdict == Verdict::yes) {
     tell_round(OpKind::extend, nullptr, 1, elapsed, round_->outcomes());
-    return finish(std::move(lock));
+    return finish(grant(keys_.resource, token_, ttl_, clock, at, elapsed, 1, fence_));
   }
   std::vector<NodeOutcome> nodes = take_outcomes();
-  Error e = round_error(tally, nodes, validity, in_time, true);
+  Error e = round_error(verdict, tally, nodes, clock, true);
   tell_round(OpKind::extend, &e, 1, elapsed, nodes);
   e.nodes = std::move(nodes);
   e.attempts = 1;
@@ -231,10 +246,10 @@ bool unsure(const NodeOutcome& n) noexcept {
   return n.outcome == Outcome::timeout || n.outcome == Outcome::error || n.outcome == Outcome::pending;
 }
 
-// may_hold_majority: so many nodes are unsure that our value may still be
-// on a majority of them.
-bool may_hold_majority(const std::vector<NodeOutcome>& nodes) noexcept {
-  return static_cast<std::size_t>(std::count_if(nodes.begin(), nodes.end(), unsure)) >= majority_of(nodes.size());
+// release_verdict: what the outcomes so far (merged over this release's
+// rounds) come to; no_quorum while our value may still be on a majority.
+Verdict release_verdict(const std::vector<NodeOutcome>& nodes) noexcept {
+  return decide(tally_of(nodes, lock_rule(RoundMode::release, nodes.size())));
 }
 
 }  // namespace
@@ -300,7 +315,7 @@ void ReleaseOperation::merge_round() {
 // still count.
 void ReleaseOperation::round_over() {
   merge_round();
-  if (!may_hold_majority(outcomes_) || retries_left_ <= 0) return report();
+  if (release_verdict(outcomes_) != Verdict::no_quorum || retries_left_ <= 0) return report();
   state_ = State::retry_wait;
   arm(options().retry_delay + engine_.runtime().random_delay(options().retry_jitter));
 }
@@ -308,7 +323,7 @@ void ReleaseOperation::round_over() {
 void ReleaseOperation::relaunch() {
   merge_round();
   drop_round();
-  if (engine_.closing() || !may_hold_majority(outcomes_)) return report();
+  if (engine_.closing() || release_verdict(outcomes_) != Verdict::no_quorum) return report();
   --retries_left_;
   ++rounds_;
   std::vector<bool> skip(outcomes_.size());
@@ -320,17 +335,17 @@ void ReleaseOperation::relaunch() {
 void ReleaseOperation::report() {
   merge_round();
   drop_round();
-  const QuorumTally tally = tally_of(outcomes_, RoundMode::release);
+  const QuorumTally tally = tally_of(outcomes_, lock_rule(RoundMode::release, outcomes_.size()));
+  const Verdict verdict = decide(tally);
   ReleaseResult r;
-  r.released = tally.success();
+  r.released = verdict == Verdict::yes;
   r.released_nodes = static_cast<int>(tally.ok());
   r.elapsed = std::chrono::duration_cast<microseconds>(now() - t1_);
   r.nodes = std::move(outcomes_);
   if (r.released) {
     tell_round(OpKind::release, nullptr, rounds_, r.elapsed, r.nodes);
   } else {
-    const Error why = make_error(tally.ok() == 0 && !may_hold_majority(r.nodes) ? Errc::not_held : Errc::no_quorum,
-                                 "not released");
+    const Error why = make_error(verdict == Verdict::refused ? Errc::not_held : Errc::no_quorum, "not released");
     tell_round(OpKind::release, &why, rounds_, r.elapsed, r.nodes);
   }
   finish(std::move(r));

@@ -58,13 +58,13 @@ struct LockKeys {
 // every other node said.
 std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes);
 
-// round_code: which of those a decided majority round that failed is —
+// verdict_code: the error of a majority round's verdict other than yes —
 // too late, too little validity left, not held (`extend`) or held
 // elsewhere, or no quorum; round_error: that, with its text, naming what
-// every node said (below `min_validity`: the validity's floor).
-Errc round_code(const QuorumTally& tally, bool in_time, bool extend);
-Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
-                  bool in_time, bool extend, milliseconds min_validity);
+// every node said.
+Errc verdict_code(Verdict verdict, bool extend) noexcept;
+Error round_error(Verdict verdict, const QuorumTally& tally, const std::vector<NodeOutcome>& nodes,
+                  const RoundClock& clock, bool extend);
 
 // Operation — what the three state machines share: the engine's list, the
 // timer, the round in flight, and freeing itself once done.
@@ -106,7 +106,14 @@ class Operation : public RoundListener {
   const Options& options() const noexcept { return engine_.options(); }
   // launch sends `call` to every node (but those `skip` marks); a
   // decision inside launch itself is stepped on the next loop turn.
+  // A lock's rounds: a majority (lock_rule).
   void launch(Call call, RoundMode mode, const std::vector<bool>& skip = {});
+  // clock_of: a majority round's clocks, judged `elapsed` after its T1.
+  RoundClock clock_of(milliseconds ttl, microseconds elapsed, bool in_time) const;
+  // grant: the lock a won round hands out, valid `clock.validity` from `at`
+  // (= T1 + ttl − drift), with the round's outcomes if asked for.
+  Lock grant(std::string resource, std::string token, milliseconds ttl, const RoundClock& clock, TimePoint at,
+             microseconds elapsed, int attempts, std::uint64_t fence) const;
   // drop_round lets the round in flight go (it frees itself once final).
   void drop_round() noexcept;
   // take_outcomes copies the per-node outcomes and drops the round.
@@ -118,10 +125,6 @@ class Operation : public RoundListener {
   // (`problem`) or the client closing; none when it may go ahead.
   std::optional<Error> early_error() const;
   static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
-  Error round_error(const QuorumTally& tally, const std::vector<NodeOutcome>& nodes, microseconds validity,
-                    bool in_time, bool extend) const {
-    return detail::round_error(tally, nodes, validity, in_time, extend, options().min_validity);
-  }
   // tell_round / tell_finished: the telemetry's view of a decided round
   // (`failure` null: it succeeded) and of the operation's completion.
   void tell_round(OpKind op, const Error* failure, int attempt, microseconds elapsed,
@@ -228,7 +231,9 @@ class AcquireOperation final : public Operation, public WakeListener {
   std::optional<std::uint64_t> sent_heard_; // heard() as the attempt in flight was sent (a waiter, not fair)
   std::vector<std::string> channels_;       // see channels()
   bool subscribe_waited_ = false; // fair: it waited for the subscription's confirmation once
-  std::size_t turns_heard_ = 0; // fair: masters that named it the head since its last attempt began
+  // fair: the masters that named it the head since its last attempt began,
+  // as votes (a majority: its turn).
+  QuorumTally turns_{0, lock_rule(RoundMode::majority, 0)};
   std::string last_turn_;       // fair: the last "turn …" message heard (one per release)
   // Inputs latched until the state can act on them.
   bool cancelled_ = false;

@@ -7,56 +7,71 @@
 
 namespace redlock::detail {
 
-QuorumTally::QuorumTally(std::size_t nodes, RoundMode mode) noexcept : nodes_(nodes), mode_(mode) {}
+QuorumTally::QuorumTally(std::size_t nodes, RoundRule rule) noexcept
+    : nodes_(static_cast<std::uint8_t>(nodes)), quorum_(static_cast<std::uint8_t>(rule.quorum)), mode_(rule.mode) {}
 
 bool QuorumTally::record(Outcome first) noexcept {
+  if (answered_ == nodes_) return false;
   ++answered_;
   if (first == Outcome::ok) ++ok_;
   if (first == Outcome::held) ++held_;
-  if (decided_) return false;
+  if (decided_ || decide(*this) == Verdict::open) return false;
+  return decided_ = true;
+}
 
-  const std::size_t unanswered = nodes_ - answered_;
-  if (mode_ == RoundMode::majority) {
-    if (ok_ >= quorum()) {
-      decided_ = success_ = true;
-    } else if (ok_ + unanswered < quorum()) {
-      decided_ = true;
+bool QuorumTally::success() const noexcept { return decide(*this) == Verdict::yes; }
+
+Verdict decide(const QuorumTally& t, const RoundClock* clock) noexcept {
+  const std::size_t unanswered = t.nodes() - t.answered();
+  if (t.mode() == RoundMode::majority) {
+    if (t.ok() >= t.quorum()) {
+      if (clock == nullptr) return Verdict::yes;
+      if (!clock->in_time) return Verdict::too_late;
+      if (clock->validity <= clock->min_validity) return Verdict::too_short;
+      return Verdict::yes;
     }
-  } else if (unanswered == 0 || ok_ + held_ >= quorum()) {
-    decided_ = true;
+    if (t.ok() + unanswered >= t.quorum()) return Verdict::open;
+    return t.held() > 0 ? Verdict::refused : Verdict::no_quorum;
   }
-  return decided_;
+  // Release: certain once every node answered, or once a quorum confirmed
+  // our value is gone from them; then it may remain on the unconfirmed.
+  if (unanswered > 0 && t.ok() + t.held() < t.quorum()) return Verdict::open;
+  const std::size_t unconfirmed = t.nodes() - t.ok() - t.held();
+  if (unconfirmed >= t.quorum()) return Verdict::no_quorum;
+  return t.ok() >= 1 ? Verdict::yes : Verdict::refused;
 }
 
-bool QuorumTally::success() const noexcept {
-  if (mode_ == RoundMode::majority) return success_;
-  const std::size_t unconfirmed = nodes_ - ok_ - held_;
-  return ok_ >= 1 && unconfirmed < quorum();
-}
-
-QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundMode mode) noexcept {
-  QuorumTally tally(nodes.size(), mode);
-  for (const NodeOutcome& n : nodes) {
-    if (n.outcome != Outcome::pending) tally.record(n.outcome);
-  }
+QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundRule rule) noexcept {
+  QuorumTally tally(nodes.size(), rule);
+  for (const NodeOutcome& n : nodes) tally.record(n.outcome == Outcome::pending ? Outcome::timeout : n.outcome);
   return tally;
 }
 
-bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept {
-  const auto held = static_cast<std::size_t>(
-      std::count_if(nodes.begin(), nodes.end(), [](const NodeOutcome& n) { return n.outcome == Outcome::held; }));
-  return !nodes.empty() && held > nodes.size() - majority_of(nodes.size());
+bool refused_for_good(const std::vector<NodeOutcome>& nodes, RoundRule rule) noexcept {
+  QuorumTally best(nodes.size(), rule);
+  for (const NodeOutcome& n : nodes) best.record(n.outcome == Outcome::held ? Outcome::held : Outcome::ok);
+  return !nodes.empty() && decide(best) != Verdict::yes;
 }
 
-long long QuorumRound::majority_rank() const {
+std::optional<long long> quorum_agree(std::vector<long long>& values, std::size_t quorum) {
+  if (quorum == 0 || values.size() < quorum) return std::nullopt;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(quorum - 1), values.end());
+  return values[quorum - 1];
+}
+
+bool one_vote(std::vector<std::uint64_t>& yes_servers, std::uint64_t server) {
+  if (server == 0) return true;
+  if (std::find(yes_servers.begin(), yes_servers.end(), server) != yes_servers.end()) return false;
+  yes_servers.push_back(server);
+  return true;
+}
+
+long long QuorumRound::quorum_rank() const {
   std::vector<long long> told;
   for (const FairPlace& p : places_) {
     if (p.rank >= 0) told.push_back(p.rank);
   }
-  const std::size_t quorum = majority_of(outcomes_.size());
-  if (told.size() < quorum) return -1;
-  std::nth_element(told.begin(), told.begin() + static_cast<std::ptrdiff_t>(quorum - 1), told.end());
-  return told[quorum - 1];
+  return quorum_agree(told, tally_.quorum()).value_or(-1);
 }
 
 bool QuorumRound::tickets_agree() const {
@@ -65,16 +80,15 @@ bool QuorumRound::tickets_agree() const {
          });
 }
 
-std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes) {
+std::optional<std::chrono::milliseconds> quorum_free_in(const std::vector<NodeOutcome>& nodes, std::size_t quorum) {
   std::vector<long long> free_in;
   for (const NodeOutcome& n : nodes) {
     if (n.outcome == Outcome::ok) free_in.push_back(0);
     if (n.outcome == Outcome::held && n.holder_ttl.count() >= 0) free_in.push_back(n.holder_ttl.count());
   }
-  const std::size_t quorum = majority_of(nodes.size());
-  if (free_in.size() < quorum) return std::nullopt;
-  std::nth_element(free_in.begin(), free_in.begin() + static_cast<std::ptrdiff_t>(quorum - 1), free_in.end());
-  return std::chrono::milliseconds{free_in[quorum - 1]};
+  const std::optional<long long> at = quorum_agree(free_in, quorum);
+  if (!at) return std::nullopt;
+  return std::chrono::milliseconds{*at};
 }
 
 namespace {
@@ -194,15 +208,15 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
   }
 }
 
-QuorumRound::QuorumRound(Transport& transport, Call call, RoundMode mode, RoundListener* listener)
-    : call_(std::move(call)), tally_(transport.size(), mode), listener_(listener) {
+QuorumRound::QuorumRound(Transport& transport, Call call, RoundRule rule, RoundListener* listener)
+    : call_(std::move(call)), tally_(transport.size(), rule), listener_(listener) {
   outcomes_.resize(transport.size());
   for (std::size_t i = 0; i < outcomes_.size(); ++i) outcomes_[i].address = transport.address(i);
 }
 
-QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundMode mode, RoundListener* listener,
+QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundRule rule, RoundListener* listener,
                                  const std::vector<bool>& skip) {
-  auto* round = new QuorumRound(transport, std::move(call), mode, listener);
+  auto* round = new QuorumRound(transport, std::move(call), rule, listener);
   std::string why;
   for (std::size_t i = 0; i < transport.size(); ++i) {
     if (i < skip.size() && skip[i]) {
@@ -251,13 +265,9 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (event.kind != EventKind::timeout) ++finals_;
   if (first) {
     classify(call_.command, event, out);
-    if (out.outcome == Outcome::ok && event.server != 0) {
-      if (std::find(yes_servers_.begin(), yes_servers_.end(), event.server) != yes_servers_.end()) {
-        out.outcome = Outcome::error;
-        out.error = "the same server as another master that already said yes (run id): one server, one vote";
-      } else {
-        yes_servers_.push_back(event.server);
-      }
+    if (out.outcome == Outcome::ok && !one_vote(yes_servers_, event.server)) {
+      out.outcome = Outcome::error;
+      out.error = std::string(same_server_text);
     }
     record_first(slot);
   }

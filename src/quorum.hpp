@@ -27,9 +27,9 @@ namespace redlock::detail {
 // count (one byte in a batched extension) exact.
 inline constexpr std::size_t max_nodes = 100;
 
-// majority_of: the quorum of n masters, N/2 + 1. Every majority decision of
-// the library (rounds, a lease's "lost for good", when a held lock frees,
-// reports) counts through it; it is written nowhere else.
+// majority_of: the quorum of a lock's rounds over n masters, N/2 + 1. The
+// rounds take their quorum as a parameter (RoundRule); a lock's operations
+// ask for this one.
 inline std::size_t majority_of(std::size_t n) noexcept { return n / 2 + (sabotage().small_quorum ? 0 : 1); }
 
 // most_server_ttl: the longest remaining TTL a master's PTTL is believed
@@ -37,39 +37,93 @@ inline std::size_t majority_of(std::size_t n) noexcept { return n / 2 + (sabotag
 // is unknown — reported as -1, and never added to a clock or a wait.
 inline constexpr std::chrono::milliseconds most_server_ttl = most_server_time;
 
-// RoundMode — what "decided" means.
-//   majority  (acquire, extend) success when ok ≥ quorum; failure as soon as
-//             ok + unanswered < quorum
-//   release   decided when every node answered, or when at least a quorum
-//             confirmed that our token is gone from them (ok or held): then
-//             fewer than a quorum can still hold it
+// RoundMode — what the votes are for.
+//   majority  (acquire, extend, fence) a yes is a vote for the lock
+//   release   a yes or a "not ours" confirms our value is gone from a node
 enum class RoundMode : std::uint8_t { majority, release };
 
+// RoundRule — a round's mode and its quorum: how many of its nodes must
+// vote yes (majority mode), or the fewest nodes our value must never remain
+// on (release mode).
+struct RoundRule {
+  RoundMode mode;
+  std::size_t quorum;
+};
+
+// lock_rule: the rule of a lock's rounds over n masters.
+inline RoundRule lock_rule(RoundMode mode, std::size_t n) noexcept { return {mode, majority_of(n)}; }
+
+// QuorumTally — the votes of one round so far: one first outcome per node.
+// Counts only; decide() says what they mean.
 class QuorumTally {
  public:
-  QuorumTally(std::size_t nodes, RoundMode mode) noexcept;
+  QuorumTally(std::size_t nodes, RoundRule rule) noexcept;
 
   // record takes the first outcome of one node (never `pending`) and returns
-  // true exactly once: when this outcome decided the round.
+  // true exactly once: when this outcome decided the round (decide() left
+  // `open`). Outcomes past the node count are ignored.
   bool record(Outcome first) noexcept;
 
   bool decided() const noexcept { return decided_; }
-  // success: majority mode — a quorum said ok (latched at the decision);
-  // release mode — at least one ok and fewer than a quorum unconfirmed.
+  // success: the round's votes, without its clocks, say yes.
   bool success() const noexcept;
 
+  RoundMode mode() const noexcept { return mode_; }
   std::size_t nodes() const noexcept { return nodes_; }
-  std::size_t quorum() const noexcept { return majority_of(nodes_); }
+  std::size_t quorum() const noexcept { return quorum_; }
   std::size_t ok() const noexcept { return ok_; }
   std::size_t held() const noexcept { return held_; }
   std::size_t answered() const noexcept { return answered_; }
 
  private:
-  std::size_t nodes_;
+  std::uint8_t nodes_, quorum_;
+  std::uint8_t ok_ = 0, held_ = 0, answered_ = 0;
   RoundMode mode_;
-  std::size_t ok_ = 0, held_ = 0, answered_ = 0;
-  bool decided_ = false, success_ = false;
+  bool decided_ = false;
 };
+static_assert(max_nodes <= 255, "a tally counts nodes in a byte");
+
+// Verdict — what a round came to.
+enum class Verdict : std::uint8_t {
+  open,       // not certain: answers still to come can change it
+  yes,        // majority: a quorum said yes (and the clocks agree);
+              // release: at least one node deleted our value, and it may
+              // remain on fewer than a quorum
+  refused,    // majority: no quorum, and some node holds another value or
+              // lacks ours; release: no node had our value, and it may
+              // remain on fewer than a quorum
+  no_quorum,  // majority: no quorum otherwise (timeouts, errors);
+              // release: our value may still be on a quorum
+  too_short,  // majority: a quorum, but too little validity left
+  too_late,   // majority: a quorum, answered after the lock's deadline
+};
+
+// RoundClock — what the clocks say of a majority round when it is judged.
+struct RoundClock {
+  std::chrono::microseconds validity;    // validity_left(ttl, elapsed, drift)
+  std::chrono::milliseconds min_validity;
+  bool in_time = true;  // answered before the lock's validity deadline
+};
+
+// decide — the one rule every round is judged by (acquire, fence phase,
+// extend, each lease of a batched extension, release, rollback): the
+// verdict of `tally` (with `clock`, a majority round's success also needs
+// validity above the minimum, in time). A partial tally of a round that is
+// over is judged by tally_of(), which counts the silent nodes as unsure.
+Verdict decide(const QuorumTally& tally, const RoundClock* clock = nullptr) noexcept;
+
+// quorum_agree: the value a quorum of the nodes agrees on at least — the
+// quorum-th smallest of `values` (one per node that told one); none when
+// fewer than a quorum told. (When a key frees on a quorum; a fair waiter's
+// place on a quorum; what status reports.)
+std::optional<long long> quorum_agree(std::vector<long long>& values, std::size_t quorum);
+
+// one_vote — one server, one vote: `server` (a run id's hash,
+// NodeEvent::server; 0: unknown) may give a round one yes only. False, with
+// `same_server_text` to report, when it already gave one; else records it.
+bool one_vote(std::vector<std::uint64_t>& yes_servers, std::uint64_t server);
+inline constexpr std::string_view same_server_text =
+    "the same server as another master that already said yes (run id): one server, one vote";
 
 // RoundListener — told once, from a node event, that the round is decided,
 // and once more when every node has given its first event (settled; may
@@ -91,7 +145,7 @@ class QuorumRound final : public ReplySink {
   // is not signalled to the listener: the caller checks decided() after
   // launch returns. Ownership: the caller must call detach() exactly once;
   // the round frees itself afterwards.
-  static QuorumRound* launch(Transport& transport, Call call, RoundMode mode, RoundListener* listener,
+  static QuorumRound* launch(Transport& transport, Call call, RoundRule rule, RoundListener* listener,
                              const std::vector<bool>& skip = {});
 
   QuorumRound(const QuorumRound&) = delete;
@@ -110,10 +164,10 @@ class QuorumRound final : public ReplySink {
   // max_counter: the highest fence counter read so far (fenced_acquire
   // rounds), or ticket (fair_acquire rounds); 0 when none.
   long long max_counter() const noexcept { return max_counter_; }
-  // majority_rank: a fair acquire's place in the masters' queues — the
-  // lowest r such that a majority of the masters put it at r or ahead
-  // (0: the head on a majority); -1 when fewer than a majority told.
-  long long majority_rank() const;
+  // quorum_rank: a fair acquire's place in the masters' queues — the
+  // lowest r such that a quorum of the masters put it at r or ahead
+  // (0: the head on a quorum); -1 when fewer than a quorum told.
+  long long quorum_rank() const;
   // tickets_agree: every node that answered a fair acquire so far told the
   // same ticket, max_counter() (a first round: the waiter sits at its
   // ticket on those masters).
@@ -122,7 +176,7 @@ class QuorumRound final : public ReplySink {
   void on_node_event(std::size_t slot, const NodeEvent& event) override;
 
  private:
-  QuorumRound(Transport& transport, Call call, RoundMode mode, RoundListener* listener);
+  QuorumRound(Transport& transport, Call call, RoundRule rule, RoundListener* listener);
   ~QuorumRound() = default;
   void record_first(std::size_t slot);
   void maybe_free() noexcept;
@@ -132,7 +186,7 @@ class QuorumRound final : public ReplySink {
   std::vector<NodeOutcome> outcomes_;
   RoundListener* listener_;
   std::size_t finals_ = 0;
-  std::vector<std::uint64_t> yes_servers_;  // the servers whose yes counted (NodeEvent::server)
+  std::vector<std::uint64_t> yes_servers_;  // one_vote
   long long max_counter_ = 0;
   // FairPlace — what one node told a fair acquire: its ticket (-1: no
   // answer) and the waiter's rank in its queue (-1: none).
@@ -145,9 +199,10 @@ class QuorumRound final : public ReplySink {
   bool detached_ = false;
 };
 
-// tally_of: the tally of the outcomes that are in (pending ones are not),
-// for the error of a round that failed or was cut short.
-QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundMode mode) noexcept;
+// tally_of: the tally of a round that is over (failed, cut short, or
+// merged from several rounds): a node with no answer (`pending`) counts as
+// unsure, so the tally is decided.
+QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundRule rule) noexcept;
 
 // token_absent_text: the error text of a master that answered "not ours" to
 // an extend or release (an extend round's and a batched extension's alike).
@@ -158,15 +213,15 @@ inline constexpr std::string_view token_absent_text = "token not present (expire
 inline constexpr std::string_view gone_on_retry_text =
     "gone when asked again: an earlier round of this release, whose answer was lost, deleted it (or its TTL ran out)";
 
-// refused_for_good: more than N − quorum nodes answered "not ours" (held)
-// to an extend — which never recreates a key — so no majority can ever say
-// yes again to that value.
-bool refused_for_good(const std::vector<NodeOutcome>& nodes) noexcept;
+// refused_for_good: so many nodes answered "not ours" (held) to an extend
+// — which never recreates a key — that even if every other node said yes,
+// no quorum would: none ever will again for that value.
+bool refused_for_good(const std::vector<NodeOutcome>& nodes, RoundRule rule) noexcept;
 
-// majority_free_in: when the key will be gone from a majority, from the
-// TTLs the nodes reported to an acquire (a node that said yes is free now);
-// none when fewer than a majority reported one.
-std::optional<std::chrono::milliseconds> majority_free_in(const std::vector<NodeOutcome>& nodes);
+// quorum_free_in: when the key will be gone from a quorum, from the TTLs
+// the nodes reported to an acquire (a node that said yes is free now);
+// none when fewer than a quorum reported one.
+std::optional<std::chrono::milliseconds> quorum_free_in(const std::vector<NodeOutcome>& nodes, std::size_t quorum);
 
 // classify turns one reply to `command` into an outcome, filling holder_ttl
 // and error text. Exposed for tests.

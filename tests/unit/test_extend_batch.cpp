@@ -372,7 +372,7 @@ TEST_CASE("a lease alone goes as the plain extend command; integer replies 1/0 d
   CHECK(e.nodes[0].error == not_present);
   CHECK(e.nodes[1].outcome == Outcome::held);
   CHECK(e.nodes[2].outcome == Outcome::pending);
-  CHECK(refused_for_good(e.nodes));
+  CHECK(refused_for_good(e.nodes, lock_rule(RoundMode::majority, e.nodes.size())));
   bed.finish();
 }
 
@@ -408,7 +408,7 @@ TEST_CASE("each lease gets the verdict of its own flag; verdicts come on a later
   CHECK(e.nodes[0].error == not_present);
   CHECK(e.nodes[1].outcome == Outcome::held);
   CHECK(e.nodes[2].outcome == Outcome::pending);
-  CHECK(refused_for_good(e.nodes));  // 2 of 3 said 0: no majority can ever say yes again
+  CHECK(refused_for_good(e.nodes, lock_rule(RoundMode::majority, e.nodes.size())));  // 2 of 3 said 0: no majority can ever say yes again
   // The last master's answer, late, changes nothing.
   bed.flags(2, "111");
   bed.turn();
@@ -442,7 +442,7 @@ TEST_CASE("a lease is decided as soon as it is certain: yes from a majority, or 
   CHECK(e.nodes[2].error == "connection lost");
   CHECK(e.nodes[3].outcome == Outcome::pending);
   CHECK(e.nodes[4].outcome == Outcome::pending);
-  CHECK_FALSE(refused_for_good(e.nodes));  // 2 zeros of 5: a majority might still say yes
+  CHECK_FALSE(refused_for_good(e.nodes, lock_rule(RoundMode::majority, e.nodes.size())));  // 2 zeros of 5: a majority might still say yes
   bed.flags(3, "11");  // the third yes: decided without node 4
   bed.turn();
   REQUIRE(yes.extended());

@@ -47,7 +47,7 @@ TEST_CASE("majority: decided exactly once, at the first moment the outcome is ce
   for (std::size_t n : {1u, 3u, 5u}) {
     const std::size_t q = n / 2 + 1;
     for (const auto& seq : sequences(n)) {
-      QuorumTally tally(n, RoundMode::majority);
+      QuorumTally tally(n, lock_rule(RoundMode::majority, n));
       std::size_t ok = 0, decided_at = 0, decisions = 0;
       std::size_t expected_at = 0;
       bool expected_success = false;
@@ -73,7 +73,7 @@ TEST_CASE("majority: decided exactly once, at the first moment the outcome is ce
 }
 
 TEST_CASE("quarantined, held, timeout and error answers never count toward the majority") {
-  QuorumTally tally(5, RoundMode::majority);
+  QuorumTally tally(5, lock_rule(RoundMode::majority, 5));
   CHECK_FALSE(tally.record(Outcome::ok));
   CHECK_FALSE(tally.record(Outcome::quarantined));
   CHECK_FALSE(tally.record(Outcome::quarantined));  // 1 ok + 2 outstanding can still make 3
@@ -87,7 +87,7 @@ TEST_CASE("release: decided when all answered or when a quorum confirmed the tok
   for (std::size_t n : {1u, 3u, 5u}) {
     const std::size_t q = n / 2 + 1;
     for (const auto& seq : sequences(n)) {
-      QuorumTally tally(n, RoundMode::release);
+      QuorumTally tally(n, lock_rule(RoundMode::release, n));
       std::size_t confirmed = 0, ok = 0, expected_at = 0, decided_at = 0, decisions = 0;
       for (std::size_t k = 0; k < n; ++k) {
         ok += seq[k] == Outcome::ok ? 1 : 0;
@@ -232,12 +232,12 @@ TEST_CASE("a fair round's ticket is the highest proposed, its rank the place a m
     return replies[node].empty() ? redlock::test::failed("down") : redlock::test::array_reply(replies[node]);
   });
   QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::fair_acquire, .key = "k", .arg1 = "t", .arg2 = "1000"},
-                                           RoundMode::majority, nullptr);
+                                           lock_rule(RoundMode::majority, fake.size()), nullptr);
   CHECK(redlock::test::run_and_close(&loop) == 0);
   CHECK(round->decided());
   CHECK_FALSE(round->tally().success());
   CHECK(round->max_counter() == 5);
-  CHECK(round->majority_rank() == 1);
+  CHECK(round->quorum_rank() == 1);
   round->detach();
 }
 
@@ -250,7 +250,7 @@ TEST_CASE("a round is decided by the majority without waiting for stragglers, an
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, lock_rule(RoundMode::majority, fake.size()),
                                            &listener);
   REQUIRE(fake.held_back.size() == 5);
   CHECK_FALSE(round->decided());
@@ -280,7 +280,7 @@ TEST_CASE("a round whose sends are all refused is decided inside launch without 
   FakeTransport fake(&loop, 3, [](std::size_t, const Call&) { return Response{}; });
   fake.refuse[0] = fake.refuse[1] = fake.refuse[2] = true;
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, lock_rule(RoundMode::majority, fake.size()),
                                            &listener);
   CHECK(round->decided());
   CHECK_FALSE(round->tally().success());
@@ -299,7 +299,7 @@ TEST_CASE("a detached round outlives its owner until the stragglers are final") 
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::release, .key = "k", .arg1 = "t", .arg2 = "c"}, RoundMode::release,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::release, .key = "k", .arg1 = "t", .arg2 = "c"}, lock_rule(RoundMode::release, fake.size()),
                                            &listener);
   round->detach();
   // The straggler's reply arrives after detach; the round must still be alive to take it.
@@ -319,7 +319,7 @@ TEST_CASE("one server, one vote: a round counts one yes per server, whatever the
     return r;
   });
   Listener listener;
-  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, RoundMode::majority,
+  QuorumRound* round = QuorumRound::launch(fake, {.command = CommandId::acquire, .key = "k", .arg1 = "t", .arg2 = "1000"}, lock_rule(RoundMode::majority, fake.size()),
                                            &listener);
   CHECK(redlock::test::run_and_close(&loop) == 0);
   REQUIRE(round->decided());
@@ -328,4 +328,90 @@ TEST_CASE("one server, one vote: a round counts one yes per server, whatever the
   CHECK(round->outcomes()[1].outcome == Outcome::error);
   CHECK(round->outcomes()[1].error.find("one server, one vote") != std::string::npos);
   round->detach();
+}
+
+TEST_CASE("decide: the quorum is the rule's, not always a majority") {
+  // Four of five must say yes (a quorum other than N/2 + 1).
+  const RoundRule four{RoundMode::majority, 4};
+  QuorumTally tally(5, four);
+  CHECK_FALSE(tally.record(Outcome::ok));
+  CHECK_FALSE(tally.record(Outcome::ok));
+  CHECK_FALSE(tally.record(Outcome::ok));  // 3 yes: a majority, not this quorum
+  CHECK(decide(tally) == Verdict::open);
+  CHECK(tally.record(Outcome::ok));
+  CHECK(decide(tally) == Verdict::yes);
+
+  QuorumTally lost(5, four);
+  CHECK_FALSE(lost.record(Outcome::ok));
+  CHECK_FALSE(lost.record(Outcome::held));  // 1 yes + 3 outstanding: 4 still possible
+  CHECK(decide(lost) == Verdict::open);
+  CHECK(lost.record(Outcome::timeout));  // 1 yes + 2 outstanding < 4 (a majority could still say yes)
+  CHECK(decide(lost) == Verdict::refused);
+}
+
+TEST_CASE("decide: the clocks judge a quorum of yes — too late before too short") {
+  QuorumTally tally(3, lock_rule(RoundMode::majority, 3));
+  tally.record(Outcome::ok);
+  tally.record(Outcome::ok);
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  const RoundClock fine{.validity = microseconds{50'000}, .min_validity = milliseconds{1}, .in_time = true};
+  const RoundClock at_min{.validity = microseconds{1'000}, .min_validity = milliseconds{1}, .in_time = true};
+  const RoundClock late{.validity = microseconds{0}, .min_validity = milliseconds{1}, .in_time = false};
+  CHECK(decide(tally, &fine) == Verdict::yes);
+  CHECK(decide(tally, &at_min) == Verdict::too_short);  // at the minimum is not above it
+  CHECK(decide(tally, &late) == Verdict::too_late);
+  // No quorum: the clocks do not matter.
+  QuorumTally none(3, lock_rule(RoundMode::majority, 3));
+  none.record(Outcome::timeout);
+  none.record(Outcome::error);
+  CHECK(decide(none, &fine) == Verdict::no_quorum);
+}
+
+TEST_CASE("decide: release verdicts, and tally_of counts a silent node as unsure") {
+  const RoundRule rule = lock_rule(RoundMode::release, 3);
+  std::vector<NodeOutcome> nodes(3);
+  nodes[0].outcome = Outcome::ok;
+  nodes[1].outcome = Outcome::held;
+  nodes[2].outcome = Outcome::pending;
+  CHECK(decide(tally_of(nodes, rule)) == Verdict::yes);  // one may still hold it: fewer than 2
+  nodes[0].outcome = Outcome::held;
+  CHECK(decide(tally_of(nodes, rule)) == Verdict::refused);  // never ours anywhere we heard from
+  nodes[1].outcome = Outcome::timeout;
+  CHECK(decide(tally_of(nodes, rule)) == Verdict::no_quorum);  // may still be on 2 of 3
+  // A release's quorum too is the rule's: with 3 of 3, one unsure of three is enough.
+  nodes = std::vector<NodeOutcome>(3);
+  nodes[0].outcome = nodes[1].outcome = Outcome::ok;
+  nodes[2].outcome = Outcome::timeout;
+  CHECK(decide(tally_of(nodes, {RoundMode::release, 1})) == Verdict::no_quorum);
+  CHECK(decide(tally_of(nodes, {RoundMode::release, 2})) == Verdict::yes);
+}
+
+TEST_CASE("refused_for_good: even if every other node said yes, no quorum would") {
+  std::vector<NodeOutcome> nodes(5);
+  nodes[0].outcome = nodes[1].outcome = Outcome::held;
+  nodes[2].outcome = Outcome::timeout;
+  CHECK_FALSE(refused_for_good(nodes, lock_rule(RoundMode::majority, 5)));  // 3 may still say yes
+  CHECK(refused_for_good(nodes, {RoundMode::majority, 4}));                 // 3 < 4
+  nodes[2].outcome = Outcome::held;
+  CHECK(refused_for_good(nodes, lock_rule(RoundMode::majority, 5)));
+}
+
+TEST_CASE("quorum_agree: the quorum-th smallest value; none when fewer told") {
+  std::vector<long long> v{40, 0, 10, 30};
+  CHECK(quorum_agree(v, 3) == 30);
+  v = {40, 0, 10, 30};
+  CHECK(quorum_agree(v, 1) == 0);
+  v = {5, 7};
+  CHECK_FALSE(quorum_agree(v, 3).has_value());
+  CHECK_FALSE(quorum_agree(v, 0).has_value());
+}
+
+TEST_CASE("one_vote: one server, one yes; an unknown server (0) is never merged") {
+  std::vector<std::uint64_t> yes;
+  CHECK(one_vote(yes, 7));
+  CHECK(one_vote(yes, 9));
+  CHECK_FALSE(one_vote(yes, 7));
+  CHECK(one_vote(yes, 0));
+  CHECK(one_vote(yes, 0));
 }
