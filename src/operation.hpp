@@ -27,18 +27,9 @@
 #include "validity.hpp"
 #include "quorum.hpp"
 #include "runtime.hpp"
+#include "waiter.hpp"
 
 namespace redlock::detail {
-
-// fair_refresh — the longest a fair waiter sleeps between two rounds
-// (wake_safety_net, at least 4 × fair_grace): each round re-stamps its
-// place in every queue. fair_life — how long a place outlives the round
-// that stamped it: one refresh, plus the two node timeouts a round's
-// send and reply may take, plus one more refresh of slack for a late
-// timer or a busy loop. A waiter that died is out of every queue within
-// fair_life of its last round (docs/design.md, "Fair order").
-inline milliseconds fair_refresh(const Options& o) { return std::max(o.wake_safety_net, 4 * o.fair_grace); }
-inline milliseconds fair_life(const Options& o) { return 2 * fair_refresh(o) + 2 * o.node_timeout; }
 
 // LockKeys — what an operation names on every master: one lock key, or the
 // sorted keys of a multi-resource lock, and the resource the Lock reports.
@@ -76,9 +67,8 @@ class Operation : public RoundListener {
   //   settled     every node of that round gave its first event
   //   cancel      the caller's stop token was requested (delivered on the loop)
   //   abort       the client is closing
-  //   released / subscribed / resubscribed   wake-ups (WakeListener::Why)
-  //   turn        the waiter before it in its client's line left (an acquire)
-  enum class Event : std::uint8_t { timer, decided, settled, cancel, abort, released, subscribed, resubscribed, turn };
+  // (An acquire's wake-ups and line turns are its Waiter's inputs.)
+  enum class Event : std::uint8_t { timer, decided, settled, cancel, abort };
 
   Operation(Engine& engine, LockKeys keys, std::string token);
   Operation(const Operation&) = delete;
@@ -144,75 +134,50 @@ class Operation : public RoundListener {
 };
 
 // AcquireOperation — take a lock: attempt rounds until one wins a majority
-// with enough validity, or the wait runs out. Docs: docs/design.md
+// with enough validity, or the wait runs out. How it waits between
+// attempts is its Waiter's (src/waiter.hpp). Docs: docs/design.md
 // ("Acquire", "Waiting", "Fencing tokens").
 class AcquireOperation final : public Operation, public WakeListener {
  public:
   // State:
-  //   starting          the first attempt is due on the next loop turn
-  //   attempting        an attempt's round is in flight (a fenced acquire's phase 1)
-  //   fencing           phase 2 of a fenced acquire: raising the counter to F
-  //   retry_wait        waiting to retry: a poll delay, a split-vote backoff,
-  //                     the holder's TTL, or a release notification
-  //   subscribe_wait    waiting to retry until the subscription is confirmed
-  //   queued            behind an earlier waiter of this client for the same
-  //                     lock (Engine::join_line): asleep until its turn or
-  //                     its wait's deadline
+  //   starting     the first step is due on the next loop turn
+  //   attempting   an attempt's round is in flight (a fenced acquire's phase 1)
+  //   fencing      phase 2 of a fenced acquire: raising the counter to F
+  //   waiting      its waiter decides when the next attempt goes
   //   done
-  enum class State : std::uint8_t { starting, attempting, fencing, retry_wait, subscribe_wait, queued, done };
+  enum class State : std::uint8_t { starting, attempting, fencing, waiting, done };
 
   AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions opts, milliseconds ttl, LockCallback done);
   void step(Event event) override;
+  // on_wake / your_turn (from Engine::leave_line: the waiter before this one
+  // left its line, `took`: holding the lock) are the waiter's inputs.
   void on_wake(WakeListener::Why why, std::string_view message) override;
-  // your_turn: from Engine::leave_line — the waiter before this one left its
-  // line (`took`: holding the lock). Only latches and arms a timer.
   void your_turn(bool took);
   State state() const noexcept { return state_; }
+  Waiter::State wait_state() const noexcept { return waiter_.state(); }
+  // fair_id: a fair acquire's name in the masters' queues (empty before its
+  // first attempt, and for any other acquire).
+  std::string_view fair_id() const noexcept { return fair_id_; }
 
  private:
-  void wake(Event why);
   void start_attempt();
   void start_fence_phase();
   void evaluate();
-  void retry_after_failure(Error e, const QuorumTally& tally, TimePoint at);
-  bool wait_for_release(const std::vector<NodeOutcome>& nodes, milliseconds left);
-  // Fair order (docs/design.md, "Fair order"). fair_wait: the sleep of a
-  // fair waiter after a failed attempt, by its place in the queues (false:
-  // poll, wake-ups are off or unavailable); fair_wake: a release named the
-  // next waiters, or was published by a holder that was not fair;
-  // leave_queue: a fair waiter that gives up leaves every queue.
-  bool fair_wait(const std::vector<NodeOutcome>& nodes, milliseconds left);
-  void fair_wake(std::string_view message);
-  void queue_moved();
+  void retry_after_failure(Error e, const Waiter::Failure& failure, TimePoint at);
+  // follow: do what the waiter said.
+  void follow(Waiter::Next next);
+  Waiter::Event wait_event(Waiter::Kind kind) { return {.kind = kind, .now = now(), .due = due_}; }
+  // leave_queue: a fair waiter that gives up leaves every queue (where the
+  // lock is free, the next is named).
   void leave_queue();
-  // uses_line: this acquire waits in its client's line (one lock key, a
-  // value of its own, wake-ups on, not fair: the masters' queues order
-  // those); see Engine::join_line.
-  bool uses_line() const noexcept { return options().wake_ups && !keys_.multi() && !caller_token_ && !fair_; }
-  // enter_line: join the end of its client's line for keys_.key.
-  void enter_line();
-  // queue_up: join the line behind a waiter of this client, and sleep.
-  void queue_up(milliseconds left);
-  void take_turn();
-  // watch_all subscribes to the releases of every resource of the lock
-  // (all or none: unavailable when any is).
-  WatchState watch_all();
   milliseconds wait_left(TimePoint at) const;
   void rollback(const std::vector<NodeOutcome>& attempt = {});
   void abort_attempt();
   Call attempt_call() const;
   std::vector<std::string> fenced_keys() const;
-  milliseconds wake_jitter() { return engine_.runtime().random_delay(wake_spread_); }
-  // channels: the release channel of every resource of the lock (named
-  // once, at the first wait).
-  const std::vector<std::string>& channels();
-  // heard: the latest hearing mark of the lock's channels (Transport::
-  // heard), none unless every one is confirmed.
-  std::optional<std::uint64_t> heard();
   Error cancelled_error() const;
   void finish(Result<Lock> r);
   void fail(Error e);  // finish with `e`, counting the attempts made
-  void stop_watching();
 
   State state_ = State::starting;
   milliseconds ttl_;
@@ -222,34 +187,16 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool fence_;         // a fenced acquire (two phases)
   bool fair_;          // in fair order: waits in the masters' queues
   bool tries_once_;    // no wait: one attempt (fair: it never joins a queue)
-  std::string waiter_;    // fair: its id in the queues (16 hex digits, drawn at the first attempt)
+  std::string fair_id_;   // fair: its id in the queues (16 hex digits, drawn at the first attempt)
   long long ticket_ = 0;  // fair: its place in every queue, once the first round told it
-  long long rank_ = -1;   // fair: its place after the last attempt (QuorumRound::majority_rank)
-  bool need_fix_ = false; // fair: the first round's masters proposed different tickets
-  bool listening_ = false;      // the subscription is confirmed: a release from now on is heard
-  bool sent_listening_ = false; // fair: it was already when the attempt in flight was sent
-  std::optional<std::uint64_t> sent_heard_; // heard() as the attempt in flight was sent (a waiter, not fair)
-  std::vector<std::string> channels_;       // see channels()
-  bool subscribe_waited_ = false; // fair: it waited for the subscription's confirmation once
-  // fair: the masters that named it the head since its last attempt began,
-  // as votes (a majority: its turn).
-  QuorumTally turns_{0, lock_rule(RoundMode::majority, 0)};
-  std::string last_turn_;       // fair: the last "turn …" message heard (one per release)
   // Inputs latched until the state can act on them.
   bool cancelled_ = false;
   bool aborted_ = false;
-  bool woken_ = false;     // a release was heard while an attempt was on its way
-  bool wake_pending_ = false;  // the next retry was brought forward by a notification
-  bool woken_attempt_ = false; // the attempt on its way was brought forward by one
-  bool watching_ = false;  // subscribed to the resource's releases
-  bool in_line_ = false;   // in its client's line for keys_.key (first or queued)
-  bool turn_took_ = false; // your_turn's `took`, read by take_turn
   TimePoint t1_{};
   std::chrono::system_clock::time_point t1_wall_{};  // only for the broken wall_clock variant
   int attempts_ = 0;
   std::uint64_t fence_value_ = 0;  // F, once phase 1 won
-  milliseconds split_backoff_{0};  // > 0 after split votes: retry within a random delay up to this
-  milliseconds wake_spread_{0};    // see docs/design.md, "A crowd spreads itself out"
+  Waiter waiter_;
 };
 
 // ExtendOperation — push a held lock's TTL out on a majority, before its
