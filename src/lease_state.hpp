@@ -109,7 +109,7 @@ struct LeaseCold {
 // shared_ptr) by the Lease handles of the user's threads and by the loop
 // while its watchdog runs. A program may hold 100,000 leases, so the
 // record is one allocation of about 200 bytes (docs/benchmarks.md,
-// "Results (session 17)"): the names inline, the watchdog's timer an
+// "Many leases"): the names inline, the watchdog's timer an
 // entry of its engine's LeaseWheel (intrusive), a four-byte lock, and all
 // that most leases never use behind one pointer (LeaseCold).
 //

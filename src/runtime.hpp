@@ -54,7 +54,7 @@ class Runtime {
   // now: the monotonic clock every deadline and validity is measured on.
   virtual TimePoint now() = 0;
   // wall_now: the wall clock. The algorithm never uses it (docs/design.md,
-  // "Time"); only the broken wall_clock variant does, on purpose.
+  // "Time and validity"); only the broken wall_clock variant does, on purpose.
   virtual std::chrono::system_clock::time_point wall_now() = 0;
   virtual std::unique_ptr<Timer> timer(std::function<void()> fire) = 0;
   virtual std::unique_ptr<Signal> signal(std::function<void()> fire) = 0;

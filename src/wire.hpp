@@ -9,7 +9,7 @@
 // written on it to the server, after anything written on its replacement
 // (the kernel still holds it, or a path still carries it). The session
 // never relies on a dropped connection's writes being lost; that is what
-// attempt-unique values are for (docs/design.md, "Late bytes").
+// attempt-unique values are for (docs/design.md, "Late messages").
 #pragma once
 
 #include <memory>
