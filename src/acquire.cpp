@@ -52,7 +52,7 @@ void AcquireOperation::step(Event event) {
       if (cancelled_) return finish(cancelled_error());
       const Waiter::Next next = waiter_.step(wait_event(Waiter::Kind::begin));
       if (next.what == Waiter::Next::Do::attempt) return start_attempt();
-      state_ = State::waiting;
+      to(State::waiting);
       return follow(next);
     }
     case State::attempting:
@@ -155,7 +155,7 @@ void AcquireOperation::start_attempt() {
   }
   ++attempts_;
   waiter_.step(wait_event(Waiter::Kind::sent));
-  state_ = State::attempting;
+  to(State::attempting);
   t1_ = now();
   if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
   launch(attempt_call(), RoundMode::majority);
@@ -181,7 +181,7 @@ void AcquireOperation::start_fence_phase() {
   fence_value_ = counter + 1;
   drop_round();
   waiter_.step(wait_event(Waiter::Kind::fence));
-  state_ = State::fencing;
+  to(State::fencing);
   launch({.command = CommandId::fence_raise,
           .key = keys_.key,
           .arg1 = token_,
@@ -233,7 +233,7 @@ void AcquireOperation::rollback(const std::vector<NodeOutcome>& attempt) {
 void AcquireOperation::abort_attempt() {
   rollback();
   drop_round();
-  state_ = State::waiting;  // whose next step sees aborted_
+  to(State::waiting);  // whose next step sees aborted_
   arm(milliseconds{0});
 }
 
@@ -307,7 +307,7 @@ void AcquireOperation::evaluate() {
 void AcquireOperation::retry_after_failure(Error e, const Waiter::Failure& failure, TimePoint at) {
   if (cancelled_) return finish(cancelled_error());
   if (at >= wait_deadline_ || aborted_) return fail(std::move(e));
-  state_ = State::waiting;
+  to(State::waiting);
   Waiter::Event event = wait_event(Waiter::Kind::failed);
   event.now = at;
   Waiter::Failure f = failure;
@@ -344,7 +344,7 @@ void AcquireOperation::fail(Error e) {
 }
 
 void AcquireOperation::finish(Result<Lock> r) {
-  state_ = State::done;
+  to(State::done);
   tell_finished(OpKind::acquire);
   if (!r.ok()) leave_queue();
   Waiter::Event e = wait_event(Waiter::Kind::end);

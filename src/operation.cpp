@@ -185,7 +185,7 @@ void ExtendOperation::step(Event event) {
     case State::starting:
       if (event != Event::timer) return;
       if (std::optional<Error> e = early_error()) return finish(std::move(*e));
-      state_ = State::extending;
+      to(State::extending);
       t1_ = now();
       launch({.command = keys_.multi() ? CommandId::multi_extend : CommandId::extend,
               .key = keys_.key,
@@ -224,7 +224,7 @@ void ExtendOperation::evaluate() {
 }
 
 void ExtendOperation::finish(Result<Lock> r) {
-  state_ = State::done;
+  to(State::done);
   tell_finished(OpKind::extend);
   LockCallback done = std::move(done_);
   close();
@@ -259,7 +259,7 @@ void ReleaseOperation::step(Event event) {
     case State::starting:
       if (event != Event::timer) return;
       if (std::optional<Error> e = early_error()) return finish(std::move(*e));
-      state_ = State::releasing;
+      to(State::releasing);
       t1_ = now();
       launch(keys_.release_call(token_, true), RoundMode::release);
       return;
@@ -268,7 +268,7 @@ void ReleaseOperation::step(Event event) {
       if (event == Event::timer && engine_.closing()) return finish(closed_error());
       if (event == Event::decided || (event == Event::timer && round_->decided())) {
         // Certain now; wait a little for the rest (exact counts when healthy).
-        state_ = State::settling;
+        to(State::settling);
         return arm(round_->settled() ? milliseconds{0} : options().release_settle);
       }
       return;
@@ -316,7 +316,7 @@ void ReleaseOperation::merge_round() {
 void ReleaseOperation::round_over() {
   merge_round();
   if (release_verdict(outcomes_) != Verdict::no_quorum || retries_left_ <= 0) return report();
-  state_ = State::retry_wait;
+  to(State::retry_wait);
   arm(options().retry_delay + engine_.runtime().random_delay(options().retry_jitter));
 }
 
@@ -328,7 +328,7 @@ void ReleaseOperation::relaunch() {
   ++rounds_;
   std::vector<bool> skip(outcomes_.size());
   for (std::size_t i = 0; i < outcomes_.size(); ++i) skip[i] = !unsure(outcomes_[i]);
-  state_ = State::releasing;
+  to(State::releasing);
   launch(keys_.release_call(token_, true), RoundMode::release, skip);
 }
 
@@ -352,7 +352,7 @@ void ReleaseOperation::report() {
 }
 
 void ReleaseOperation::finish(Result<ReleaseResult> r) {
-  state_ = State::done;
+  to(State::done);
   tell_finished(OpKind::release);
   ReleaseCallback done = std::move(done_);
   close();

@@ -179,6 +179,8 @@ class AcquireOperation final : public Operation, public WakeListener {
   void finish(Result<Lock> r);
   void fail(Error e);  // finish with `e`, counting the attempts made
 
+  // to: the one writer of state_ (from step and the steps it takes).
+  void to(State s) noexcept { state_ = s; }
   State state_ = State::starting;
   milliseconds ttl_;
   TimePoint wait_deadline_;
@@ -212,6 +214,8 @@ class ExtendOperation final : public Operation {
   void evaluate();
   void finish(Result<Lock> r);
 
+  // to: the one writer of state_ (from step and the steps it takes).
+  void to(State s) noexcept { state_ = s; }
   State state_ = State::starting;
   milliseconds ttl_;
   TimePoint lock_deadline_;  // the lock's validity deadline (max: none known)
@@ -250,6 +254,8 @@ class ReleaseOperation final : public Operation {
   void report();
   void finish(Result<ReleaseResult> r);
 
+  // to: the one writer of state_ (from step and the steps it takes).
+  void to(State s) noexcept { state_ = s; }
   State state_ = State::starting;
   TimePoint t1_{};
   int retries_left_ = 0;

@@ -205,7 +205,7 @@ void SocketWire::resolved(std::vector<SocketAddress> addresses, std::string why)
 // names the cause).
 void SocketWire::connect_next() {
   close_socket();
-  state_ = State::connecting;
+  to(State::connecting);
   while (next_address_ < addresses_.size()) {
     const SocketAddress& a = addresses_[next_address_++];
     const int fd = ::socket(a.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -254,7 +254,7 @@ void SocketWire::connect_done() {
     return connect_next();
   }
   if (address_.tls) return start_tls();
-  state_ = State::ready;
+  to(State::ready);
   watch(UV_READABLE);
   Gone g(this);
   events_.on_connected();
@@ -265,7 +265,7 @@ void SocketWire::start_tls() {
   std::string why;
   tls_ = tls_context_->session(address_.host, why);
   if (tls_ == nullptr) return fail(why);
-  state_ = State::tls_handshake;
+  to(State::tls_handshake);
   watch(UV_READABLE);
   handshake_step();
 }
@@ -281,7 +281,7 @@ void SocketWire::handshake_step() {
   }
   if (!out_.empty()) arm_flush();
   if (step == TlsSession::Step::again) return;
-  state_ = State::ready;
+  to(State::ready);
   Gone g(this);
   events_.on_connected();
   if (!g.gone && !plain_out_.empty()) arm_flush();
@@ -466,7 +466,7 @@ bool SocketWire::send_out() {
 
 void SocketWire::fail(std::string why) {
   if (state_ == State::failed) return;
-  state_ = State::failed;
+  to(State::failed);
   failure_ = std::move(why);
   uv_idle_stop(backlog_);
   lookup_.reset();

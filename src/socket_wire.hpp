@@ -96,6 +96,7 @@ class SocketWire final : public Wire {
   const TlsContext* tls_context_;
   NodeAddress address_;
   WireEvents& events_;
+  void to(State s) noexcept { state_ = s; }  // the one writer of state_
   State state_ = State::resolving;
   bool* gone_ = nullptr;  // set by the destructor, see Gone
 
