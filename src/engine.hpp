@@ -17,7 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "redlock/async_client.hpp"
+#include "redlock/error.hpp"
+#include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 #include "runtime.hpp"
 #include "transport.hpp"
@@ -29,6 +30,11 @@ class AcquireOperation;
 class ExtendBatcher;
 class LeaseKeeper;
 class TimerQueue;
+
+// What an operation completes with (the same types as the public
+// callbacks: the engine includes no client header).
+using LockCallback = std::function<void(Result<Lock>)>;
+using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
 
 // check_resource: "" when `resource` is a usable name, else why not
 // (empty, longer than 1024 bytes, or containing '}').
