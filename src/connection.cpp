@@ -1,5 +1,6 @@
 // connection.cpp — one master's connection. See connection.hpp.
 #include "connection.hpp"
+#include "resp.hpp"
 
 #include <algorithm>
 #include <array>
@@ -171,7 +172,7 @@ void Connection::on_connected() {
 void Connection::on_reply(const WireReply& reply) {
   if (auth_pending_) {
     auth_pending_ = false;
-    if (reply.type == WireReply::Type::error) drop("AUTH failed: " + std::string(reply.str));
+    if (reply.type == WireReply::Type::error) drop("AUTH failed: " + resp::server_text(reply.str));
     return;
   }
   owner_.on_reply(reply);

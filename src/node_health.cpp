@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "keys.hpp"
+#include "resp.hpp"
 #include "sabotage.hpp"
 #include "scripts.hpp"
 #include "validity.hpp"
@@ -103,7 +104,7 @@ bool NodeSession::on_open() {
 void NodeSession::load_missing(const WireReply& reply) {
   const bool refused = reply.type == WireReply::Type::error && reply.str.starts_with("NOPERM");
   if (reply.type == WireReply::Type::error && !refused) {
-    return conn_.drop("SCRIPT EXISTS failed: " + std::string(reply.str));
+    return conn_.drop("SCRIPT EXISTS failed: " + resp::server_text(reply.str));
   }
   const bool well_formed =
       refused || (reply.type == WireReply::Type::array && reply.elements.size() == script_count &&

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "keys.hpp"
+#include "resp.hpp"
 #include "sabotage.hpp"
 #include "scripts.hpp"
 #include "validity.hpp"
@@ -225,7 +226,7 @@ void NodeSession::on_reply(const WireReply& reply) {
       const char* what = p.kind == Kind::info     ? "INFO"
                          : p.kind == Kind::marker ? "the data-loss marker (redlock-marker)"
                                                   : "connection setup (SELECT/SCRIPT LOAD)";
-      conn_.drop(std::string(what) + " failed: " + std::string(reply.str));
+      conn_.drop(std::string(what) + " failed: " + resp::server_text(reply.str));
     } else if (p.kind == Kind::info) {
       handle_info(reply, now);
     } else if (p.kind == Kind::marker) {

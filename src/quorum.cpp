@@ -1,5 +1,6 @@
 // quorum.cpp — the decision rule and the fan-out round.
 #include "quorum.hpp"
+#include "resp.hpp"
 
 #include <algorithm>
 #include <string>
@@ -98,7 +99,7 @@ std::string reply_text(const ReplyView& r) {
     case ReplyView::Type::integer: return "integer " + std::to_string(r.integer);
     case ReplyView::Type::nil: return "nil";
     case ReplyView::Type::array: return "array";
-    default: return std::string(r.str);
+    default: return resp::server_text(r.str);
   }
 }
 
@@ -144,7 +145,7 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
   const ReplyView& r = event.reply;
   if (r.type == ReplyView::Type::error) {
     out.outcome = Outcome::error;
-    out.error = std::string(r.str);
+    out.error = resp::server_text(r.str);
     // Another program keeps a list, hash… under the lock key's name (our
     // own commands only ever write strings there).
     if (r.str.starts_with("WRONGTYPE")) out.error += " (the lock key is not a lock: `redlock status` names its type)";

@@ -5,6 +5,7 @@
 // the limits below, which hiredis 0.14 has none of.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdint>
@@ -67,6 +68,24 @@ struct ReplyLimits {
 // the longest array. What one connection can pin is about one reply
 // (hiredis keeps the buffer and, at the end, a copy of each string).
 inline constexpr ReplyLimits reply_limits{4 * 1024 * 1024, 4096, 4};
+
+// max_quoted: the most bytes of a server's text (an error reply, a status,
+// a holder's value) an error message of the library quotes.
+inline constexpr std::size_t max_quoted = 256;
+
+// server_text: `text` as an error message may quote it — at most
+// max_quoted bytes (then "… (N bytes)"), each byte below 0x20 or 0x7f as
+// '?': a server decides these bytes, and they go to callers' logs and
+// terminals (which must not be flooded or steered).
+inline std::string server_text(std::string_view text) {
+  const std::size_t n = std::min(text.size(), max_quoted);
+  std::string out(text.substr(0, n));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  if (n < text.size()) out.append("… (").append(std::to_string(text.size())).append(" bytes)");
+  return out;
+}
 
 // ReplyScanner — follows a stream of RESP2 replies byte by byte (each byte
 // once, whatever the split into reads), counts the replies it completes,

@@ -1,5 +1,6 @@
 // wake.cpp — the pub/sub side of waiting. See wake.hpp.
 #include "wake.hpp"
+#include "resp.hpp"
 
 #include <algorithm>
 
@@ -47,7 +48,7 @@ void Subscriber::unsubscribe(const std::string& channel) {
 // Connection's). Anything else is no answer to what this connection sends
 // (a server that is broken, or not a Redis): it ends the connection.
 void Subscriber::on_reply(const WireReply& reply) {
-  if (reply.type == WireReply::Type::error) return conn_.drop("SUBSCRIBE failed: " + std::string(reply.str));
+  if (reply.type == WireReply::Type::error) return conn_.drop("SUBSCRIBE failed: " + resp::server_text(reply.str));
   const bool pushed = reply.type == WireReply::Type::array && reply.elements.size() == 3 &&
                       reply.elements[0].type == WireReply::Type::string;
   const std::string_view kind = pushed ? reply.elements[0].str : std::string_view();

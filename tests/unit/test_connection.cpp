@@ -115,6 +115,24 @@ TEST_CASE("a refused AUTH drops the connection with its reason, and it backs off
   CHECK(c.state() == State::connecting);
 }
 
+TEST_CASE("a server's error text is quoted cut short and with its control bytes made '?'") {
+  Bed bed;
+  bed.address.password = "wrong";
+  Connection& c = bed.make();
+  c.start();
+  bed.wire().connected();
+  bed.wire().flush();
+  // A hostile server: a megabyte of error text, a terminal escape in it.
+  const std::string text = "WRONGPASS \x1b[2J\r\n" + std::string(1 << 20, 'x');
+  bed.wire().answer(error(text));
+  CHECK(c.state() == State::backing_off);
+  const std::string& why = c.last_error();
+  CHECK(why.size() < 400);
+  CHECK(why.starts_with("AUTH failed: WRONGPASS ?[2J??xx"));
+  CHECK(why.ends_with("… (" + std::to_string(text.size()) + " bytes)"));
+  CHECK(why.find('\x1b') == std::string::npos);
+}
+
 TEST_CASE("the connect deadline covers the transport and the owner's handshake, and names what it waited for") {
   Bed bed;
   Connection& c = bed.make();

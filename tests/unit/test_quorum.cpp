@@ -8,6 +8,7 @@
 
 #include "fake_transport.hpp"
 #include "quorum.hpp"
+#include "resp.hpp"
 
 using namespace redlock;
 using namespace redlock::detail;
@@ -103,6 +104,24 @@ TEST_CASE("release: decided when all answered or when a quorum confirmed the tok
       CHECK(tally.success() == (ok >= 1 && n - confirmed < q));
     }
   }
+}
+
+TEST_CASE("classify quotes at most max_quoted bytes of a server's error, control bytes as '?'") {
+  NodeEvent ev;
+  ev.kind = EventKind::reply;
+  const std::string text = "ERR \n" + std::string(4 << 20, 'e');
+  ev.reply = {ReplyView::Type::error, 0, text};
+  NodeOutcome out;
+  classify(CommandId::acquire, ev, out);
+  CHECK(out.outcome == Outcome::error);
+  CHECK(out.error.size() < 2 * resp::max_quoted);
+  CHECK(out.error.starts_with("ERR ?eee"));
+  CHECK(out.error.ends_with("… (" + std::to_string(text.size()) + " bytes)"));
+  // Short and printable: quoted whole, as before.
+  ev.reply = {ReplyView::Type::error, 0, "NOSCRIPT No matching script"};
+  out = {};
+  classify(CommandId::acquire, ev, out);
+  CHECK(out.error == "NOSCRIPT No matching script");
 }
 
 TEST_CASE("classify maps each script's replies to outcomes") {
