@@ -27,15 +27,13 @@ namespace redlock {
 class ClientCore final {
  public:
   ClientCore(uv_loop_t* loop, Config config, std::unique_ptr<detail::TlsContext> tls)
-      : loop_(loop),
-        config_(std::move(config)),
+      : config_(std::move(config)),
         runtime_(loop),
         tls_(std::move(tls)),
         wires_(loop, tls_.get()),
         nodes_(runtime_, wires_, config_),
         engine_(runtime_, nodes_, config_.options) {
-    uv_timer_init(loop_, &reaper_);
-    reaper_.data = this;
+    reports_.on_idle = [this] { maybe_finish(); };
     // AsyncLease::release reaches the client through this until it closes
     // (on the loop thread: the task runs at once).
     lease_host_->post = [this](detail::LeaseHost::Task task) {
@@ -93,76 +91,10 @@ class ClientCore final {
   }
   Stats stats() const { return nodes_.shared_telemetry()->snapshot(); }
 
-  // status: every node's view of `resource` (inspect script: its lock key,
-  // fence counter and fair queue), on the loop.
-  // After close(), or when the client closes while it is on its way:
-  // Errc::closed, like every other operation.
-  void status(std::string resource, StatusCallback done) {
-    if (closing_) return complete_closed(std::move(done));
-    std::string key = detail::lock_key(config_.options.prefix, resource);
-    std::vector<std::string> more{detail::fence_key_of(key), detail::queue_key_of(key), detail::expiry_key_of(key)};
-    detail::Call call{.command = detail::CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
-    start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
-                                      std::vector<detail::SurveyAnswer> answers) mutable {
-      if (closing_) return done(closed_error());  // the answers say only "client closed"
-      ResourceStatus st;
-      st.resource = std::move(resource);
-      st.nodes.resize(answers.size());
-      for (std::size_t i = 0; i < answers.size(); ++i) {
-        NodeHolding& h = st.nodes[i];
-        detail::SurveyAnswer& a = answers[i];
-        h.address = nodes_.address(i);
-        h.rtt = a.rtt;
-        h.quarantined = a.quarantined;
-        if (!a.answered) {
-          h.error = std::move(a.text);
-        } else if (a.reply_type == detail::ReplyView::Type::error) {
-          h.error = "error reply: " + a.text;
-        } else if (a.reply_type != detail::ReplyView::Type::string) {
-          h.error = "unexpected reply to the inspect script";
-        } else {
-          detail::parse_inspect(a.text, h);
-        }
-      }
-      detail::summarize(st);
-      done(std::move(st));
-    });
-  }
-
-  // probe: PING every node; report it with what the last handshake read.
-  // Errc::closed as for status.
-  void probe(NodesCallback done) {
-    if (closing_) return complete_closed(std::move(done));
-    detail::Call call{.command = detail::CommandId::ping};
-    start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
-      if (closing_) return done(closed_error());
-      NodesReport report;
-      report.quorum = detail::majority_of(nodes_.size());
-      report.nodes.resize(answers.size());
-      const auto now = runtime_.now();
-      for (std::size_t i = 0; i < answers.size(); ++i) {
-        NodeHealth& h = report.nodes[i];
-        const detail::NodeSession& node = nodes_.node(i);
-        detail::SurveyAnswer& a = answers[i];
-        h.address = node.address();
-        h.version = node.server_version();
-        h.run_id = node.run_id();
-        h.uptime = node.uptime(now);
-        h.quarantine_left = node.quarantine_left(now);
-        h.excluded = node.excluded();
-        h.quarantined = h.quarantine_left.count() > 0 || !h.excluded.empty();
-        if (a.answered && a.reply_type == detail::ReplyView::Type::status) {
-          h.reachable = true;
-          h.rtt = a.rtt;
-        } else if (a.answered) {
-          h.error = "error reply to PING: " + a.text;
-        } else {
-          h.error = std::move(a.text);
-        }
-      }
-      done(std::move(report));
-    });
-  }
+  // status, probe: Errc::closed after close(), or when the client closes
+  // while they are on their way, like every other operation.
+  void status(std::string resource, StatusCallback done) { reports_.status(std::move(resource), std::move(done)); }
+  void probe(NodesCallback done) { reports_.nodes(std::move(done)); }
 
   void close(std::function<void()> on_closed) {
     if (on_closed) closed_callbacks_.push_back(std::move(on_closed));
@@ -172,6 +104,7 @@ class ClientCore final {
     }
     if (closing_) return;
     closing_ = true;
+    reports_.close();
     {
       std::lock_guard<std::mutex> lock(lease_host_->mu);
       lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
@@ -200,46 +133,14 @@ class ClientCore final {
 
   static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
 
-  // complete_closed: `done` gets Errc::closed on a later loop turn, never
-  // on the caller's stack. Counted with the surveys: close() waits for it.
-  template <class Done>
-  void complete_closed(Done done) {
-    complete_later(closed_error(), std::move(done));
-  }
-
-  // complete_later: `done` gets `e` on a later loop turn.
+  // complete_later: `done` gets `e` on a later loop turn, never on the
+  // caller's stack; counted, so that close() waits for it.
   template <class Done>
   void complete_later(Error e, Done done) {
-    struct Deferred {
-      uv_timer_t timer;
-      ClientCore* core;
-      Error e;
-      Done done;
-    };
-    auto* d = new Deferred{{}, this, std::move(e), std::move(done)};
-    ++live_surveys_;
-    uv_timer_init(loop_, &d->timer);
-    d->timer.data = d;
-    uv_timer_start(
-        &d->timer,
-        [](uv_timer_t* t) {
-          // Told in the timer callback, in the order the calls came (close
-          // callbacks run last-closed first); freed in the close callback.
-          auto* d = static_cast<Deferred*>(t->data);
-          d->done(std::move(d->e));  // the count keeps the core alive through it
-          uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) {
-            std::unique_ptr<Deferred> d(static_cast<Deferred*>(h->data));
-            --d->core->live_surveys_;
-            d->core->maybe_finish();
-          });
-        },
-        0, 0);
-  }
-
-  void start_survey(detail::Call call, detail::Survey::Done done) {
-    ++live_surveys_;
-    detail::Survey::launch(loop_, nodes_, std::move(call), std::move(done), [this] {
-      --live_surveys_;
+    ++deferred_;
+    runtime_.post([this, e = std::move(e), done = std::move(done)]() mutable {
+      done(std::move(e));  // the count keeps the core alive through it
+      --deferred_;
       maybe_finish();
     });
   }
@@ -247,17 +148,16 @@ class ClientCore final {
   void maybe_finish() {
     const detail::LeaseKeeper* keeper = engine_.leases_if_any();
     if (!engine_idle_ || !nodes_closed_ || (keeper != nullptr && keeper->live() != 0) ||
-        live_surveys_ != 0 || reaping_) {
+        reports_.live() != 0 || deferred_ != 0 || reaping_) {
       return;
     }
     reaping_ = true;
     resume_.close();
-    // Finish in a close callback of our own, never inside a node's.
-    uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
-      auto* core = static_cast<ClientCore*>(h->data);
-      core->fully_closed_ = true;
-      core->run_closed_callbacks();
-      if (core->owner_gone_) delete core;
+    // Finish on a later loop turn of our own, never inside a node's callback.
+    runtime_.post([this] {
+      fully_closed_ = true;
+      run_closed_callbacks();
+      if (owner_gone_) delete this;
     });
   }
 
@@ -267,7 +167,6 @@ class ClientCore final {
     for (auto& cb : callbacks) cb();
   }
 
-  uv_loop_t* loop_;
   Config config_;
   detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
   detail::ResumeWatch resume_{runtime_};  // fires overdue timers at a resume from suspend
@@ -275,11 +174,11 @@ class ClientCore final {
   detail::SocketWireFactory wires_;
   detail::NodeSet nodes_;
   detail::Engine engine_;
-  uv_timer_t reaper_;
+  detail::Reports reports_{runtime_, nodes_, config_.options.prefix};
   AsyncClient* owner_ = nullptr;
   std::shared_ptr<detail::LeaseHost> lease_host_ = std::make_shared<detail::LeaseHost>();
   std::vector<std::function<void()>> closed_callbacks_;
-  std::size_t live_surveys_ = 0;
+  std::size_t deferred_ = 0;  // complete_later's completions still to come
   bool nodes_closed_ = false, closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
 };
 
