@@ -6,6 +6,7 @@
 #include <map>
 
 #include "keys.hpp"
+#include "sabotage.hpp"
 
 namespace redlock::detail {
 
@@ -120,7 +121,7 @@ void Reports::status(std::string resource, StatusDone done) {
     st.nodes.resize(answers.size());
     for (std::size_t i = 0; i < answers.size(); ++i) {
       NodeHolding& h = st.nodes[i];
-      SurveyAnswer& a = answers[i];
+      SurveyAnswer& a = answers[sabotage().survey_slots ? (i + 1) % answers.size() : i];
       h.address = nodes_.address(i);
       h.rtt = a.rtt;
       h.quarantined = a.quarantined;
