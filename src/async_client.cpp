@@ -1,5 +1,6 @@
-// async_client.cpp — ClientCore: the nodes, the engine, and the order in
-// which they are shut down. AsyncClient is its owning handle.
+// async_client.cpp — ClientCore: the nodes, the engine, the reports and
+// the leases on a uv loop's runtime and sockets; it closes by a ClientClose
+// (src/client_close.hpp). AsyncClient is its owning handle.
 #include "redlock/async_client.hpp"
 
 #include <uv.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "lease_state.hpp"
+#include "client_close.hpp"
 #include "engine.hpp"
 #include "keys.hpp"
 #include "node_set.hpp"
@@ -33,7 +35,21 @@ class ClientCore final {
         wires_(loop, tls_.get()),
         nodes_(runtime_, wires_, config_),
         engine_(runtime_, nodes_, config_.options) {
-    reports_.on_idle = [this] { maybe_finish(); };
+    close_.stop_leases = [this] {
+      {
+        std::lock_guard<std::mutex> lock(lease_host_->mu);
+        lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
+      }
+      if (detail::LeaseKeeper* keeper = engine_.leases_if_any()) keeper->shutdown_all();
+    };
+    close_.busy = [this] {
+      const detail::LeaseKeeper* keeper = engine_.leases_if_any();
+      return (keeper != nullptr && keeper->live() != 0) || deferred_ != 0;
+    };
+    close_.finished = [this] {
+      resume_.close();
+      if (owner_gone_) delete this;
+    };
     // AsyncLease::release reaches the client through this until it closes
     // (on the loop thread: the task runs at once).
     lease_host_->post = [this](detail::LeaseHost::Task task) {
@@ -51,7 +67,7 @@ class ClientCore final {
   void start_watchdog(const std::shared_ptr<detail::LeaseState>& state) {
     detail::LeaseKeeper& keeper = leases();
     keeper.keep(state);
-    if (closing_) keeper.shutdown(*state);
+    if (close_.closing()) keeper.shutdown(*state);
   }
 
   // leases: the engine's lease keeper, told to call maybe_finish once its
@@ -71,7 +87,7 @@ class ClientCore final {
       problem = "reentrant: reentrancy is per owner thread, a Client feature; an AsyncClient runs on one thread";
     }
     if (!problem.empty()) return complete_later(make_error(Errc::invalid_argument, std::move(problem)), std::move(done));
-    if (closing_) return complete_later(closed_error(), std::move(done));
+    if (close_.closing()) return complete_later(closed_error(), std::move(done));
     AcquireOptions acquire_opts;
     acquire_opts.ttl = opts.ttl;
     acquire_opts.wait = opts.wait;
@@ -96,36 +112,14 @@ class ClientCore final {
   void status(std::string resource, StatusCallback done) { reports_.status(std::move(resource), std::move(done)); }
   void probe(NodesCallback done) { reports_.nodes(std::move(done)); }
 
-  void close(std::function<void()> on_closed) {
-    if (on_closed) closed_callbacks_.push_back(std::move(on_closed));
-    if (fully_closed_) {
-      run_closed_callbacks();
-      return;
-    }
-    if (closing_) return;
-    closing_ = true;
-    reports_.close();
-    {
-      std::lock_guard<std::mutex> lock(lease_host_->mu);
-      lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
-    }
-    if (detail::LeaseKeeper* keeper = engine_.leases_if_any()) keeper->shutdown_all();
-    engine_.shutdown([this] {
-      engine_idle_ = true;
-      maybe_finish();
-    });
-    nodes_.close([this] {
-      nodes_closed_ = true;
-      maybe_finish();
-    });
-  }
+  void close(std::function<void()> on_closed) { close_.close(std::move(on_closed)); }
 
   // owner_gone: the AsyncClient was destroyed.
   void owner_gone() {
     owner_gone_ = true;
     owner_ = nullptr;
     close({});
-    if (fully_closed_) delete this;
+    if (close_.closed()) delete this;
   }
 
  private:
@@ -145,27 +139,7 @@ class ClientCore final {
     });
   }
 
-  void maybe_finish() {
-    const detail::LeaseKeeper* keeper = engine_.leases_if_any();
-    if (!engine_idle_ || !nodes_closed_ || (keeper != nullptr && keeper->live() != 0) ||
-        reports_.live() != 0 || deferred_ != 0 || reaping_) {
-      return;
-    }
-    reaping_ = true;
-    resume_.close();
-    // Finish on a later loop turn of our own, never inside a node's callback.
-    runtime_.post([this] {
-      fully_closed_ = true;
-      run_closed_callbacks();
-      if (owner_gone_) delete this;
-    });
-  }
-
-  void run_closed_callbacks() {
-    auto callbacks = std::move(closed_callbacks_);
-    closed_callbacks_.clear();
-    for (auto& cb : callbacks) cb();
-  }
+  void maybe_finish() { close_.maybe_finish(); }
 
   Config config_;
   detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
@@ -175,11 +149,11 @@ class ClientCore final {
   detail::NodeSet nodes_;
   detail::Engine engine_;
   detail::Reports reports_{runtime_, nodes_, config_.options.prefix};
+  detail::ClientClose close_{runtime_, engine_, nodes_, reports_};  // the order of the close, and its end
   AsyncClient* owner_ = nullptr;
   std::shared_ptr<detail::LeaseHost> lease_host_ = std::make_shared<detail::LeaseHost>();
-  std::vector<std::function<void()>> closed_callbacks_;
   std::size_t deferred_ = 0;  // complete_later's completions still to come
-  bool nodes_closed_ = false, closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
+  bool owner_gone_ = false;
 };
 
 Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config config) {

@@ -25,6 +25,7 @@
 #include <set>
 #include <stop_token>
 
+#include "client_close.hpp"
 #include "engine.hpp"
 #include "keys.hpp"
 #include "lease_state.hpp"
@@ -160,6 +161,7 @@ struct SimClient {
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
     reports = std::make_unique<detail::Reports>(rt, *nodes, config.options.prefix);
+    closer = std::make_unique<detail::ClientClose>(rt, *engine, *nodes, *reports);
     timer = rt.timer([this] {
       auto f = std::move(then);
       then = nullptr;
@@ -179,6 +181,7 @@ struct SimClient {
   std::unique_ptr<NodeSet> nodes;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<detail::Reports> reports;  // status and nodes, as a client core makes them
+  std::unique_ptr<detail::ClientClose> closer;  // survey workload: the close, as a client core's
   std::unique_ptr<detail::Timer> timer;
   std::function<void()> then;
 
@@ -216,7 +219,7 @@ struct SimClient {
   std::size_t surveys = 0;
   std::vector<std::pair<std::size_t, std::string>> seen;
   std::size_t out = 0;
-  bool closed = false, engine_idle = false, nodes_closed = false, close_done = false;
+  bool closed = false, close_done = false;
 };
 
 class Schedule {
@@ -268,7 +271,6 @@ class Schedule {
   void check_status(const SimClient& c, const std::string& resource, const ResourceStatus& st);
   void check_own_status(const SimClient& c, const Lock& lock, const ResourceStatus& st);
   void close_client(SimClient& c);
-  void close_progress(SimClient& c);
   void see(const ExecutedCommand& e);
 
   // Faults.
@@ -1736,26 +1738,22 @@ void Schedule::check_own_status(const SimClient& c, const Lock& lock, const Reso
 }
 
 // close_client: c is closed in the middle of its operations (a status and
-// a nodes report sent this turn, and whatever the workload has out), in the
-// order a client core closes (src/async_client.cpp: reports, leases — none
-// here — the engine, the nodes). Reports out and calls after it must say
-// Errc::closed on a later turn; every callback comes exactly once
-// (counted), all of them before the close completes (close_progress).
+// a nodes report sent this turn, and whatever the workload has out) by a
+// ClientClose, as an AsyncClient is (src/client_close.hpp). Reports out
+// and calls after it must say Errc::closed on a later turn; every callback
+// comes exactly once (counted), all of them before the close completes.
 void Schedule::close_client(SimClient& c) {
   survey_status(c, resources_[0], [](const ResourceStatus*) {});
   survey_nodes(c);
   c.closed = true;
   ++result_.closes;
   result_.closed_out += c.out;
-  c.reports->close();
-  c.reports->on_idle = [this, &c] { close_progress(c); };
-  c.engine->shutdown([this, &c] {
-    c.engine_idle = true;
-    close_progress(c);
-  });
-  c.nodes->close([this, &c] {
-    c.nodes_closed = true;
-    close_progress(c);
+  c.closer->close([this, &c] {
+    c.close_done = true;
+    if (c.out != 0) {
+      violation("close", "c" + std::to_string(c.index) + "'s close completed with " + std::to_string(c.out) +
+                             " callbacks still to come", world_.now());
+    }
   });
   auto inside = std::make_shared<bool>(true);
   auto closed = [this, &c, inside](const char* what, const Error* e) {
@@ -1775,15 +1773,6 @@ void Schedule::close_client(SimClient& c) {
     closed("a nodes report", r ? nullptr : &r.error());
   }));
   *inside = false;
-}
-
-void Schedule::close_progress(SimClient& c) {
-  if (c.close_done || !c.engine_idle || !c.nodes_closed || c.reports->live() != 0) return;
-  c.close_done = true;
-  if (c.out != 0) {
-    violation("close", "c" + std::to_string(c.index) + "'s close completed with " + std::to_string(c.out) +
-                           " callbacks still to come", world_.now());
-  }
 }
 
 void Schedule::check_leaks() {
