@@ -9,7 +9,7 @@
 #   --seed N        the first schedule's seed (default: 1); schedule i runs N+i
 #   --workload W    all (default: swarm testing, each schedule its own
 #                   workload, fault kinds and shape), plain, fenced, multi,
-#                   lease, leases, crowd, fair or mixed
+#                   lease, leases, crowd, fair, mixed or survey
 #   --sabotage N    run a deliberately broken variant of the library
 #                   (src/sabotage.hpp); exit 1 means the simulator caught it
 #   ARGS            passed on: --schedules K, --clients C, --swarm, --beyond,

@@ -1,5 +1,6 @@
-// async_client.cpp — ClientCore: the nodes, the engine, and the order in
-// which they are shut down. AsyncClient is its owning handle.
+// async_client.cpp — ClientCore: the nodes, the engine, the reports and
+// the leases on a uv loop's runtime and sockets; it closes by a ClientClose
+// (src/client_close.hpp). AsyncClient is its owning handle.
 #include "redlock/async_client.hpp"
 
 #include <uv.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "lease_state.hpp"
+#include "client_close.hpp"
 #include "engine.hpp"
 #include "keys.hpp"
 #include "node_set.hpp"
@@ -27,15 +29,27 @@ namespace redlock {
 class ClientCore final {
  public:
   ClientCore(uv_loop_t* loop, Config config, std::unique_ptr<detail::TlsContext> tls)
-      : loop_(loop),
-        config_(std::move(config)),
+      : config_(std::move(config)),
         runtime_(loop),
         tls_(std::move(tls)),
         wires_(loop, tls_.get()),
         nodes_(runtime_, wires_, config_),
         engine_(runtime_, nodes_, config_.options) {
-    uv_timer_init(loop_, &reaper_);
-    reaper_.data = this;
+    close_.stop_leases = [this] {
+      {
+        std::lock_guard<std::mutex> lock(lease_host_->mu);
+        lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
+      }
+      if (detail::LeaseKeeper* keeper = engine_.leases_if_any()) keeper->shutdown_all();
+    };
+    close_.busy = [this] {
+      const detail::LeaseKeeper* keeper = engine_.leases_if_any();
+      return (keeper != nullptr && keeper->live() != 0) || deferred_ != 0;
+    };
+    close_.finished = [this] {
+      resume_.close();
+      if (owner_gone_) delete this;
+    };
     // AsyncLease::release reaches the client through this until it closes
     // (on the loop thread: the task runs at once).
     lease_host_->post = [this](detail::LeaseHost::Task task) {
@@ -53,7 +67,7 @@ class ClientCore final {
   void start_watchdog(const std::shared_ptr<detail::LeaseState>& state) {
     detail::LeaseKeeper& keeper = leases();
     keeper.keep(state);
-    if (closing_) keeper.shutdown(*state);
+    if (close_.closing()) keeper.shutdown(*state);
   }
 
   // leases: the engine's lease keeper, told to call maybe_finish once its
@@ -73,7 +87,7 @@ class ClientCore final {
       problem = "reentrant: reentrancy is per owner thread, a Client feature; an AsyncClient runs on one thread";
     }
     if (!problem.empty()) return complete_later(make_error(Errc::invalid_argument, std::move(problem)), std::move(done));
-    if (closing_) return complete_later(closed_error(), std::move(done));
+    if (close_.closing()) return complete_later(closed_error(), std::move(done));
     AcquireOptions acquire_opts;
     acquire_opts.ttl = opts.ttl;
     acquire_opts.wait = opts.wait;
@@ -93,106 +107,19 @@ class ClientCore final {
   }
   Stats stats() const { return nodes_.shared_telemetry()->snapshot(); }
 
-  // status: every node's view of `resource` (inspect script: its lock key,
-  // fence counter and fair queue), on the loop.
-  // After close(), or when the client closes while it is on its way:
-  // Errc::closed, like every other operation.
-  void status(std::string resource, StatusCallback done) {
-    if (closing_) return complete_closed(std::move(done));
-    std::string key = detail::lock_key(config_.options.prefix, resource);
-    std::vector<std::string> more{detail::fence_key_of(key), detail::queue_key_of(key), detail::expiry_key_of(key)};
-    detail::Call call{.command = detail::CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
-    start_survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
-                                      std::vector<detail::SurveyAnswer> answers) mutable {
-      if (closing_) return done(closed_error());  // the answers say only "client closed"
-      ResourceStatus st;
-      st.resource = std::move(resource);
-      st.nodes.resize(answers.size());
-      for (std::size_t i = 0; i < answers.size(); ++i) {
-        NodeHolding& h = st.nodes[i];
-        detail::SurveyAnswer& a = answers[i];
-        h.address = nodes_.address(i);
-        h.rtt = a.rtt;
-        h.quarantined = a.quarantined;
-        if (!a.answered) {
-          h.error = std::move(a.text);
-        } else if (a.reply_type == detail::ReplyView::Type::error) {
-          h.error = "error reply: " + a.text;
-        } else if (a.reply_type != detail::ReplyView::Type::string) {
-          h.error = "unexpected reply to the inspect script";
-        } else {
-          detail::parse_inspect(a.text, h);
-        }
-      }
-      detail::summarize(st);
-      done(std::move(st));
-    });
-  }
+  // status, probe: Errc::closed after close(), or when the client closes
+  // while they are on their way, like every other operation.
+  void status(std::string resource, StatusCallback done) { reports_.status(std::move(resource), std::move(done)); }
+  void probe(NodesCallback done) { reports_.nodes(std::move(done)); }
 
-  // probe: PING every node; report it with what the last handshake read.
-  // Errc::closed as for status.
-  void probe(NodesCallback done) {
-    if (closing_) return complete_closed(std::move(done));
-    detail::Call call{.command = detail::CommandId::ping};
-    start_survey(std::move(call), [this, done = std::move(done)](std::vector<detail::SurveyAnswer> answers) {
-      if (closing_) return done(closed_error());
-      NodesReport report;
-      report.quorum = detail::majority_of(nodes_.size());
-      report.nodes.resize(answers.size());
-      const auto now = runtime_.now();
-      for (std::size_t i = 0; i < answers.size(); ++i) {
-        NodeHealth& h = report.nodes[i];
-        const detail::NodeSession& node = nodes_.node(i);
-        detail::SurveyAnswer& a = answers[i];
-        h.address = node.address();
-        h.version = node.server_version();
-        h.run_id = node.run_id();
-        h.uptime = node.uptime(now);
-        h.quarantine_left = node.quarantine_left(now);
-        h.excluded = node.excluded();
-        h.quarantined = h.quarantine_left.count() > 0 || !h.excluded.empty();
-        if (a.answered && a.reply_type == detail::ReplyView::Type::status) {
-          h.reachable = true;
-          h.rtt = a.rtt;
-        } else if (a.answered) {
-          h.error = "error reply to PING: " + a.text;
-        } else {
-          h.error = std::move(a.text);
-        }
-      }
-      done(std::move(report));
-    });
-  }
-
-  void close(std::function<void()> on_closed) {
-    if (on_closed) closed_callbacks_.push_back(std::move(on_closed));
-    if (fully_closed_) {
-      run_closed_callbacks();
-      return;
-    }
-    if (closing_) return;
-    closing_ = true;
-    {
-      std::lock_guard<std::mutex> lock(lease_host_->mu);
-      lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
-    }
-    if (detail::LeaseKeeper* keeper = engine_.leases_if_any()) keeper->shutdown_all();
-    engine_.shutdown([this] {
-      engine_idle_ = true;
-      maybe_finish();
-    });
-    nodes_.close([this] {
-      nodes_closed_ = true;
-      maybe_finish();
-    });
-  }
+  void close(std::function<void()> on_closed) { close_.close(std::move(on_closed)); }
 
   // owner_gone: the AsyncClient was destroyed.
   void owner_gone() {
     owner_gone_ = true;
     owner_ = nullptr;
     close({});
-    if (fully_closed_) delete this;
+    if (close_.closed()) delete this;
   }
 
  private:
@@ -200,74 +127,20 @@ class ClientCore final {
 
   static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
 
-  // complete_closed: `done` gets Errc::closed on a later loop turn, never
-  // on the caller's stack. Counted with the surveys: close() waits for it.
-  template <class Done>
-  void complete_closed(Done done) {
-    complete_later(closed_error(), std::move(done));
-  }
-
-  // complete_later: `done` gets `e` on a later loop turn.
+  // complete_later: `done` gets `e` on a later loop turn, never on the
+  // caller's stack; counted, so that close() waits for it.
   template <class Done>
   void complete_later(Error e, Done done) {
-    struct Deferred {
-      uv_timer_t timer;
-      ClientCore* core;
-      Error e;
-      Done done;
-    };
-    auto* d = new Deferred{{}, this, std::move(e), std::move(done)};
-    ++live_surveys_;
-    uv_timer_init(loop_, &d->timer);
-    d->timer.data = d;
-    uv_timer_start(
-        &d->timer,
-        [](uv_timer_t* t) {
-          // Told in the timer callback, in the order the calls came (close
-          // callbacks run last-closed first); freed in the close callback.
-          auto* d = static_cast<Deferred*>(t->data);
-          d->done(std::move(d->e));  // the count keeps the core alive through it
-          uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) {
-            std::unique_ptr<Deferred> d(static_cast<Deferred*>(h->data));
-            --d->core->live_surveys_;
-            d->core->maybe_finish();
-          });
-        },
-        0, 0);
-  }
-
-  void start_survey(detail::Call call, detail::Survey::Done done) {
-    ++live_surveys_;
-    detail::Survey::launch(loop_, nodes_, std::move(call), std::move(done), [this] {
-      --live_surveys_;
+    ++deferred_;
+    runtime_.post([this, e = std::move(e), done = std::move(done)]() mutable {
+      done(std::move(e));  // the count keeps the core alive through it
+      --deferred_;
       maybe_finish();
     });
   }
 
-  void maybe_finish() {
-    const detail::LeaseKeeper* keeper = engine_.leases_if_any();
-    if (!engine_idle_ || !nodes_closed_ || (keeper != nullptr && keeper->live() != 0) ||
-        live_surveys_ != 0 || reaping_) {
-      return;
-    }
-    reaping_ = true;
-    resume_.close();
-    // Finish in a close callback of our own, never inside a node's.
-    uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), [](uv_handle_t* h) {
-      auto* core = static_cast<ClientCore*>(h->data);
-      core->fully_closed_ = true;
-      core->run_closed_callbacks();
-      if (core->owner_gone_) delete core;
-    });
-  }
+  void maybe_finish() { close_.maybe_finish(); }
 
-  void run_closed_callbacks() {
-    auto callbacks = std::move(closed_callbacks_);
-    closed_callbacks_.clear();
-    for (auto& cb : callbacks) cb();
-  }
-
-  uv_loop_t* loop_;
   Config config_;
   detail::UvRuntime runtime_;  // the loop's clock, timers and randomness, for everything below
   detail::ResumeWatch resume_{runtime_};  // fires overdue timers at a resume from suspend
@@ -275,12 +148,12 @@ class ClientCore final {
   detail::SocketWireFactory wires_;
   detail::NodeSet nodes_;
   detail::Engine engine_;
-  uv_timer_t reaper_;
+  detail::Reports reports_{runtime_, nodes_, config_.options.prefix};
+  detail::ClientClose close_{runtime_, engine_, nodes_, reports_};  // the order of the close, and its end
   AsyncClient* owner_ = nullptr;
   std::shared_ptr<detail::LeaseHost> lease_host_ = std::make_shared<detail::LeaseHost>();
-  std::vector<std::function<void()>> closed_callbacks_;
-  std::size_t live_surveys_ = 0;
-  bool nodes_closed_ = false, closing_ = false, engine_idle_ = false, reaping_ = false, fully_closed_ = false, owner_gone_ = false;
+  std::size_t deferred_ = 0;  // complete_later's completions still to come
+  bool owner_gone_ = false;
 };
 
 Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config config) {

@@ -57,6 +57,19 @@ class Runtime {
   // "Time and validity"); only the broken wall_clock variant does, on purpose.
   virtual std::chrono::system_clock::time_point wall_now() = 0;
   virtual std::unique_ptr<Timer> timer(std::function<void()> fire) = 0;
+  // post runs `task` once on a later loop turn, never inside post(): a
+  // completion that must not run on its caller's stack. It cannot be
+  // cancelled, so whoever posts keeps alive what `task` touches (counts it
+  // before closing). A one-shot timer that frees itself in its fire.
+  void post(std::function<void()> task) {
+    auto* posted = new std::unique_ptr<Timer>;
+    *posted = timer([posted, task = std::move(task)]() mutable {
+      std::unique_ptr<std::unique_ptr<Timer>> owned(posted);  // frees the timer after the task
+      std::function<void()> run = std::move(task);
+      run();
+    });
+    (*posted)->start(std::chrono::milliseconds{0});
+  }
   virtual std::unique_ptr<Signal> signal(std::function<void()> fire) = 0;
   // random_token: a lock value, 32 hex digits (production: the OS CSPRNG;
   // Errc::internal when it fails, never a weaker source).

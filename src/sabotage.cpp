@@ -44,6 +44,8 @@ Sabotage parse() {
       s.own_quarantine = true;
     } else if (name == "keep_unsolicited") {
       s.keep_unsolicited = true;
+    } else if (name == "survey_slots") {
+      s.survey_slots = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

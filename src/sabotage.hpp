@@ -21,6 +21,7 @@ struct Sabotage {
   bool no_failover_check = false;  // the server's run id is ignored (a failover behind the same address unseen)
   bool own_quarantine = false;     // a master sits out this client's own quarantine, not the largest declared
   bool keep_unsolicited = false;   // an unsolicited reply is dropped and the connection kept
+  bool survey_slots = false;       // a status report shows each master's answer in the next master's place
 };
 
 #ifdef REDLOCK_SABOTAGE

@@ -5,10 +5,13 @@
 #include <charconv>
 #include <map>
 
+#include "keys.hpp"
+#include "sabotage.hpp"
+
 namespace redlock::detail {
 
-void Survey::launch(uv_loop_t* loop, Transport& transport, Call call, Done done, std::function<void()> on_freed) {
-  auto* s = new Survey(loop, std::move(call), std::move(done), std::move(on_freed), transport.size());
+void Survey::launch(Runtime& runtime, Transport& transport, Call call, Done done, std::function<void()> on_freed) {
+  auto* s = new Survey(runtime, std::move(call), std::move(done), std::move(on_freed), transport.size());
   for (std::size_t i = 0; i < transport.size(); ++i) {
     std::string why;
     if (transport.send(i, s->call_, s, i, why)) {
@@ -20,21 +23,17 @@ void Survey::launch(uv_loop_t* loop, Transport& transport, Call call, Done done,
     }
   }
   s->launching_ = false;
-  if (s->firsts_ == s->answers_.size()) {
-    // Every send was refused: finish on the loop, not on the caller's stack.
-    uv_timer_start(&s->defer_, [](uv_timer_t* t) { static_cast<Survey*>(t->data)->finish(); }, 0, 0);
-  }
+  // Every send was refused: finish on the loop, not on the caller's stack.
+  if (s->firsts_ == s->answers_.size()) s->later_->start(std::chrono::milliseconds{0});
 }
 
-Survey::Survey(uv_loop_t* loop, Call call, Done done, std::function<void()> on_freed, std::size_t nodes)
+Survey::Survey(Runtime& runtime, Call call, Done done, std::function<void()> on_freed, std::size_t nodes)
     : call_(std::move(call)),
       done_(std::move(done)),
       on_freed_(std::move(on_freed)),
       answers_(nodes),
-      have_first_(nodes, false) {
-  uv_timer_init(loop, &defer_);
-  defer_.data = this;
-}
+      have_first_(nodes, false),
+      later_(runtime.timer([this] { on_later(); })) {}
 
 void Survey::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (event.kind != EventKind::timeout) ++finals_;
@@ -73,13 +72,103 @@ void Survey::finish() {
 }
 
 void Survey::maybe_free() {
-  if (!done_called_ || finals_ != expected_finals_ || closing_) return;
-  closing_ = true;
-  uv_close(reinterpret_cast<uv_handle_t*>(&defer_), [](uv_handle_t* h) {
-    auto* s = static_cast<Survey*>(h->data);
-    std::function<void()> freed = std::move(s->on_freed_);
-    delete s;
-    if (freed) freed();
+  if (!done_called_ || finals_ != expected_finals_ || freeing_) return;
+  freeing_ = true;
+  later_->start(std::chrono::milliseconds{0});
+}
+
+void Survey::on_later() {
+  if (!freeing_) return finish();  // finish() may start the timer again to free
+  std::function<void()> freed = std::move(on_freed_);
+  delete this;  // destroys later_ inside its own fire: allowed (src/runtime.hpp)
+  if (freed) freed();
+}
+
+namespace {
+
+Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
+
+}  // namespace
+
+template <class Done>
+void Reports::answer_closed(Done done) {
+  ++live_;
+  runtime_.post([this, done = std::move(done)] {
+    done(closed_error());
+    one_less();
+  });
+}
+
+void Reports::survey(Call call, Survey::Done done) {
+  ++live_;
+  Survey::launch(runtime_, nodes_, std::move(call), std::move(done), [this] { one_less(); });
+}
+
+void Reports::one_less() {
+  if (--live_ == 0 && on_idle) on_idle();
+}
+
+void Reports::status(std::string resource, StatusDone done) {
+  if (closing_) return answer_closed(std::move(done));
+  std::string key = lock_key(prefix_, resource);
+  std::vector<std::string> more{fence_key_of(key), queue_key_of(key), expiry_key_of(key)};
+  Call call{.command = CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
+  survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
+                              std::vector<SurveyAnswer> answers) mutable {
+    if (closing_) return done(closed_error());
+    ResourceStatus st;
+    st.resource = std::move(resource);
+    st.nodes.resize(answers.size());
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      NodeHolding& h = st.nodes[i];
+      SurveyAnswer& a = answers[sabotage().survey_slots ? (i + 1) % answers.size() : i];
+      h.address = nodes_.address(i);
+      h.rtt = a.rtt;
+      h.quarantined = a.quarantined;
+      if (!a.answered) {
+        h.error = std::move(a.text);
+      } else if (a.reply_type == ReplyView::Type::error) {
+        h.error = "error reply: " + a.text;
+      } else if (a.reply_type != ReplyView::Type::string) {
+        h.error = "unexpected reply to the inspect script";
+      } else {
+        parse_inspect(a.text, h);
+      }
+    }
+    summarize(st);
+    done(std::move(st));
+  });
+}
+
+void Reports::nodes(NodesDone done) {
+  if (closing_) return answer_closed(std::move(done));
+  survey(Call{.command = CommandId::ping}, [this, done = std::move(done)](std::vector<SurveyAnswer> answers) {
+    if (closing_) return done(closed_error());
+    NodesReport report;
+    report.quorum = majority_of(nodes_.size());
+    report.nodes.resize(answers.size());
+    const auto now = runtime_.now();
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      NodeHealth& h = report.nodes[i];
+      const NodeSession& node = nodes_.node(i);
+      SurveyAnswer& a = answers[i];
+      h.address = node.address();
+      h.version = node.server_version();
+      h.run_id = node.run_id();
+      h.uptime = node.uptime(now);
+      h.quarantine_left = node.quarantine_left(now);
+      h.excluded = node.excluded();
+      h.quarantined = h.quarantine_left.count() > 0 || !h.excluded.empty();
+      if (a.answered && a.reply_type == ReplyView::Type::status) {
+        h.reachable = true;
+        h.rtt = a.rtt;
+      } else if (a.answered) {
+        h.error = "error reply to PING: " + a.text;
+      } else {
+        h.error = std::move(a.text);
+      }
+    }
+    done(std::move(report));
   });
 }
 

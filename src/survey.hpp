@@ -4,17 +4,18 @@
 // when every node has answered, failed, or passed its deadline.
 #pragma once
 
-#include <uv.h>
-
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "redlock/status.hpp"
+#include "node_set.hpp"
 #include "quorum.hpp"
+#include "runtime.hpp"
 #include "transport.hpp"
 
 namespace redlock::detail {
@@ -37,10 +38,10 @@ class Survey final : public ReplySink {
 
   // launch sends `call` to every node; `done` runs once, on the loop, never
   // inside launch, when every node has given its first event. The survey
-  // frees itself once every node has also given its final event; `on_freed`
-  // runs then (the client counts live surveys before it closes its loop).
-  static void launch(uv_loop_t* loop, Transport& transport, Call call, Done done,
-                     std::function<void()> on_freed);
+  // frees itself on a later loop turn once every node has also given its
+  // final event; `on_freed` runs then (the client counts live surveys
+  // before it closes).
+  static void launch(Runtime& runtime, Transport& transport, Call call, Done done, std::function<void()> on_freed);
 
   Survey(const Survey&) = delete;
   Survey& operator=(const Survey&) = delete;
@@ -48,11 +49,12 @@ class Survey final : public ReplySink {
   void on_node_event(std::size_t slot, const NodeEvent& event) override;
 
  private:
-  Survey(uv_loop_t* loop, Call call, Done done, std::function<void()> on_freed, std::size_t nodes);
+  Survey(Runtime& runtime, Call call, Done done, std::function<void()> on_freed, std::size_t nodes);
   ~Survey() = default;
   void first_in();
   void finish();
   void maybe_free();
+  void on_later();
 
   Call call_;
   Done done_;
@@ -60,8 +62,50 @@ class Survey final : public ReplySink {
   std::vector<SurveyAnswer> answers_;
   std::vector<bool> have_first_;
   std::size_t firsts_ = 0, finals_ = 0, expected_finals_ = 0;
-  bool launching_ = true, done_called_ = false, closing_ = false;
-  uv_timer_t defer_;  // runs `done` on the loop when launch itself completed it
+  bool launching_ = true, done_called_ = false, freeing_ = false;
+  // later_: runs `done` when launch itself completed the survey, and frees
+  // it (never inside a node's event: the node still holds it as its sink).
+  std::unique_ptr<Timer> later_;
+};
+
+// Reports — `status` and `nodes` over a NodeSet: one Survey each, its
+// answers made into the public report. It counts what it still owes, so
+// that a closing client waits for it; after close() every report not yet
+// given says Errc::closed (the answers then say only "client closed"), a
+// call after close() too, on a later loop turn. Loop thread only; the
+// runtime and the nodes must outlive it and every report it owes.
+class Reports {
+ public:
+  using StatusDone = std::function<void(Result<ResourceStatus>)>;
+  using NodesDone = std::function<void(Result<NodesReport>)>;
+
+  Reports(Runtime& runtime, NodeSet& nodes, std::string prefix)
+      : runtime_(runtime), nodes_(nodes), prefix_(std::move(prefix)) {}
+  Reports(const Reports&) = delete;
+  Reports& operator=(const Reports&) = delete;
+
+  // status: every node's view of `resource` (the inspect script: its lock
+  // key, fence counter and fair queue), summarized.
+  void status(std::string resource, StatusDone done);
+  // nodes: PING every node; report it with what its last handshake read.
+  void nodes(NodesDone done);
+  void close() noexcept { closing_ = true; }
+  // live: reports owed (surveys not yet freed, closed answers not yet given).
+  std::size_t live() const noexcept { return live_; }
+  // on_idle runs when live() drops to 0.
+  std::function<void()> on_idle;
+
+ private:
+  template <class Done>
+  void answer_closed(Done done);
+  void survey(Call call, Survey::Done done);
+  void one_less();
+
+  Runtime& runtime_;
+  NodeSet& nodes_;
+  std::string prefix_;
+  std::size_t live_ = 0;
+  bool closing_ = false;
 };
 
 // parse_inspect fills `out` (state, token, ttl, fence, queued, queue_head)

@@ -87,6 +87,8 @@ class ManualRuntime final : public Runtime {
   }
   // advance_to: advance up to `at` (in whole ms from now).
   void advance_to(TimePoint at) { advance(std::chrono::duration_cast<std::chrono::milliseconds>(at - now_)); }
+  // timers: how many timers exist (armed or not).
+  std::size_t timers() const { return timers_.size(); }
   // armed: how many timers are running.
   std::size_t armed() const {
     return static_cast<std::size_t>(std::count_if(timers_.begin(), timers_.end(), [](auto* t) { return t->armed; }));

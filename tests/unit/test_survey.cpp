@@ -1,10 +1,19 @@
 // test_survey.cpp — reading the inspect script's reply, and the verdict of
-// `redlock status` (src/survey.cpp).
+// `redlock status` (src/survey.cpp); surveys and Runtime::post on a
+// manual runtime (no loop).
 #include <doctest/doctest.h>
 
+#include <vector>
+
+#include "fake_transport.hpp"
 #include "survey.hpp"
+#include "test_runtime.hpp"
 
 using redlock::NodeHolding;
+using redlock::detail::Survey;
+using redlock::detail::SurveyAnswer;
+using redlock::test::FakeTransport;
+using redlock::test::ManualRuntime;
 using redlock::ResourceStatus;
 using redlock::detail::parse_inspect;
 using redlock::detail::summarize;
@@ -267,4 +276,71 @@ TEST_CASE("summarize: the fair queue a majority reports at least, and the head a
   summarize(down);
   CHECK(down.queued == 2);
   CHECK(down.queue_head == "w1");
+}
+
+TEST_CASE("Runtime::post runs each task once, on a later turn, in order, and frees its timer") {
+  ManualRuntime rt;
+  std::vector<int> ran;
+  rt.post([&] { ran.push_back(1); });
+  rt.post([&] {
+    ran.push_back(2);
+    rt.post([&] { ran.push_back(3); });  // posted inside a task: due now, after the others
+  });
+  CHECK(ran.empty());  // never inside post()
+  rt.advance(milliseconds{0});
+  CHECK(ran == std::vector<int>{1, 2, 3});
+  CHECK(rt.timers() == 0);
+  rt.advance(milliseconds{10});
+  CHECK(ran == std::vector<int>{1, 2, 3});
+}
+
+namespace {
+
+redlock::test::Response held_ping() {
+  redlock::test::Response r;
+  r.manual = true;
+  r.text = "PONG";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a survey on a Runtime: done at the last first event, freed on a later turn after the last final one") {
+  ManualRuntime rt;
+  FakeTransport t(nullptr, 3, [](std::size_t, const redlock::detail::Call&) { return held_ping(); });
+  t.refuse[2] = true;
+  std::vector<SurveyAnswer> got;
+  int done = 0, freed = 0;
+  Survey::launch(rt, t, redlock::detail::Call{.command = redlock::detail::CommandId::ping},
+                 [&](std::vector<SurveyAnswer> a) { ++done, got = std::move(a); }, [&] { ++freed; });
+  REQUIRE(t.held_back.size() == 2);
+  FakeTransport::deliver(t.held_back[0].first, t.held_back[0].second);
+  rt.advance(milliseconds{0});
+  CHECK(done == 0);
+  FakeTransport::deliver(t.held_back[1].first, t.held_back[1].second);
+  CHECK(done == 1);
+  REQUIRE(got.size() == 3);
+  CHECK(got[0].answered);
+  CHECK(got[1].text == "PONG");
+  CHECK_FALSE(got[2].answered);
+  CHECK(got[2].text == "connection refused");
+  CHECK(freed == 0);  // never inside a node's event: the node still holds the survey
+  rt.advance(milliseconds{0});
+  CHECK(freed == 1);
+  CHECK(rt.timers() == 0);
+}
+
+TEST_CASE("a survey every send of which is refused is done on a later turn, never inside launch") {
+  ManualRuntime rt;
+  FakeTransport t(nullptr, 2, [](std::size_t, const redlock::detail::Call&) { return held_ping(); });
+  t.refuse[0] = t.refuse[1] = true;
+  int done = 0, freed = 0;
+  Survey::launch(rt, t, redlock::detail::Call{.command = redlock::detail::CommandId::ping},
+                 [&](std::vector<SurveyAnswer> a) { done += static_cast<int>(a.size()); }, [&] { ++freed; });
+  CHECK(done == 0);
+  CHECK(freed == 0);
+  rt.advance(milliseconds{0});  // fires what is due now, what it starts with delay 0 too
+  CHECK(done == 2);
+  CHECK(freed == 1);
+  CHECK(rt.timers() == 0);
 }

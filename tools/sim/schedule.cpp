@@ -25,6 +25,7 @@
 #include <set>
 #include <stop_token>
 
+#include "client_close.hpp"
 #include "engine.hpp"
 #include "keys.hpp"
 #include "lease_state.hpp"
@@ -33,6 +34,7 @@
 #include "operation.hpp"
 #include "scripts.hpp"
 #include "sha1.hpp"
+#include "survey.hpp"
 
 namespace redlock::sim {
 
@@ -158,6 +160,8 @@ struct SimClient {
     for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
+    reports = std::make_unique<detail::Reports>(rt, *nodes, config.options.prefix);
+    closer = std::make_unique<detail::ClientClose>(rt, *engine, *nodes, *reports);
     timer = rt.timer([this] {
       auto f = std::move(then);
       then = nullptr;
@@ -176,6 +180,8 @@ struct SimClient {
   Config config;
   std::unique_ptr<NodeSet> nodes;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<detail::Reports> reports;  // status and nodes, as a client core makes them
+  std::unique_ptr<detail::ClientClose> closer;  // survey workload: the close, as a client core's
   std::unique_ptr<detail::Timer> timer;
   std::function<void()> then;
 
@@ -207,6 +213,13 @@ struct SimClient {
   std::size_t tail_pos = 0;           // the quiet tail: the next resource to take
   bool tail_finished = false;
   std::vector<std::unique_ptr<Actor>> actors;  // crowd workload
+  // survey workload: reports out, and what the masters ran for this client
+  // meanwhile ((master, "PING") or (master, an inspect's reply)); the
+  // operations called whose callbacks have not come; the close.
+  std::size_t surveys = 0;
+  std::vector<std::pair<std::size_t, std::string>> seen;
+  std::size_t out = 0;
+  bool closed = false, close_done = false;
 };
 
 class Schedule {
@@ -247,6 +260,18 @@ class Schedule {
   bool start_lapse_check();
   void lapse_try(SimClient& hc, SimClient& wc, const std::string& resource);
   void lapse_back(SimClient& c, const std::string& resource, Result<Lock> r);
+
+  // Survey workload.
+  template <class R>
+  std::function<void(R)> counted(SimClient& c, std::function<void(R)> f);
+  void survey_next(SimClient& c);
+  void survey_status(SimClient& c, const std::string& resource, std::function<void(const ResourceStatus*)> then);
+  void survey_nodes(SimClient& c);
+  bool report_came(SimClient& c, const std::string& who, bool inside, const Error* e);
+  void check_status(const SimClient& c, const std::string& resource, const ResourceStatus& st);
+  void check_own_status(const SimClient& c, const Lock& lock, const ResourceStatus& st);
+  void close_client(SimClient& c);
+  void see(const ExecutedCommand& e);
 
   // Faults.
   void draw_swarm();
@@ -315,6 +340,8 @@ class Schedule {
   // a master that lost its data sits out 0.3 s, not 1 s).
   bool long_waits_ = false, short_ttls_ = false;
   std::vector<std::string> commands_;  // record: every executed command, formatted
+  Rng survey_rng_{0};  // survey workload: when reports are asked for, and the close
+  std::string inspect_sha_;
   ScheduleResult result_;
 };
 
@@ -392,6 +419,14 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
       std::string reply = to_string(c.reply);
       if (reply.size() > 80) reply = reply.substr(0, 80) + "…";
       commands_.push_back(line + "-> " + reply);
+    };
+  }
+  if (workload_ == Workload::survey) {  // an observer: the schedule plays the same
+    survey_rng_ = world_.make_rng(8);
+    inspect_sha_ = detail::sha1_hex(detail::inspect_script);
+    net_->on_command = [this, record = std::move(net_->on_command)](const ExecutedCommand& c) {
+      see(c);
+      if (record) record(c);
     };
   }
   if (workload_ == Workload::leases) {  // an observer: the schedule plays the same
@@ -829,7 +864,7 @@ void Schedule::evict_tick(const std::vector<std::size_t>& masters) {
 
 // next: the client's next acquire (or nothing once the workload stops).
 void Schedule::next(SimClient& c) {
-  if (stopping_) {
+  if (stopping_ || c.closed) {
     c.idle = true;
     return;
   }
@@ -853,7 +888,9 @@ void Schedule::next(SimClient& c) {
   } else {
     set.push_back(resources_[r.below(resources_.size())]);
     ao.fence = workload_ == Workload::fenced;
-    c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), false); });
+    c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
+                        acquired(c, set, std::move(res), false);
+                      }));
   }
   faults_in_round(c);
 }
@@ -916,6 +953,13 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
       }
     }
   }
+  if (tail && workload_ == Workload::survey) {
+    // The holder's own status: its lock, with a TTL within bounds.
+    return survey_status(c, resources[0], [this, &c, lock = *c.lock](const ResourceStatus* st) {
+      if (st != nullptr) check_own_status(c, lock, *st);
+      release(c, [this, &c] { tail_next(c, false); });
+    });
+  }
   if (tail) {
     return c.after(ms(5), [this, &c] { release(c, [this, &c] { tail_next(c, false); }); });
   }
@@ -936,7 +980,7 @@ void Schedule::hold(SimClient& c, Nanos left, bool may_extend) {
     const milliseconds ttl{world_.rng().between(100, short_ttls_ ? c.max_ttl().count() : 600)};
     c.engine->extend(
         *c.lock, ttl,
-        [this, &c, left](Result<Lock> r) {
+        counted<Result<Lock>>(c, [this, &c, left](Result<Lock> r) {
           if (r) {
             const Nanos old_end = SimRuntime::from_time_point(c.lock->validity_deadline);
             // The holder counts on the new deadline only if the extension came
@@ -948,7 +992,7 @@ void Schedule::hold(SimClient& c, Nanos left, bool may_extend) {
             }
           }
           hold(c, left / 2, false);
-        },
+        }),
         c.more);
   });
 }
@@ -1067,7 +1111,9 @@ void Schedule::release(SimClient& c, std::function<void()> then) {
   c.held.clear();
   const Lock lock = std::move(*c.lock);
   c.lock.reset();
-  c.engine->release(lock.resource, lock.token, [then = std::move(then)](Result<ReleaseResult>) { then(); }, c.more);
+  c.engine->release(lock.resource, lock.token,
+                    counted<Result<ReleaseResult>>(c, [then = std::move(then)](Result<ReleaseResult>) { then(); }),
+                    c.more);
 }
 
 void Schedule::think(SimClient& c) {
@@ -1088,7 +1134,9 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
   ao.ttl = c.max_ttl();
   ao.wait = milliseconds{tail_wait / ns_per_ms};
   std::vector<std::string> set{resources_[c.tail_pos++]};
-  c.engine->acquire(set[0], ao, [this, &c, set](Result<Lock> res) { acquired(c, set, std::move(res), true); });
+  c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
+                      acquired(c, set, std::move(res), true);
+                    }));
 }
 
 // crowd_next: the actor's next acquire — a try (wait 0), a short wait that
@@ -1526,6 +1574,207 @@ void Schedule::given_expires(const Actor& a) {
   given_until_[a.given] = sent_by + ms(static_cast<double>(a.ttl.count()) * (1 + 2 * rate_budget));
 }
 
+// counted: `f`, which must come exactly once, counted among the
+// operations c has out (survey workload; other workloads get `f` as is).
+template <class R>
+std::function<void(R)> Schedule::counted(SimClient& c, std::function<void(R)> f) {
+  if (workload_ != Workload::survey) return f;
+  ++c.out;
+  return [this, &c, f = std::move(f), came = false](R r) mutable {
+    if (came) {
+      return violation("close", "c" + std::to_string(c.index) + ": a callback came twice", world_.now());
+    }
+    came = true;
+    --c.out;
+    f(std::move(r));
+  };
+}
+
+// see: what a master ran for a client with a report out (survey workload).
+void Schedule::see(const ExecutedCommand& e) {
+  SimClient& c = *clients_[e.client];
+  if (c.surveys == 0 || e.late || e.argv.empty()) return;
+  const std::string_view cmd = e.argv[0];
+  if (cmd == "PING" || cmd == "ping") {
+    if (e.reply.type == Reply::Type::status) c.seen.emplace_back(e.master, "PING");
+  } else if (e.argv.size() > 1 && e.reply.type == Reply::Type::string &&
+             ((cmd == "EVALSHA" || cmd == "evalsha") ? e.argv[1] == inspect_sha_
+                                                     : (cmd == "EVAL" || cmd == "eval") &&
+                                                           e.argv[1] == detail::inspect_script)) {
+    c.seen.emplace_back(e.master, e.reply.str);
+  }
+}
+
+// survey_next: the client's next report, 10–80 ms from now, until the
+// workload stops or the client is closed.
+void Schedule::survey_next(SimClient& c) {
+  if (stopping_ || c.closed) return;
+  world_.post(world_.now() + ms(static_cast<double>(survey_rng_.between(10, 80))), &c.proc, [this, &c] {
+    if (stopping_ || c.closed) return;
+    if (survey_rng_.chance(0.5)) return survey_nodes(c);
+    survey_status(c, resources_[survey_rng_.below(resources_.size())],
+                  [this, &c](const ResourceStatus*) { survey_next(c); });
+  });
+}
+
+// report_came: a report's callback came (`e`: its error, if any). It must
+// not come inside the call, must say Errc::closed once the client is
+// closed, and nothing else may fail it. True when it carries a report.
+bool Schedule::report_came(SimClient& c, const std::string& who, bool inside, const Error* e) {
+  --c.surveys;
+  if (inside) violation("survey", who + " came inside the call", world_.now());
+  if (e == nullptr && c.closed) violation("close", who + " came after the close, not as Errc::closed", world_.now());
+  if (e != nullptr && (!c.closed || e->code != Errc::closed)) {
+    violation("survey", who + " failed: " + e->to_string(), world_.now());
+  }
+  return e == nullptr;
+}
+
+void Schedule::survey_status(SimClient& c, const std::string& resource,
+                             std::function<void(const ResourceStatus*)> then) {
+  if (c.surveys++ == 0) c.seen.clear();
+  auto inside = std::make_shared<bool>(true);
+  c.reports->status(resource, counted<Result<ResourceStatus>>(c, [this, &c, resource, inside, then = std::move(then)](
+                                                                       Result<ResourceStatus> r) {
+    if (!report_came(c, "c" + std::to_string(c.index) + "'s status of " + resource, *inside, r ? nullptr : &r.error())) {
+      return then(nullptr);
+    }
+    ++result_.statuses;
+    check_status(c, resource, *r);
+    then(&*r);
+  }));
+  *inside = false;
+}
+
+void Schedule::survey_nodes(SimClient& c) {
+  if (c.surveys++ == 0) c.seen.clear();
+  auto inside = std::make_shared<bool>(true);
+  c.reports->nodes(counted<Result<NodesReport>>(c, [this, &c, inside](Result<NodesReport> r) {
+    const std::string who = "c" + std::to_string(c.index) + "'s nodes report";
+    if (!report_came(c, who, *inside, r ? nullptr : &r.error())) return survey_next(c);
+    ++result_.node_reports;
+    if (r->nodes.size() != net_->size() || r->quorum != detail::majority_of(net_->size())) {
+      violation("survey", who + ": " + std::to_string(r->nodes.size()) + " nodes, quorum " +
+                              std::to_string(r->quorum) + ", of " + std::to_string(net_->size()) + " masters",
+                world_.now());
+    }
+    // A master down, cut off or paused for the whole report ran no PING
+    // of ours: it must not be reported reachable.
+    for (std::size_t m = 0; m < r->nodes.size(); ++m) {
+      if (!r->nodes[m].reachable) continue;
+      const bool pinged = std::any_of(c.seen.begin(), c.seen.end(), [m](const auto& s) {
+        return s.first == m && s.second == "PING";
+      });
+      if (!pinged) {
+        violation("survey", who + " says m" + std::to_string(m) + " is reachable, but it ran no PING of ours meanwhile",
+                  world_.now());
+      }
+    }
+    survey_next(c);
+  }));
+  *inside = false;
+}
+
+// check_status: each answer is what its own master's inspect said (the
+// report's slots are the masters'), and a lock held is held by a quorum
+// with a TTL no longer than any client may ask for.
+void Schedule::check_status(const SimClient& c, const std::string& resource, const ResourceStatus& st) {
+  const std::string who = "c" + std::to_string(c.index) + "'s status of " + resource;
+  if (st.resource != resource || st.nodes.size() != net_->size() || st.quorum != detail::majority_of(net_->size())) {
+    return violation("survey", who + ": resource " + st.resource + ", " + std::to_string(st.nodes.size()) +
+                                   " nodes, quorum " + std::to_string(st.quorum) + ", of " +
+                                   std::to_string(net_->size()) + " masters",
+                     world_.now());
+  }
+  for (std::size_t m = 0; m < st.nodes.size(); ++m) {
+    const NodeHolding& n = st.nodes[m];
+    if (!n.error.empty() || (n.state != NodeHolding::State::held && n.state != NodeHolding::State::free)) continue;
+    const bool ran = std::any_of(c.seen.begin(), c.seen.end(), [&](const auto& s) {
+      NodeHolding said;
+      return s.first == m && detail::parse_inspect(s.second, said) && said.state == n.state &&
+             said.token == n.token && said.ttl == n.ttl && said.fence == n.fence;
+    });
+    if (!ran) {
+      violation("survey", who + ": m" + std::to_string(m) + " reported " + std::string(redlock::state_name(n.state)) + " " +
+                              n.token + ", which no inspect of ours on m" + std::to_string(m) + " said",
+                world_.now(), {n.token});
+    }
+  }
+  if (st.held && (st.agreeing < st.quorum || st.ttl.count() < 0 || st.ttl > max_ttl)) {
+    violation("survey", who + ": held by " + st.token + " on " + std::to_string(st.agreeing) + " masters, ttl " +
+                            std::to_string(st.ttl.count()) + " ms",
+              world_.now(), {st.token});
+  }
+}
+
+// check_own_status: the quiet tail, no faults — a holder's status, before
+// its validity ran out, shows its lock on every master that granted it
+// and answered, each with a TTL between what its validity has left and
+// the TTL it asked for; with every master answering, held by it.
+void Schedule::check_own_status(const SimClient& c, const Lock& lock, const ResourceStatus& st) {
+  const Nanos left = SimRuntime::from_time_point(lock.validity_deadline) - c.proc.steady_now();
+  if (left <= 0) return;
+  const std::string who = "c" + std::to_string(c.index) + "'s status of " + lock.resource + ", which it holds,";
+  bool all_answered = true;
+  for (std::size_t m = 0; m < st.nodes.size() && m < lock.nodes.size(); ++m) {
+    const NodeHolding& n = st.nodes[m];
+    if (!n.error.empty() || n.quarantined) {
+      all_answered = false;
+      continue;
+    }
+    if (lock.nodes[m].outcome != Outcome::ok) continue;
+    if (n.state != NodeHolding::State::held || n.token != lock.token || n.ttl > lock.ttl ||
+        n.ttl.count() < left / ns_per_ms - 1) {
+      violation("survey", who + " says m" + std::to_string(m) + " (which granted it) holds " + n.token + " for " +
+                              std::to_string(n.ttl.count()) + " ms, with " + std::to_string(left / ns_per_ms) +
+                              " ms of its validity left of a TTL of " + std::to_string(lock.ttl.count()) + " ms",
+                world_.now(), {lock.token});
+    }
+  }
+  if (all_answered && (!st.held || st.token != lock.token)) {
+    violation("survey", who + " says " + (st.held ? "held by " + st.token : std::string("not held")),
+              world_.now(), {lock.token});
+  }
+}
+
+// close_client: c is closed in the middle of its operations (a status and
+// a nodes report sent this turn, and whatever the workload has out) by a
+// ClientClose, as an AsyncClient is (src/client_close.hpp). Reports out
+// and calls after it must say Errc::closed on a later turn; every callback
+// comes exactly once (counted), all of them before the close completes.
+void Schedule::close_client(SimClient& c) {
+  survey_status(c, resources_[0], [](const ResourceStatus*) {});
+  survey_nodes(c);
+  c.closed = true;
+  ++result_.closes;
+  result_.closed_out += c.out;
+  c.closer->close([this, &c] {
+    c.close_done = true;
+    if (c.out != 0) {
+      violation("close", "c" + std::to_string(c.index) + "'s close completed with " + std::to_string(c.out) +
+                             " callbacks still to come", world_.now());
+    }
+  });
+  auto inside = std::make_shared<bool>(true);
+  auto closed = [this, &c, inside](const char* what, const Error* e) {
+    if (*inside || e == nullptr || e->code != Errc::closed) {
+      violation("close", "c" + std::to_string(c.index) + ": " + what + " after the close " +
+                             (*inside ? "came inside the call" : e == nullptr ? "succeeded" : "said " + e->to_string()),
+                world_.now());
+    }
+  };
+  c.engine->acquire(resources_[0], {}, counted<Result<Lock>>(c, [closed](Result<Lock> r) {
+                      closed("an acquire", r ? nullptr : &r.error());
+                    }));
+  c.reports->status(resources_[0], counted<Result<ResourceStatus>>(c, [closed](Result<ResourceStatus> r) {
+                      closed("a status", r ? nullptr : &r.error());
+                    }));
+  c.reports->nodes(counted<Result<NodesReport>>(c, [closed](Result<NodesReport> r) {
+    closed("a nodes report", r ? nullptr : &r.error());
+  }));
+  *inside = false;
+}
+
 void Schedule::check_leaks() {
   for (std::size_t m = 0; m < net_->size(); ++m) {
     for (const auto& [key, value] : net_->master(m).master().keys()) {
@@ -1637,6 +1886,12 @@ ScheduleResult Schedule::run() {
       Actor& a = *ap;
       world_.post(ms(static_cast<double>(plan_.between(1, 30))), &c.proc, [this, &a] { crowd_next(a); });
     }
+    if (workload_ == Workload::survey) world_.post(ms(1), &c.proc, [this, &c] { survey_next(c); });
+  }
+  if (workload_ == Workload::survey) {
+    SimClient& c = *clients_[survey_rng_.below(clients_.size())];
+    const Nanos at = survey_rng_.between(ms(50), opt_.fault_phase - ms(50));
+    world_.post(at, &c.proc, [this, &c] { close_client(c); });
   }
   const Nanos heal = opt_.fault_phase;
   world_.post(heal, nullptr, [this] {
@@ -1664,6 +1919,7 @@ ScheduleResult Schedule::run() {
   std::size_t loops = 0;
   for (auto& cp : clients_) {
     SimClient& c = *cp;
+    if (c.closed) continue;  // survey: closed mid-run
     if (c.actors.empty()) {
       world_.post(world_.now(), &c.proc, [this, &c] { tail_next(c, false); });
       ++loops;
@@ -1730,6 +1986,13 @@ ScheduleResult Schedule::run() {
   std::size_t closed = 0;
   for (auto& cp : clients_) {
     SimClient& c = *cp;
+    if (c.closed) {
+      if (!c.close_done) {
+        violation("liveness", "c" + std::to_string(c.index) + "'s close did not complete", world_.now());
+      }
+      ++closed;
+      continue;
+    }
     world_.post(world_.now(), &c.proc, [&c, &closed] {
       c.engine->shutdown([&c, &closed] { c.nodes->close([&closed] { ++closed; }); });
     });
@@ -1759,13 +2022,14 @@ const char* workload_name(Workload w) {
     case Workload::crowd: return "crowd";
     case Workload::fair: return "fair";
     case Workload::mixed: return "mixed";
+    case Workload::survey: return "survey";
   }
   return "?";
 }
 
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
-                           Workload::leases, Workload::crowd, Workload::fair, Workload::mixed}) {
+                           Workload::leases, Workload::crowd, Workload::fair, Workload::mixed, Workload::survey}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

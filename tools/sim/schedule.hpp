@@ -46,7 +46,14 @@ namespace redlock::sim {
 //           its connections with unsolicited replies, and data loss on a
 //           majority while the long-max_ttl holders are stopped. Not in
 //           `all` (its seeds keep their schedules).
-enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair, mixed };
+//   survey  the plain workload, and beside it each client's status and
+//           nodes reports (src/survey.hpp) at random moments, each checked
+//           against what the masters ran; one client is closed in the
+//           middle of its operations (every callback must come exactly
+//           once, and the close must complete); in the quiet tail each
+//           holder's status must show its lock, its TTL within bounds.
+//           Not in `all` (its seeds keep their schedules).
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey };
 
 const char* workload_name(Workload w);
 bool parse_workload(const std::string& text, Workload& out);
@@ -113,6 +120,12 @@ struct ScheduleResult {
   std::uint64_t order_checked = 0;
   // mixed: unsolicited replies (a flood's) that reached a client.
   std::uint64_t unsolicited = 0;
+  // survey: status and nodes reports checked, and clients closed in the
+  // middle of their operations (with the callbacks still out at the close).
+  std::uint64_t statuses = 0;
+  std::uint64_t node_reports = 0;
+  std::uint64_t closes = 0;
+  std::uint64_t closed_out = 0;
   std::uint64_t trace_hash = 0;  // 0 unless ScheduleOptions::hash or record
   std::size_t faults_planned = 0;
   std::string swarm;  // with swarm: the fault kinds this schedule enabled

@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
   app.add_option("--workload", workload,
                  "plain, fenced, multi, lease, all (one of the four per schedule), leases (several leases per "
                  "client, batched extensions), crowd (several waiters per client: wait lines), fair (fair "
-                 "acquires: the masters' queues, and their order in the quiet tail) or mixed (leases of "
-                 "clients with different max_ttl; failovers, floods, data loss while long holders stop)")
-      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed"}))
+                 "acquires: the masters' queues, and their order in the quiet tail), mixed (leases of "
+                 "clients with different max_ttl; failovers, floods, data loss while long holders stop) or "
+                 "survey (plain, with status and nodes reports checked, and a client closed mid-run)")
+      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed", "survey"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_option("--order-dead", opt.order_dead,
@@ -170,6 +171,7 @@ int main(int argc, char** argv) {
   std::uint64_t done = 0, rounds = 0, violations = 0, commands = 0, wakes = 0, first_seed = 0, reported = 0;
   std::uint64_t batches = 0, batch_keys = 0, batches_mixed = 0, queued = 0, queued_won = 0;
   std::uint64_t fair_acquires = 0, fair_grants = 0, order_checked = 0, order_schedules = 0, unsolicited = 0;
+  std::uint64_t statuses = 0, node_reports = 0, closes = 0, closed_out = 0;
   double first_at = -1, last_progress = 0;
   for (std::uint64_t i = 0; schedules == 0 || i < schedules; ++i) {
     if (seconds > 0 && elapsed() >= seconds) break;
@@ -189,6 +191,10 @@ int main(int argc, char** argv) {
     order_checked += r.order_checked;
     order_schedules += r.order_checked > 0;
     unsolicited += r.unsolicited;
+    statuses += r.statuses;
+    node_reports += r.node_reports;
+    closes += r.closes;
+    closed_out += r.closed_out;
     if (verbose) {
       std::string counts;
       if (r.workload == Workload::leases) {
@@ -200,6 +206,11 @@ int main(int argc, char** argv) {
                  " granted in turn)";
       }
       if (r.workload == Workload::mixed) counts = ", " + std::to_string(r.unsolicited) + " unsolicited replies read";
+      if (r.workload == Workload::survey) {
+        counts = ", " + std::to_string(r.statuses) + " status and " + std::to_string(r.node_reports) +
+                 " nodes reports, " + std::to_string(r.closes) + " closed with " + std::to_string(r.closed_out) +
+                 " callbacks out";
+      }
       if (r.workload == Workload::fair) {
         counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
                  " granted), " + std::to_string(r.order_checked) + " waiters in the order check";
@@ -274,6 +285,12 @@ int main(int argc, char** argv) {
   }
   // mixed: the floods' unsolicited replies that reached a client.
   if (opt.workload == Workload::mixed) counts_json = ",\"unsolicited\":" + std::to_string(unsolicited);
+  // survey: reports checked; clients closed, and the callbacks they still
+  // owed at the close (each came exactly once).
+  if (opt.workload == Workload::survey) {
+    counts_json = ",\"statuses\":" + std::to_string(statuses) + ",\"node_reports\":" + std::to_string(node_reports) +
+                  ",\"closes\":" + std::to_string(closes) + ",\"closed_out\":" + std::to_string(closed_out);
+  }
   std::printf("{\"schedules\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"rounds_per_s\":%.0f,\"violations\":%" PRIu64
               ",\"first_violation_seed\":%s,\"seconds_to_first_violation\":%s,\"seconds\":%.3f,"
               "\"schedules_per_s\":%.2f,\"commands\":%" PRIu64 ",\"wake_ups_delivered\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"workload\":\"%s\"%s}\n",
