@@ -3,6 +3,7 @@
 #include "resp.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -54,10 +55,23 @@ bool refused_for_good(const std::vector<NodeOutcome>& nodes, RoundRule rule) noe
   return !nodes.empty() && decide(best) != Verdict::yes;
 }
 
-std::optional<long long> quorum_agree(std::vector<long long>& values, std::size_t quorum) {
+std::optional<long long> quorum_at_most(std::vector<long long>& values, std::size_t quorum) {
   if (quorum == 0 || values.size() < quorum) return std::nullopt;
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(quorum - 1), values.end());
   return values[quorum - 1];
+}
+
+std::optional<long long> quorum_at_least(std::vector<long long>& values, std::size_t quorum) {
+  if (quorum == 0 || values.size() < quorum) return std::nullopt;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(quorum - 1), values.end(),
+                   std::greater<>());
+  return values[quorum - 1];
+}
+
+bool quorum_says(std::size_t yes, std::size_t nodes, std::size_t quorum) noexcept {
+  QuorumTally tally(nodes, {RoundMode::majority, quorum});
+  for (std::size_t i = 0; i < nodes; ++i) tally.record(i < yes ? Outcome::ok : Outcome::error);
+  return decide(tally) == Verdict::yes;
 }
 
 bool one_vote(std::vector<std::uint64_t>& yes_servers, std::uint64_t server) {
@@ -72,7 +86,7 @@ long long QuorumRound::quorum_rank() const {
   for (const FairPlace& p : places_) {
     if (p.rank >= 0) told.push_back(p.rank);
   }
-  return quorum_agree(told, tally_.quorum()).value_or(-1);
+  return quorum_at_most(told, tally_.quorum()).value_or(-1);
 }
 
 bool QuorumRound::tickets_agree() const {
@@ -87,7 +101,7 @@ std::optional<std::chrono::milliseconds> quorum_free_in(const std::vector<NodeOu
     if (n.outcome == Outcome::ok) free_in.push_back(0);
     if (n.outcome == Outcome::held && n.holder_ttl.count() >= 0) free_in.push_back(n.holder_ttl.count());
   }
-  const std::optional<long long> at = quorum_agree(free_in, quorum);
+  const std::optional<long long> at = quorum_at_most(free_in, quorum);
   if (!at) return std::nullopt;
   return std::chrono::milliseconds{*at};
 }

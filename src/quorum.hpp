@@ -112,11 +112,17 @@ struct RoundClock {
 // over is judged by tally_of(), which counts the silent nodes as unsure.
 Verdict decide(const QuorumTally& tally, const RoundClock* clock = nullptr) noexcept;
 
-// quorum_agree: the value a quorum of the nodes agrees on at least — the
-// quorum-th smallest of `values` (one per node that told one); none when
-// fewer than a quorum told. (When a key frees on a quorum; a fair waiter's
-// place on a quorum; what status reports.)
-std::optional<long long> quorum_agree(std::vector<long long>& values, std::size_t quorum);
+// quorum_at_most / quorum_at_least: the value a quorum of the nodes told
+// at most (the quorum-th smallest of `values`, one per node that told one:
+// when a key frees on a quorum, a fair waiter's place) or at least (the
+// quorum-th largest: what status reports a quorum holds); none when fewer
+// than a quorum told.
+std::optional<long long> quorum_at_most(std::vector<long long>& values, std::size_t quorum);
+std::optional<long long> quorum_at_least(std::vector<long long>& values, std::size_t quorum);
+
+// quorum_says: `yes` of `nodes` agreeing is a quorum's word (decide() on
+// that tally).
+bool quorum_says(std::size_t yes, std::size_t nodes, std::size_t quorum) noexcept;
 
 // one_vote — one server, one vote: `server` (a run id's hash,
 // NodeEvent::server; 0: unknown) may give a round one yes only. False, with

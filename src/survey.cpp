@@ -260,13 +260,11 @@ namespace {
 // (the quorum-th largest, 0 for a master that did not say); 0 when fewer
 // than a quorum are counted.
 std::size_t quorum_reports(const ResourceStatus& status, std::size_t NodeHolding::*count) {
-  std::vector<std::size_t> counts;
+  std::vector<long long> counts;
   for (const NodeHolding& n : status.nodes) {
-    if (!n.quarantined) counts.push_back(n.*count);
+    if (!n.quarantined) counts.push_back(static_cast<long long>(n.*count));
   }
-  if (status.quorum == 0 || counts.size() < status.quorum) return 0;
-  std::sort(counts.begin(), counts.end(), std::greater<>());
-  return counts[status.quorum - 1];
+  return static_cast<std::size_t>(quorum_at_least(counts, status.quorum).value_or(0));
 }
 
 // summarize_queue: the fair queue's live length and its lapsed waiters as
@@ -280,7 +278,7 @@ void summarize_queue(ResourceStatus& status) {
     if (!n.quarantined && n.queued > 0 && !n.queue_head.empty()) ++heads[n.queue_head];
   }
   for (const auto& [head, count] : heads) {
-    if (count >= status.quorum) status.queue_head = std::string(head);
+    if (quorum_says(count, status.nodes.size(), status.quorum)) status.queue_head = std::string(head);
   }
 }
 
@@ -306,7 +304,7 @@ void summarize(ResourceStatus& status) {
   }
   status.owner = owner_of(status.token);
   summarize_queue(status);
-  status.held = status.agreeing >= status.quorum;
+  status.held = quorum_says(status.agreeing, status.nodes.size(), status.quorum);
   status.ttl = milliseconds{0};
   if (status.held) {
     // How long a majority still holds it: the quorum-th longest TTL (no
@@ -317,8 +315,7 @@ void summarize(ResourceStatus& status) {
         ttls.push_back(n.ttl.count() < 0 ? std::numeric_limits<long long>::max() : n.ttl.count());
       }
     }
-    std::sort(ttls.begin(), ttls.end(), std::greater<>());
-    const long long t = ttls[status.quorum - 1];
+    const long long t = quorum_at_least(ttls, status.quorum).value_or(0);
     status.ttl = milliseconds{t == std::numeric_limits<long long>::max() ? -1 : t};
   }
 }

@@ -416,14 +416,27 @@ TEST_CASE("refused_for_good: even if every other node said yes, no quorum would"
   CHECK(refused_for_good(nodes, lock_rule(RoundMode::majority, 5)));
 }
 
-TEST_CASE("quorum_agree: the quorum-th smallest value; none when fewer told") {
+TEST_CASE("quorum_at_most / quorum_at_least: the quorum-th smallest / largest value; none when fewer told") {
   std::vector<long long> v{40, 0, 10, 30};
-  CHECK(quorum_agree(v, 3) == 30);
+  CHECK(quorum_at_most(v, 3) == 30);
   v = {40, 0, 10, 30};
-  CHECK(quorum_agree(v, 1) == 0);
+  CHECK(quorum_at_most(v, 1) == 0);
+  v = {40, 0, 10, 30};
+  CHECK(quorum_at_least(v, 3) == 10);
+  v = {40, 0, 10, 30};
+  CHECK(quorum_at_least(v, 1) == 40);
   v = {5, 7};
-  CHECK_FALSE(quorum_agree(v, 3).has_value());
-  CHECK_FALSE(quorum_agree(v, 0).has_value());
+  CHECK_FALSE(quorum_at_most(v, 3).has_value());
+  CHECK_FALSE(quorum_at_least(v, 3).has_value());
+  CHECK_FALSE(quorum_at_most(v, 0).has_value());
+}
+
+TEST_CASE("quorum_says: a count of agreeing nodes is a quorum's word, by decide()") {
+  CHECK(quorum_says(3, 5, 3));
+  CHECK_FALSE(quorum_says(2, 5, 3));
+  CHECK_FALSE(quorum_says(3, 5, 4));
+  CHECK(quorum_says(5, 5, 5));
+  CHECK_FALSE(quorum_says(0, 0, 1));
 }
 
 TEST_CASE("one_vote: one server, one yes; an unknown server (0) is never merged") {
