@@ -113,8 +113,8 @@ void Operation::drop_round() noexcept {
 }
 
 std::vector<NodeOutcome> Operation::take_outcomes() {
-  std::vector<NodeOutcome> nodes = round_->outcomes();
-  drop_round();
+  std::vector<NodeOutcome> nodes = round_->take_outcomes();
+  round_ = nullptr;
   return nodes;
 }
 

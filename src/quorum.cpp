@@ -289,6 +289,12 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   maybe_free();
 }
 
+std::vector<NodeOutcome> QuorumRound::take_outcomes() noexcept {
+  std::vector<NodeOutcome> out = std::move(outcomes_);
+  detach();  // nothing reads outcomes_ once detached
+  return out;
+}
+
 void QuorumRound::detach() noexcept {
   listener_ = nullptr;
   detached_ = true;
@@ -296,7 +302,7 @@ void QuorumRound::detach() noexcept {
 }
 
 void QuorumRound::maybe_free() noexcept {
-  if (detached_ && finals_ == outcomes_.size()) delete this;
+  if (detached_ && finals_ == tally_.nodes()) delete this;
 }
 
 }  // namespace redlock::detail

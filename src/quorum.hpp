@@ -160,6 +160,9 @@ class QuorumRound final : public ReplySink {
   // detach drops the listener; the round lives on until its stragglers are
   // final, then frees itself (at once if they already are).
   void detach() noexcept;
+  // take_outcomes: the outcomes, moved out, and detach() (the caller's
+  // part ends there).
+  std::vector<NodeOutcome> take_outcomes() noexcept;
 
   bool decided() const noexcept { return tally_.decided(); }
   bool settled() const noexcept { return tally_.answered() == tally_.nodes(); }
