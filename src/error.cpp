@@ -2,6 +2,8 @@
 #include "redlock/error.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace redlock {
 
@@ -32,6 +34,25 @@ std::string_view outcome_name(Outcome outcome) noexcept {
     case Outcome::pending: return "pending";
   }
   return "unknown";
+}
+
+void result_access_violation(const char* access, const Error* error) noexcept {
+  // Straight to stderr, unbuffered, building no string: the program is in
+  // a state its author did not expect, perhaps out of memory.
+  std::fputs("redlock: ", stderr);
+  std::fputs(access, stderr);
+  if (error == nullptr) {
+    std::fputs(" called on a value (the Result holds no error)", stderr);
+  } else {
+    const std::string_view code = errc_name(error->code);
+    std::fputs(" called on an error: ", stderr);
+    std::fwrite(code.data(), 1, code.size(), stderr);
+    std::fputs(": ", stderr);
+    for (const char c : error->message) std::fputc(c == '\n' || c == '\r' ? ' ' : c, stderr);  // one line
+  }
+  std::fputs("\n", stderr);
+  std::fflush(stderr);
+  std::abort();
 }
 
 std::string Error::to_string() const {

@@ -3,7 +3,65 @@
 
 #include "redlock/error.hpp"
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <functional>
+#include <string>
+
 using namespace redlock;
+
+namespace {
+
+// Died — how a child process that ran one wrong access ended.
+struct Died {
+  bool aborted = false;   // killed by SIGABRT
+  std::string stderr_text;
+};
+
+// run_in_child runs `body` in a forked child with stderr on a pipe (no core
+// file, the default SIGABRT action) and reports how the child ended: doctest has no death tests.
+Died run_in_child(const std::function<void()>& body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGABRT, SIG_DFL);  // not doctest's crash report, in the child
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    try {
+      body();
+    } catch (...) {
+      std::fputs("threw\n", stderr);  // never back into doctest's loop in the child
+    }
+    _exit(0);  // the access did not abort
+  }
+  close(fds[1]);
+  Died d;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      REQUIRE(errno == EINTR);
+      continue;
+    }
+    d.stderr_text.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  d.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  return d;
+}
+
+}  // namespace
 
 TEST_CASE("error codes have stable ids") {
   CHECK(errc_name(Errc::held) == "redlock.held");
@@ -49,4 +107,45 @@ TEST_CASE("a lock past its deadline is not valid and has nothing remaining") {
   lock.validity_deadline = redlock::BootClock::now() + std::chrono::seconds{10};
   CHECK(lock.valid());
   CHECK(lock.remaining() > std::chrono::seconds{9});
+}
+
+TEST_CASE("a wrong access to a Result aborts with one line naming it, and throws nothing") {
+  const Error e = make_error(Errc::held, "resource x is held by 3 of 5 masters");
+  const std::string line = "redlock: Result::value() called on an error: redlock.held: resource x is held by 3 of 5 masters\n";
+  SUBCASE("value() on an error") {
+    const Died d = run_in_child([&] {
+      Result<int> r = e;
+      (void)r.value();
+    });
+    CHECK(d.aborted);
+    CHECK(d.stderr_text == line);
+  }
+  SUBCASE("operator* and operator-> on an error, moved-from too") {
+    CHECK(run_in_child([&] { (void)*Result<int>(e); }).stderr_text == line);
+    CHECK(run_in_child([&] { (void)Result<std::string>(e)->size(); }).stderr_text == line);
+    CHECK(run_in_child([&] { (void)std::move(Result<std::string>(e)).value(); }).aborted);
+  }
+  SUBCASE("a multi-line message stays one line") {
+    const Died d = run_in_child([] { (void)Result<int>(make_error(Errc::no_quorum, "a\nb")).value(); });
+    CHECK(d.aborted);
+    CHECK(d.stderr_text == "redlock: Result::value() called on an error: redlock.no_quorum: a b\n");
+  }
+  SUBCASE("error() on a value, Result<T> and Result<void>") {
+    const std::string on_value = "redlock: Result::error() called on a value (the Result holds no error)\n";
+    Died d = run_in_child([] { (void)Result<int>(7).error(); });
+    CHECK(d.aborted);
+    CHECK(d.stderr_text == on_value);
+    d = run_in_child([] { (void)Result<void>().error(); });
+    CHECK(d.aborted);
+    CHECK(d.stderr_text == on_value);
+  }
+  SUBCASE("a right access does not abort") {
+    const Died d = run_in_child([&] {
+      Result<int> r = 7;
+      Result<int> bad = e;
+      if (r.value() != 7 || bad.error().code != Errc::held || !Result<void>().ok()) std::abort();
+    });
+    CHECK_FALSE(d.aborted);
+    CHECK(d.stderr_text.empty());
+  }
 }
