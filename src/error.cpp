@@ -1,5 +1,6 @@
-// error.cpp — names of codes and outcomes, and the text forms.
+// error.cpp — names of codes, outcomes and holding states, and the text forms.
 #include "redlock/error.hpp"
+#include "redlock/status.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -53,6 +54,16 @@ void result_access_violation(const char* access, const Error* error) noexcept {
   std::fputs("\n", stderr);
   std::fflush(stderr);
   std::abort();
+}
+
+std::string_view state_name(NodeHolding::State s) noexcept {
+  switch (s) {
+    case NodeHolding::State::free: return "free";
+    case NodeHolding::State::held: return "held";
+    case NodeHolding::State::unreachable: return "unreachable";
+    case NodeHolding::State::wrong_type: return "wrong_type";
+  }
+  return "unreachable";
 }
 
 std::string Error::to_string() const {

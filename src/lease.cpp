@@ -506,7 +506,9 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
   if (!posted) return make_error(Errc::closed, "the client is gone; the lock on " + std::string(s->resource()) + " expires by its TTL");
   // Never wait on the loop thread itself: the release could not run.
   if (std::this_thread::get_id() == host.loop_thread) {
-    return make_error(Errc::internal, "release of " + std::string(s->resource()) + " started on the loop thread; not waited for");
+    return make_error(Errc::invalid_argument, "Lease::release called on the client's own loop thread (inside on_lost?): "
+                                              "the release of " + std::string(s->resource()) +
+                                              " was started but not waited for; call it from another thread to hear its outcome");
   }
   const bool answered = future.wait_for(host.release_bound) == std::future_status::ready;
   if (lost) return std::move(*lost);

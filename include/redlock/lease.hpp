@@ -159,8 +159,8 @@ class REDLOCK_API Lease : public LeaseView {
   // bounded as for the destructor). An earlier hold of a reentrant lease
   // only drops the count (released = false, no nodes). Afterwards the Lease
   // is empty. Errors: not_held (an empty Lease), closed (the client is gone),
-  // internal (called on the client's loop thread: the release was started
-  // but not waited for), lost (the lease was lost before this release —
+  // invalid_argument (called on the client's loop thread, as every blocking
+  // Client call there: the release was started but not waited for), lost (the lease was lost before this release —
   // as lost() says, its deadline passing included; the release still
   // deletes what is left of the key).
   Result<ReleaseResult> release();

@@ -530,9 +530,14 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   std::mutex mu;
   std::vector<Error> refusals;
   std::atomic<bool> told{false};
+  // A second lease, released on the loop thread: refused like the rest,
+  // though its release is started.
+  Result<Lease> second = client->lock("released-on-loop", {.ttl = 5000ms});
+  REQUIRE(second.ok());
   LeaseOptions opts{.ttl = short_ttl};
   opts.on_lost = [&](const Error&) {
     std::vector<Error> seen;
+    if (Result<ReleaseResult> r = second->release(); !r.ok()) seen.push_back(r.error());
     auto keep = [&](auto r) {
       if (!r.ok()) seen.push_back(r.error());
     };
@@ -556,7 +561,7 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   REQUIRE(eventually([&] { return told.load(); }, 3000ms));
   {
     std::lock_guard<std::mutex> lock(mu);
-    REQUIRE(refusals.size() == 8);
+    REQUIRE(refusals.size() == 9);
     for (const Error& e : refusals) {
       CHECK(e.code == Errc::invalid_argument);
       CHECK(e.message.find("loop thread") != std::string::npos);
@@ -566,6 +571,8 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   // Nothing was started by the refused calls, and the client still works.
   auto after = client->try_acquire("elsewhere");
   CHECK(after.ok());
+  // The refused Lease::release still released: the lock is free.
+  CHECK(eventually([&] { return client->try_acquire("released-on-loop").ok(); }, 3000ms));
 }
 
 // ---- reentrancy (issue 15) ------------------------------------------------------------

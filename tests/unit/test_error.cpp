@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include "redlock/error.hpp"
+#include "redlock/observer.hpp"
+#include "redlock/status.hpp"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -12,6 +14,8 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 using namespace redlock;
 
@@ -84,6 +88,18 @@ TEST_CASE("outcome names are the CLI's words") {
   CHECK(outcome_name(Outcome::error) == "error");
   CHECK(outcome_name(Outcome::quarantined) == "quarantined");
   CHECK(outcome_name(Outcome::pending) == "pending");
+}
+
+TEST_CASE("every name function returns a std::string_view") {
+  static_assert(std::is_same_v<decltype(errc_name(Errc::held)), std::string_view>);
+  static_assert(std::is_same_v<decltype(outcome_name(Outcome::ok)), std::string_view>);
+  static_assert(std::is_same_v<decltype(connection_state_name(ConnectionState::ready)), std::string_view>);
+  static_assert(std::is_same_v<decltype(op_kind_name(OpKind{})), std::string_view>);
+  static_assert(std::is_same_v<decltype(state_name(NodeHolding::State::free)), std::string_view>);
+  CHECK(state_name(NodeHolding::State::free) == "free");
+  CHECK(state_name(NodeHolding::State::held) == "held");
+  CHECK(state_name(NodeHolding::State::unreachable) == "unreachable");
+  CHECK(state_name(NodeHolding::State::wrong_type) == "wrong_type");
 }
 
 TEST_CASE("to_string prefixes the id; Result carries a value or an error") {
