@@ -73,7 +73,7 @@ std::string Error::to_string() const {
   return s;
 }
 
-std::chrono::milliseconds Lock::remaining() const noexcept {
+std::chrono::milliseconds LockTerms::remaining() const noexcept {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(validity_deadline -
                                                                     BootClock::now());
   return std::max(left, std::chrono::milliseconds{0});

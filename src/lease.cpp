@@ -143,7 +143,7 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
   state->set_deadline(taken.validity_deadline);
   state->host = std::move(host);
   state->auto_extend = opts.auto_extend;
-  state->fenced = opts.fence;
+  state->fenced = opts.acquire.fence;
   state->extend_at = static_cast<float>(opts.extend_at);
   if (taken.fence != 0 || opts.max_extensions > 0 || opts.max_hold.count() > 0 || opts.on_lost || !owner.empty() ||
       !more.empty()) {

@@ -5,67 +5,15 @@
 #include "redlock/observer.hpp"
 #include "redlock/status.hpp"
 
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "../support/child.hpp"
+
 using namespace redlock;
-
-namespace {
-
-// Died — how a child process that ran one wrong access ended.
-struct Died {
-  bool aborted = false;   // killed by SIGABRT
-  std::string stderr_text;
-};
-
-// run_in_child runs `body` in a forked child with stderr on a pipe (no core
-// file, the default SIGABRT action) and reports how the child ended: doctest has no death tests.
-Died run_in_child(const std::function<void()>& body) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const rlimit no_core{0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    signal(SIGABRT, SIG_DFL);  // not doctest's crash report, in the child
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    try {
-      body();
-    } catch (...) {
-      std::fputs("threw\n", stderr);  // never back into doctest's loop in the child
-    }
-    _exit(0);  // the access did not abort
-  }
-  close(fds[1]);
-  Died d;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      REQUIRE(errno == EINTR);
-      continue;
-    }
-    d.stderr_text.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  d.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-  return d;
-}
-
-}  // namespace
+using redlock::test::Died;
+using redlock::test::run_in_child;
 
 TEST_CASE("error codes have stable ids") {
   CHECK(errc_name(Errc::held) == "redlock.held");
