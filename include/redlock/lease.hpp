@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -158,6 +159,11 @@ class REDLOCK_API Lease : public LeaseView {
   // as lost() says, its deadline passing included; the release still
   // deletes what is left of the key).
   Result<ReleaseResult> release();
+  // release_async: release() as a future (client.hpp: every operation's
+  // _async form), ready when the release is done, with the same results;
+  // on the loop thread it is ready at once with invalid_argument (the
+  // release started). Afterwards the Lease is empty.
+  std::future<Result<ReleaseResult>> release_async();
 
  private:
   friend class Client;

@@ -172,3 +172,30 @@ TEST_CASE("LeaseOptions::acquire is the acquire's options whole: a given token i
   REQUIRE_FALSE(cancelled.ok());
   CHECK(cancelled.error().code == Errc::cancelled);
 }
+
+TEST_CASE("Lease::release_async: the release as a future, with release()'s results") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  Result<Lease> lease = client->lock("async-release", {.acquire = {.ttl = 2000ms}});
+  REQUIRE(lease.ok());
+  const std::string token = lease->token();
+  std::future<Result<ReleaseResult>> f = lease->release_async();
+  CHECK(lease->empty());
+  REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  Result<ReleaseResult> r = f.get();
+  REQUIRE(r.ok());
+  CHECK(r->released);
+  CHECK(holding(group, "async-release", token) == 0);
+  Result<ReleaseResult> again = lease->release_async().get();
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == Errc::not_held);
+
+  // A lease lost before its release: the future says lost, as release() does.
+  Result<Lease> doomed = client->lock("async-lost", {.acquire = {.ttl = 300ms}});
+  REQUIRE(doomed.ok());
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].command({"DEL", "redlock:{async-lost}:lock"});
+  REQUIRE(eventually([&] { return doomed->lost().has_value(); }, 3000ms));
+  Result<ReleaseResult> lost = doomed->release_async().get();
+  REQUIRE_FALSE(lost.ok());
+  CHECK(lost.error().code == Errc::lost);
+}

@@ -551,6 +551,8 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
     auto future = client->acquire_async("elsewhere");
     // Ready at once: waiting for it here must not block the loop.
     if (future.wait_for(0s) == std::future_status::ready) keep(future.get());
+    auto lease_future = client->lock_async("elsewhere");
+    if (lease_future.wait_for(0s) == std::future_status::ready) keep(lease_future.get());
     std::lock_guard<std::mutex> lock(mu);
     refusals = std::move(seen);
     told = true;
@@ -561,7 +563,7 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   REQUIRE(eventually([&] { return told.load(); }, 3000ms));
   {
     std::lock_guard<std::mutex> lock(mu);
-    REQUIRE(refusals.size() == 9);
+    REQUIRE(refusals.size() == 10);
     for (const Error& e : refusals) {
       CHECK(e.code == Errc::invalid_argument);
       CHECK(e.message.find("loop thread") != std::string::npos);
