@@ -65,7 +65,8 @@ struct REDLOCK_API Error {
 // message ("redlock: Result::value() called on an error: redlock.held:
 // …"; an Error never carries a secret), then std::abort(). Result calls
 // it; a caller has no reason to.
-[[noreturn]] REDLOCK_API void result_access_violation(const char* access, const Error* error) noexcept;
+[[noreturn]]
+REDLOCK_API void result_access_violation(const char* access, const Error* error) noexcept;
 
 // Result<T> — a value or an Error. Check with `if (r)` / `r.ok()` before
 // `*r` / `r.value()` / `r->`, and error() only on a failed Result. A wrong
