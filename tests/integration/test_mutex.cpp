@@ -1,5 +1,7 @@
 // test_mutex.cpp — redlock::Mutex: a client and a resource as a standard
-// Lockable, under std::scoped_lock, std::unique_lock and std::lock.
+// Lockable, under std::scoped_lock, std::unique_lock and std::lock. A lock
+// and a release complete at the majority: what the last master holds is
+// checked with eventually().
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -25,12 +27,12 @@ TEST_CASE("std::scoped_lock holds the lease for its scope and releases it at the
     std::scoped_lock guard(m);
     REQUIRE(m.lease().valid());
     token = m.lease().token();
-    CHECK(holding(group, "scoped", token) == group.size());
+    CHECK(eventually([&] { return holding(group, "scoped", token) == group.size(); }));
     CHECK(other->try_acquire("scoped").error().code == Errc::held);
     CHECK_FALSE(m.stop_token().stop_requested());
   }
   CHECK(m.lease().empty());
-  CHECK(holding(group, "scoped", token) == 0);
+  CHECK(eventually([&] { return holding(group, "scoped", token) == 0; }));
   CHECK_FALSE(m.last_error().has_value());
   auto after = other->try_acquire("scoped");
   CHECK(after.ok());
