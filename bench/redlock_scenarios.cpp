@@ -733,7 +733,7 @@ Run measure_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base
   const clk::time_point taking = clk::now();
   auto take = [&](long i, std::function<void()> done) {
     redlock::LeaseOptions o;
-    o.ttl = ttl;
+    o.acquire.ttl = ttl;
     client.lock(base + "-lease-" + std::to_string(i), std::move(o),
                 [&, done = std::move(done)](Result<redlock::AsyncLease> r) {
                   if (r) {

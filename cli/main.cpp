@@ -330,7 +330,7 @@ int run_status(const Args& a) {
     if (n.quarantined) detail = "quarantined (new, restarted, lost its data or another server recently; does not count)";
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
     std::vector<std::string> row{escaped(n.address),
-                                 state_name(n.state),
+                                 std::string(state_name(n.state)),
                                  held ? short_token(n.token) : "-",
                                  held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
                                  read ? std::to_string(n.fence) : "-",

@@ -264,10 +264,10 @@ int run_command(const Globals& g, const RunArgs& a) {
     throw UsageError("run: no command given after \"--\" (redlock run RESOURCE -- CMD [ARGS...])");
   if (a.command.front().empty()) throw UsageError("run: CMD: must not be empty");
   LeaseOptions lo;
-  if (!a.ttl.empty()) lo.ttl = parse_duration("--ttl", a.ttl, 1);
+  if (!a.ttl.empty()) lo.acquire.ttl = parse_duration("--ttl", a.ttl, 1);
   if (a.no_wait && !a.wait.empty()) throw UsageError("--wait and --no-wait: give only one of them");
   const bool wait_forever = !a.no_wait && a.wait.empty();
-  lo.wait = a.no_wait ? milliseconds{0}
+  lo.acquire.wait = a.no_wait ? milliseconds{0}
             : wait_forever ? milliseconds{std::numeric_limits<int>::max()}
                            : parse_duration("--wait", a.wait, 0);
   const milliseconds kill_after_asked =
@@ -286,8 +286,8 @@ int run_command(const Globals& g, const RunArgs& a) {
   // before anything is connected or run.
   if (a.fair && a.fence)
     throw UsageError("--fair and --fence: give only one of them (a fair lock takes no fencing token)");
-  lo.fence = a.fence;
-  lo.fair = a.fair;
+  lo.acquire.fence = a.fence;
+  lo.acquire.fair = a.fair;
   lo.auto_extend = true;
 
   Report report;
@@ -326,11 +326,11 @@ int run_command(const Globals& g, const RunArgs& a) {
   Fd rounds_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (rounds_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
   std::shared_ptr<FairRounds> fair_rounds;
-  if (lo.fair) {
+  if (lo.acquire.fair) {
     fair_rounds = std::make_shared<FairRounds>(rounds_efd.fd);
     config.options.observer = fair_rounds;
   }
-  const milliseconds ttl = lo.ttl.count() > 0 ? lo.ttl : config.options.default_ttl;
+  const milliseconds ttl = lo.acquire.ttl.count() > 0 ? lo.acquire.ttl : config.options.default_ttl;
   const milliseconds margin = kill_margin(ttl);
   const milliseconds kill_after = std::min(kill_after_asked, max_kill_after(ttl));  // the default fits any TTL
   if (!a.kill_after.empty() && kill_after_asked > kill_after)
@@ -348,7 +348,7 @@ int run_command(const Globals& g, const RunArgs& a) {
 
   // ---- acquire (cancellable by INT/TERM/HUP) ------------------------------
   std::stop_source cancel;
-  lo.cancel = cancel.get_token();
+  lo.acquire.cancel = cancel.get_token();
   std::optional<Result<Lease>> taken;
   int earlier_attempts = 0;
   std::string stuck;  // why the wait could not make progress, when it could not
@@ -359,15 +359,15 @@ int run_command(const Globals& g, const RunArgs& a) {
   std::thread acquirer([&] {
     const auto attempt = [&](milliseconds wait) {
       LeaseOptions o = lo;
-      o.wait = wait;
+      o.acquire.wait = wait;
       return client->lock(a.resource, std::move(o));
     };
     // --fair: one call, so that the waiter keeps the place it took when it
     // joined the queue (a first try and a second call would join twice).
-    auto waited = lo.fair ? Waited<Lease>{attempt(lo.wait), 0, {}}
-                          : first_then_wait<Lease>(*client, lo.wait, attempt, say_waiting);
+    auto waited = lo.acquire.fair ? Waited<Lease>{attempt(lo.acquire.wait), 0, {}}
+                          : first_then_wait<Lease>(*client, lo.acquire.wait, attempt, say_waiting);
     earlier_attempts = waited.earlier_attempts;
-    if (!lo.fair) stuck = std::move(waited.stuck);  // --fair: the loop below keeps it
+    if (!lo.acquire.fair) stuck = std::move(waited.stuck);  // --fair: the loop below keeps it
     taken.emplace(std::move(waited.result));
     notify(acquired_efd.fd);
   });
@@ -425,7 +425,7 @@ int run_command(const Globals& g, const RunArgs& a) {
         // -q, or flock's -n -E 0 ("skip if running"): a conflict is said by
         // the exit status alone; an outage still speaks.
         std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
-                  << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.wait))
+                  << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.acquire.wait))
                   << (outage ? " (no quorum of usable masters)" : "") << ": " << escaped(e.to_string()) << '\n';
       }
     }

@@ -14,7 +14,7 @@ int main() {
       "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,"
       "redis://127.0.0.1:7004,redis://127.0.0.1:7005");
   auto client = redlock::Client::create(config);            // Result<unique_ptr<Client>>
-  auto lease = (*client)->lock("nightly-report", {.ttl = 10s, .wait = 2s, .fence = true});
+  auto lease = (*client)->lock("nightly-report", {.acquire = {.ttl = 10s, .wait = 2s, .fence = true}});
   if (!lease) { std::puts(lease.error().to_string().c_str()); return 1; }
   // … work while lease->valid(): a watchdog keeps extending it; if it is lost,
   // lease->stop_token() is requested first. Send lease->fence() with each write.

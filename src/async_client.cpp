@@ -88,12 +88,7 @@ class ClientCore final {
     }
     if (!problem.empty()) return complete_later(make_error(Errc::invalid_argument, std::move(problem)), std::move(done));
     if (close_.closing()) return complete_later(closed_error(), std::move(done));
-    AcquireOptions acquire_opts;
-    acquire_opts.ttl = opts.ttl;
-    acquire_opts.wait = opts.wait;
-    acquire_opts.fence = opts.fence;
-    acquire_opts.fair = opts.fair;
-    acquire_opts.cancel = opts.cancel;
+    AcquireOptions acquire_opts = opts.acquire;
     std::vector<std::string> more(resources.size() > 1 ? resources.begin() + 1 : resources.end(), resources.end());
     auto taken_cb = [this, opts = std::move(opts), more, done = std::move(done)](Result<Lock> taken) mutable {
       if (!taken) return done(std::move(taken).error());
@@ -185,9 +180,17 @@ void AsyncClient::extend(Lock lock, milliseconds ttl, LockCallback done) {
   core_->engine().extend(std::move(lock), ttl, std::move(done));
 }
 
+void AsyncClient::try_acquire(std::string resource, milliseconds ttl, LockCallback done) {
+  AcquireOptions opts;
+  opts.ttl = ttl;
+  acquire(std::move(resource), std::move(opts), std::move(done));
+}
+
 void AsyncClient::release(std::string resource, std::string token, ReleaseCallback done) {
   core_->engine().release(std::move(resource), std::move(token), std::move(done));
 }
+
+void AsyncClient::release(const Lock& lock, ReleaseCallback done) { release(lock.resource, lock.token, std::move(done)); }
 
 namespace {
 
@@ -196,17 +199,9 @@ namespace {
 void deliver_multi(const MultiLockCallback& done, std::vector<std::string> resources,
                                              Result<Lock> r) {
   if (!r) return done(std::move(r).error());
-  Lock& l = *r;
   MultiLock m;
+  static_cast<LockTerms&>(m) = std::move(*r);
   m.resources = std::move(resources);
-  m.token = std::move(l.token);
-  m.ttl = l.ttl;
-  m.validity = l.validity;
-  m.validity_deadline = l.validity_deadline;
-  m.elapsed = l.elapsed;
-  m.attempts = l.attempts;
-  m.fence = l.fence;
-  m.nodes = std::move(l.nodes);
   done(std::move(m));
 }
 
@@ -233,11 +228,8 @@ void AsyncClient::lock_many(std::vector<std::string> resources, LeaseOptions opt
 void AsyncClient::extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done) {
   std::vector<std::string> sorted = sorted_unique(std::move(lock.resources));
   Lock first;
+  static_cast<LockTerms&>(first) = std::move(lock);
   first.resource = sorted.empty() ? std::string() : sorted.front();
-  first.token = std::move(lock.token);
-  first.ttl = lock.ttl;
-  first.validity_deadline = lock.validity_deadline;
-  first.fence = lock.fence;
   const std::vector<std::string> more(sorted.size() > 1 ? sorted.begin() + 1 : sorted.end(), sorted.end());
   core_->engine().extend(
       std::move(first), ttl,
@@ -250,6 +242,10 @@ void AsyncClient::release_many(std::vector<std::string> resources, std::string t
   std::string first = sorted.empty() ? std::string() : sorted.front();
   const std::vector<std::string> more(sorted.size() > 1 ? sorted.begin() + 1 : sorted.end(), sorted.end());
   core_->engine().release(std::move(first), std::move(token), std::move(done), more);
+}
+
+void AsyncClient::release_many(const MultiLock& lock, ReleaseCallback done) {
+  release_many(lock.resources, lock.token, std::move(done));
 }
 
 void AsyncClient::status(std::string resource, StatusCallback done) {

@@ -171,83 +171,133 @@ Client::~Client() {
   Impl::finish(p);
 }
 
-std::future<Result<Lock>> Client::acquire_async(std::string_view resource, AcquireOptions opts) {
-  return impl_->call_async<Lock>("acquire_async", [resource = std::string(resource), opts = std::move(opts)](
-                               AsyncClient& c, LockCallback done) mutable {
+// Each operation's start on the loop, written once: the blocking member
+// waits for it (Impl::wait), the _async member returns its future
+// (Impl::call_async).
+namespace {
+
+auto start_acquire(std::string_view resource, AcquireOptions opts) {
+  return [resource = std::string(resource), opts = std::move(opts)](AsyncClient& c, LockCallback done) mutable {
     c.acquire(std::move(resource), std::move(opts), std::move(done));
-  });
+  };
 }
 
-std::future<Result<Lock>> Client::extend_async(const Lock& lock, milliseconds ttl) {
-  return impl_->call_async<Lock>("extend_async", [lock, ttl](AsyncClient& c, LockCallback done) mutable {
-    c.extend(std::move(lock), ttl, std::move(done));
-  });
+AcquireOptions one_try(milliseconds ttl) {
+  AcquireOptions opts;
+  opts.ttl = ttl;
+  return opts;
 }
 
-std::future<Result<ReleaseResult>> Client::release_async(std::string_view resource, std::string_view token) {
-  return impl_->call_async<ReleaseResult>("release_async", [resource = std::string(resource), token = std::string(token)](
-                                        AsyncClient& c, ReleaseCallback done) mutable {
+auto start_extend(const Lock& lock, milliseconds ttl) {
+  return [lock, ttl](AsyncClient& c, LockCallback done) mutable { c.extend(std::move(lock), ttl, std::move(done)); };
+}
+
+auto start_release(std::string_view resource, std::string_view token) {
+  return [resource = std::string(resource), token = std::string(token)](AsyncClient& c, ReleaseCallback done) mutable {
     c.release(std::move(resource), std::move(token), std::move(done));
-  });
+  };
 }
 
-// The blocking members: the _async ones, waited for; refused on the loop
-// thread (see Impl::wait).
+auto start_acquire_many(std::vector<std::string> resources, AcquireOptions opts) {
+  return [resources = std::move(resources), opts = std::move(opts)](AsyncClient& c, MultiLockCallback done) mutable {
+    c.acquire_many(std::move(resources), std::move(opts), std::move(done));
+  };
+}
+
+auto start_extend_many(const MultiLock& lock, milliseconds ttl) {
+  return [lock, ttl](AsyncClient& c, MultiLockCallback done) mutable {
+    c.extend_many(std::move(lock), ttl, std::move(done));
+  };
+}
+
+auto start_release_many(std::vector<std::string> resources, std::string_view token) {
+  return [resources = std::move(resources), token = std::string(token)](AsyncClient& c, ReleaseCallback done) mutable {
+    c.release_many(std::move(resources), std::move(token), std::move(done));
+  };
+}
+
+auto start_status(std::string_view resource) {
+  return [resource = std::string(resource)](AsyncClient& c, StatusCallback done) mutable {
+    c.status(std::move(resource), std::move(done));
+  };
+}
+
+auto start_nodes() {
+  return [](AsyncClient& c, NodesCallback done) { c.nodes(std::move(done)); };
+}
+
+}  // namespace
+
 Result<Lock> Client::acquire(std::string_view resource, AcquireOptions opts) {
-  if (impl_->on_loop_thread()) return Impl::on_loop_error("acquire");
-  return acquire_async(resource, std::move(opts)).get();
+  return impl_->wait<Lock>("acquire", start_acquire(resource, std::move(opts)));
+}
+std::future<Result<Lock>> Client::acquire_async(std::string_view resource, AcquireOptions opts) {
+  return impl_->call_async<Lock>("acquire_async", start_acquire(resource, std::move(opts)));
 }
 
 Result<Lock> Client::try_acquire(std::string_view resource, milliseconds ttl) {
-  if (impl_->on_loop_thread()) return Impl::on_loop_error("try_acquire");
-  AcquireOptions opts;
-  opts.ttl = ttl;
-  return acquire_async(resource, std::move(opts)).get();
+  return impl_->wait<Lock>("try_acquire", start_acquire(resource, one_try(ttl)));
+}
+std::future<Result<Lock>> Client::try_acquire_async(std::string_view resource, milliseconds ttl) {
+  return impl_->call_async<Lock>("try_acquire_async", start_acquire(resource, one_try(ttl)));
 }
 
 Result<Lock> Client::extend(const Lock& lock, milliseconds ttl) {
-  if (impl_->on_loop_thread()) return Impl::on_loop_error("extend");
-  return extend_async(lock, ttl).get();
+  return impl_->wait<Lock>("extend", start_extend(lock, ttl));
+}
+std::future<Result<Lock>> Client::extend_async(const Lock& lock, milliseconds ttl) {
+  return impl_->call_async<Lock>("extend_async", start_extend(lock, ttl));
 }
 
 Result<ReleaseResult> Client::release(const Lock& lock) { return release(lock.resource, lock.token); }
-
 Result<ReleaseResult> Client::release(std::string_view resource, std::string_view token) {
-  if (impl_->on_loop_thread()) return Impl::on_loop_error("release");
-  return release_async(resource, token).get();
+  return impl_->wait<ReleaseResult>("release", start_release(resource, token));
+}
+std::future<Result<ReleaseResult>> Client::release_async(const Lock& lock) {
+  return release_async(lock.resource, lock.token);
+}
+std::future<Result<ReleaseResult>> Client::release_async(std::string_view resource, std::string_view token) {
+  return impl_->call_async<ReleaseResult>("release_async", start_release(resource, token));
 }
 
 Result<MultiLock> Client::acquire_many(std::vector<std::string> resources, AcquireOptions opts) {
-  return impl_->wait<MultiLock>("acquire_many", [resources = std::move(resources), opts = std::move(opts)](
-                                    AsyncClient& c, MultiLockCallback done) mutable {
-           c.acquire_many(std::move(resources), std::move(opts), std::move(done));
-         });
+  return impl_->wait<MultiLock>("acquire_many", start_acquire_many(std::move(resources), std::move(opts)));
+}
+std::future<Result<MultiLock>> Client::acquire_many_async(std::vector<std::string> resources, AcquireOptions opts) {
+  return impl_->call_async<MultiLock>("acquire_many_async", start_acquire_many(std::move(resources), std::move(opts)));
 }
 
 Result<MultiLock> Client::extend_many(const MultiLock& lock, milliseconds ttl) {
-  return impl_->wait<MultiLock>("extend_many", [lock, ttl](AsyncClient& c, MultiLockCallback done) mutable {
-           c.extend_many(std::move(lock), ttl, std::move(done));
-         });
+  return impl_->wait<MultiLock>("extend_many", start_extend_many(lock, ttl));
+}
+std::future<Result<MultiLock>> Client::extend_many_async(const MultiLock& lock, milliseconds ttl) {
+  return impl_->call_async<MultiLock>("extend_many_async", start_extend_many(lock, ttl));
 }
 
-Result<ReleaseResult> Client::release_many(const MultiLock& lock) {
-  return impl_->wait<ReleaseResult>("release_many", [resources = lock.resources, token = lock.token](
-                                        AsyncClient& c, ReleaseCallback done) mutable {
-           c.release_many(std::move(resources), std::move(token), std::move(done));
-         });
+Result<ReleaseResult> Client::release_many(const MultiLock& lock) { return release_many(lock.resources, lock.token); }
+Result<ReleaseResult> Client::release_many(std::vector<std::string> resources, std::string_view token) {
+  return impl_->wait<ReleaseResult>("release_many", start_release_many(std::move(resources), token));
+}
+std::future<Result<ReleaseResult>> Client::release_many_async(const MultiLock& lock) {
+  return release_many_async(lock.resources, lock.token);
+}
+std::future<Result<ReleaseResult>> Client::release_many_async(std::vector<std::string> resources, std::string_view token) {
+  return impl_->call_async<ReleaseResult>("release_many_async", start_release_many(std::move(resources), token));
 }
 
 Result<ResourceStatus> Client::status(std::string_view resource) {
-  return impl_->wait<ResourceStatus>("status", [resource = std::string(resource)](AsyncClient& c, StatusCallback done) mutable {
-           c.status(std::move(resource), std::move(done));
-         });
+  return impl_->wait<ResourceStatus>("status", start_status(resource));
+}
+std::future<Result<ResourceStatus>> Client::status_async(std::string_view resource) {
+  return impl_->call_async<ResourceStatus>("status_async", start_status(resource));
+}
+
+Result<NodesReport> Client::nodes() { return impl_->wait<NodesReport>("nodes", start_nodes()); }
+std::future<Result<NodesReport>> Client::nodes_async() {
+  return impl_->call_async<NodesReport>("nodes_async", start_nodes());
 }
 
 Stats Client::stats() const { return impl_->async->stats(); }
-
-Result<NodesReport> Client::nodes() {
-  return impl_->wait<NodesReport>("nodes", [](AsyncClient& c, NodesCallback done) { c.nodes(std::move(done)); });
-}
 
 namespace {
 
@@ -266,8 +316,11 @@ std::string reentry_problem(const detail::LeaseState& held, const LeaseOptions& 
   const detail::LeaseCold* cold = held.cold();
   const int max_extensions = cold != nullptr ? cold->max_extensions : 0;
   const milliseconds max_hold = cold != nullptr ? cold->max_hold : milliseconds{0};
-  const milliseconds ttl = inner.ttl.count() == 0 ? default_ttl : inner.ttl;
-  if (inner.fence && !held.fenced) return "asks for a fencing token; the held lease was taken without one";
+  const milliseconds ttl = inner.acquire.ttl.count() == 0 ? default_ttl : inner.acquire.ttl;
+  if (inner.acquire.fence && !held.fenced) return "asks for a fencing token; the held lease was taken without one";
+  if (!inner.acquire.token.empty() && inner.acquire.token != held.token()) {
+    return "asks for another token than the held lease's";
+  }
   if (ttl > held.ttl) return "asks for a ttl of " + ms(ttl) + "; the held lease has " + ms(held.ttl);
   if (inner.on_lost) {
     return "gives its own on_lost; only the lock() that took the lease is told of a loss (watch stop_token() "
@@ -310,14 +363,32 @@ class AcquiringMark {
 
 }  // namespace
 
+namespace {
+
+std::future<Result<Lease>> ready(Result<Lease> r) {
+  std::promise<Result<Lease>> p;
+  p.set_value(std::move(r));
+  return p.get_future();
+}
+
+}  // namespace
+
 Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
   if (std::string problem = detail::lease_options_problem(opts); !problem.empty()) {
     return make_error(Errc::invalid_argument, std::move(problem));
   }
   if (impl_->on_loop_thread()) return Impl::on_loop_error("lock");
+  return lock_async(resource, std::move(opts)).get();
+}
+
+std::future<Result<Lease>> Client::lock_async(std::string_view resource, LeaseOptions opts) {
+  if (std::string problem = detail::lease_options_problem(opts); !problem.empty()) {
+    return ready(make_error(Errc::invalid_argument, std::move(problem)));
+  }
+  if (impl_->on_loop_thread()) return ready(Impl::on_loop_error("lock_async"));
   detail::LeaseHost& host = *impl_->host;
   std::string owner;
-  std::optional<AcquiringMark> mark;
+  std::shared_ptr<AcquiringMark> mark;  // until the lease is registered or the acquire failed
   if (opts.reentrant) {
     owner = opts.owner.empty() ? this_thread_owner() : opts.owner;
     detail::LeaseHost::ReentryKey key{std::string(resource), owner};
@@ -328,13 +399,13 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
       if (it->second.acquiring) {
         // Another thread of this owner is taking it: wait for its outcome
         // and join the lease it gets (or, if it fails, try ourselves).
-        const bool settled = host.reentry_settled.wait(lock, opts.cancel, [&] {
+        const bool settled = host.reentry_settled.wait(lock, opts.acquire.cancel, [&] {
           auto now_at = host.reentrant.find(key);
           return now_at == host.reentrant.end() || !now_at->second.acquiring;
         });
         if (!settled) {
-          return make_error(Errc::cancelled, "lock of " + key.first + " cancelled while another thread of owner " +
-                                                 owner + " was taking it");
+          return ready(make_error(Errc::cancelled, "lock of " + key.first + " cancelled while another thread of owner " +
+                                                       owner + " was taking it"));
         }
         continue;
       }
@@ -343,68 +414,86 @@ Result<Lease> Client::lock(std::string_view resource, LeaseOptions opts) {
         const auto now = BootClock::now();
         if (!held->released && !held->lost && now < held->deadline()) {
           if (std::string problem = reentry_problem(*held, opts, host.default_ttl, now); !problem.empty()) {
-            return make_error(Errc::invalid_argument,
-                              "reentrant lock of " + key.first + " by owner " + owner + ": " + problem);
+            return ready(make_error(Errc::invalid_argument,
+                                    "reentrant lock of " + key.first + " by owner " + owner + ": " + problem));
           }
           ++held->holds;  // re-entered: no network round
-          return Lease(held);
+          return ready(Lease(held));
         }
       }
       host.reentrant.erase(it);  // released, lost or expired: take it anew
       break;
     }
     host.reentrant[key].acquiring = true;
-    mark.emplace(host, std::move(key));
+    mark = std::make_shared<AcquiringMark>(host, std::move(key));
   }
-  AcquireOptions acquire_opts;
-  acquire_opts.ttl = opts.ttl;
-  acquire_opts.wait = opts.wait;
-  acquire_opts.fence = opts.fence;
-  acquire_opts.fair = opts.fair;
-  acquire_opts.cancel = opts.cancel;
-  Result<Lock> taken = acquire(resource, std::move(acquire_opts));
-  if (!taken) return std::move(taken).error();  // the mark tells the owner's waiters
-
-  std::shared_ptr<detail::LeaseState> state =
-      detail::make_lease(std::move(*taken), std::move(opts), std::move(owner), impl_->host);
-  {
-    std::lock_guard<std::mutex> lock(host.mu);
-    if (mark) host.reentrant[mark->key()] = detail::Reentry{state, false};  // the mark's end wakes the waiters
-    impl_->post([p = impl_.get(), state] {
-      if (p->async) detail::start_watchdog(*p->async, state);
-    });
-  }
-  return Lease(std::move(state));
+  auto promise = std::make_shared<std::promise<Result<Lease>>>();
+  std::future<Result<Lease>> future = promise->get_future();
+  impl_->post([p = impl_.get(), resource = std::string(resource), opts = std::move(opts), owner = std::move(owner),
+               mark = std::move(mark), promise]() mutable {
+    AcquireOptions acquire = opts.acquire;
+    p->async->acquire(std::move(resource), std::move(acquire),
+                      [p, opts = std::move(opts), owner = std::move(owner), mark = std::move(mark),
+                       promise](Result<Lock> taken) mutable {
+                        if (!taken) {
+                          mark.reset();  // tells the owner's waiters
+                          return promise->set_value(std::move(taken).error());
+                        }
+                        std::shared_ptr<detail::LeaseState> state =
+                            detail::make_lease(std::move(*taken), std::move(opts), std::move(owner), p->host);
+                        if (mark) {
+                          std::lock_guard<std::mutex> lock(p->host->mu);
+                          p->host->reentrant[mark->key()] = detail::Reentry{state, false};
+                        }
+                        mark.reset();  // wakes the owner's waiters, who join it
+                        if (p->async) detail::start_watchdog(*p->async, state);
+                        promise->set_value(Lease(std::move(state)));
+                      });
+  });
+  return future;
 }
 
-Result<Lease> Client::lock_many(std::vector<std::string> resources, LeaseOptions opts) {
+namespace {
+
+std::string many_problem(const LeaseOptions& opts) {
   std::string problem = detail::lease_options_problem(opts);
   if (problem.empty() && opts.reentrant) problem = "reentrant: a multi-resource lease is not reentrant";
-  if (!problem.empty()) return make_error(Errc::invalid_argument, std::move(problem));
+  return problem;
+}
+
+}  // namespace
+
+Result<Lease> Client::lock_many(std::vector<std::string> resources, LeaseOptions opts) {
+  if (std::string problem = many_problem(opts); !problem.empty()) {
+    return make_error(Errc::invalid_argument, std::move(problem));
+  }
   if (impl_->on_loop_thread()) return Impl::on_loop_error("lock_many");
-  AcquireOptions acquire_opts;
-  acquire_opts.ttl = opts.ttl;
-  acquire_opts.wait = opts.wait;
-  acquire_opts.cancel = opts.cancel;
-  acquire_opts.fence = opts.fence;
-  acquire_opts.fair = opts.fair;
-  Result<MultiLock> taken = acquire_many(std::move(resources), std::move(acquire_opts));
-  if (!taken) return std::move(taken).error();
-  Lock first;
-  first.resource = taken->resources.front();
-  first.token = std::move(taken->token);
-  first.ttl = taken->ttl;
-  first.validity = taken->validity;
-  first.validity_deadline = taken->validity_deadline;
-  first.attempts = taken->attempts;
-  first.fence = taken->fence;
-  std::vector<std::string> more(taken->resources.begin() + 1, taken->resources.end());
-  std::shared_ptr<detail::LeaseState> state =
-      detail::make_lease(std::move(first), std::move(opts), {}, impl_->host, std::move(more));
-  impl_->post([p = impl_.get(), state] {
-    if (p->async) detail::start_watchdog(*p->async, state);
+  return lock_many_async(std::move(resources), std::move(opts)).get();
+}
+
+std::future<Result<Lease>> Client::lock_many_async(std::vector<std::string> resources, LeaseOptions opts) {
+  if (std::string problem = many_problem(opts); !problem.empty()) {
+    return ready(make_error(Errc::invalid_argument, std::move(problem)));
+  }
+  if (impl_->on_loop_thread()) return ready(Impl::on_loop_error("lock_many_async"));
+  auto promise = std::make_shared<std::promise<Result<Lease>>>();
+  std::future<Result<Lease>> future = promise->get_future();
+  impl_->post([p = impl_.get(), resources = std::move(resources), opts = std::move(opts), promise]() mutable {
+    AcquireOptions acquire = opts.acquire;
+    p->async->acquire_many(std::move(resources), std::move(acquire),
+                           [p, opts = std::move(opts), promise](Result<MultiLock> taken) mutable {
+                             if (!taken) return promise->set_value(std::move(taken).error());
+                             Lock first;
+                             static_cast<LockTerms&>(first) = std::move(*taken);
+                             first.resource = taken->resources.front();
+                             std::vector<std::string> more(taken->resources.begin() + 1, taken->resources.end());
+                             std::shared_ptr<detail::LeaseState> state = detail::make_lease(
+                                 std::move(first), std::move(opts), {}, p->host, std::move(more));
+                             if (p->async) detail::start_watchdog(*p->async, state);
+                             promise->set_value(Lease(std::move(state)));
+                           });
   });
-  return Lease(std::move(state));
+  return future;
 }
 
 const Config& Client::config() const noexcept { return impl_->config; }

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_keys.hpp"
 #include "quorum.hpp"
 #include "token.hpp"
 #include "validity.hpp"
@@ -384,48 +385,166 @@ Result<void> set_nodes(std::string_view key, const json& value, Config& config) 
   return {};
 }
 
+// The defaults as the docs show them, read from a default Options.
+using Shower = std::string (*)();
+
+template <milliseconds Options::*field>
+std::string show_duration() {
+  return std::to_string((Options{}.*field).count());
+}
+template <std::size_t Options::*field>
+std::string show_count() {
+  return std::to_string(Options{}.*field);
+}
+template <bool Options::*field>
+std::string show_flag() {
+  return Options{}.*field ? "true" : "false";
+}
+template <std::string Options::*field>
+std::string show_option_text() {
+  return json(Options{}.*field).dump();
+}
+std::string show_drift_factor() { return json(Options{}.drift_factor).dump(); }
+std::string show_release_retries() { return std::to_string(Options{}.release_retries); }
+
+// Key — one JSON key: how it is parsed and what the docs say of it. This
+// table is the one list of keys: the parser reads it, and docs/config.md's
+// table is generated from it (detail::config_keys_markdown; the unit test
+// unit/config fails while they differ).
 struct Key {
   std::string_view name;
   Setter set;
+  std::string_view type;
+  Shower show_default;     // the default from Options{}, or
+  const char* fixed_default;  // or a default stated here, as markdown (nullptr: show_default's)
+  std::string_view doc;
 };
 
 constexpr Key keys[] = {
-    {"nodes", set_nodes},
-    {"prefix", set_option_text<&Options::prefix>},
-    {"owner", set_option_text<&Options::owner>},
-    {"default_ttl_ms", set_duration<&Options::default_ttl>},
-    {"max_ttl_ms", set_duration<&Options::max_ttl>},
-    {"drift_factor", set_drift_factor},
-    {"min_validity_ms", set_duration<&Options::min_validity>},
-    {"node_timeout_ms", set_duration<&Options::node_timeout>},
-    {"connect_timeout_ms", set_duration<&Options::connect_timeout>},
-    {"reconnect_min_ms", set_duration<&Options::reconnect_min>},
-    {"reconnect_max_ms", set_duration<&Options::reconnect_max>},
-    {"retry_delay_ms", set_duration<&Options::retry_delay>},
-    {"retry_jitter_ms", set_duration<&Options::retry_jitter>},
-    {"release_settle_ms", set_duration<&Options::release_settle>},
-    {"release_retries", set_release_retries},
-    {"stall_timeout_ms", set_duration<&Options::stall_timeout>},
-    {"max_pending", set_count<&Options::max_pending>},
-    {"extend_batch_window_ms", set_duration<&Options::extend_batch_window>},
-    {"extend_batch_max", set_count<&Options::extend_batch_max>},
-    {"quarantine", set_flag<&Options::quarantine>},
-    {"node_outcomes", set_flag<&Options::node_outcomes>},
-    {"wake_ups", set_flag<&Options::wake_ups>},
-    {"wake_jitter_ms", set_duration<&Options::wake_jitter>},
-    {"wake_safety_net_ms", set_duration<&Options::wake_safety_net>},
-    {"fair_grace_ms", set_duration<&Options::fair_grace>},
-    {"data_check_interval_ms", set_duration<&Options::data_check_interval>},
-    {"accept_eviction", set_flag<&Options::accept_eviction>},
-    {"tls_ca_file", set_tls_text<&TlsSettings::ca_file>},
-    {"tls_ca_dir", set_tls_text<&TlsSettings::ca_dir>},
-    {"tls_cert_file", set_tls_text<&TlsSettings::cert_file>},
-    {"tls_key_file", set_tls_text<&TlsSettings::key_file>},
-    {"tls_server_name", set_tls_text<&TlsSettings::server_name>},
-    {"tls_verify", set_tls_verify},
-    {"user", check_text},
-    {"password_file", check_text},
+    {"nodes", set_nodes,
+     "array of URL strings", nullptr, "required",
+     "The masters: `redis://`, `rediss://` or `unix://` URLs (config.hpp, NodeAddress). At least one; no server twice."},
+    {"prefix", set_option_text<&Options::prefix>,
+     "string", show_option_text<&Options::prefix>, nullptr,
+     "Key prefix: the lock key is prefix + resource (Options::prefix). No `{` or `}`."},
+    {"owner", set_option_text<&Options::owner>,
+     "string", show_option_text<&Options::owner>, nullptr,
+     "Owner label written after every token the client draws, `~host:pid:label` (Options::owner); 0–64 printable ASCII characters without blanks."},
+    {"default_ttl_ms", set_duration<&Options::default_ttl>,
+     "integer ms", show_duration<&Options::default_ttl>, nullptr,
+     "TTL of an acquire that names none (Options::default_ttl). > 0, at most max_ttl_ms."},
+    {"max_ttl_ms", set_duration<&Options::max_ttl>,
+     "integer ms", show_duration<&Options::max_ttl>, nullptr,
+     "Largest TTL an acquire or extend may ask for; also sets the restart quarantine (Options::max_ttl)."},
+    {"drift_factor", set_drift_factor,
+     "number", show_drift_factor, nullptr,
+     "Clock drift allowance as a fraction of the TTL, in [0, 0.5) (Options::drift_factor)."},
+    {"min_validity_ms", set_duration<&Options::min_validity>,
+     "integer ms", show_duration<&Options::min_validity>, nullptr,
+     "A round succeeds only with more validity left than this (Options::min_validity). >= 0."},
+    {"node_timeout_ms", set_duration<&Options::node_timeout>,
+     "integer ms", show_duration<&Options::node_timeout>, nullptr,
+     "Deadline for one command on one node (Options::node_timeout). > 0, well below the TTL."},
+    {"connect_timeout_ms", set_duration<&Options::connect_timeout>,
+     "integer ms", show_duration<&Options::connect_timeout>, nullptr,
+     "Deadline for a connect plus the handshake (Options::connect_timeout). > 0."},
+    {"reconnect_min_ms", set_duration<&Options::reconnect_min>,
+     "integer ms", show_duration<&Options::reconnect_min>, nullptr,
+     "First reconnect delay, doubled per failure (Options::reconnect_min). > 0."},
+    {"reconnect_max_ms", set_duration<&Options::reconnect_max>,
+     "integer ms", show_duration<&Options::reconnect_max>, nullptr,
+     "Cap of the reconnect delay (Options::reconnect_max). >= reconnect_min_ms."},
+    {"retry_delay_ms", set_duration<&Options::retry_delay>,
+     "integer ms", show_duration<&Options::retry_delay>, nullptr,
+     "Pause between acquire rounds, before jitter (Options::retry_delay). >= 0."},
+    {"retry_jitter_ms", set_duration<&Options::retry_jitter>,
+     "integer ms", show_duration<&Options::retry_jitter>, nullptr,
+     "Random 0..this added to each retry pause (Options::retry_jitter). >= 0."},
+    {"release_settle_ms", set_duration<&Options::release_settle>,
+     "integer ms", show_duration<&Options::release_settle>, nullptr,
+     "How long a decided release waits for the other nodes' answers (Options::release_settle). >= 0."},
+    {"release_retries", set_release_retries,
+     "integer 0–10", show_release_retries, nullptr,
+     "Rounds a release is sent again while a majority may still hold our value (Options::release_retries)."},
+    {"stall_timeout_ms", set_duration<&Options::stall_timeout>,
+     "integer ms", show_duration<&Options::stall_timeout>, nullptr,
+     "A connection whose oldest command has waited this long is reconnected (Options::stall_timeout). > node_timeout_ms."},
+    {"max_pending", set_count<&Options::max_pending>,
+     "positive integer", show_count<&Options::max_pending>, nullptr,
+     "Commands in flight per node before a send fails at once (Options::max_pending)."},
+    {"extend_batch_window_ms", set_duration<&Options::extend_batch_window>,
+     "integer ms", show_duration<&Options::extend_batch_window>, nullptr,
+     "Watchdog extensions due within this window share one script call per master (Options::extend_batch_window). >= 0."},
+    {"extend_batch_max", set_count<&Options::extend_batch_max>,
+     "integer 1–100000", show_count<&Options::extend_batch_max>, nullptr,
+     "Most keys in one batched extension call (Options::extend_batch_max); 1: no batching."},
+    {"quarantine", set_flag<&Options::quarantine>,
+     "true or false", show_flag<&Options::quarantine>, nullptr,
+     "Restart and data-loss quarantine: a restarted or emptied master does not vote for max_ttl + drift (Options::quarantine)."},
+    {"node_outcomes", set_flag<&Options::node_outcomes>,
+     "true or false", show_flag<&Options::node_outcomes>, nullptr,
+     "Fill Lock::nodes with every node's outcome of the deciding round (Options::node_outcomes)."},
+    {"wake_ups", set_flag<&Options::wake_ups>,
+     "true or false", show_flag<&Options::wake_ups>, nullptr,
+     "Waiters are woken by release notifications instead of polling (Options::wake_ups)."},
+    {"wake_jitter_ms", set_duration<&Options::wake_jitter>,
+     "integer ms", show_duration<&Options::wake_jitter>, nullptr,
+     "Random delay before a woken waiter that lost a race retries, doubled per race lost (Options::wake_jitter). >= 0."},
+    {"wake_safety_net_ms", set_duration<&Options::wake_safety_net>,
+     "integer ms", show_duration<&Options::wake_safety_net>, nullptr,
+     "A waiter retries at least this often, in case a notification was lost (Options::wake_safety_net). > 0."},
+    {"fair_grace_ms", set_duration<&Options::fair_grace>,
+     "integer ms", show_duration<&Options::fair_grace>, nullptr,
+     "How long the head of a fair queue has to take a free lock before the next may (Options::fair_grace). > 0."},
+    {"data_check_interval_ms", set_duration<&Options::data_check_interval>,
+     "integer ms", show_duration<&Options::data_check_interval>, nullptr,
+     "How often each master's data-loss marker is checked (Options::data_check_interval). > 0."},
+    {"accept_eviction", set_flag<&Options::accept_eviction>,
+     "true or false", show_flag<&Options::accept_eviction>, nullptr,
+     "Let masters whose maxmemory-policy may evict lock keys vote anyway (Options::accept_eviction)."},
+    {"tls_ca_file", set_tls_text<&TlsSettings::ca_file>,
+     "string (path)", nullptr, "`\"\"`",
+     "PEM file of CAs to trust for rediss:// nodes; with tls_ca_dir empty too, the system's store (TlsSettings::ca_file)."},
+    {"tls_ca_dir", set_tls_text<&TlsSettings::ca_dir>,
+     "string (path)", nullptr, "`\"\"`",
+     "Directory of CAs, c_rehash layout (TlsSettings::ca_dir)."},
+    {"tls_cert_file", set_tls_text<&TlsSettings::cert_file>,
+     "string (path)", nullptr, "`\"\"`",
+     "Client certificate chain for mutual TLS; needs tls_key_file (TlsSettings::cert_file)."},
+    {"tls_key_file", set_tls_text<&TlsSettings::key_file>,
+     "string (path)", nullptr, "`\"\"`",
+     "Private key of tls_cert_file (TlsSettings::key_file)."},
+    {"tls_server_name", set_tls_text<&TlsSettings::server_name>,
+     "string", nullptr, "`\"\"`",
+     "Name to send (SNI) and verify; empty: each node's host (TlsSettings::server_name)."},
+    {"tls_verify", set_tls_verify,
+     "true or false", nullptr, "`true`",
+     "Verify the servers' certificates. false: encrypted but not authenticated, for tests only (TlsSettings::verify)."},
+    {"user", check_text,
+     "string", nullptr, "`\"\"`",
+     "ACL user for the nodes whose URLs carry no credentials; only with password_file."},
+    {"password_file", check_text,
+     "string (path)", nullptr, "`\"\"`",
+     "File whose first line is the password of the nodes whose URLs carry no credentials (read_password_file)."},
 };
+
+}  // namespace
+
+namespace detail {
+
+std::string config_keys_markdown() {
+  std::string text = "| Key | Type | Default | Meaning |\n|---|---|---|---|\n";
+  for (const Key& key : keys) {
+    const std::string shown =
+        key.fixed_default != nullptr ? std::string(key.fixed_default) : cat("`", key.show_default(), "`");
+    text += cat("| `", key.name, "` | ", key.type, " | ", shown, " | ", key.doc, " |\n");
+  }
+  return text;
+}
+
+}  // namespace detail
+
+namespace {
 
 Error unknown_key(std::string_view name) {
   std::string known;

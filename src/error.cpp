@@ -1,7 +1,10 @@
-// error.cpp — names of codes and outcomes, and the text forms.
+// error.cpp — names of codes, outcomes and holding states, and the text forms.
 #include "redlock/error.hpp"
+#include "redlock/status.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace redlock {
 
@@ -34,6 +37,35 @@ std::string_view outcome_name(Outcome outcome) noexcept {
   return "unknown";
 }
 
+void result_access_violation(const char* access, const Error* error) noexcept {
+  // Straight to stderr, unbuffered, building no string: the program is in
+  // a state its author did not expect, perhaps out of memory.
+  std::fputs("redlock: ", stderr);
+  std::fputs(access, stderr);
+  if (error == nullptr) {
+    std::fputs(" called on a value (the Result holds no error)", stderr);
+  } else {
+    const std::string_view code = errc_name(error->code);
+    std::fputs(" called on an error: ", stderr);
+    std::fwrite(code.data(), 1, code.size(), stderr);
+    std::fputs(": ", stderr);
+    for (const char c : error->message) std::fputc(c == '\n' || c == '\r' ? ' ' : c, stderr);  // one line
+  }
+  std::fputs("\n", stderr);
+  std::fflush(stderr);
+  std::abort();
+}
+
+std::string_view state_name(NodeHolding::State s) noexcept {
+  switch (s) {
+    case NodeHolding::State::free: return "free";
+    case NodeHolding::State::held: return "held";
+    case NodeHolding::State::unreachable: return "unreachable";
+    case NodeHolding::State::wrong_type: return "wrong_type";
+  }
+  return "unreachable";
+}
+
 std::string Error::to_string() const {
   std::string s(errc_name(code));
   s += ": ";
@@ -41,7 +73,7 @@ std::string Error::to_string() const {
   return s;
 }
 
-std::chrono::milliseconds Lock::remaining() const noexcept {
+std::chrono::milliseconds LockTerms::remaining() const noexcept {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(validity_deadline -
                                                                     BootClock::now());
   return std::max(left, std::chrono::milliseconds{0});

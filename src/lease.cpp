@@ -143,7 +143,7 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
   state->set_deadline(taken.validity_deadline);
   state->host = std::move(host);
   state->auto_extend = opts.auto_extend;
-  state->fenced = opts.fence;
+  state->fenced = opts.acquire.fence;
   state->extend_at = static_cast<float>(opts.extend_at);
   if (taken.fence != 0 || opts.max_extensions > 0 || opts.max_hold.count() > 0 || opts.on_lost || !owner.empty() ||
       !more.empty()) {
@@ -476,17 +476,32 @@ std::optional<Error> lost_before_release(detail::LeaseState& s) {
   return s.lost_error();
 }
 
-Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s) {
-  std::optional<Error> lost = lost_before_release(*s);
+// Release — a release begun: its outcome known at once (`now`), or its
+// result to come (`later`, with `lost` overriding it, as it does at once).
+struct Release {
+  std::optional<Result<ReleaseResult>> now;
+  std::future<Result<ReleaseResult>> later;
+  std::optional<Error> lost;
+};
+
+Release begin_release(const std::shared_ptr<detail::LeaseState>& s, const char* member) {
+  Release out;
+  out.lost = lost_before_release(*s);
   {
     std::lock_guard lock(s->mu);
-    if (s->released) return make_error(Errc::not_held, "lease on " + std::string(s->resource()) + " already released");
-    if (--s->holds > 0) return ReleaseResult{};  // a reentrant hold: the count only
+    if (s->released) {
+      out.now = make_error(Errc::not_held, "lease on " + std::string(s->resource()) + " already released");
+      return out;
+    }
+    if (--s->holds > 0) {
+      out.now = ReleaseResult{};  // a reentrant hold: the count only
+      return out;
+    }
     s->released = true;
   }
   detail::LeaseHost& host = *s->host;
   auto promise = std::make_shared<std::promise<Result<ReleaseResult>>>();
-  auto future = promise->get_future();
+  out.later = promise->get_future();
   bool posted = false;
   {
     std::lock_guard<std::mutex> lock(host.mu);
@@ -497,24 +512,34 @@ Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s
       }
     }
     if (host.post) {
-      host.post([s, promise](AsyncClient& client) {
-        detail::release_lease(client, s, [promise](Result<ReleaseResult> r) { promise->set_value(std::move(r)); });
+      host.post([s, promise, lost = out.lost](AsyncClient& client) {
+        detail::release_lease(client, s, [promise, lost](Result<ReleaseResult> r) {
+          if (lost) return promise->set_value(*lost);
+          promise->set_value(std::move(r));
+        });
       });
       posted = true;
     }
   }
-  if (!posted) return make_error(Errc::closed, "the client is gone; the lock on " + std::string(s->resource()) + " expires by its TTL");
-  // Never wait on the loop thread itself: the release could not run.
-  if (std::this_thread::get_id() == host.loop_thread) {
-    return make_error(Errc::internal, "release of " + std::string(s->resource()) + " started on the loop thread; not waited for");
+  if (!posted) {
+    out.now = make_error(Errc::closed, "the client is gone; the lock on " + std::string(s->resource()) + " expires by its TTL");
+  } else if (std::this_thread::get_id() == host.loop_thread) {
+    // Never wait on the loop thread itself: the release could not run.
+    out.now = make_error(Errc::invalid_argument,
+                         std::string("Lease::") + member + " called on the client's own loop thread (inside on_lost?): "
+                         "the release of " + std::string(s->resource()) +
+                         " was started but not waited for; call it from another thread to hear its outcome");
   }
-  const bool answered = future.wait_for(host.release_bound) == std::future_status::ready;
-  if (lost) return std::move(*lost);
-  if (!answered) {
-    return make_error(Errc::no_quorum, "release of " + std::string(s->resource()) + " not confirmed within " +
-                                           std::to_string(host.release_bound.count()) + " ms");
-  }
-  return future.get();
+  return out;
+}
+
+Result<ReleaseResult> release_state(const std::shared_ptr<detail::LeaseState>& s) {
+  Release r = begin_release(s, "release");
+  if (r.now) return std::move(*r.now);
+  if (r.later.wait_for(s->host->release_bound) == std::future_status::ready) return r.later.get();
+  if (r.lost) return std::move(*r.lost);
+  return make_error(Errc::no_quorum, "release of " + std::string(s->resource()) + " not confirmed within " +
+                                         std::to_string(s->host->release_bound.count()) + " ms");
 }
 
 }  // namespace
@@ -598,6 +623,20 @@ Result<ReleaseResult> Lease::release() {
   if (state_ == nullptr) return make_error(Errc::not_held, "empty lease: nothing to release");
   auto state = std::move(state_);
   return release_state(state);
+}
+
+std::future<Result<ReleaseResult>> Lease::release_async() {
+  Release r;
+  if (state_ == nullptr) {
+    r.now = make_error(Errc::not_held, "empty lease: nothing to release");
+  } else {
+    const std::shared_ptr<detail::LeaseState> state = std::move(state_);
+    r = begin_release(state, "release_async");
+  }
+  if (!r.now) return std::move(r.later);
+  std::promise<Result<ReleaseResult>> ready;
+  ready.set_value(std::move(*r.now));
+  return ready.get_future();
 }
 
 // ---- AsyncLease ----------------------------------------------------------------------

@@ -321,17 +321,3 @@ void summarize(ResourceStatus& status) {
 }
 
 }  // namespace redlock::detail
-
-namespace redlock {
-
-const char* state_name(NodeHolding::State s) noexcept {
-  switch (s) {
-    case NodeHolding::State::free: return "free";
-    case NodeHolding::State::held: return "held";
-    case NodeHolding::State::unreachable: return "unreachable";
-    case NodeHolding::State::wrong_type: return "wrong_type";
-  }
-  return "unreachable";
-}
-
-}  // namespace redlock

@@ -1,5 +1,13 @@
 // redlock/async_client.hpp — the asynchronous core on a caller's uv loop.
 //
+// One shape for every operation. AsyncClient: `op(args…, callback)`, the
+// callback taking a Result<T>. Client (client.hpp): `op(args…)` returns the
+// Result<T>, blocking; `op_async(args…)` returns a std::future<Result<T>>.
+// The operations, with the same arguments on both: acquire, try_acquire,
+// extend, release (a Lock, or resource and token), acquire_many,
+// extend_many, release_many (a MultiLock, or resources and token), lock,
+// lock_many (T: AsyncLease here, Lease on a Client), status and nodes.
+//
 // Callback contract (as hiredis states its own): every operation that was
 // started completes exactly once, by calling its callback on the loop thread,
 // never on the stack of the call that started it. If the client is closed
@@ -67,6 +75,8 @@ class REDLOCK_API AsyncClient {
   // released on all nodes (a timeout means "maybe applied"). Errors: held,
   // no_quorum, validity_too_short, invalid_argument, closed.
   void acquire(std::string resource, AcquireOptions opts, LockCallback done);
+  // try_acquire makes one attempt (wait = 0) with the given ttl (0: default).
+  void try_acquire(std::string resource, milliseconds ttl, LockCallback done);
 
   // extend moves the lock's expiry to ttl from now (zero: the lock's own
   // ttl) on the nodes where our token still is; it never recreates a missing
@@ -80,6 +90,7 @@ class REDLOCK_API AsyncClient {
   // releases nothing (released = false, not an error). Errors:
   // invalid_argument, closed.
   void release(std::string resource, std::string token, ReleaseCallback done);
+  void release(const Lock& lock, ReleaseCallback done);
 
   // lock takes `resource` as an AsyncLease: acquired as by acquire(), then
   // kept extended by a watchdog on this loop until it is released or lost
@@ -104,6 +115,7 @@ class REDLOCK_API AsyncClient {
   // extend_many / release_many act on every resource of the lock.
   void extend_many(MultiLock lock, milliseconds ttl, MultiLockCallback done);
   void release_many(std::vector<std::string> resources, std::string token, ReleaseCallback done);
+  void release_many(const MultiLock& lock, ReleaseCallback done);
 
   // status reads what every master holds for `resource` (token, TTL,
   // fence counter), changing nothing, and whether a majority agrees on one

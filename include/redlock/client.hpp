@@ -20,6 +20,12 @@
 //     loop, frees what is left and ends by itself once on_lost returns.
 //   - Lease::release and ~Lease there start the release without waiting.
 //
+// Every operation comes in two forms with the same arguments: `op(args…)`
+// blocks and returns a Result<T>; `op_async(args…)` returns a
+// std::future<Result<T>> at once, made ready on the loop thread (the shape
+// of every operation: async_client.hpp). with_lock, which runs the
+// caller's function under the lock, is blocking only.
+//
 // Two ways to hold a lock:
 //   lock()     a Lease: RAII, kept extended by a watchdog, with a lost
 //              signal, optional fencing token and reentrancy (lease.hpp);
@@ -60,15 +66,20 @@ class REDLOCK_API Client {
   // Lease is destroyed, extended by a watchdog while it lives. Errors: as
   // acquire(); invalid_argument for bad LeaseOptions and for a reentrant
   // lock() that asks for more than the held lease gives (lease.hpp);
-  // cancelled when opts.cancel ends it, also while it waits for another
-  // thread of its owner.
+  // cancelled when opts.acquire.cancel ends it, also while it waits for
+  // another thread of its owner. lock_async: the same as a future; a
+  // reentrant lock_async waits (in the call) while another thread of its
+  // owner is taking the lease, as lock() does, and is ready at once when
+  // it re-enters a held one.
   Result<Lease> lock(std::string_view resource, LeaseOptions opts = {});
+  std::future<Result<Lease>> lock_async(std::string_view resource, LeaseOptions opts = {});
   // lock_many: a Lease on several resources together (acquire_many: each
   // master takes all or none; the watchdog extends them all in one round
   // per master; the release frees all). Not reentrant (invalid_argument);
   // with fence, one fence for the set (Lease::fence()). Lease::resources()
   // lists them, sorted.
   Result<Lease> lock_many(std::vector<std::string> resources, LeaseOptions opts = {});
+  std::future<Result<Lease>> lock_many_async(std::vector<std::string> resources, LeaseOptions opts = {});
 
   // with_lock runs fn(std::stop_token) under a lease on `resource` and
   // releases it afterwards (also when fn throws). The token is requested
@@ -84,29 +95,36 @@ class REDLOCK_API Client {
       -> Result<std::invoke_result_t<F, std::stop_token>>;
 
   // acquire takes `resource` as a plain Lock, retrying until opts.wait has
-  // passed.
+  // passed (AsyncClient::acquire).
   Result<Lock> acquire(std::string_view resource, AcquireOptions opts = {});
+  std::future<Result<Lock>> acquire_async(std::string_view resource, AcquireOptions opts = {});
   // try_acquire makes one attempt (wait = 0) with the given ttl (0: default).
   Result<Lock> try_acquire(std::string_view resource, milliseconds ttl = milliseconds{0});
+  std::future<Result<Lock>> try_acquire_async(std::string_view resource, milliseconds ttl = milliseconds{0});
   // extend: see AsyncClient::extend.
   Result<Lock> extend(const Lock& lock, milliseconds ttl = milliseconds{0});
+  std::future<Result<Lock>> extend_async(const Lock& lock, milliseconds ttl = milliseconds{0});
   // release releases a plain lock; see AsyncClient::release.
   Result<ReleaseResult> release(const Lock& lock);
   Result<ReleaseResult> release(std::string_view resource, std::string_view token);
+  std::future<Result<ReleaseResult>> release_async(const Lock& lock);
+  std::future<Result<ReleaseResult>> release_async(std::string_view resource, std::string_view token);
 
   // Multi-resource locks: see AsyncClient::acquire_many.
   Result<MultiLock> acquire_many(std::vector<std::string> resources, AcquireOptions opts = {});
+  std::future<Result<MultiLock>> acquire_many_async(std::vector<std::string> resources, AcquireOptions opts = {});
   Result<MultiLock> extend_many(const MultiLock& lock, milliseconds ttl = milliseconds{0});
+  std::future<Result<MultiLock>> extend_many_async(const MultiLock& lock, milliseconds ttl = milliseconds{0});
   Result<ReleaseResult> release_many(const MultiLock& lock);
+  Result<ReleaseResult> release_many(std::vector<std::string> resources, std::string_view token);
+  std::future<Result<ReleaseResult>> release_many_async(const MultiLock& lock);
+  std::future<Result<ReleaseResult>> release_many_async(std::vector<std::string> resources, std::string_view token);
 
   // Looking without locking: see AsyncClient::status and nodes.
   Result<ResourceStatus> status(std::string_view resource);
+  std::future<Result<ResourceStatus>> status_async(std::string_view resource);
   Result<NodesReport> nodes();
-
-  // The same, as futures; the future becomes ready on the loop thread.
-  std::future<Result<Lock>> acquire_async(std::string_view resource, AcquireOptions opts = {});
-  std::future<Result<Lock>> extend_async(const Lock& lock, milliseconds ttl = milliseconds{0});
-  std::future<Result<ReleaseResult>> release_async(std::string_view resource, std::string_view token);
+  std::future<Result<NodesReport>> nodes_async();
 
   // config returns the validated config in use.
   const Config& config() const noexcept;

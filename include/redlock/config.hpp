@@ -100,16 +100,13 @@ REDLOCK_API Result<std::string> read_password_file(const std::string& path);
 REDLOCK_API void apply_default_credentials(std::vector<NodeAddress>& nodes, const std::string& user,
                                            const std::string& password);
 
-// parse_config_json parses a JSON document:
-//   {"nodes": ["redis://127.0.0.1:7001", …],        required, non-empty
-//    "prefix": "redlock:", "default_ttl_ms": 10000, "max_ttl_ms": 60000,
-//    "drift_factor": 0.01, "min_validity_ms": 1, "node_timeout_ms": 50,
-//    "connect_timeout_ms": 200, "reconnect_min_ms": 20,
-//    "reconnect_max_ms": 1000, "retry_delay_ms": 50, "retry_jitter_ms": 50,
-//    "release_settle_ms": 0, "stall_timeout_ms": 1000, "max_pending": 65536, "quarantine": true,
-//    "tls_ca_file": "", "tls_ca_dir": "", "tls_cert_file": "", "tls_key_file": "",
-//    "tls_server_name": "", "tls_verify": true,
-//    "user": "", "password_file": ""}
+// parse_config_json parses a JSON object: "nodes" (an array of URLs,
+// required, non-empty) and any of the option keys — each sets the Options
+// or TlsSettings field it names (`"node_timeout_ms": 50` sets
+// Options::node_timeout), e.g.
+//   {"nodes": ["redis://127.0.0.1:7001", …], "node_timeout_ms": 50}
+// Every key, with its type, default and meaning, is in docs/config.md,
+// generated from the one table that parses them (src/config.cpp).
 // "password_file" (with "user" for an ACL user) gives the nodes whose URLs
 // carry no credentials their password (read_password_file,
 // apply_default_credentials).

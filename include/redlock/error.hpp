@@ -1,9 +1,10 @@
 // redlock/error.hpp — the one error rule of the library.
 //
 // Every fallible public call returns a Result<T>: either a value or an Error.
-// The library never throws across its API for a runtime failure (a node that
-// is down, a lock held elsewhere, a bad config value); exceptions are left to
-// the standard library's own (std::bad_alloc). An Error carries a stable code
+// No public call throws: a runtime failure (a node that is down, a lock held
+// elsewhere, a bad config value) is an Error, and a wrong access to a Result
+// is a contract violation that aborts (Result, below). The one exception
+// left is the standard library's own std::bad_alloc. An Error carries a stable code
 // (Errc, spelled by errc_name() as "redlock.<name>"), a message that names
 // what is wrong (the field and value for config errors; each node and its
 // reason for quorum failures), and the per-node outcomes of the deciding
@@ -58,9 +59,21 @@ struct REDLOCK_API Error {
   std::string to_string() const;
 };
 
+// result_access_violation reports a wrong access to a Result and ends the
+// program: one line on stderr naming the access (`access`, e.g.
+// "Result::value()") and, when the Result holds one, the error's code and
+// message ("redlock: Result::value() called on an error: redlock.held:
+// …"; an Error never carries a secret), then std::abort(). Result calls
+// it; a caller has no reason to.
+[[noreturn]]
+REDLOCK_API void result_access_violation(const char* access, const Error* error) noexcept;
+
 // Result<T> — a value or an Error. Check with `if (r)` / `r.ok()` before
-// `*r` / `r.value()`; calling value() on an error (or error() on a value) is a
-// programming error and aborts via std::variant's exception.
+// `*r` / `r.value()` / `r->`, and error() only on a failed Result. A wrong
+// access — value(), `*`, `->` on an error, error() on a value — is a
+// contract violation, not an exception: it writes one line to stderr
+// (result_access_violation) and calls std::abort(), so it cannot be
+// caught and ignored and shows in a core dump at the faulty call.
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -70,22 +83,34 @@ class [[nodiscard]] Result {
   bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
+  T& value() & noexcept { return *checked_value(); }
+  const T& value() const& noexcept { return *checked_value(); }
+  T&& value() && noexcept { return std::move(*checked_value()); }
+  T& operator*() & noexcept { return value(); }
+  const T& operator*() const& noexcept { return value(); }
+  T* operator->() noexcept { return &value(); }
+  const T* operator->() const noexcept { return &value(); }
 
-  const Error& error() const& { return std::get<1>(v_); }
-  Error&& error() && { return std::get<1>(std::move(v_)); }
+  const Error& error() const& noexcept { return *checked_error(); }
+  Error&& error() && noexcept { return std::move(*checked_error()); }
 
  private:
+  // get_if, not std::get: no path that throws std::bad_variant_access.
+  T* checked_value() noexcept {
+    if (T* v = std::get_if<0>(&v_)) return v;
+    result_access_violation("Result::value()", std::get_if<1>(&v_));
+  }
+  const T* checked_value() const noexcept { return const_cast<Result*>(this)->checked_value(); }
+  Error* checked_error() const noexcept {
+    if (const Error* e = std::get_if<1>(&v_)) return const_cast<Error*>(e);
+    result_access_violation("Result::error()", nullptr);
+  }
+
   std::variant<T, Error> v_;
 };
 
-// Result<void> — success, or an Error.
+// Result<void> — success, or an Error. error() on a success is a contract
+// violation, as for Result<T>.
 template <>
 class [[nodiscard]] Result<void> {
  public:
@@ -94,7 +119,14 @@ class [[nodiscard]] Result<void> {
 
   bool ok() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }
-  const Error& error() const& { return error_; }
+  const Error& error() const& noexcept {
+    if (ok_) result_access_violation("Result::error()", nullptr);
+    return error_;
+  }
+  Error&& error() && noexcept {
+    if (ok_) result_access_violation("Result::error()", nullptr);
+    return std::move(error_);
+  }
 
  private:
   Error error_;

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -45,12 +46,13 @@ struct LeaseState;
 // (client.hpp: "The loop thread").
 using LostCallback = std::function<void(const Error&)>;
 
-// LeaseOptions — how to take and keep a lease.
+// LeaseOptions — how to take a lease (`acquire`, the very AcquireOptions
+// of an acquire: ttl, wait, token, fence, fair, cancel) and how to keep it
+// (the rest). `cancel` ends a waiting acquire only: it has no effect once
+// the lease is held. A given `acquire.token` is the lease's value; it is
+// extended and released under it.
 struct REDLOCK_API LeaseOptions {
-  // Lock TTL (zero: Options::default_ttl) and how long to keep trying to
-  // take it (zero: one attempt), as for AcquireOptions.
-  milliseconds ttl{0};
-  milliseconds wait{0};
+  AcquireOptions acquire;
   // The watchdog: extend once this fraction of the current validity has
   // passed (default 1/3, leaving 2/3 of it for retries of a failed round;
   // with batched extensions up to 1/16 of that time sooner, on a grid
@@ -64,25 +66,21 @@ struct REDLOCK_API LeaseOptions {
   // then, with a message that names the cap).
   int max_extensions = 0;
   milliseconds max_hold{0};
-  // Take a fencing token as well (AcquireOptions::fence); Lease::fence().
-  bool fence = false;
-  // Wait in fair order (AcquireOptions::fair; not with fence). With `wait`
-  // 0 it is a try and joins no queue.
-  bool fair = false;
   // Reentrancy: a second lock() of the same resource by the same owner while
   // the first lease is held succeeds at once, with no network round, and
   // adds a hold; the lock is released when the last hold is. A lock() by
   // the owner while another of its threads is still taking the lease waits
-  // for that outcome (cancel ends the wait) and joins the lease it gets; if
+  // for that outcome (acquire.cancel ends the wait) and joins the lease it gets; if
   // that one fails, it tries itself. Other owners contend as usual.
   //
   // The inner lock() gets the held lease as it is, so it must not ask for
   // more: a fence the lease was taken without, a longer ttl (zero means
-  // Options::default_ttl here too), auto_extend on an unextended lease,
-  // more extensions than the lease's max_extensions or max_hold allow (no
-  // cap counts as more), or an on_lost of its own (only the first lock()'s is told; watch stop_token())
-  // — each fails with invalid_argument, naming it. Asking for less (a
-  // shorter ttl, no extension) is fine.
+  // Options::default_ttl here too), a token other than the lease's,
+  // auto_extend on an unextended lease, more extensions than the lease's
+  // max_extensions or max_hold allow (no cap counts as more), or an
+  // on_lost of its own (only the first lock()'s is told; watch
+  // stop_token()) — each fails with invalid_argument, naming it. Asking
+  // for less (a shorter ttl, no extension) is fine.
   //
   // `owner` names the owner; empty means the calling thread
   // ("thread:<id>"). In a thread pool give each task its own owner (a
@@ -93,9 +91,6 @@ struct REDLOCK_API LeaseOptions {
   std::string owner;
   // Told once, on the loop thread, when the lease is lost.
   LostCallback on_lost;
-  // cancel ends a waiting acquire (from any thread) with redlock.cancelled;
-  // see AcquireOptions::cancel. It has no effect once the lease is held.
-  std::stop_token cancel;
 };
 
 // LeaseView — what a held lease tells, for both handles: Lease (Client)
@@ -113,7 +108,7 @@ class REDLOCK_API LeaseView {
   const std::string& resource() const noexcept;
   const std::vector<std::string>& resources() const noexcept;
   const std::string& token() const noexcept;
-  // fence is the fencing token (LeaseOptions::fence), 0 without fencing.
+  // fence is the fencing token (LeaseOptions::acquire.fence), 0 without fencing.
   std::uint64_t fence() const noexcept;
   // attempts: the acquire rounds it took to get the lease (Lock::attempts).
   int attempts() const noexcept;
@@ -159,11 +154,16 @@ class REDLOCK_API Lease : public LeaseView {
   // bounded as for the destructor). An earlier hold of a reentrant lease
   // only drops the count (released = false, no nodes). Afterwards the Lease
   // is empty. Errors: not_held (an empty Lease), closed (the client is gone),
-  // internal (called on the client's loop thread: the release was started
-  // but not waited for), lost (the lease was lost before this release —
+  // invalid_argument (called on the client's loop thread, as every blocking
+  // Client call there: the release was started but not waited for), lost (the lease was lost before this release —
   // as lost() says, its deadline passing included; the release still
   // deletes what is left of the key).
   Result<ReleaseResult> release();
+  // release_async: release() as a future (client.hpp: every operation's
+  // _async form), ready when the release is done, with the same results;
+  // on the loop thread it is ready at once with invalid_argument (the
+  // release started). Afterwards the Lease is empty.
+  std::future<Result<ReleaseResult>> release_async();
 
  private:
   friend class Client;

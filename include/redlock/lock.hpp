@@ -61,14 +61,16 @@ struct REDLOCK_API Owner {
 // caller's token, a value from an older version) or one not of that shape.
 REDLOCK_API std::optional<Owner> owner_of(std::string_view value);
 
-// Lock — a lock held on a majority of nodes. A plain value: copying it does
-// not copy ownership of anything; it is what extend/release need (resource
-// and token: the value written, with its Owner when the library drew it). `validity_deadline` is on redlock::BootClock (a clock that counts
-// system suspend, redlock/clock.hpp): the holder may act as owner only
-// before it. `validity` is the validity at the moment
-// the lock was acquired or last extended (ttl − elapsed − drift).
-struct REDLOCK_API Lock {
-  std::string resource;
+// LockTerms — what a held lock is, whichever resources it covers: Lock and
+// MultiLock are this and their resource names, so that both have the same
+// members. A plain value: copying it does not copy ownership of anything;
+// it is what extend/release need (with the names: the token is the value
+// written, with its Owner when the library drew it). `validity_deadline`
+// is on redlock::BootClock (a clock that counts system suspend,
+// redlock/clock.hpp): the holder may act as owner only before it.
+// `validity` is the validity at the moment the lock was acquired or last
+// extended (ttl − elapsed − drift).
+struct REDLOCK_API LockTerms {
   std::string token;
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds validity{0};
@@ -76,7 +78,8 @@ struct REDLOCK_API Lock {
   std::chrono::microseconds elapsed{0};  // duration of the deciding round
   int attempts = 0;                      // acquire rounds tried (1 for extend)
   // The fencing token (AcquireOptions::fence), 0 without fencing: strictly
-  // greater than the fence of every earlier fenced holder of this resource.
+  // greater than the fence of every earlier fenced holder of this resource
+  // (of each of the resources of a MultiLock: one fence for the set).
   // Pass it along with every write to the protected resource, which rejects
   // a write whose fence is below the highest it has seen. At most 2^53
   // (9007199254740992): the masters' scripts compute in Lua numbers
@@ -93,24 +96,17 @@ struct REDLOCK_API Lock {
   std::chrono::milliseconds remaining() const noexcept;
 };
 
-// MultiLock — several resources held together (AsyncClient::acquire_many):
-// on each master one script took all of them or none, and a majority of
-// masters said yes. `resources` are sorted and without duplicates; the rest
-// is as for Lock.
-struct REDLOCK_API MultiLock {
-  std::vector<std::string> resources;
-  std::string token;
-  std::chrono::milliseconds ttl{0};
-  std::chrono::milliseconds validity{0};
-  BootClock::time_point validity_deadline{};
-  std::chrono::microseconds elapsed{0};
-  int attempts = 0;
-  // The fencing token (AcquireOptions::fence), 0 without: one F for the
-  // whole set, above every earlier fence of each of its resources.
-  std::uint64_t fence = 0;
-  std::vector<NodeOutcome> nodes;  // with Options::node_outcomes
+// Lock — one resource held on a majority of nodes (Client::acquire,
+// AsyncClient::acquire).
+struct REDLOCK_API Lock : LockTerms {
+  std::string resource;
+};
 
-  bool valid() const noexcept { return BootClock::now() < validity_deadline; }
+// MultiLock — several resources held together (acquire_many): on each
+// master one script took all of them or none, and a majority of masters
+// said yes. `resources` are sorted and without duplicates.
+struct REDLOCK_API MultiLock : LockTerms {
+  std::vector<std::string> resources;
 };
 
 // ReleaseResult — what a release did. `released_nodes` counts the nodes that

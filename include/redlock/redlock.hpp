@@ -8,6 +8,7 @@
 #include "redlock/error.hpp"
 #include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
+#include "redlock/mutex.hpp"
 #include "redlock/observer.hpp"
 #include "redlock/options.hpp"
 #include "redlock/status.hpp"

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlock/export.hpp"
@@ -143,6 +144,6 @@ struct REDLOCK_API ResourceStatus {
 };
 
 // state_name returns "free", "held", "unreachable" or "wrong_type".
-REDLOCK_API const char* state_name(NodeHolding::State s) noexcept;
+REDLOCK_API std::string_view state_name(NodeHolding::State s) noexcept;
 
 }  // namespace redlock

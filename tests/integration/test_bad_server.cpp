@@ -360,7 +360,7 @@ void flooded(FloodMaster::Shape shape, const std::string& reason) {
 
   std::mutex mu;
   std::optional<Clock::time_point> lost_at, stopped_at;
-  LeaseOptions opts{.ttl = 1000ms, .auto_extend = false};
+  LeaseOptions opts{.acquire = {.ttl = 1000ms}, .auto_extend = false};
   opts.on_lost = [&](const Error&) {
     std::lock_guard lock(mu);
     lost_at = Clock::now();

@@ -227,8 +227,8 @@ TEST_CASE("a fair lease waits in the queue, is extended by its watchdog, and its
   auto a = client_for(group);
   auto b = client_for(group, no_polling);
   LeaseOptions first;
-  first.ttl = 2000ms;
-  first.fair = true;
+  first.acquire.ttl = 2000ms;
+  first.acquire.fair = true;
   auto held = a->lock("fair", first);
   REQUIRE(held.ok());
   CHECK(held->token().front() == 'Q');
@@ -236,9 +236,9 @@ TEST_CASE("a fair lease waits in the queue, is extended by its watchdog, and its
   std::optional<Result<Lease>> next;
   std::jthread t([&] {
     LeaseOptions o;
-    o.ttl = 2000ms;
-    o.wait = 20000ms;
-    o.fair = true;
+    o.acquire.ttl = 2000ms;
+    o.acquire.wait = 20000ms;
+    o.acquire.fair = true;
     next.emplace(b->lock("fair", o));
   });
   REQUIRE(eventually([&] { return queued_everywhere(group, 1); }));

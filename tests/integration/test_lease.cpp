@@ -36,7 +36,7 @@ TEST_CASE("a lease held for 5 x TTL stays held, nobody else gets it, and it is f
   RedisGroup group(3);
   auto holder = client_for(group);
   auto other = client_for(group);
-  auto lease = holder->lock("job", {.ttl = short_ttl});
+  auto lease = holder->lock("job", {.acquire = {.ttl = short_ttl}});
   REQUIRE(lease.ok());
   const std::string token = lease->token();
   const auto until = Clock::now() + 5 * short_ttl;
@@ -75,7 +75,7 @@ TEST_CASE("a holder whose majority is paused is told it lost the lease before an
   std::atomic<long long> lost_at{0};
   std::mutex mu;
   std::optional<Error> lost_error;
-  LeaseOptions opts{.ttl = 500ms};
+  LeaseOptions opts{.acquire = {.ttl = 500ms}};
   opts.on_lost = [&](const Error& e) {
     lost_at = Clock::now().time_since_epoch().count();
     std::lock_guard<std::mutex> lock(mu);
@@ -120,7 +120,7 @@ TEST_CASE("a lease that may not extend any more is lost at its deadline, naming 
   RedisGroup group(3);
   auto client = client_for(group);
   std::atomic<bool> lost{false};
-  LeaseOptions opts{.ttl = short_ttl, .max_extensions = 1};
+  LeaseOptions opts{.acquire = {.ttl = short_ttl}, .max_extensions = 1};
   opts.on_lost = [&](const Error&) { lost = true; };
   auto lease = client->lock("capped", opts);
   REQUIRE(lease.ok());
@@ -143,7 +143,7 @@ TEST_CASE("destroying a lease releases it; with the masters gone the destructor 
   }
   CHECK(other->try_acquire("scoped").ok());
 
-  auto lease = client->lock("unreachable", {.ttl = 2000ms});
+  auto lease = client->lock("unreachable", {.acquire = {.ttl = 2000ms}});
   REQUIRE(lease.ok());
   for (std::size_t i = 0; i < group.size(); ++i) group[i].pause();
   const auto before = Clock::now();
@@ -160,7 +160,7 @@ TEST_CASE("with_lock runs the function under a lease, hands it the stop token an
   RedisGroup group(3);
   auto client = client_for(group);
   auto other = client_for(group);
-  auto r = client->with_lock("report", {.ttl = short_ttl}, [&](std::stop_token token) {
+  auto r = client->with_lock("report", {.acquire = {.ttl = short_ttl}}, [&](std::stop_token token) {
     CHECK_FALSE(token.stop_requested());
     CHECK_FALSE(other->try_acquire("report").ok());
     return 42;
@@ -178,7 +178,7 @@ TEST_CASE("with_lock: a lease lost while the function runs requests its stop tok
   RedisGroup group(3);
   auto client = client_for(group);
   // No extensions: the lease runs out while fn waits for its stop token.
-  auto r = client->with_lock("short-job", {.ttl = short_ttl, .auto_extend = false}, [](std::stop_token token) {
+  auto r = client->with_lock("short-job", {.acquire = {.ttl = short_ttl}, .auto_extend = false}, [](std::stop_token token) {
     std::mutex mu;
     std::condition_variable_any cv;
     std::unique_lock<std::mutex> lock(mu);
@@ -199,7 +199,7 @@ namespace {
 class LoopStop {
  public:
   explicit LoopStop(Client& client) {
-    LeaseOptions opts{.ttl = 200ms, .auto_extend = false};
+    LeaseOptions opts{.acquire = {.ttl = 200ms}, .auto_extend = false};
     opts.on_lost = [this](const Error&) {
       std::unique_lock<std::mutex> lock(mu_);
       stopped_ = true;
@@ -236,7 +236,7 @@ TEST_CASE("a lease whose deadline passed while its loop was stopped is lost for 
   auto client = client_for(group);
   std::mutex mu;
   std::vector<std::string> told;
-  LeaseOptions opts{.ttl = 1200ms};  // its first extension is due after about 375 ms
+  LeaseOptions opts{.acquire = {.ttl = 1200ms}};  // its first extension is due after about 375 ms
   opts.on_lost = [&](const Error& e) {
     std::lock_guard<std::mutex> lock(mu);
     told.push_back(e.message);
@@ -279,7 +279,7 @@ TEST_CASE("with_lock: a function stopped past the lease's deadline returns Errc:
   const auto start = Clock::now();
   std::optional<LoopStop> loop;
   bool stop_seen = true;
-  auto r = client->with_lock("paused-job", {.ttl = 1200ms}, [&](std::stop_token token) {
+  auto r = client->with_lock("paused-job", {.acquire = {.ttl = 1200ms}}, [&](std::stop_token token) {
     loop.emplace(*client);
     loop->wait();
     std::this_thread::sleep_until(start + 1200ms);  // past the deadline, the loop stopped throughout
@@ -296,7 +296,7 @@ TEST_CASE("reentrant leases: the same owner re-enters with no network round; oth
   RedisGroup group(3);
   auto client = client_for(group);
   auto other = client_for(group);
-  LeaseOptions opts{.ttl = 2000ms, .reentrant = true};
+  LeaseOptions opts{.acquire = {.ttl = 2000ms}, .reentrant = true};
   auto first = client->lock("row", opts);
   REQUIRE(first.ok());
   // No master answers now: only a local re-entry can succeed.
@@ -363,7 +363,7 @@ TEST_CASE("fencing tokens strictly increase over 10000 handoffs, with a master k
   std::atomic<bool> done{false};
   auto contend = [&](Client& client) {
     while (!done) {
-      auto lease = client.lock("fenced", {.ttl = 1000ms, .wait = 5000ms, .auto_extend = false, .fence = true});
+      auto lease = client.lock("fenced", {.acquire = {.ttl = 1000ms, .wait = 5000ms, .fence = true}, .auto_extend = false});
       if (!lease.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         ++failures;
@@ -450,7 +450,7 @@ TEST_CASE("a holder paused (SIGSTOP) past its validity writes with its old fence
   auto client = client_for(group);
   Result<Lease> next = make_error(Errc::internal, "not tried");
   REQUIRE(eventually([&] {
-    next = client->lock("doc", {.ttl = 2000ms, .fence = true});
+    next = client->lock("doc", {.acquire = {.ttl = 2000ms, .fence = true}});
     return next.ok();
   }, 5000ms));
   examples::FencedStore store("127.0.0.1", store_server.port(), "store:doc");
@@ -490,7 +490,7 @@ void drop_everywhere(RedisGroup& group, const std::string& resource) {
 TEST_CASE("with_lock: a lock deleted under the function (its release finds it gone) is reported lost") {
   RedisGroup group(3);
   auto client = client_for(group);
-  auto r = client->with_lock("deleted-job", {.ttl = 5000ms}, [&](std::stop_token) {
+  auto r = client->with_lock("deleted-job", {.acquire = {.ttl = 5000ms}}, [&](std::stop_token) {
     drop_everywhere(group, "deleted-job");
     return 7;
   });
@@ -504,7 +504,7 @@ TEST_CASE("destroying the Client inside on_lost neither throws nor deadlocks: th
   const long long before = connected_clients(group[0]);
   std::unique_ptr<Client> client = client_for(group);
   std::atomic<bool> destroyed{false};
-  LeaseOptions opts{.ttl = short_ttl};
+  LeaseOptions opts{.acquire = {.ttl = short_ttl}};
   opts.on_lost = [&](const Error&) {
     client.reset();  // on the client's own loop thread
     destroyed = true;
@@ -530,9 +530,14 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   std::mutex mu;
   std::vector<Error> refusals;
   std::atomic<bool> told{false};
-  LeaseOptions opts{.ttl = short_ttl};
+  // A second lease, released on the loop thread: refused like the rest,
+  // though its release is started.
+  Result<Lease> second = client->lock("released-on-loop", {.acquire = {.ttl = 5000ms}});
+  REQUIRE(second.ok());
+  LeaseOptions opts{.acquire = {.ttl = short_ttl}};
   opts.on_lost = [&](const Error&) {
     std::vector<Error> seen;
+    if (Result<ReleaseResult> r = second->release(); !r.ok()) seen.push_back(r.error());
     auto keep = [&](auto r) {
       if (!r.ok()) seen.push_back(r.error());
     };
@@ -546,6 +551,8 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
     auto future = client->acquire_async("elsewhere");
     // Ready at once: waiting for it here must not block the loop.
     if (future.wait_for(0s) == std::future_status::ready) keep(future.get());
+    auto lease_future = client->lock_async("elsewhere");
+    if (lease_future.wait_for(0s) == std::future_status::ready) keep(lease_future.get());
     std::lock_guard<std::mutex> lock(mu);
     refusals = std::move(seen);
     told = true;
@@ -556,7 +563,7 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   REQUIRE(eventually([&] { return told.load(); }, 3000ms));
   {
     std::lock_guard<std::mutex> lock(mu);
-    REQUIRE(refusals.size() == 8);
+    REQUIRE(refusals.size() == 10);
     for (const Error& e : refusals) {
       CHECK(e.code == Errc::invalid_argument);
       CHECK(e.message.find("loop thread") != std::string::npos);
@@ -566,6 +573,8 @@ TEST_CASE("a blocking Client call on the client's loop thread fails at once with
   // Nothing was started by the refused calls, and the client still works.
   auto after = client->try_acquire("elsewhere");
   CHECK(after.ok());
+  // The refused Lease::release still released: the lock is free.
+  CHECK(eventually([&] { return client->try_acquire("released-on-loop").ok(); }, 3000ms));
 }
 
 // ---- reentrancy (issue 15) ------------------------------------------------------------
@@ -579,7 +588,7 @@ TEST_CASE("threads of one reentrant owner calling lock() at once all join the on
   auto blocker = other->acquire("pooled", {.ttl = 2000ms});
   REQUIRE(blocker.ok());
   constexpr int threads = 6;
-  const LeaseOptions opts{.ttl = 2000ms, .wait = 5000ms, .reentrant = true, .owner = "job-42"};
+  const LeaseOptions opts{.acquire = {.ttl = 2000ms, .wait = 5000ms}, .reentrant = true, .owner = "job-42"};
   std::vector<std::optional<Result<Lease>>> leases(threads);
   std::vector<std::thread> workers;
   std::latch started(threads);
@@ -617,7 +626,7 @@ TEST_CASE("threads of one reentrant owner calling lock() at once all join the on
 TEST_CASE("a reentrant inner lock() that asks for more than the held lease gives is refused, never given less") {
   RedisGroup group(3);
   auto client = client_for(group);
-  const LeaseOptions outer{.ttl = 2000ms, .reentrant = true, .owner = "request-7"};
+  const LeaseOptions outer{.acquire = {.ttl = 2000ms}, .reentrant = true, .owner = "request-7"};
   auto held = client->lock("account", outer);
   REQUIRE(held.ok());
 
@@ -629,13 +638,13 @@ TEST_CASE("a reentrant inner lock() that asks for more than the held lease gives
     CHECK(held->holds() == 1);
   };
   LeaseOptions fenced = outer;
-  fenced.fence = true;
+  fenced.acquire.fence = true;
   refused(fenced, "fencing token");
   LeaseOptions longer = outer;
-  longer.ttl = 5000ms;
+  longer.acquire.ttl = 5000ms;
   refused(longer, "ttl of 5000 ms");
   LeaseOptions defaulted = outer;
-  defaulted.ttl = 0ms;  // Options::default_ttl, 10 s
+  defaulted.acquire.ttl = 0ms;  // Options::default_ttl, 10 s
   refused(defaulted, "ttl of 10000 ms");
   LeaseOptions told = outer;
   told.on_lost = [](const Error&) {};
@@ -643,7 +652,7 @@ TEST_CASE("a reentrant inner lock() that asks for more than the held lease gives
 
   // Asking for less is fine: a shorter ttl, no extension.
   LeaseOptions shorter = outer;
-  shorter.ttl = 1000ms;
+  shorter.acquire.ttl = 1000ms;
   shorter.auto_extend = false;
   auto inner = client->lock("account", shorter);
   REQUIRE(inner.ok());
@@ -652,7 +661,7 @@ TEST_CASE("a reentrant inner lock() that asks for more than the held lease gives
   REQUIRE(inner->release().ok());
 
   // An unextended lease cannot give extension; a fenced one gives its fence.
-  const LeaseOptions still{.ttl = 2000ms, .auto_extend = false, .fence = true, .reentrant = true, .owner = "o2"};
+  const LeaseOptions still{.acquire = {.ttl = 2000ms, .fence = true}, .auto_extend = false, .reentrant = true, .owner = "o2"};
   auto quiet = client->lock("ledger", still);
   REQUIRE(quiet.ok());
   CHECK(quiet->fence() > 0);
@@ -739,7 +748,7 @@ TEST_CASE("AsyncClient::lock: a lease extended on the loop, held against others,
   AsyncClient& c = *bed.client;
   std::optional<AsyncLease> lease;
   bool called_back = false, released = false;
-  c.lock("async-lease", {.ttl = 300ms}, [&](Result<AsyncLease> r) {
+  c.lock("async-lease", {.acquire = {.ttl = 300ms}}, [&](Result<AsyncLease> r) {
     REQUIRE_MESSAGE(r.ok(), r.error().to_string());
     lease.emplace(std::move(*r));
     called_back = true;
@@ -776,7 +785,7 @@ TEST_CASE("AsyncClient::lock: on_lost on the loop when a majority is gone; a lea
   std::optional<AsyncLease> lease;
   std::optional<Error> lost;
   std::optional<Result<Lock>> again;
-  LeaseOptions opts{.ttl = 300ms};
+  LeaseOptions opts{.acquire = {.ttl = 300ms}};
   opts.on_lost = [&](const Error& e) {
     lost = e;
     CHECK(lease->stop_token().stop_requested());
@@ -838,7 +847,7 @@ TEST_CASE("AsyncClient::lock: a lease held when the client closes is lost, and i
   std::optional<AsyncLease> lease;
   std::optional<Error> lost;
   std::optional<Errc> release_code;
-  LeaseOptions opts{.ttl = 5000ms};
+  LeaseOptions opts{.acquire = {.ttl = 5000ms}};
   opts.on_lost = [&](const Error& e) { lost = e; };
   c.lock("closing", std::move(opts), [&](Result<AsyncLease> r) {
     REQUIRE(r.ok());
@@ -862,7 +871,7 @@ TEST_CASE("batched extensions: 120 leases share script calls, and a lease whose 
   std::vector<Lease> leases;
   std::atomic<int> lost_signals{0};
   for (int i = 0; i < leases_n; ++i) {
-    LeaseOptions o{.ttl = short_ttl};
+    LeaseOptions o{.acquire = {.ttl = short_ttl}};
     o.on_lost = [&](const Error&) { ++lost_signals; };
     auto lease = holder->lock("many-" + std::to_string(i), o);
     REQUIRE(lease.ok());

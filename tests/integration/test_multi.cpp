@@ -184,7 +184,7 @@ TEST_CASE("a fenced multi-resource lock: one fence above every earlier fence of 
   REQUIRE(client->release_many(*extended).ok());
   CHECK(fenced("b") == 5);
   // A lease too.
-  auto lease = client->lock_many({"a", "c"}, {.ttl = 2000ms, .fence = true});
+  auto lease = client->lock_many({"a", "c"}, {.acquire = {.ttl = 2000ms, .fence = true}});
   REQUIRE(lease.ok());
   CHECK(lease->fence() == 5);  // above a's 4; c had none
 }
@@ -193,7 +193,7 @@ TEST_CASE("lock_many: one lease on several resources, extended together, release
   RedisGroup group(3);
   auto client = client_for(group);
   auto other = client_for(group);
-  auto lease = client->lock_many({"to", "from"}, {.ttl = 300ms});
+  auto lease = client->lock_many({"to", "from"}, {.acquire = {.ttl = 300ms}});
   REQUIRE_MESSAGE(lease.ok(), lease.error().to_string());
   CHECK(lease->resources() == std::vector<std::string>{"from", "to"});
   CHECK(lease->resource() == "from");
@@ -214,7 +214,7 @@ TEST_CASE("lock_many: lost when a majority is gone; reentrant is refused") {
   RedisGroup group(3);
   auto client = client_for(group);
   std::atomic<bool> lost{false};
-  LeaseOptions opts{.ttl = 300ms};
+  LeaseOptions opts{.acquire = {.ttl = 300ms}};
   opts.on_lost = [&](const Error& e) { lost = e.code == Errc::lost; };
   auto lease = client->lock_many({"a", "b"}, std::move(opts));
   REQUIRE(lease.ok());
@@ -237,7 +237,7 @@ TEST_CASE("AsyncClient::lock_many: an AsyncLease on several resources") {
   AsyncClient& c = *bed.client;
   std::optional<AsyncLease> lease;
   bool released = false;
-  c.lock_many({"y", "x", "y"}, {.ttl = 2000ms}, [&](Result<AsyncLease> r) {
+  c.lock_many({"y", "x", "y"}, {.acquire = {.ttl = 2000ms}}, [&](Result<AsyncLease> r) {
     REQUIRE_MESSAGE(r.ok(), r.error().to_string());
     lease.emplace(std::move(*r));
     CHECK(lease->resources() == std::vector<std::string>{"x", "y"});

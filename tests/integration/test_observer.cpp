@@ -148,7 +148,7 @@ TEST_CASE("observer and stats: leases extended and lost, a waiter woken, quarant
   CHECK(client->stats().nodes[0].quarantines >= 1);
 
   // A lease kept for a few extensions, then lost with a majority paused.
-  auto lease = client->lock("lease", {.ttl = 300ms, .wait = 3000ms});
+  auto lease = client->lock("lease", {.acquire = {.ttl = 300ms, .wait = 3000ms}});
   REQUIRE(lease.ok());
   CHECK(eventually([&] { return client->stats().leases_extended >= 2; }));
   CHECK(rec->has("lease extended lease"));

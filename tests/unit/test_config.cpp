@@ -15,6 +15,8 @@
 
 #include "redlock/config.hpp"
 
+#include "config_keys.hpp"
+
 using namespace redlock;
 using namespace std::chrono_literals;
 using Kind = NodeAddress::Kind;
@@ -955,4 +957,46 @@ TEST_CASE("validate_config: a prefix may not hold a brace (keys could then colli
   Options o;
   o.prefix = "app{x}:";
   CHECK(validation_failure(o) == R"(prefix: "app{x}:": may not contain '{' or '}' (they mark the resource in every key))");
+}
+
+// ---- the keys' documentation ----------------------------------------------------------
+
+TEST_CASE("docs/config.md's table of keys is the one generated from the parser's table") {
+  const char* root = std::getenv("REDLOCK_SOURCE_ROOT");
+  REQUIRE_MESSAGE(root != nullptr, "REDLOCK_SOURCE_ROOT is not set (run through meson test)");
+  std::ifstream in(std::string(root) + "/docs/config.md");
+  REQUIRE(in.good());
+  std::string table, line;
+  bool inside = false, closed = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("<!-- keys:begin")) {
+      inside = true;
+    } else if (line.starts_with("<!-- keys:end")) {
+      closed = inside;
+      inside = false;
+    } else if (inside) {
+      table += line + "\n";
+    }
+  }
+  REQUIRE(closed);
+  const std::string generated = detail::config_keys_markdown();
+  CHECK_MESSAGE(table == generated, "docs/config.md between the keys markers should read:\n" << generated);
+}
+
+TEST_CASE("every key of the generated table is one parse_config_json accepts, and no other is") {
+  const std::string table = detail::config_keys_markdown();
+  std::size_t rows = 0;
+  for (std::size_t at = table.find("\n| `"); at != std::string::npos; at = table.find("\n| `", at + 1)) {
+    const std::size_t begin = at + 4;
+    const std::string key = table.substr(begin, table.find('`', begin) - begin);
+    ++rows;
+    // An unknown key is refused before any value is looked at: a wrong
+    // value (or a missing node) gives another message.
+    const auto r = parse_config_json("{\"nodes\": [\"redis://127.0.0.1:1\"], \"" + key + "\": [[]]}");
+    const std::string message = r.ok() ? std::string() : r.error().message;
+    CHECK_MESSAGE(message.find("unknown key") == std::string::npos, key);
+  }
+  CHECK(rows == 35);
+  CHECK(config_failure(parse_config_json(R"({"nodes": ["redis://127.0.0.1:1"], "no_such_key": 1})"))
+            .find("unknown key") != std::string::npos);
 }

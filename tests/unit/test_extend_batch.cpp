@@ -1160,7 +1160,7 @@ TEST_CASE("a lease record keeps its names inline up to 64 bytes, on the heap bey
   l.token = "t";
   l.fence = 42;
   LeaseOptions o;
-  o.fence = true;
+  o.acquire.fence = true;
   auto fenced = make_lease(l, o, {}, nullptr);
   REQUIRE(fenced->cold() != nullptr);
   CHECK(fenced->fence() == 42);

@@ -289,8 +289,8 @@ std::vector<std::pair<std::string, Lease>> take_leases(const Args& a, int id, Cl
     Event invoke = base(EventType::invoke, id, resource);
     history.add(invoke);
     LeaseOptions opts;
-    opts.ttl = milliseconds{a.ttl};
-    opts.wait = milliseconds{a.wait};
+    opts.acquire.ttl = milliseconds{a.ttl};
+    opts.acquire.wait = milliseconds{a.wait};
     // Runs on the client's loop: one line to the history, nothing more.
     opts.on_lost = [&history, id, resource](const Error& why) {
       Event lost;
