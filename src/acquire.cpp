@@ -154,7 +154,7 @@ void AcquireOperation::start_attempt() {
     token_.assign(*value).append(engine_.owner_suffix());
   }
   ++attempts_;
-  waiter_.step(wait_event(Waiter::Kind::sent));
+  waiter_.step({.kind = Waiter::Kind::sent});  // reads no clock: the hot path
   to(State::attempting);
   t1_ = now();
   if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
@@ -180,7 +180,7 @@ void AcquireOperation::start_fence_phase() {
   }
   fence_value_ = counter + 1;
   drop_round();
-  waiter_.step(wait_event(Waiter::Kind::fence));
+  waiter_.step({.kind = Waiter::Kind::fence});
   to(State::fencing);
   launch({.command = CommandId::fence_raise,
           .key = keys_.key,
@@ -347,7 +347,7 @@ void AcquireOperation::finish(Result<Lock> r) {
   to(State::done);
   tell_finished(OpKind::acquire);
   if (!r.ok()) leave_queue();
-  Waiter::Event e = wait_event(Waiter::Kind::end);
+  Waiter::Event e{.kind = Waiter::Kind::end};
   e.took = r.ok();
   waiter_.step(e);
   LockCallback done = std::move(done_);

@@ -97,14 +97,25 @@ TEST_CASE("connecting, handshaking, ready: the owner's handshake goes behind AUT
   CHECK(bed.wires.connects == 1);
 }
 
-TEST_CASE("a refused AUTH drops the connection with its reason, and it backs off") {
-  Bed bed;
+namespace {
+
+// refuse_auth: a connection with a wrong password whose AUTH the server
+// answers with `text`.
+Connection& refuse_auth(Bed& bed, const std::string& text) {
   bed.address.password = "wrong";
   Connection& c = bed.make();
   c.start();
   bed.wire().connected();
   bed.wire().flush();
-  bed.wire().answer(error("WRONGPASS invalid username-password pair"));
+  bed.wire().answer(error(text));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a refused AUTH drops the connection with its reason, and it backs off") {
+  Bed bed;
+  Connection& c = refuse_auth(bed, "WRONGPASS invalid username-password pair");
   CHECK(bed.wires.live == nullptr);
   CHECK(c.state() == State::backing_off);
   CHECK(c.last_error() == "AUTH failed: WRONGPASS invalid username-password pair");
@@ -117,14 +128,9 @@ TEST_CASE("a refused AUTH drops the connection with its reason, and it backs off
 
 TEST_CASE("a server's error text is quoted cut short and with its control bytes made '?'") {
   Bed bed;
-  bed.address.password = "wrong";
-  Connection& c = bed.make();
-  c.start();
-  bed.wire().connected();
-  bed.wire().flush();
   // A hostile server: a megabyte of error text, a terminal escape in it.
   const std::string text = "WRONGPASS \x1b[2J\r\n" + std::string(1 << 20, 'x');
-  bed.wire().answer(error(text));
+  Connection& c = refuse_auth(bed, text);
   CHECK(c.state() == State::backing_off);
   const std::string& why = c.last_error();
   CHECK(why.size() < 400);
