@@ -73,8 +73,9 @@ TEST_CASE("fair waiters of three clients get the lock in the order they came, ea
   for (int w = 0; w < waiters; ++w) arrival[static_cast<std::size_t>(w)] = w;
   CHECK(order == arrival);
   // Nothing is left: no lock, no queue (the last release found it empty).
-  CHECK(group.keys_everywhere(lock_key) == 0);
-  CHECK(group.keys_everywhere(queue) == 0);
+  // The last master may answer the last grant and release after the majority.
+  CHECK(eventually([&] { return group.keys_everywhere(lock_key) == 0; }));
+  CHECK(eventually([&] { return group.keys_everywhere(queue) == 0; }));
 }
 
 TEST_CASE("behind a waiter that died in the queue, the next takes the lock after the grace, not before") {
@@ -117,8 +118,11 @@ TEST_CASE("behind two waiters that died at the front, the next still gets the lo
   Result<Lock> got = client->acquire("fair", {.ttl = 10000ms, .wait = 20000ms, .fair = true});
   REQUIRE(got.ok());
   CHECK(Clock::now() - start >= 200ms);  // a grace per dead waiter, on the masters' clocks
-  CHECK(group.keys_everywhere(queue) == 0);
   REQUIRE(client->release(*got).ok());
+  // Nothing is left queued: a master that granted took the waiter out; one
+  // that answered after the majority (or refused, its turn started later)
+  // lets it go with the release.
+  CHECK(eventually([&] { return group.keys_everywhere(queue) == 0; }));
 }
 
 TEST_CASE("a fair waiter whose wait runs out leaves every queue") {
