@@ -7,7 +7,8 @@
 #include <signal.h>
 #include <uv.h>
 
-#include "lease_state.hpp"
+#include "client_core.hpp"
+#include "keys.hpp"
 
 #include <cassert>
 #include <mutex>
@@ -138,7 +139,7 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
     impl->host->default_ttl = o.default_ttl;
     impl->host->post = [p = impl.get()](detail::LeaseHost::Task task) {
       p->post([p, task = std::move(task)] {
-        if (p->async) task(*p->async);
+        if (p->async) task(p->async->core_->leases());
       });
     };
   }
@@ -431,24 +432,19 @@ std::future<Result<Lease>> Client::lock_async(std::string_view resource, LeaseOp
   std::future<Result<Lease>> future = promise->get_future();
   impl_->post([p = impl_.get(), resource = std::string(resource), opts = std::move(opts), owner = std::move(owner),
                mark = std::move(mark), promise]() mutable {
-    AcquireOptions acquire = opts.acquire;
-    p->async->acquire(std::move(resource), std::move(acquire),
-                      [p, opts = std::move(opts), owner = std::move(owner), mark = std::move(mark),
-                       promise](Result<Lock> taken) mutable {
-                        if (!taken) {
-                          mark.reset();  // tells the owner's waiters
-                          return promise->set_value(std::move(taken).error());
-                        }
-                        std::shared_ptr<detail::LeaseState> state =
-                            detail::make_lease(std::move(*taken), std::move(opts), std::move(owner), p->host);
-                        if (mark) {
-                          std::lock_guard<std::mutex> lock(p->host->mu);
-                          p->host->reentrant[mark->key()] = detail::Reentry{state, false};
-                        }
-                        mark.reset();  // wakes the owner's waiters, who join it
-                        if (p->async) detail::start_watchdog(*p->async, state);
-                        promise->set_value(Lease(std::move(state)));
-                      });
+    p->async->core_->leases().lock({std::move(resource)}, std::move(opts), std::move(owner), p->host,
+                                   [p, mark = std::move(mark), promise](Result<std::shared_ptr<detail::LeaseState>> r) mutable {
+                                     if (!r) {
+                                       mark.reset();  // tells the owner's waiters
+                                       return promise->set_value(std::move(r).error());
+                                     }
+                                     if (mark) {
+                                       std::lock_guard<std::mutex> lock(p->host->mu);
+                                       p->host->reentrant[mark->key()] = detail::Reentry{*r, false};
+                                     }
+                                     mark.reset();  // wakes the owner's waiters, who join it
+                                     promise->set_value(Lease(std::move(*r)));
+                                   });
   });
   return future;
 }
@@ -479,19 +475,11 @@ std::future<Result<Lease>> Client::lock_many_async(std::vector<std::string> reso
   auto promise = std::make_shared<std::promise<Result<Lease>>>();
   std::future<Result<Lease>> future = promise->get_future();
   impl_->post([p = impl_.get(), resources = std::move(resources), opts = std::move(opts), promise]() mutable {
-    AcquireOptions acquire = opts.acquire;
-    p->async->acquire_many(std::move(resources), std::move(acquire),
-                           [p, opts = std::move(opts), promise](Result<MultiLock> taken) mutable {
-                             if (!taken) return promise->set_value(std::move(taken).error());
-                             Lock first;
-                             static_cast<LockTerms&>(first) = std::move(*taken);
-                             first.resource = taken->resources.front();
-                             std::vector<std::string> more(taken->resources.begin() + 1, taken->resources.end());
-                             std::shared_ptr<detail::LeaseState> state = detail::make_lease(
-                                 std::move(first), std::move(opts), {}, p->host, std::move(more));
-                             if (p->async) detail::start_watchdog(*p->async, state);
-                             promise->set_value(Lease(std::move(state)));
-                           });
+    p->async->core_->leases().lock(detail::resource_set(std::move(resources)), std::move(opts), {}, p->host,
+                                   [promise](Result<std::shared_ptr<detail::LeaseState>> r) {
+                                     if (!r) return promise->set_value(std::move(r).error());
+                                     promise->set_value(Lease(std::move(*r)));
+                                   });
   });
   return future;
 }

@@ -7,9 +7,7 @@
 #include <limits>
 #include <utility>
 
-#include "extend_batch.hpp"
 #include "keys.hpp"
-#include "lease_state.hpp"
 #include "operation.hpp"
 #include "telemetry.hpp"
 #include "timer_queue.hpp"
@@ -93,10 +91,7 @@ Engine::Engine(Runtime& runtime, Transport& transport, const Options& options)
       owner_suffix_(runtime.owner_suffix(options.owner)),
       telemetry_(transport.telemetry()) {}
 
-Engine::~Engine() {
-  batcher_.reset();  // its timers are on timers_, which goes after it; its last verdicts reach leases_
-  leases_.reset();
-}
+Engine::~Engine() = default;
 
 void Engine::enlist(Operation* op) noexcept {
   op->next = head_;
@@ -132,13 +127,11 @@ void Engine::leave_line(const std::string& key, AcquireOperation* op, bool took)
 
 // maybe_idle: closing, and no operation left — drop the cancellation
 // signal (no stop callback can raise it any more: each was destroyed with
-// its operation) and the batcher (no extension can start any more; calls
-// still queued fail, for rounds whose operations are gone), so that no
-// handle of the engine's keeps the loop, and report idle.
+// its operation), so that no handle of the engine's keeps the loop, and
+// report idle.
 void Engine::maybe_idle() {
   if (!closing_ || live_ != 0) return;
   cancel_signal_.reset();
-  batcher_.reset();
   if (on_idle_) std::exchange(on_idle_, nullptr)();
 }
 
@@ -217,18 +210,6 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
 TimerQueue& Engine::timers() {
   if (timers_ == nullptr) timers_ = std::make_unique<TimerQueue>(runtime_);
   return *timers_;
-}
-
-LeaseKeeper& Engine::leases() {
-  if (leases_ == nullptr) leases_ = std::make_unique<LeaseKeeper>(*this);
-  return *leases_;
-}
-
-ExtendBatcher& Engine::batcher() {
-  if (batcher_ == nullptr) {
-    batcher_ = std::make_unique<ExtendBatcher>(*this, options_.extend_batch_window, options_.extend_batch_max);
-  }
-  return *batcher_;
 }
 
 void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more) {

@@ -27,8 +27,6 @@ namespace redlock::detail {
 
 class Operation;
 class AcquireOperation;
-class ExtendBatcher;
-class LeaseKeeper;
 class TimerQueue;
 
 // What an operation completes with (the same types as the public
@@ -56,8 +54,8 @@ class Engine {
   // The Lock's resource is the first of them.
   void acquire_many(std::vector<std::string> resources, AcquireOptions opts, LockCallback done);
   // `more`: the other resources of a multi-resource lock (sorted, after
-  // lock.resource / resource). A lease watchdog's extension of one
-  // resource goes through batcher() instead.
+  // lock.resource / resource). A lease's extensions go through its
+  // service's batcher (src/lease_service.hpp) instead.
   void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {});
   void release(std::string resource, std::string token, ReleaseCallback done,
                const std::vector<std::string>& more = {});
@@ -72,14 +70,7 @@ class Engine {
   bool closing() const noexcept { return closing_; }
   Runtime& runtime() noexcept { return runtime_; }
   Transport& transport() noexcept { return transport_; }
-  // batcher: the watchdogs' extensions, many leases per round
-  // (src/extend_batch.hpp; made at the first use).
-  ExtendBatcher& batcher();
-  // leases: the watchdogs of the leases taken through this engine
-  // (src/lease_state.hpp; made at the first use).
-  LeaseKeeper& leases();
-  LeaseKeeper* leases_if_any() noexcept { return leases_.get(); }
-  // timers: the operations' and the watchdogs' timers, one array heap on
+  // timers: the operations' (and the extension batcher's) timers, one array heap on
   // one runtime timer (src/timer_queue.hpp; made at the first use, kept
   // until the engine goes, with no runtime timer of its own while it has
   // no timer).
@@ -117,8 +108,6 @@ class Engine {
 
   Runtime& runtime_;
   Transport& transport_;
-  std::unique_ptr<ExtendBatcher> batcher_;
-  std::unique_ptr<LeaseKeeper> leases_;  // after batcher_: the batcher's last verdicts reach the leases
   std::unique_ptr<TimerQueue> timers_;
   const Options& options_;
   std::string owner_suffix_;

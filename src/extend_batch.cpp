@@ -284,10 +284,12 @@ class ExtendRound final : public ReplySink {
       if (!m.decided || m.lease == nullptr) continue;
       Extendee* lease = std::exchange(m.lease, nullptr);
       --ready_;
+      ExtendSink* sink = flow_->sink;
+      if (sink == nullptr) continue;  // silenced: the lease may be gone
       const microseconds latency = duration_cast<microseconds>(at - m.submitted);
       if (closed_) {
         if (t != nullptr) t->finished(OpKind::extend, latency);
-        lease->on_batch_extended(engine_, at, make_error(Errc::closed, "the client was closed"));
+        sink->on_batch_extended(*lease, at, make_error(Errc::closed, "the client was closed"));
         continue;
       }
       const TimePoint deadline = lease->extend_deadline();
@@ -304,8 +306,7 @@ class ExtendRound final : public ReplySink {
           }
           t->finished(OpKind::extend, latency);
         }
-        lease->on_batch_extended(engine_, at,
-                                 Extension{at + clock.validity, duration_cast<milliseconds>(clock.validity)});
+        sink->on_batch_extended(*lease, at, Extension{at + clock.validity, duration_cast<milliseconds>(clock.validity)});
         continue;
       }
       std::vector<NodeOutcome> nodes = outcomes_of(i);
@@ -317,7 +318,7 @@ class ExtendRound final : public ReplySink {
       e.nodes = std::move(nodes);
       e.attempts = 1;
       e.elapsed = elapsed;
-      lease->on_batch_extended(engine_, at, std::move(e));
+      sink->on_batch_extended(*lease, at, std::move(e));
     }
     maybe_free();
   }
@@ -344,10 +345,10 @@ class ExtendRound final : public ReplySink {
   bool closed_ = false;
 };
 
-ExtendBatcher::ExtendBatcher(Engine& engine, milliseconds window, std::size_t max)
+ExtendBatcher::ExtendBatcher(Engine& engine, milliseconds window, std::size_t max, ExtendSink& sink)
     : engine_(engine), window_(window), max_(std::max<std::size_t>(max, 1)) {
   waiting_.resize(engine_.transport().size());
-  flow_ = std::make_shared<Flow>(Flow{this, std::vector<std::size_t>(engine_.transport().size(), 0)});
+  flow_ = std::make_shared<Flow>(Flow{this, &sink, std::vector<std::size_t>(engine_.transport().size(), 0)});
   timer_ = engine_.timers().timer([this] { flush(); });
   drain_ = engine_.timers().timer([this] { drain(); });
 }
@@ -363,7 +364,9 @@ ExtendBatcher::~ExtendBatcher() {
   submitted_.clear();
   queued_keys_ = 0;
   const TimePoint now = engine_.runtime().now();
-  for (Extendee* lease : queue) lease->on_batch_extended(engine_, now, make_error(Errc::closed, "the client was closed"));
+  if (ExtendSink* sink = flow_->sink) {
+    for (Extendee* lease : queue) sink->on_batch_extended(*lease, now, make_error(Errc::closed, "the client was closed"));
+  }
   std::vector<std::deque<ExtendRound*>> waiting;
   waiting.swap(waiting_);
   for (std::size_t node = 0; node < waiting.size(); ++node) {

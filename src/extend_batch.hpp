@@ -1,8 +1,8 @@
 // extend_batch.hpp — the leases' extensions, many leases per round.
 //
-// A lease watchdog (src/lease.cpp) does not start an operation of its own
-// to extend its lease: it submits itself (an Extendee) to its engine's
-// ExtendBatcher. Once the window has passed (or `max` leases wait) the
+// A lease watchdog (src/lease_service.cpp) does not start an operation of
+// its own to extend its lease: it submits itself (an Extendee) to its
+// service's ExtendBatcher, which tells each verdict to an ExtendSink. Once the window has passed (or `max` leases wait) the
 // batcher starts one ExtendRound for up to `max` leases: one Call, sent to
 // every master at once — the extend_batch script, one key, value and TTL
 // per lease and resource (src/scripts.hpp; a round of one lease of one
@@ -81,12 +81,20 @@ class Extendee {
   // extend_deadline: the lease's current validity deadline; an extension
   // decided later is too late (Errc::too_late).
   virtual TimePoint extend_deadline() const = 0;
-  // on_batch_extended: the verdict, exactly once per submit (`engine`: the
-  // batcher's; `now`: the clock when the verdict was made).
-  virtual void on_batch_extended(Engine& engine, TimePoint now, Result<Extension> r) = 0;
 
  protected:
   ~Extendee() = default;
+};
+
+// ExtendSink — where a batcher's verdicts go (the lease service).
+class ExtendSink {
+ public:
+  // on_batch_extended: the verdict for `lease`, exactly once per submit
+  // (`now`: the clock when the verdict was made).
+  virtual void on_batch_extended(Extendee& lease, TimePoint now, Result<Extension> r) = 0;
+
+ protected:
+  ~ExtendSink() = default;
 };
 
 class ExtendRound;
@@ -95,8 +103,9 @@ class ExtendBatcher {
  public:
   // `window`: how long the first queued lease waits for others (0: the
   // next loop turn); `max`: keys per round, one per lease and resource (1:
-  // a round per lease).
-  ExtendBatcher(Engine& engine, milliseconds window, std::size_t max);
+  // a round per lease); `sink` hears every verdict, also from rounds that
+  // outlive the batcher (until silence()).
+  ExtendBatcher(Engine& engine, milliseconds window, std::size_t max, ExtendSink& sink);
   ExtendBatcher(const ExtendBatcher&) = delete;
   ExtendBatcher& operator=(const ExtendBatcher&) = delete;
   // Leases still queued get Errc::closed at once, and so do rounds that
@@ -106,6 +115,10 @@ class ExtendBatcher {
   // submit: `lease` is due for an extension at `now` (the caller's reading
   // of the runtime's clock; the latency is measured from it).
   void submit(Extendee* lease, TimePoint now);
+
+  // silence: verdicts still to come (queued leases, rounds in flight) go
+  // nowhere and touch no lease — the sink is going away with its leases.
+  void silence() noexcept { flow_->sink = nullptr; }
 
   // queued: leases waiting for a round (tests).
   std::size_t queued() const noexcept { return queue_.size(); }
@@ -118,9 +131,11 @@ class ExtendBatcher {
   static constexpr std::size_t rounds_waiting = 4;     // per node; more are not sent there
 
   // Flow — what the batcher shares with its rounds, which may outlive it:
-  // the keys in flight per node, and the batcher while it lives.
+  // the keys in flight per node, the batcher while it lives, the sink
+  // until silenced.
   struct Flow {
     ExtendBatcher* owner;
+    ExtendSink* sink;
     std::vector<std::size_t> in_flight;
   };
   // send sends `round` to `node` now, or queues it there until the node

@@ -21,8 +21,10 @@
 // name meets it, and its tag puts it in the marker's slot (one script, two keys).
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "resp.hpp"
 
@@ -62,6 +64,15 @@ inline std::string resource_name(std::string_view prefix, std::string_view resou
   std::string out;
   assign_resource_name(out, prefix, resource, suffix);
   return out;
+}
+
+// resource_set: the resources of a multi-resource lock as the engine takes
+// them — sorted, without duplicates: the same set is then the same keys in
+// the same order on every master.
+inline std::vector<std::string> resource_set(std::vector<std::string> resources) {
+  std::sort(resources.begin(), resources.end());
+  resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
+  return resources;
 }
 
 inline constexpr std::string_view lock_suffix = ":lock";

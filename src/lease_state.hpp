@@ -1,10 +1,11 @@
 // lease_state.hpp — what a Lease shares with its client's loop.
 //
 // LeaseState is shared (shared_ptr) by the Lease handles of the user's
-// threads and by its watchdog on the loop thread (LeaseKeeper); its
-// mutable fields are guarded by its lock. LeaseHost is the client's side of the link: it
-// posts work to the loop for as long as the client lives (the Client clears
-// it before it closes), and it keeps the reentrancy registry.
+// threads and by its watchdog on the loop thread (LeaseService); its
+// mutable fields are guarded by its lock. LeaseHost is the client's side
+// of the link: it posts work to the client's lease service for as long as
+// the client lives (the client clears it before it closes), and it keeps
+// the reentrancy registry.
 //
 // Lock order: LeaseHost::mu before LeaseState::mu, never the other way.
 #pragma once
@@ -26,7 +27,6 @@
 #include <vector>
 #include <thread>
 
-#include "redlock/async_client.hpp"
 #include "redlock/lease.hpp"
 #include "extend_batch.hpp"
 #include "lease_wheel.hpp"
@@ -34,7 +34,7 @@
 
 namespace redlock::detail {
 
-class Engine;
+class LeaseService;
 
 // Reentry — one (resource, owner) of the reentrancy registry: the lease
 // that owner holds, or `acquiring` while one of its threads is taking it
@@ -46,10 +46,11 @@ struct Reentry {
 };
 
 struct LeaseHost {
-  using Task = std::function<void(AsyncClient&)>;
+  using Task = std::function<void(LeaseService&)>;
   using ReentryKey = std::pair<std::string, std::string>;  // resource, owner
   std::mutex mu;
-  // post runs a task on the loop thread; empty once the client is gone.
+  // post runs a task on the loop thread, with the client's lease service;
+  // empty once the client is gone.
   std::function<void(Task)> post;                               // guarded by mu
   std::thread::id loop_thread;                                  // set once, before any lease exists
   milliseconds release_bound{0};                                // how long a release may block a caller
@@ -110,7 +111,7 @@ struct LeaseCold {
 // while its watchdog runs. A program may hold 100,000 leases, so the
 // record is one allocation of about 200 bytes (docs/benchmarks.md,
 // "Many leases"): the names inline, the watchdog's timer an
-// entry of its engine's LeaseWheel (intrusive), a four-byte lock, and all
+// entry of its service's LeaseWheel (intrusive), a four-byte lock, and all
 // that most leases never use behind one pointer (LeaseCold).
 //
 // Threads: `mu` guards released, lost, holds, extensions and the making of
@@ -128,7 +129,7 @@ struct LeaseState final : Extendee, WheelEntry {
   // auto_extend, fenced (taken with a fencing token), the names.
   std::shared_ptr<LeaseHost> host;
   // self: the loop's hold on the record while its watchdog runs or an
-  // extension is in flight (LeaseKeeper; loop thread only).
+  // extension is in flight (LeaseService; loop thread only).
   std::shared_ptr<LeaseState> self;
   milliseconds ttl{0};
 
@@ -208,14 +209,13 @@ struct LeaseState final : Extendee, WheelEntry {
   // lost_error: why it was lost (mu held; lost must be true).
   const Error& lost_error() const noexcept { return *cold()->lost; }
 
-  // Extendee: every lease extends through the engine's batcher (one of
+  // Extendee: every lease extends through its service's batcher (one of
   // several resources with a key per resource in the same round).
   std::string_view extend_resource() const override { return resource(); }
   std::span<const std::string> extend_more() const override { return more(); }
   std::string_view extend_token() const override { return token(); }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline(); }
-  void on_batch_extended(Engine& engine, TimePoint now, Result<Extension> r) override;
 
  private:
   const char* text() const noexcept { return inline_fits() ? inline_ : heap_; }
@@ -231,75 +231,5 @@ std::string lease_options_problem(const LeaseOptions& opts);
 // `host` may be null (the simulator: no Lease handles).
 std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::string owner,
                                        std::shared_ptr<LeaseHost> host, std::vector<std::string> more = {});
-
-// release_lease: release the lease's lock (every resource) through
-// `client`, on its loop thread; the watchdog stops first.
-void release_lease(AsyncClient& client, const std::shared_ptr<LeaseState>& state, ReleaseCallback done);
-
-// LeaseKeeper — the watchdogs of one engine's leases (Engine::leases()).
-// A watchdog keeps its lease extended and declares it lost; its timer is
-// the lease's entry of the keeper's LeaseWheel, armed for the earlier of
-// the next extension and the deadline (less a margin). A lease being kept
-// holds itself (`self`) until stopped with no extension in flight; it is
-// then let go on a later loop turn, never inside a call of its own owner.
-// It runs on the engine's Runtime, so in the simulator too.
-class LeaseKeeper {
- public:
-  explicit LeaseKeeper(Engine& engine);
-  LeaseKeeper(const LeaseKeeper&) = delete;
-  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
-  ~LeaseKeeper();
-
-  // keep: the lease now keeps itself extended (with auto_extend off, it
-  // runs out at its deadline, and is lost then).
-  void keep(const std::shared_ptr<LeaseState>& s);
-  // stop: the lease was released; no signal. Idempotent; a lease not kept
-  // (no `self`) is left alone.
-  void stop(LeaseState& s);
-  // shutdown: the client closes under the lease: it is lost (Errc::lost,
-  // "the client was closed"), then stopped. shutdown_all: every lease kept.
-  void shutdown(LeaseState& s);
-  void shutdown_all();
-
-  // live: leases kept and not yet let go; on_idle (set by the client) is
-  // told each time it drops to zero.
-  std::size_t live() const noexcept { return live_; }
-  std::function<void()> on_idle;
-
-  // on_extended: an extension's verdict (from the batcher).
-  void on_extended(LeaseState& s, TimePoint now, Result<Extension> r);
-
- private:
-  static void fire(void* keeper, WheelEntry* entry, TimePoint now);
-  void on_timer(LeaseState& s, TimePoint now);
-  void arm_extend(LeaseState& s, TimePoint now, Clock::duration in);
-  void arm_deadline(LeaseState& s);
-  void extend_now(LeaseState& s, TimePoint now);
-  void on_deadline(LeaseState& s);
-  void lose(LeaseState& s, std::string why, std::vector<NodeOutcome> nodes = {});
-  void tell_loss(LeaseState& s);
-  void finish(LeaseState& s);
-  LeaseState::Cap cap_reached(const LeaseState& s, TimePoint now) const;
-
-  Engine& engine_;
-  LeaseWheel wheel_;
-  std::size_t live_ = 0;
-  // The grid points extensions were lately planned at (arm_extend), and the
-  // keys each gathers: a point takes no more than one full round
-  // (extend_batch_max keys); a lease beyond that goes when it was planned.
-  // Direct-mapped (grid_point): a slot holding another point is reused.
-  struct GridPoint {
-    TimePoint at{};
-    std::size_t keys = 0;
-  };
-  std::array<GridPoint, 64> grid_points_{};
-  GridPoint& grid_point(TimePoint point);
-};
-
-// start_watchdog puts the lease's watchdog on `client`'s loop (loop thread
-// only): kept, or lost at once when the client is closing.
-// stop_watchdog stops it (release_lease).
-void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
-void stop_watchdog(AsyncClient& client, LeaseState& state);
 
 }  // namespace redlock::detail

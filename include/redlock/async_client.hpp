@@ -41,12 +41,7 @@ struct uv_loop_s;
 namespace redlock {
 
 class ClientCore;
-class AsyncClient;
-namespace detail {
-struct LeaseState;
-void start_watchdog(AsyncClient& client, std::shared_ptr<LeaseState> state);
-void stop_watchdog(AsyncClient& client, LeaseState& state);
-}  // namespace detail
+class Client;
 
 using LockCallback = std::function<void(Result<Lock>)>;
 using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
@@ -142,8 +137,7 @@ class REDLOCK_API AsyncClient {
   Stats stats() const;
 
  private:
-  friend void detail::start_watchdog(AsyncClient& client, std::shared_ptr<detail::LeaseState> state);
-  friend void detail::stop_watchdog(AsyncClient& client, detail::LeaseState& state);
+  friend class Client;  // a blocking Client runs an AsyncClient and takes its leases through its core
   REDLOCK_LOCAL explicit AsyncClient(ClientCore* core) noexcept;
   ClientCore* core_;  // owned; frees itself after its handles have closed
 };

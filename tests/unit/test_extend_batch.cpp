@@ -17,7 +17,7 @@
 #include "engine.hpp"
 #include "extend_batch.hpp"
 #include "keys.hpp"
-#include "lease_state.hpp"
+#include "lease_service.hpp"
 #include "quorum.hpp"
 #include "resp.hpp"
 #include "test_runtime.hpp"
@@ -81,7 +81,7 @@ struct FakeLease final : Extendee {
   std::string_view extend_token() const override { return token; }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline; }
-  void on_batch_extended(Engine&, TimePoint, Result<Extension> r) override {
+  void verdict(Result<Extension> r) {
     verdicts.push_back(std::move(r));
     if (told) told();
   }
@@ -126,12 +126,23 @@ milliseconds validity(milliseconds ttl, milliseconds elapsed) {
   return ttl - elapsed - drift_allowance(ttl, 0.01);
 }
 
+// Told — the sink of the fake leases' batcher: each verdict goes back to
+// its lease.
+struct Told final : ExtendSink {
+  void on_batch_extended(Extendee& lease, TimePoint, Result<Extension> r) override {
+    static_cast<FakeLease&>(lease).verdict(std::move(r));
+  }
+};
+
 struct Bed {
   ManualRuntime runtime;
   Inner inner;
   Options options;
-  std::deque<FakeLease> leases;  // before the engine: the engine's teardown may still tell them
+  std::deque<FakeLease> leases;  // before the engine: the batcher's teardown may still tell them
+  Told told;
   std::optional<Engine> engine;
+  std::optional<ExtendBatcher> fakes;   // the fake leases' batcher (batcher())
+  std::optional<LeaseService> service;  // the kept leases' (kept())
 
   Bed(std::size_t nodes, milliseconds window, std::size_t max) : inner(nodes) {
     options.prefix = "app:";
@@ -139,16 +150,24 @@ struct Bed {
     options.extend_batch_max = max;
     engine.emplace(runtime, inner, options);
   }
-  // The engine is shut down before it goes: that drops the batcher while
-  // the engine's timer queue still lives.
+  // The batchers go before the engine, whose timer queue their timers are on.
   ~Bed() {
+    service.reset();
+    fakes.reset();
     if (engine) {
       engine->shutdown(nullptr);
       engine.reset();
     }
   }
 
-  ExtendBatcher& batcher() { return engine->batcher(); }
+  ExtendBatcher& batcher() {
+    if (!fakes) fakes.emplace(*engine, options.extend_batch_window, options.extend_batch_max, told);
+    return *fakes;
+  }
+  LeaseService& kept() {
+    if (!service) service.emplace(*engine);
+    return *service;
+  }
   // align_to: advance to the next point of `grid` (now, if on one); the point.
   TimePoint align_to(milliseconds grid) {
     const auto off = runtime.now().time_since_epoch() % grid;
@@ -223,13 +242,15 @@ struct Bed {
     }
   }
   // finish: every send gets its final event, the verdicts go out, the
-  // engine closes; then every round must have freed itself (a round's
-  // only timer is its delivery; the batcher went with the shutdown).
+  // client closes (the service, the batchers, the engine); then every
+  // round must have freed itself (a round's only timer is its delivery).
   void finish() {
     for (std::size_t i = 0; i < inner.sent.size(); ++i) {
       if (!inner.sent[i].final) failed(i, "test over");
     }
     turn();
+    if (service) service->close();  // its batcher goes with the close
+    fakes.reset();
     engine->shutdown(nullptr);
     turn();
     CHECK(engine->timers().timers() == 0);
@@ -747,10 +768,10 @@ TEST_CASE("a send the transport refuses is that master's error") {
 }
 
 TEST_CASE("closing: queued leases get Errc::closed, and nothing is sent for them") {
-  SUBCASE("shutdown with no operation left drops the batcher: queued leases are told at once") {
+  SUBCASE("the batcher going (its service closing) tells queued leases at once") {
     Bed bed(3, milliseconds{10}, 512);
     auto [a, b] = bed.two_submitted();
-    bed.engine->shutdown(nullptr);
+    bed.fakes.reset();
     for (const FakeLease* l : {&a, &b}) {
       CHECK(l->error().code == Errc::closed);
       CHECK(l->error().message == "the client was closed");
@@ -799,7 +820,7 @@ TEST_CASE("closing: queued leases get Errc::closed, and nothing is sent for them
     bed.submit(a);
     bed.turn();
     REQUIRE(bed.inner.sent.size() == 3);
-    bed.engine->shutdown(nullptr);  // the batcher goes
+    bed.fakes.reset();  // the batcher goes
     CHECK(a.verdicts.empty());
     bed.integer(0, 1);
     bed.integer(1, 1);
@@ -810,12 +831,31 @@ TEST_CASE("closing: queued leases get Errc::closed, and nothing is sent for them
   }
 }
 
-// The engine destroyed without a shutdown first: its batcher goes with it,
-// before the engine's timer queue (which the batcher's timers are on).
-TEST_CASE("destroying the engine, and with it the batcher, tells queued leases Errc::closed at once") {
+// A silenced batcher (its service going with its leases) tells nobody:
+// neither the queued leases when it goes nor a round in flight.
+TEST_CASE("a silenced batcher tells no lease, queued or in a round in flight") {
+  Bed bed(3, milliseconds{0}, 512);
+  FakeLease& a = bed.lease("a", "v");
+  bed.submit(a);
+  bed.turn();
+  REQUIRE(bed.inner.sent.size() == 3);
+  FakeLease& b = bed.lease("b", "v");
+  bed.submit(b);
+  bed.batcher().silence();
+  bed.fakes.reset();
+  bed.integer(0, 1);
+  bed.integer(1, 1);
+  bed.integer(2, 1);
+  bed.turn();
+  CHECK(a.verdicts.empty());
+  CHECK(b.verdicts.empty());
+  bed.finish();
+}
+
+TEST_CASE("destroying the batcher tells queued leases Errc::closed at once") {
   Bed bed(3, milliseconds{10}, 512);
   auto [a, b] = bed.two_submitted();
-  bed.engine.reset();
+  bed.fakes.reset();
   for (const FakeLease* l : {&a, &b}) {
     CHECK(l->error().code == Errc::closed);
     CHECK(l->error().message == "the client was closed");
@@ -823,10 +863,10 @@ TEST_CASE("destroying the engine, and with it the batcher, tells queued leases E
   CHECK(bed.inner.sent.empty());
 }
 
-// ---- The watchdogs over the batcher (LeaseKeeper, src/lease_state.hpp) --------------
+// ---- The watchdogs over the batcher (LeaseService, src/lease_service.hpp) --------------
 //
-// A lease record kept by its engine's LeaseKeeper: its timer is an entry of
-// the keeper's wheel on the same ManualRuntime, its extensions go through
+// A lease record kept by a LeaseService: its timer is an entry of
+// the service's wheel on the same ManualRuntime, its extensions go through
 // the batcher above. Time moves only on advance().
 
 namespace {
@@ -855,7 +895,7 @@ std::shared_ptr<LeaseState> keep(Bed& bed, std::string resource, Losses& losses,
   l.attempts = 1;
   opts.on_lost = losses.callback();
   auto s = make_lease(std::move(l), std::move(opts), {}, nullptr);
-  bed.engine->leases().keep(s);
+  bed.kept().keep(s);
   return s;
 }
 
@@ -865,7 +905,7 @@ TEST_CASE("a kept lease is extended once extend_at of its validity has passed, i
   Bed bed(3, milliseconds{0}, 512);
   Losses losses;
   auto s = keep(bed, "r", losses);
-  LeaseKeeper& keeper = bed.engine->leases();
+  LeaseService& keeper = bed.kept();
   CHECK(keeper.live() == 1);
   CHECK(s.use_count() == 2);  // the keeper holds the record while it runs
   bed.runtime.advance(milliseconds{999});
@@ -918,9 +958,9 @@ TEST_CASE("with a batch window, extensions are planned on a grid: leases due apa
   // Both are planned at the grid point before: t0 + 992 ms (1/16 of 1 s is
   // 62.5 ms: never earlier than that).
   bed.runtime.advance_to(t0 + milliseconds{991});
-  CHECK(bed.batcher().queued() == 0);
+  CHECK(bed.kept().batcher().queued() == 0);
   bed.runtime.advance(milliseconds{1});
-  CHECK(bed.batcher().queued() == 2);
+  CHECK(bed.kept().batcher().queued() == 2);
   CHECK(bed.inner.sent.empty());  // the window
   bed.runtime.advance(milliseconds{10});
   REQUIRE(bed.inner.sent.size() == 3);  // one round for both
@@ -966,9 +1006,9 @@ TEST_CASE("a grid point gathers at most one full round: a lease beyond it tries 
   bed.yes_all();
   bed.turn();
   until(1012);
-  CHECK(bed.batcher().queued() == 0);
+  CHECK(bed.kept().batcher().queued() == 0);
   until(1013);
-  CHECK(bed.batcher().queued() == 1);  // e, when planned, for the window
+  CHECK(bed.kept().batcher().queued() == 1);  // e, when planned, for the window
   until(1023);
   REQUIRE(bed.inner.sent.size() == 9);
   CHECK(sent_keys(6) == std::vector<std::string>{lock_key("app:", "e")});
@@ -1002,10 +1042,10 @@ TEST_CASE("the grid is no wider than what gathers about one round: with many lea
     return false;
   };
   bed.runtime.advance(milliseconds{999});
-  CHECK(bed.batcher().queued() == 0);
+  CHECK(bed.kept().batcher().queued() == 0);
   CHECK_FALSE(sent_x());
   bed.runtime.advance(milliseconds{1});
-  CHECK(bed.batcher().queued() == 1);  // x, for the window
+  CHECK(bed.kept().batcher().queued() == 1);  // x, for the window
   bed.runtime.advance(milliseconds{10});
   CHECK(sent_x());
   bed.yes_all();
@@ -1023,7 +1063,7 @@ TEST_CASE("without batching in time (window 0, or extend_batch_max 1) an extensi
     bed.runtime.advance(milliseconds{1});
     auto a = keep(bed, "a", losses);
     bed.runtime.advance(milliseconds{999});
-    CHECK(bed.batcher().queued() == 0);
+    CHECK(bed.kept().batcher().queued() == 0);
     CHECK(bed.inner.sent.empty());
     bed.runtime.advance(window + milliseconds{1});
     CHECK(bed.inner.sent.size() == 3);
@@ -1057,7 +1097,7 @@ TEST_CASE("an extension refused by a majority loses the lease at once, told once
   bed.integer(2, 1);  // the straggler changes nothing
   bed.runtime.advance(milliseconds{5000});
   CHECK(losses.count == 1);
-  CHECK(bed.engine->leases().live() == 0);
+  CHECK(bed.kept().live() == 0);
   CHECK(s.use_count() == 1);
   bed.finish();
 }
@@ -1083,7 +1123,7 @@ TEST_CASE("with no answer a lease is lost before its deadline, never after; the 
   CHECK(s->deadline() == deadline);
   CHECK(losses.count == 1);
   bed.runtime.advance(milliseconds{1});  // let go on the turn after the loss
-  CHECK(bed.engine->leases().live() == 0);
+  CHECK(bed.kept().live() == 0);
   CHECK(s.use_count() == 1);
   bed.finish();
 }
@@ -1113,17 +1153,17 @@ TEST_CASE("a lease not extended (auto_extend off, or a cap reached) runs out at 
   bed.finish();
 }
 
-TEST_CASE("shutdown_all loses every kept lease ('the client was closed'); one released before is only let go") {
+TEST_CASE("close loses every kept lease ('the client was closed'); one released before is only let go") {
   Bed bed(3, milliseconds{0}, 512);
   Losses la, lb, lc;
   auto a = keep(bed, "a", la);
   auto b = keep(bed, "b", lb);
   auto c = keep(bed, "c", lc);
-  LeaseKeeper& keeper = bed.engine->leases();
+  LeaseService& keeper = bed.kept();
   keeper.stop(*c);  // released just before the close
   bed.runtime.advance(milliseconds{1000});  // a and b extending, c let go
   CHECK(keeper.live() == 2);
-  keeper.shutdown_all();
+  keeper.close();
   CHECK(la.count == 1);
   CHECK(lb.count == 1);
   CHECK(lc.count == 0);
@@ -1134,6 +1174,24 @@ TEST_CASE("shutdown_all loses every kept lease ('the client was closed'); one re
   CHECK(keeper.live() == 0);
   CHECK(a.use_count() == 1);
   CHECK(b.use_count() == 1);
+}
+
+TEST_CASE("a lease taken after its service closed is lost at once and let go; nothing is sent for it") {
+  // An acquire in flight when the client closes may still win: its lease
+  // must not be kept extended by a client that is closing.
+  Bed bed(3, milliseconds{0}, 512);
+  LeaseService& service = bed.kept();
+  service.close();
+  Losses l;
+  auto a = keep(bed, "a", l);
+  CHECK(l.count == 1);
+  CHECK(l.why.find("the client was closed") != std::string::npos);
+  CHECK(service.live() == 1);  // let go on a later turn, never inside keep()
+  bed.runtime.advance(milliseconds{1000});
+  CHECK(service.live() == 0);
+  CHECK(a.use_count() == 1);
+  CHECK(bed.inner.sent.empty());
+  bed.finish();
 }
 
 TEST_CASE("a lease record keeps its names inline up to 64 bytes, on the heap beyond, and the rest only when used") {

@@ -617,7 +617,13 @@ struct FuzzLease final : Extendee {
   std::string_view extend_token() const override { return token; }
   milliseconds extend_ttl() const override { return milliseconds{1000}; }
   TimePoint extend_deadline() const override { return deadline; }
-  void on_batch_extended(Engine&, TimePoint, Result<Extension> r) override { verdicts.push_back(std::move(r)); }
+};
+
+// FuzzSink — the batcher's verdicts, back to each FuzzLease.
+struct FuzzSink final : ExtendSink {
+  void on_batch_extended(Extendee& lease, TimePoint, Result<Extension> r) override {
+    static_cast<FuzzLease&>(lease).verdicts.push_back(std::move(r));
+  }
 };
 
 constexpr std::uint64_t seeds = 400;
@@ -869,9 +875,11 @@ TEST_CASE("fuzz: script replies through sessions, rounds and operations; a lie n
       default: {  // batched extensions: three leases in one round
         const TimePoint deadline = bed.runtime.now() + milliseconds{900};
         std::vector<std::unique_ptr<FuzzLease>> leases;
+        FuzzSink sink;
+        ExtendBatcher batcher(engine, engine.options().extend_batch_window, engine.options().extend_batch_max, sink);
         for (int i = 0; i < 3; ++i) {
           leases.push_back(std::make_unique<FuzzLease>("r" + std::to_string(i), "v" + std::to_string(i), deadline));
-          engine.batcher().submit(leases.back().get(), bed.runtime.now());
+          batcher.submit(leases.back().get(), bed.runtime.now());
         }
         auto all_told = [&] {
           return std::all_of(leases.begin(), leases.end(), [](const auto& l) { return !l->verdicts.empty(); });

@@ -28,7 +28,7 @@
 #include "client_close.hpp"
 #include "engine.hpp"
 #include "keys.hpp"
-#include "lease_state.hpp"
+#include "lease_service.hpp"
 #include "network.hpp"
 #include "node_set.hpp"
 #include "operation.hpp"
@@ -160,8 +160,12 @@ struct SimClient {
     for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
+    lease_service = std::make_unique<detail::LeaseService>(*engine);
     reports = std::make_unique<detail::Reports>(rt, *nodes, config.options.prefix);
     closer = std::make_unique<detail::ClientClose>(rt, *engine, *nodes, *reports);
+    closer->stop_leases = [this] { lease_service->close(); };
+    closer->busy = [this] { return lease_service->live() != 0; };
+    lease_service->on_idle = [this] { closer->maybe_finish(); };
     timer = rt.timer([this] {
       auto f = std::move(then);
       then = nullptr;
@@ -180,6 +184,7 @@ struct SimClient {
   Config config;
   std::unique_ptr<NodeSet> nodes;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<detail::LeaseService> lease_service;  // the leases, as a client core keeps them
   std::unique_ptr<detail::Reports> reports;  // status and nodes, as a client core makes them
   std::unique_ptr<detail::ClientClose> closer;  // survey workload: the close, as a client core's
   std::unique_ptr<detail::Timer> timer;
@@ -1009,7 +1014,7 @@ void Schedule::start_lease(SimClient& c) {
   };
   auto st = detail::make_lease(*c.lock, std::move(opts), {}, nullptr);
   c.lease = st;
-  c.engine->leases().keep(st);
+  c.lease_service->keep(st);
   const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->ttl).count();
   c.after(static_cast<Nanos>(world_.rng().unit() * 4 * static_cast<double>(ttl)),
           [this, &c] { release(c, [this, &c] { think(c); }); });
@@ -1063,7 +1068,7 @@ void Schedule::lease_acquired(SimClient& c, const std::vector<std::string>& reso
     auto st = detail::make_lease(*r, std::move(opts), {}, nullptr, more);
     c.leases.push_back({resources[0], r->token, st, indices[0], std::move(more),
                         std::vector<std::size_t>(indices.begin() + 1, indices.end())});
-    c.engine->leases().keep(st);
+    c.lease_service->keep(st);
   }
   if (--c.leases_pending > 0) return;
   if (c.leases.empty()) return think(c);
@@ -1078,7 +1083,7 @@ void Schedule::release_leases(SimClient& c) {
   leases.swap(c.leases);
   c.leases_pending = leases.size();
   for (SimClient::HeldLease& l : leases) {
-    c.engine->leases().stop(*l.state);
+    c.lease_service->stop(*l.state);
     std::vector<std::size_t> holds = l.more_holds;
     holds.push_back(l.hold);
     {
@@ -1100,7 +1105,7 @@ void Schedule::release_leases(SimClient& c) {
 
 void Schedule::release(SimClient& c, std::function<void()> then) {
   if (c.lease) {
-    c.engine->leases().stop(*c.lease);
+    c.lease_service->stop(*c.lease);
     std::lock_guard lock(c.lease->mu);
     c.lease->released = true;
     const Nanos end = SimRuntime::from_time_point(c.lease->deadline());
