@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <iostream>
 
 namespace redlock::cli {
 
@@ -156,6 +157,10 @@ bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes) {
   return !nodes.empty() && nodes.size() - out < nodes.size() / 2 + 1;
 }
 
+int failure_status(Errc code, const std::vector<NodeOutcome>& nodes) {
+  return unavailable(code, nodes) ? kExitUnavailable : kExitNotDone;
+}
+
 std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& nodes) {
   std::size_t quarantined = 0, usable = 0;
   for (const auto& n : nodes) {
@@ -210,6 +215,15 @@ bool use_json(const Globals& g, bool default_json) {
   if (g.json) return true;
   if (g.human) return false;
   return default_json;
+}
+
+int finish(bool as_json, const json& out, const std::string& human, int status) {
+  if (as_json) {
+    std::cout << dump_json(out) << '\n' << std::flush;
+  } else {
+    std::cout << human << std::flush;
+  }
+  return status;
 }
 
 std::string dump_json(const json& j) { return printable_json(j).dump(); }
