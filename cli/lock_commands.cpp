@@ -93,6 +93,19 @@ int interruptible(SignalWatch& signals, std::stop_source& cancel, Body body) {
   return interrupted;
 }
 
+// describe_release_failure explains a release that did not free the lock:
+// no_quorum when a node could not be asked (error, timeout), else not_held
+// (every node that answered said our token is not there).
+void describe_release_failure(json& out, const ReleaseResult& rr) {
+  const auto code = unavailable(Errc::not_held, rr.nodes) ? Errc::no_quorum : Errc::not_held;
+  std::string msg = "released on " + std::to_string(rr.released_nodes) + " of " + std::to_string(rr.nodes.size()) +
+                    " nodes";
+  for (const auto& n : rr.nodes)
+    if (n.outcome != Outcome::ok)
+      msg += "; " + n.address + " " + std::string(outcome_name(n.outcome)) + (n.error.empty() ? "" : ": " + n.error);
+  add_error(out, code, std::string(errc_name(code)) + ": " + msg);
+}
+
 }  // namespace
 
 int run_acquire(const Args& a) {
@@ -192,22 +205,6 @@ int run_extend(const Args& a) {
   auto r = client->extend(lock, ttl);
   return print_lock_result(a.g, "extended", a.resource, json(a.token), r);
 }
-namespace {
-
-// describe_release_failure explains a release that did not free the lock:
-// no_quorum when a node could not be asked (error, timeout), else not_held
-// (every node that answered said our token is not there).
-void describe_release_failure(json& out, const ReleaseResult& rr) {
-  const auto code = unavailable(Errc::not_held, rr.nodes) ? Errc::no_quorum : Errc::not_held;
-  std::string msg = "released on " + std::to_string(rr.released_nodes) + " of " + std::to_string(rr.nodes.size()) +
-                    " nodes";
-  for (const auto& n : rr.nodes)
-    if (n.outcome != Outcome::ok)
-      msg += "; " + n.address + " " + std::string(outcome_name(n.outcome)) + (n.error.empty() ? "" : ": " + n.error);
-  add_error(out, code, std::string(errc_name(code)) + ": " + msg);
-}
-
-}  // namespace
 
 int run_release(const Args& a) {
   check_resource(a.resource);
