@@ -4,6 +4,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <iostream>
+
+// The quorum of a lock's rounds comes from the one module that decides
+// them (src/quorum.hpp: majority_of is inline, nothing to link).
+#include "quorum.hpp"
 
 namespace redlock::cli {
 
@@ -153,7 +158,11 @@ bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes) {
   // "pending" counts as able: the round was decided without its answer.
   std::size_t out = 0;
   for (const auto& n : nodes) out += cannot_count(n.outcome) ? 1 : 0;
-  return !nodes.empty() && nodes.size() - out < nodes.size() / 2 + 1;
+  return !nodes.empty() && nodes.size() - out < detail::majority_of(nodes.size());
+}
+
+int failure_status(Errc code, const std::vector<NodeOutcome>& nodes) {
+  return unavailable(code, nodes) ? kExitUnavailable : kExitNotDone;
 }
 
 std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& nodes) {
@@ -162,7 +171,7 @@ std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& node
     quarantined += n.outcome == Outcome::quarantined ? 1 : 0;
     usable += cannot_count(n.outcome) ? 0 : 1;
   }
-  const std::size_t quorum = nodes.size() / 2 + 1;
+  const std::size_t quorum = detail::majority_of(nodes.size());
   if (quarantined == 0 || usable >= quorum || usable + quarantined < quorum) return {};
   auto report = client.nodes();
   if (!report) return {};
@@ -201,7 +210,7 @@ std::string stuck_note(Client& client, Errc code, const std::vector<NodeOutcome>
   }
   if (nodes.empty()) return escaped(std::string(errc_name(code)));
   return std::to_string(answered) + " of " + std::to_string(nodes.size()) + " masters answered, " +
-         std::to_string(nodes.size() / 2 + 1) + " needed" + (why.empty() ? "" : " (" + why + ")");
+         std::to_string(detail::majority_of(nodes.size())) + " needed" + (why.empty() ? "" : " (" + why + ")");
 }
 
 // --- output -------------------------------------------------------------------
@@ -210,6 +219,15 @@ bool use_json(const Globals& g, bool default_json) {
   if (g.json) return true;
   if (g.human) return false;
   return default_json;
+}
+
+int finish(bool as_json, const json& out, const std::string& human, int status) {
+  if (as_json) {
+    std::cout << dump_json(out) << '\n' << std::flush;
+  } else {
+    std::cout << human << std::flush;
+  }
+  return status;
 }
 
 std::string dump_json(const json& j) { return printable_json(j).dump(); }

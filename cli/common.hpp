@@ -72,6 +72,10 @@ void throw_if_usage(const Error& e);
 // majority of masters can tell.
 bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes);
 
+// failure_status: 69 when the masters could not decide (an outage), 1 when
+// they said no (held elsewhere, our token not there).
+int failure_status(Errc code, const std::vector<NodeOutcome>& nodes);
+
 // quarantine_note says why a failed round may succeed later without anyone
 // releasing anything: when masters in restart quarantine are what keeps a
 // majority from answering, "3 of 5 masters are in restart quarantine for
@@ -161,6 +165,9 @@ Waited<T> first_then_wait(Client& client, milliseconds wait, Attempt attempt, Sa
 
 // use_json: --json, --human, else the command's default.
 bool use_json(const Globals& g, bool default_json);
+
+// finish prints the JSON object or the human text and returns `status`.
+int finish(bool as_json, const json& out, const std::string& human, int status);
 
 // dump_json is the one line a command prints for `j`: strings that are not
 // UTF-8 in their escaped form (escape.hpp), so that it never throws.

@@ -27,15 +27,14 @@
 //            signals go to it, not to us; when it stops (Ctrl-Z) we take the
 //            terminal back and stop too, and give it back when continued.
 #include "run.hpp"
+#include "run_child.hpp"
 #include "run_guard.hpp"
+#include "run_shared.hpp"
 #include "signal_watch.hpp"
-#include "support/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <termios.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -53,208 +52,11 @@
 #include <stop_token>
 #include <thread>
 
-extern char** environ;
-
 namespace redlock::cli {
 
 namespace {
 
 using clock = redlock::BootClock;
-
-// Fd — closes on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-void notify(int efd) {
-  const std::uint64_t one = 1;
-  // A full counter cannot happen (at most a few writes); EAGAIN is harmless.
-  [[maybe_unused]] const ssize_t n = ::write(efd, &one, sizeof one);
-}
-
-void drain(int efd) {
-  std::uint64_t v = 0;
-  [[maybe_unused]] const ssize_t n = ::read(efd, &v, sizeof v);
-}
-
-// Shared between the lease's loop thread (on_lost) and main; outlives both
-// the lease and the client.
-struct LostSignal {
-  std::mutex mu;
-  std::optional<std::string> reason;  // set once, when the lease was lost
-  std::int64_t at_us = 0;
-  int efd = -1;
-};
-
-// FairRounds — the failed acquire rounds of a --fair wait, told by the
-// client's observer: that wait is one call, so first_then_wait cannot look
-// between calls. The main thread reads the last one when `efd` says so.
-class FairRounds final : public Observer {
- public:
-  struct Round {
-    Errc code = Errc::internal;
-    std::vector<NodeOutcome> nodes;
-  };
-  explicit FairRounds(int efd) : efd_(efd) {}
-  void on_round(const RoundEvent& e) override {
-    if (e.op != OpKind::acquire || e.ok || e.nodes == nullptr) return;
-    {
-      std::lock_guard<std::mutex> guard(mu_);
-      last_ = Round{e.code, *e.nodes};
-    }
-    notify(efd_);
-  }
-  std::optional<Round> last() {
-    std::lock_guard<std::mutex> guard(mu_);
-    return last_;
-  }
-
- private:
-  int efd_;
-  std::mutex mu_;
-  std::optional<Round> last_;
-};
-
-// What each signal does (docs/cli.md, "Signals"); every catchable one is
-// watched (SignalWatch::catchable_unignored).
-bool is_job_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
-// Not for the command: CHLD and CONT are about our own children and our
-// own stop; PIPE comes from a write of ours to a closed stderr (the
-// command's own pipes raise its own SIGPIPE).
-bool is_own(int sig) { return sig == SIGCHLD || sig == SIGCONT || sig == SIGPIPE; }
-// is_forwarded: passed on, unchanged, to the command's process group.
-bool is_forwarded(int sig) { return !is_own(sig) && !is_job_stop(sig); }
-// cancels_wait: while waiting, a signal whose default action ends a
-// process ends the wait (the command is not run, exit 128+N); the rest
-// (WINCH, URG) mean nothing to a process that has no command yet.
-bool cancels_wait(int sig) { return is_forwarded(sig) && sig != SIGWINCH && sig != SIGURG; }
-
-// child_environment: ours, with REDLOCK_RESOURCE, REDLOCK_TOKEN,
-// REDLOCK_OWNER (who the lock's value names: host:pid[:label]) and (with
-// --fence) REDLOCK_FENCE set for the command, and without credentials:
-// REDLOCK_NODES is dropped when one of its URLs carries a password
-// (user:password@), and so are REDLOCK_PASSWORD and REDLOCK_TLS_KEY
-// (docs/security.md).
-std::vector<std::string> child_environment(const Lease& lease, bool fence) {
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view v(*e);
-    if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE=") ||
-        v.starts_with("REDLOCK_OWNER=") ||
-        v.starts_with("REDLOCK_TLS_KEY=") || v.starts_with("REDLOCK_PASSWORD=") ||
-        (v.starts_with("REDLOCK_NODES=") && v.find('@') != std::string_view::npos))
-      continue;
-    env.emplace_back(v);
-  }
-  env.push_back("REDLOCK_RESOURCE=" + lease.resource());
-  env.push_back("REDLOCK_TOKEN=" + lease.token());
-  if (const std::size_t mark = lease.token().find('~'); mark != std::string::npos)
-    env.push_back("REDLOCK_OWNER=" + lease.token().substr(mark + 1));
-  if (fence) env.push_back("REDLOCK_FENCE=" + std::to_string(lease.fence()));
-  return env;
-}
-
-// Spawn — the command, in a process group of its own (pgid = pid).
-struct Spawn {
-  pid_t pid = -1;
-  int error = 0;  // errno when it could not be started
-};
-
-// spawn_command starts the command in a new process group; with `tty` >= 0
-// that group becomes the terminal's foreground group before it runs (in the
-// child, so that it never reads the terminal from the background).
-// The command starts with every signal unblocked, whatever redlock's own
-// mask was when it started, and the signals redlock watches at their
-// default action (those ignored when redlock started stay ignored).
-Spawn spawn_command(const std::vector<std::string>& command, std::vector<std::string> env, const sigset_t& watched,
-                    int tty) {
-  std::vector<std::string> args = command;
-  std::vector<char*> argv = support::pointers(args);
-  std::vector<char*> envp = support::pointers(env);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &watched);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // glibc runs file actions after setpgid and with every signal blocked,
-  // so the child's tcsetpgrp is not stopped by SIGTTOU.
-  if (tty >= 0) posix_spawn_file_actions_addtcsetpgrp_np(&actions, tty);
-  Spawn s;
-  s.error = posix_spawnp(&s.pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (s.error != 0) s.pid = -1;
-  return s;
-}
-
-// Terminal — the controlling terminal, for --foreground: handed to the
-// command's group while it runs, taken back when it stops or ends. Inactive
-// (fd -1) without a controlling terminal, or when redlock is not in its
-// foreground group (started in the background: the shell keeps it). Our
-// tcsetpgrp calls from the background are allowed because SIGTTOU is
-// blocked (SignalWatch).
-class Terminal {
- public:
-  explicit Terminal(bool wanted) {
-    if (!wanted) return;
-    fd_ = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
-    if (fd_ >= 0 && ::tcgetpgrp(fd_) != ::getpgrp()) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  Terminal(const Terminal&) = delete;
-  Terminal& operator=(const Terminal&) = delete;
-  ~Terminal() {
-    take_back();
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const noexcept { return fd_; }
-  bool active() const noexcept { return fd_ >= 0; }
-  // give: to `group`, if we have it now (not when continued by `bg`).
-  void give(pid_t group) const {
-    if (fd_ >= 0 && ::tcgetpgrp(fd_) == ::getpgrp()) ::tcsetpgrp(fd_, group);
-  }
-  // take_back: to our own group, if the terminal is not with someone else.
-  void take_back() const {
-    if (fd_ >= 0 && ::tcgetpgrp(fd_) != ::getpgrp()) ::tcsetpgrp(fd_, ::getpgrp());
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// Report — what the run did, printed once at the end: --report FILE appends
-// it there; else --json puts it on stderr (stdout belongs to the command).
-struct Report {
-  json j;
-  bool as_json = false;  // --json: no human messages
-  int fd = -1;           // --report FILE, opened before anything was done
-  void print() const {
-    if (fd < 0 && !as_json) return;
-    const std::string line = dump_json(j) + '\n';
-    if (fd >= 0) {
-      // One write: O_APPEND keeps concurrent runs' lines whole.
-      if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-        std::cerr << "redlock: run: --report: cannot write: " << std::strerror(errno) << '\n';
-    } else {
-      std::cerr << line << std::flush;
-    }
-  }
-  // human: messages for a person on stderr — not with --json.
-  bool human() const noexcept { return !as_json; }
-};
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // config_keys.hpp — the JSON config keys as documentation, from the one
-// table that parses them (src/config.cpp).
+// table that parses them (src/config_json.cpp).
 #pragma once
 
 #include <string>

@@ -58,7 +58,7 @@ std::optional<long long> bounded_number(std::string_view text, long long most) {
 }
 
 // The largest quarantine any valid client declares (max_ttl_ms and
-// drift_factor at their bounds, src/config.cpp); a marker that declares
+// drift_factor at their bounds, src/config_validate.cpp); a marker that declares
 // more is not believed, and counts as this much.
 // (quarantine_period(2^31 − 1 ms, 0.5): max_ttl plus half of it, rounded
 // up, plus 2 ms.)

@@ -3,8 +3,10 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/un.h>
 #include <uv.h>
 
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -100,6 +102,16 @@ void deliver(uv_async_t* async) {
 
 std::vector<SocketAddress> numeric_address(const std::string& host, int port) {
   return addresses_of(host, port, AI_NUMERICHOST, nullptr);
+}
+
+std::optional<SocketAddress> unix_address(const std::string& path) {
+  SocketAddress a;
+  auto* un = reinterpret_cast<sockaddr_un*>(&a.storage);
+  if (path.size() >= sizeof un->sun_path) return std::nullopt;
+  un->sun_family = AF_UNIX;
+  std::memcpy(un->sun_path, path.c_str(), path.size() + 1);
+  a.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  return a;
 }
 
 std::unique_ptr<Lookup> ThreadResolver::resolve(const std::string& host, int port, Done done) {

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,8 @@ struct uv_loop_s;
 
 namespace redlock::detail {
 
-// SocketAddress — one address to connect to (IPv4 or IPv6, port set).
+// SocketAddress — one address to connect to (IPv4 or IPv6, port set; or a
+// unix socket's path).
 struct SocketAddress {
   sockaddr_storage storage{};
   socklen_t length = 0;
@@ -33,6 +35,10 @@ struct SocketAddress {
 // numeric_address: the addresses of a numeric host ("127.0.0.1", "::1"),
 // or none when `host` is a name.
 std::vector<SocketAddress> numeric_address(const std::string& host, int port);
+
+// unix_address: the address of the unix socket at `path`; none when the
+// path is too long for one.
+std::optional<SocketAddress> unix_address(const std::string& path);
 
 // Lookup — one lookup in flight; destroying it cancels it (its callback
 // never runs afterwards).

@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -29,13 +28,12 @@ constexpr std::size_t read_budget = 64 * 1024;
 constexpr std::size_t reply_budget = 1024;
 
 // "Connection refused" reads "connection refused" in outcomes.
-std::string lowercase_first(std::string s) {
+std::string os_error(int err) {
+  std::string s = std::strerror(err);
   if (s.empty()) return "connection error";
   s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
   return s;
 }
-
-std::string os_error(int err) { return lowercase_first(std::strerror(err)); }
 
 // count_nested: how many replies an array holds, at every depth.
 std::size_t count_nested(const redisReply* r) {
@@ -109,6 +107,15 @@ struct SocketWire::Gone {
   bool* outer_;
 };
 
+// enter: one entry from the loop — `body`, then the failure it caused, if
+// the Wire is still there.
+template <class Body>
+void SocketWire::enter(Body body) {
+  Gone g(this);
+  body();
+  if (!g.gone) report_failure();
+}
+
 SocketWire::SocketWire(uv_loop_t* loop, Resolver& resolver, const TlsContext* tls, const NodeAddress& address,
                        WireEvents& events)
     : loop_(loop), resolver_(resolver), tls_context_(tls), address_(address), events_(events) {
@@ -127,13 +134,9 @@ void SocketWire::start() {
   if (reader_ == nullptr) return fail("out of memory creating the connection");
   if (address_.tls && tls_context_ == nullptr) return fail("rediss:// without a TLS context");
   if (address_.kind == NodeAddress::Kind::unix_socket) {
-    SocketAddress a;
-    auto* un = reinterpret_cast<sockaddr_un*>(&a.storage);
-    if (address_.path.size() >= sizeof un->sun_path) return fail("unix socket path too long: " + address_.path);
-    un->sun_family = AF_UNIX;
-    std::memcpy(un->sun_path, address_.path.c_str(), address_.path.size() + 1);
-    a.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.path.size() + 1);
-    addresses_.push_back(a);
+    auto a = unix_address(address_.path);
+    if (!a) return fail("unix socket path too long: " + address_.path);
+    addresses_.push_back(*a);
     return connect_next();
   }
   addresses_ = numeric_address(address_.host, address_.port);
@@ -152,12 +155,8 @@ SocketWire::~SocketWire() {
   if (reader_ != nullptr) redisReaderFree(reader_);
 }
 
-bool SocketWire::write(std::span<const std::string_view> argv) {
-  if (state_ == State::failed) return false;
-  append_command(address_.tls ? plain_out_ : out_, argv);
-  if (state_ == State::ready) arm_flush();
-  return true;
-}
+// The same bytes as append_command(argv).
+bool SocketWire::write(std::span<const std::string_view> argv) { return write_encoded(argv, 0, {}); }
 
 bool SocketWire::write_encoded(std::span<const std::string_view> head, std::size_t tail_args,
                                std::span<const std::string_view> tail) {
@@ -168,10 +167,7 @@ bool SocketWire::write_encoded(std::span<const std::string_view> head, std::size
 }
 
 void SocketWire::read_now() {
-  if (state_ != State::ready && state_ != State::tls_handshake) return;
-  Gone g(this);
-  read_socket();
-  if (!g.gone) report_failure();
+  if (state_ == State::ready || state_ == State::tls_handshake) enter([this] { read_socket(); });
 }
 
 std::string SocketWire::waiting_for() const {
@@ -402,21 +398,16 @@ bool SocketWire::deliver_replies(std::size_t& budget) {
 
 // resumed: a later turn for the replies a budget left in the reader.
 void SocketWire::resumed() {
-  Gone g(this);
-  if (state_ == State::ready) {
-    read_socket();
-  } else {
+  enter([this] {
+    if (state_ == State::ready) return read_socket();
     uv_idle_stop(backlog_);
-  }
-  if (!g.gone) report_failure();
+  });
 }
 
 void SocketWire::prepared() {
   uv_prepare_stop(flush_);
   flush_armed_ = false;
-  Gone g(this);
-  flush();
-  if (!g.gone) report_failure();
+  enter([this] { flush(); });
 }
 
 // flush: the once-per-turn write. The owner's on_flush runs first, when
@@ -485,11 +476,7 @@ void SocketWire::report_failure() {
 void SocketWire::watch(int events) {
   if (poll_ == nullptr || events == watching_) return;
   watching_ = events;
-  if (events != 0) {
-    uv_poll_start(poll_, events, poll_trampoline);
-  } else {
-    uv_poll_stop(poll_);
-  }
+  events != 0 ? uv_poll_start(poll_, events, poll_trampoline) : uv_poll_stop(poll_);
 }
 
 void SocketWire::close_socket() {

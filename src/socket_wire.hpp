@@ -86,6 +86,8 @@ class SocketWire final : public Wire {
   void flush();
   bool send_out();
   void fail(std::string why);
+  template <class Body>
+  void enter(Body body);
   void report_failure();
   void watch(int events);
   void close_socket();

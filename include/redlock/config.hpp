@@ -106,7 +106,7 @@ REDLOCK_API void apply_default_credentials(std::vector<NodeAddress>& nodes, cons
 // Options::node_timeout), e.g.
 //   {"nodes": ["redis://127.0.0.1:7001", …], "node_timeout_ms": 50}
 // Every key, with its type, default and meaning, is in docs/config.md,
-// generated from the one table that parses them (src/config.cpp).
+// generated from the one table that parses them (src/config_json.cpp).
 // "password_file" (with "user" for an ACL user) gives the nodes whose URLs
 // carry no credentials their password (read_password_file,
 // apply_default_credentials).

@@ -1,0 +1,125 @@
+// status.cpp — `redlock status RESOURCE`: who holds it on each master and
+// what a quorum of them agrees on, and who waits in its fair queue.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+
+namespace redlock::cli {
+
+int run_status(const Args& a) {
+  check_resource(a.resource);
+  auto client = make_client(a.g);
+  auto r = client->status(a.resource);
+  if (!r) {
+    throw_if_usage(r.error());
+    throw std::runtime_error(r.error().to_string());
+  }
+  const ResourceStatus& st = *r;
+  std::size_t answered = 0;
+  // The fair queue: shown (a QUEUE column, a line) only when a master has one.
+  std::size_t queue_nodes = 0, longest_queue = 0;
+  for (const NodeHolding& n : st.nodes) {
+    queue_nodes += n.queued > 0 ? 1 : 0;
+    longest_queue = std::max(longest_queue, n.queued);
+  }
+  json nodes = json::array();
+  std::vector<std::string> header{"NODE", "STATE", "TOKEN", "TTL", "FENCE", "RTT", "DETAIL"};
+  if (queue_nodes > 0) header.insert(header.end() - 1, "QUEUE");
+  Table table(std::move(header));
+  for (const NodeHolding& n : st.nodes) {
+    // A wrong_type master answered (it holds no lock of anyone's), but its
+    // fence counter was not read.
+    const bool up = n.state != NodeHolding::State::unreachable;
+    const bool read = up && n.state != NodeHolding::State::wrong_type;
+    answered += up && !n.quarantined ? 1 : 0;
+    const bool held = n.state == NodeHolding::State::held;
+    nodes.push_back({{"address", n.address},
+                     {"state", state_name(n.state)},
+                     {"token", held ? json(n.token) : json(nullptr)},
+                     {"owner", held ? owner_json(n.owner) : json(nullptr)},
+                     {"ttl_ms", held ? json(n.ttl.count()) : json(nullptr)},
+                     {"fence", read ? json(n.fence) : json(nullptr)},
+                     {"quarantined", n.quarantined},
+                     {"rtt_us", up ? json(n.rtt.count()) : json(nullptr)},
+                     {"error", n.error.empty() ? json(nullptr) : json(n.error)},
+                     {"queued", read ? json(n.queued) : json(nullptr)},
+                     {"lapsed", read ? json(n.lapsed) : json(nullptr)},
+                     {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)}});
+    std::string detail = escaped(n.error);
+    if (n.quarantined) detail = "quarantined (new, restarted, lost its data or another server recently; does not count)";
+    if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
+    std::vector<std::string> row{escaped(n.address),
+                                 std::string(state_name(n.state)),
+                                 held ? short_token(n.token) : "-",
+                                 held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
+                                 read ? std::to_string(n.fence) : "-",
+                                 up ? fmt_us(n.rtt.count()) : "-"};
+    if (queue_nodes > 0) {
+      row.push_back(!read           ? "-"
+                    : n.queued == 0 ? "0"
+                                    : std::to_string(n.queued) + ", head " + short_token(n.queue_head));
+    }
+    row.push_back(detail);
+    table.add(std::move(row));
+  }
+  const bool known = answered >= st.quorum;
+  json out = {{"resource", st.resource},
+              {"held", st.held},
+              {"token", st.token.empty() ? json(nullptr) : json(st.token)},
+              {"owner", owner_json(st.owner)},
+              {"agreeing", st.agreeing},
+              {"quorum", st.quorum},
+              {"ttl_ms", st.held ? json(st.ttl.count()) : json(nullptr)},
+              {"free_nodes", st.free_nodes},
+              {"answered", answered},
+              {"queued", st.queued},
+              {"lapsed", st.lapsed},
+              {"queue_head", st.queue_head.empty() ? json(nullptr) : json(st.queue_head)},
+              {"nodes", nodes}};
+  put_name(out, "resource", st.resource);
+  std::string human;
+  if (st.held) {
+    const std::string holder =
+        st.owner ? owner_text(*st.owner) + " (token " + short_token(st.token) + ")" : short_token(st.token);
+    human = quote(st.resource) + " is held by " + holder + " on " + std::to_string(st.agreeing) + " of " +
+            std::to_string(st.nodes.size()) + " masters (quorum " + std::to_string(st.quorum) + ")" +
+            (st.ttl.count() < 0 ? ", with no expiry" : "; a majority holds it for another " + fmt_ms(st.ttl.count())) +
+            "\n";
+  } else if (!known) {
+    human = quote(st.resource) + ": unknown — only " + std::to_string(answered) + " of " +
+            std::to_string(st.nodes.size()) + " masters answered (quorum " + std::to_string(st.quorum) + ")\n";
+  } else if (st.agreeing == 0) {
+    human = quote(st.resource) + " is free on every master that answered (" + std::to_string(st.free_nodes) + " of " +
+            std::to_string(st.nodes.size()) + ")\n";
+  } else {
+    human = quote(st.resource) + " is not held by a majority: at most " + std::to_string(st.agreeing) + " of " +
+            std::to_string(st.nodes.size()) + " masters agree on one token (quorum " + std::to_string(st.quorum) +
+            ")\n";
+  }
+  if (queue_nodes > 0) {
+    // "fair queue: 3 waiting (head 0123abcd…)": what a majority reports at
+    // least; more on a minority of masters is said after it.
+    if (st.queued > 0) {
+      human += "fair queue: " + std::to_string(st.queued) + " waiting (" +
+               (st.queue_head.empty() ? std::string("no head a majority agrees on")
+                                      : "head " + short_token(st.queue_head)) +
+               ")";
+      if (longest_queue > st.queued) human += "; up to " + std::to_string(longest_queue) + " on some masters";
+    } else {
+      human += "fair queue: none on a majority; up to " + std::to_string(longest_queue) + " waiting on " +
+               std::to_string(queue_nodes) + " of " + std::to_string(st.nodes.size()) + " masters";
+    }
+    human += "\n";
+  }
+  if (st.lapsed > 0) {
+    human += "fair queue: " + std::to_string(st.lapsed) +
+             " lapsed place(s) that no waiter serves (dead waiters; removed by the next fair round)\n";
+  }
+  human += table.render();
+  return finish(use_json(a.g, false), out, human, known ? kExitOk : kExitNotDone);
+}
+
+}  // namespace redlock::cli

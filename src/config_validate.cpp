@@ -1,0 +1,165 @@
+// config_validate.cpp — the rules a Config must satisfy (validate_config):
+// the nodes (at least one, no server twice) and the options, field by field
+// and in relation; each broken rule names the field and its value.
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "config_text.hpp"
+#include "quorum.hpp"
+#include "redlock/config.hpp"
+#include "token.hpp"
+#include "validity.hpp"
+
+namespace redlock {
+namespace {
+
+using namespace detail::config_text;
+using namespace std::chrono_literals;
+
+std::string node_name(std::size_t index) { return cat("nodes[", std::to_string(index), "]"); }
+
+Problem node_problem(const NodeAddress& node) {
+  if (node.kind == NodeAddress::Kind::tcp) {
+    if (node.host.empty()) return "missing host";
+    if (node.port < 1 || node.port > 65535) return "port out of range (1-65535)";
+  } else if (node.path.empty() || node.path.front() != '/') {
+    return "socket path is not absolute";
+  }
+  if (node.db < 0) return cat("db ", std::to_string(node.db), ": must be >= 0");
+  if (!node.user.empty() && node.password.empty()) return "user without password";
+  return std::nullopt;
+}
+
+// same_node: one server, whatever the db number (two dbs of one server are
+// one vote, not two). Other spellings of one server are caught by run id at
+// the handshake.
+bool same_node(const NodeAddress& a, const NodeAddress& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == NodeAddress::Kind::unix_socket) return a.path == b.path;
+  return a.port == b.port && iequals(a.host, b.host);
+}
+
+Result<void> validate_nodes(const std::vector<NodeAddress>& nodes) {
+  if (nodes.empty()) return config_error("nodes: empty (at least one node is required)");
+  if (nodes.size() > detail::max_nodes)
+    return config_error(cat("nodes: ", std::to_string(nodes.size()), " masters (at most ",
+                            std::to_string(detail::max_nodes), "; a Redlock group is 3 to 7)"));
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (auto problem = node_problem(nodes[i]))
+      return config_error(cat(node_name(i), ": ", quote(nodes[i].display()), ": ", *problem));
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_node(nodes[i], nodes[j]))
+        return config_error(cat(node_name(i), ": the same server as ", node_name(j), " (", nodes[j].display(),
+                                "; the db number does not make another master: one server, one vote)"));
+  }
+  return {};
+}
+
+struct Rule {
+  bool holds;
+  std::string_view field;
+  std::string value;
+  std::string requirement;
+};
+
+Result<void> first_broken(std::initializer_list<Rule> rules) {
+  for (const auto& rule : rules)
+    if (!rule.holds) return config_error(cat(rule.field, ": ", rule.value, ": ", rule.requirement));
+  return {};
+}
+
+std::string ms(milliseconds value) { return std::to_string(value.count()); }
+
+std::string number(double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+Result<void> validate_options(const Options& o) {
+  // Single-field rules first: the relations below compute with these values
+  // (a NaN or huge drift_factor would make the drift arithmetic undefined).
+  if (auto fields = first_broken({
+          {o.drift_factor >= 0.0 && o.drift_factor < 0.5, "drift_factor", number(o.drift_factor),
+           "must be in [0, 0.5)"},
+          {o.default_ttl > 0ms, "default_ttl_ms", ms(o.default_ttl), "must be > 0"},
+          {o.min_validity >= 0ms, "min_validity_ms", ms(o.min_validity), "must be >= 0"},
+          {o.node_timeout > 0ms, "node_timeout_ms", ms(o.node_timeout), "must be > 0"},
+          {o.connect_timeout > 0ms, "connect_timeout_ms", ms(o.connect_timeout), "must be > 0"},
+          {o.reconnect_min > 0ms, "reconnect_min_ms", ms(o.reconnect_min), "must be > 0"},
+          {o.retry_delay >= 0ms, "retry_delay_ms", ms(o.retry_delay), "must be >= 0"},
+          {o.retry_jitter >= 0ms, "retry_jitter_ms", ms(o.retry_jitter), "must be >= 0"},
+          {o.release_settle >= 0ms, "release_settle_ms", ms(o.release_settle), "must be >= 0"},
+          {o.release_retries >= 0 && o.release_retries <= 10, "release_retries", std::to_string(o.release_retries),
+           "must be from 0 to 10"},
+          {o.wake_jitter >= 0ms, "wake_jitter_ms", ms(o.wake_jitter), "must be >= 0"},
+          {o.wake_safety_net > 0ms, "wake_safety_net_ms", ms(o.wake_safety_net), "must be > 0"},
+          {o.fair_grace > 0ms, "fair_grace_ms", ms(o.fair_grace), "must be > 0"},
+          {o.max_pending > 0, "max_pending", std::to_string(o.max_pending), "must be > 0"},
+          {o.extend_batch_window >= 0ms, "extend_batch_window_ms", ms(o.extend_batch_window), "must be >= 0"},
+          {o.extend_batch_max > 0 && o.extend_batch_max <= 100000, "extend_batch_max",
+           std::to_string(o.extend_batch_max), "must be from 1 to 100000"},
+          {o.data_check_interval > 0ms, "data_check_interval_ms", ms(o.data_check_interval), "must be > 0"},
+          {o.prefix.find_first_of("{}") == std::string::npos, "prefix", quote(mask_credentials(o.prefix)),
+           "may not contain '{' or '}' (they mark the resource in every key)"},
+          {o.owner.empty() || detail::valid_owner_label(o.owner), "owner",
+           "a label of " + std::to_string(o.owner.size()) + " bytes",
+           "must be 1-64 printable ASCII characters without blanks (or empty)"},
+      });
+      !fields)
+    return fields;
+  // Upper bounds, so that no sum of durations on the nanosecond steady
+  // clock can overflow (a max_ttl of 2^63 ns switched the quarantine off).
+  constexpr milliseconds most{std::numeric_limits<std::int32_t>::max()};
+  const std::pair<std::string_view, milliseconds> durations[] = {
+      {"default_ttl_ms", o.default_ttl},       {"max_ttl_ms", o.max_ttl},
+      {"min_validity_ms", o.min_validity},     {"node_timeout_ms", o.node_timeout},
+      {"connect_timeout_ms", o.connect_timeout}, {"reconnect_max_ms", o.reconnect_max},
+      {"retry_delay_ms", o.retry_delay},       {"retry_jitter_ms", o.retry_jitter},
+      {"release_settle_ms", o.release_settle}, {"stall_timeout_ms", o.stall_timeout},
+      {"wake_jitter_ms", o.wake_jitter},       {"wake_safety_net_ms", o.wake_safety_net},
+      {"fair_grace_ms", o.fair_grace},
+      {"data_check_interval_ms", o.data_check_interval}, {"extend_batch_window_ms", o.extend_batch_window}};
+  for (const auto& [field, value] : durations) {
+    if (value > most) return config_error(cat(field, ": ", ms(value), ": must be <= ", ms(most), " (about 24.8 days)"));
+  }
+  if (o.max_pending > static_cast<std::size_t>(most.count())) {
+    return config_error(cat("max_pending: ", std::to_string(o.max_pending), ": must be <= ", ms(most)));
+  }
+  // The same drift the lock rounds subtract, so a lock taken with the default
+  // TTL can still be valid after a full node timeout. Written as ttl - drift
+  // because node_timeout + drift could overflow.
+  const milliseconds drift = detail::drift_allowance(o.default_ttl, o.drift_factor);
+  return first_broken({
+      {o.default_ttl <= o.max_ttl, "default_ttl_ms", ms(o.default_ttl),
+       cat("must be <= max_ttl_ms (", ms(o.max_ttl), ")")},
+      {o.default_ttl - drift > o.node_timeout, "default_ttl_ms", ms(o.default_ttl),
+       cat("must be larger than node_timeout_ms (", ms(o.node_timeout), ") + drift (", ms(drift), " ms)")},
+      {o.reconnect_min <= o.reconnect_max, "reconnect_min_ms", ms(o.reconnect_min),
+       cat("must be <= reconnect_max_ms (", ms(o.reconnect_max), ")")},
+      {o.stall_timeout > o.node_timeout, "stall_timeout_ms", ms(o.stall_timeout),
+       cat("must be larger than node_timeout_ms (", ms(o.node_timeout), ")")},
+      // A lease's extension waits up to the window, out of its validity.
+      {o.extend_batch_window <= std::min(o.default_ttl / 4, milliseconds{1000}), "extend_batch_window_ms",
+       ms(o.extend_batch_window), cat("must be at most 1000 and at most a quarter of default_ttl_ms (",
+                                      ms(o.default_ttl), ")")},
+  });
+}
+
+}  // namespace
+
+Result<void> validate_config(const Config& config) {
+  if (auto nodes = validate_nodes(config.nodes); !nodes) return nodes;
+  if (config.tls.cert_file.empty() != config.tls.key_file.empty()) {
+    return config_error(config.tls.cert_file.empty() ? "tls_key_file: set without tls_cert_file"
+                                                     : "tls_cert_file: set without tls_key_file");
+  }
+  return validate_options(config.options);
+}
+
+}  // namespace redlock
