@@ -6,9 +6,6 @@
 #include <ctime>
 #include <iostream>
 
-// The quorum of a lock's rounds comes from the one module that decides
-// them (src/quorum.hpp: majority_of is inline, nothing to link).
-#include "quorum.hpp"
 
 namespace redlock::cli {
 
@@ -158,7 +155,7 @@ bool unavailable(Errc code, const std::vector<NodeOutcome>& nodes) {
   // "pending" counts as able: the round was decided without its answer.
   std::size_t out = 0;
   for (const auto& n : nodes) out += cannot_count(n.outcome) ? 1 : 0;
-  return !nodes.empty() && nodes.size() - out < detail::majority_of(nodes.size());
+  return !nodes.empty() && nodes.size() - out < quorum_of(nodes.size());
 }
 
 int failure_status(Errc code, const std::vector<NodeOutcome>& nodes) {
@@ -171,7 +168,7 @@ std::string quarantine_note(Client& client, const std::vector<NodeOutcome>& node
     quarantined += n.outcome == Outcome::quarantined ? 1 : 0;
     usable += cannot_count(n.outcome) ? 0 : 1;
   }
-  const std::size_t quorum = detail::majority_of(nodes.size());
+  const std::size_t quorum = quorum_of(nodes.size());
   if (quarantined == 0 || usable >= quorum || usable + quarantined < quorum) return {};
   auto report = client.nodes();
   if (!report) return {};
@@ -210,7 +207,7 @@ std::string stuck_note(Client& client, Errc code, const std::vector<NodeOutcome>
   }
   if (nodes.empty()) return escaped(std::string(errc_name(code)));
   return std::to_string(answered) + " of " + std::to_string(nodes.size()) + " masters answered, " +
-         std::to_string(detail::majority_of(nodes.size())) + " needed" + (why.empty() ? "" : " (" + why + ")");
+         std::to_string(quorum_of(nodes.size())) + " needed" + (why.empty() ? "" : " (" + why + ")");
 }
 
 // --- output -------------------------------------------------------------------

@@ -306,3 +306,5 @@ void QuorumRound::maybe_free() noexcept {
 }
 
 }  // namespace redlock::detail
+
+std::size_t redlock::quorum_of(std::size_t nodes) noexcept { return detail::majority_of(nodes); }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,11 @@ enum class Outcome : std::uint8_t { ok, held, timeout, error, quarantined, pendi
 
 // outcome_name returns "ok", "held", "timeout", "error", "quarantined" or "pending".
 REDLOCK_API std::string_view outcome_name(Outcome outcome) noexcept;
+
+// quorum_of: how many of `nodes` masters a lock's round needs — a
+// majority, nodes / 2 + 1 (the library's one rule, e.g. to read the
+// per-node outcomes of an error: "2 of 5 answered, 3 needed").
+REDLOCK_API std::size_t quorum_of(std::size_t nodes) noexcept;
 
 // NodeOutcome — one node's part in a round. `address` is the node's display
 // address without credentials ("127.0.0.1:7001", "[::1]:7001",

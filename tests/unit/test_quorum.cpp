@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fake_transport.hpp"
+#include "redlock/lock.hpp"
 #include "quorum.hpp"
 #include "resp.hpp"
 
@@ -43,6 +44,15 @@ struct Listener final : RoundListener {
 };
 
 }  // namespace
+
+TEST_CASE("quorum_of, the public quorum, is the verdict's: the rule a lock round is decided by") {
+  for (std::size_t n = 1; n <= 9; ++n) {
+    CAPTURE(n);
+    CHECK(redlock::quorum_of(n) == lock_rule(RoundMode::majority, n).quorum);
+    CHECK(2 * redlock::quorum_of(n) > n);              // two quorums always share a master
+    CHECK(2 * (redlock::quorum_of(n) - 1) <= n);       // and none is larger than it needs
+  }
+}
 
 TEST_CASE("majority: decided exactly once, at the first moment the outcome is certain") {
   for (std::size_t n : {1u, 3u, 5u}) {
