@@ -128,8 +128,11 @@ void World::push(const Event& e) {
   heap_[i] = node;
 }
 
-// pop_front removes the root: the last node sinks from the top into the
-// hole, past every child that comes first.
+// pop_front removes the root: the hole it leaves sinks to a leaf along
+// the earliest children, and the last node rises from there (it belongs
+// near the bottom: this saves a comparison per level over sinking it
+// from the top). No two nodes tie, so the events come out in the same
+// order either way.
 void World::pop_front() {
   const Node last = heap_.back();
   heap_.pop_back();
@@ -144,9 +147,14 @@ void World::pop_front() {
     for (std::size_t c = first + 1; c < end; ++c) {
       if (later(heap_[best], heap_[c])) best = c;
     }
-    if (!later(last, heap_[best])) break;
     heap_[i] = heap_[best];
     i = best;
+  }
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / arity;
+    if (!later(heap_[parent], last)) break;
+    heap_[i] = heap_[parent];
+    i = parent;
   }
   heap_[i] = last;
 }
