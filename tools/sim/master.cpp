@@ -942,7 +942,19 @@ struct Master::Impl {
       lua_rawgeti(L, LUA_REGISTRYINDEX, t.ref);
     }
     for (int i = 0; i < n; ++i) {
-      lua_pushlstring(L, values[static_cast<std::size_t>(i)].data(), values[static_cast<std::size_t>(i)].size());
+      const std::string_view v = values[static_cast<std::size_t>(i)];
+      // The masters of a round get the same arguments one after another:
+      // a slot that holds them already is left as it is (interning a
+      // string again hashes it and searches Lua's string table).
+      if (i < t.used) {
+        lua_rawgeti(L, -1, i + 1);
+        std::size_t len = 0;
+        const char* old = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : nullptr;
+        const bool same = old != nullptr && len == v.size() && std::memcmp(old, v.data(), len) == 0;
+        lua_pop(L, 1);
+        if (same) continue;
+      }
+      lua_pushlstring(L, v.data(), v.size());
       lua_rawseti(L, -2, i + 1);
     }
     for (int i = n + 1; i <= t.used; ++i) {
