@@ -23,10 +23,19 @@ std::uint64_t splitmix(std::uint64_t& x) {
 
 std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-// later: the heap's order (a min-heap on (at, order)).
+// key: the heap's order (a min-heap on (at, order)) as one number, so
+// that a comparison is a compare and a borrow, not two branches that a
+// sift cannot predict (times are never negative).
+__extension__ using u128 = unsigned __int128;
+
+template <class E>
+u128 key(const E& e) {
+  return (static_cast<u128>(static_cast<std::uint64_t>(e.at)) << 64) | e.order;
+}
+
 template <class E>
 bool later(const E& a, const E& b) {
-  return a.at != b.at ? a.at > b.at : a.order > b.order;
+  return key(a) > key(b);
 }
 
 }  // namespace
@@ -128,11 +137,8 @@ void World::push(const Event& e) {
   heap_[i] = node;
 }
 
-// pop_front removes the root: the hole it leaves sinks to a leaf along
-// the earliest children, and the last node rises from there (it belongs
-// near the bottom: this saves a comparison per level over sinking it
-// from the top). No two nodes tie, so the events come out in the same
-// order either way.
+// pop_front removes the root: the last node sinks from the top into the
+// hole, past every child that comes first.
 void World::pop_front() {
   const Node last = heap_.back();
   heap_.pop_back();
@@ -143,18 +149,17 @@ void World::pop_front() {
     const std::size_t first = i * arity + 1;
     if (first >= n) break;
     std::size_t best = first;
+    auto best_key = key(heap_[first]);
     const std::size_t end = std::min(first + arity, n);
     for (std::size_t c = first + 1; c < end; ++c) {
-      if (later(heap_[best], heap_[c])) best = c;
+      const auto k = key(heap_[c]);
+      const bool less = k < best_key;
+      best = less ? c : best;
+      best_key = less ? k : best_key;
     }
+    if (key(last) < best_key) break;
     heap_[i] = heap_[best];
     i = best;
-  }
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / arity;
-    if (!later(heap_[parent], last)) break;
-    heap_[i] = heap_[parent];
-    i = parent;
   }
   heap_[i] = last;
 }
