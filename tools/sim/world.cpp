@@ -23,10 +23,19 @@ std::uint64_t splitmix(std::uint64_t& x) {
 
 std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-// later: the heap's order (a min-heap on (at, order)).
+// key: the heap's order (a min-heap on (at, order)) as one number, so
+// that a comparison is a compare and a borrow, not two branches that a
+// sift cannot predict (times are never negative).
+__extension__ using u128 = unsigned __int128;
+
+template <class E>
+u128 key(const E& e) {
+  return (static_cast<u128>(static_cast<std::uint64_t>(e.at)) << 64) | e.order;
+}
+
 template <class E>
 bool later(const E& a, const E& b) {
-  return a.at != b.at ? a.at > b.at : a.order > b.order;
+  return key(a) > key(b);
 }
 
 }  // namespace
@@ -140,11 +149,15 @@ void World::pop_front() {
     const std::size_t first = i * arity + 1;
     if (first >= n) break;
     std::size_t best = first;
+    auto best_key = key(heap_[first]);
     const std::size_t end = std::min(first + arity, n);
     for (std::size_t c = first + 1; c < end; ++c) {
-      if (later(heap_[best], heap_[c])) best = c;
+      const auto k = key(heap_[c]);
+      const bool less = k < best_key;
+      best = less ? c : best;
+      best_key = less ? k : best_key;
     }
-    if (!later(last, heap_[best])) break;
+    if (key(last) < best_key) break;
     heap_[i] = heap_[best];
     i = best;
   }

@@ -49,6 +49,14 @@ struct Sim {
 
   Reply cmd(std::vector<std::string> argv) { return master.execute(argv); }
 
+  // eval runs `body` by EVAL: the first `numkeys` of `keys_then_args` are
+  // KEYS, the rest ARGV.
+  Reply eval(const std::string& body, std::vector<std::string> keys_then_args = {}, int numkeys = 0) {
+    std::vector<std::string> argv{"EVAL", body, std::to_string(numkeys)};
+    argv.insert(argv.end(), keys_then_args.begin(), keys_then_args.end());
+    return cmd(argv);
+  }
+
   // evalsha loads `body` (as the client does, once per connection) and
   // runs it by SHA.
   Reply evalsha(std::string_view body, std::vector<std::string> keys, std::vector<std::string> args) {
@@ -824,9 +832,7 @@ TEST_CASE("error replies: arity, unknown command, EVALSHA's numkeys") {
 TEST_CASE("Lua: Redis' conversion rules both ways, redis.pcall, read-only globals") {
   Sim sim;
   const auto eval = [&sim](const std::string& body, std::vector<std::string> keys_then_args = {}, int numkeys = 0) {
-    std::vector<std::string> argv{"EVAL", body, std::to_string(numkeys)};
-    argv.insert(argv.end(), keys_then_args.begin(), keys_then_args.end());
-    return sim.cmd(argv);
+    return sim.eval(body, std::move(keys_then_args), numkeys);
   };
   CHECK(eval("return 3.99") == I(3));
   CHECK(eval("return -3.99") == I(-3));
@@ -872,6 +878,42 @@ TEST_CASE("Lua: Redis' conversion rules both ways, redis.pcall, read-only global
         B("1700000000123 2"));
   CHECK(eval("return #KEYS + #ARGV", {"a", "b", "c"}, 2) == I(3));
   CHECK(eval("return #KEYS + #ARGV") == I(0));  // KEYS and ARGV are new per call
+}
+
+// KEYS and ARGV keep their tables from call to call (tools/sim/master.cpp,
+// ArgTable): a call must see exactly its own arguments, whatever the
+// calls before it had or wrote into them.
+TEST_CASE("Lua: KEYS and ARGV hold each call's arguments only, whatever an earlier call left") {
+  Sim sim;
+  const auto eval = [&sim](const std::string& body, std::vector<std::string> keys_then_args = {}, int numkeys = 0) {
+    return sim.eval(body, std::move(keys_then_args), numkeys);
+  };
+  const std::string shape = "return {#KEYS, #ARGV, tostring(KEYS[1]), tostring(KEYS[2]), tostring(KEYS[3]), "
+                            "tostring(ARGV[1]), tostring(ARGV[2]), tostring(ARGV[3]), tostring(next(KEYS, #KEYS)), "
+                            "tostring(next(ARGV, #ARGV))}";
+  CHECK(eval(shape, {"a", "b", "c", "x", "y", "z"}, 3) ==
+        A({I(3), I(3), B("a"), B("b"), B("c"), B("x"), B("y"), B("z"), B("nil"), B("nil")}));
+  CHECK(eval(shape, {"d", "w"}, 1) ==
+        A({I(1), I(1), B("d"), B("nil"), B("nil"), B("w"), B("nil"), B("nil"), B("nil"), B("nil")}));
+  // Writes past the arguments (the array's rest, a key of the hash part)
+  // and over them are gone at the next call.
+  CHECK(eval("KEYS[2] = 'k2' KEYS[7] = 'k7' KEYS.extra = 1 ARGV[1] = 'over' ARGV[3] = 'a3' return 1", {"e", "v"},
+             1) == I(1));
+  CHECK(eval(shape, {"f", "u"}, 1) ==
+        A({I(1), I(1), B("f"), B("nil"), B("nil"), B("u"), B("nil"), B("nil"), B("nil"), B("nil")}));
+  CHECK(eval("return tostring(KEYS.extra) .. tostring(KEYS[7])", {"g"}, 1) == B("nilnil"));
+  // A script that replaces the global gets the kept table back next time.
+  CHECK(eval("KEYS = {'mine', 'too'} return #KEYS", {"h"}, 1) == I(2));
+  CHECK(eval(shape, {"i", "j", "t"}, 2) ==
+        A({I(2), I(1), B("i"), B("j"), B("nil"), B("t"), B("nil"), B("nil"), B("nil"), B("nil")}));
+  // GET from a script: missing, a string, and another type (WRONGTYPE).
+  CHECK(eval("return redis.call('GET', KEYS[1]) == false", {"missing"}, 1) == I(1));
+  CHECK(sim.cmd({"SET", "s", "a value longer than fifteen bytes"}) == S("OK"));
+  CHECK(eval("return redis.call('get', KEYS[1])", {"s"}, 1) == B("a value longer than fifteen bytes"));
+  CHECK(sim.cmd({"ZADD", "z", "1", "m"}) == I(1));
+  CHECK(eval("return redis.pcall('GET', KEYS[1]).err", {"z"}, 1) ==
+        B("WRONGTYPE Operation against a key holding the wrong kind of value"));
+  CHECK(is_error_starting(eval("return redis.call('GET', 'a', 'b')"), "ERR wrong number of arguments for 'get'"));
 }
 
 // tonumber reads plain decimal integers directly and everything else as
