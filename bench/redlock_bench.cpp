@@ -54,7 +54,9 @@
 //              first attempt, which finds the lock held, begins the wait.
 //   memory     N locks (--locks, default 100000) on distinct resources,
 //              acquired 256 in flight, the Lock values kept; RSS
-//              (/proc/self/statm) after the loop settled minus before;
+//              (/proc/self/statm) after the loop settled minus before (read
+//              after a first wave of 256 locks, taken and released: the
+//              working set of 256 acquisitions in flight is no held lock's);
 //              bytes_per_lock = delta / locks held. Samples: per-acquire
 //              latency; ops/seconds: the acquisition phase. Then all are
 //              released, 256 in flight.
