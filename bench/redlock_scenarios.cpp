@@ -682,9 +682,14 @@ Run measure_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base
   settle(loop, milliseconds{100});
   const long after = resident_bytes(), heap_after = heap_bytes();
   if (!m.locks().empty() && !m.locks().front().valid()) note_error(run, "the first lock expired before RSS was read");
-  if (run.ops > 0) run.bytes_per_lock = static_cast<double>(after - before) / static_cast<double>(run.ops);
-  // The heap in use too: the held locks' strings without the free chunks
-  // between them (the Lock objects are in a vector reserved before).
+  if (run.ops > 0) {
+    run.bytes_per_lock = static_cast<double>(after - before) / static_cast<double>(run.ops);
+    // Without the allocator's free chunks: each Lock (in the vector
+    // reserved before, so not in the heap's growth) and what malloc handed
+    // out for it and not got back (its strings' chunks).
+    run.extra["heap_bytes_per_lock"] =
+        static_cast<double>(sizeof(Lock)) + static_cast<double>(heap_after - heap_before) / static_cast<double>(run.ops);
+  }
   std::fprintf(stderr, "redlock_bench: memory: RSS %ld -> %ld bytes, heap in use %ld -> %ld bytes for %lld locks\n",
                before, after, heap_before, heap_after, run.ops);
   m.release_all(loop);
