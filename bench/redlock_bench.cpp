@@ -54,8 +54,12 @@
 //              first attempt, which finds the lock held, begins the wait.
 //   memory     N locks (--locks, default 100000) on distinct resources,
 //              acquired 256 in flight, the Lock values kept; RSS
-//              (/proc/self/statm) after the loop settled minus before;
-//              bytes_per_lock = delta / locks held. Samples: per-acquire
+//              (/proc/self/statm) after the loop settled minus before (read
+//              after a first wave of 256 locks, taken and released: the
+//              working set of 256 acquisitions in flight is no held lock's);
+//              bytes_per_lock = delta / locks held; heap_bytes_per_lock =
+//              sizeof(Lock) + growth of malloc's bytes in use / locks held
+//              (no free chunks). Samples: per-acquire
 //              latency; ops/seconds: the acquisition phase. Then all are
 //              released, 256 in flight.
 //   handoff-crowd  one process of a crowd (scripts/bench.sh starts several):
@@ -133,7 +137,7 @@ namespace redlock_bench {
 
 // Shared with redlock_scenarios.cpp (declared there the same way). Metrics:
 // "ops", "seconds", "errors", and where the scenario has them
-// "cpu_us_per_op", "bytes_per_lock", "failed_attempts_per_handoff",
+// "cpu_us_per_op", "bytes_per_lock", "heap_bytes_per_lock", "failed_attempts_per_handoff",
 // "attempts_per_handoff", and the
 // leases fields (to_json lists them; p*_us when the scenario has no samples).
 using Metrics = std::map<std::string, double>;
@@ -230,7 +234,8 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
   // Per lease-second rates are small (a batched extension is a fraction of
   // a command): %.4g keeps their digits.
   for (auto [name, fmt] :
-       {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"failed_attempts_per_handoff", "%.2f"},
+       {std::pair{"cpu_us_per_op", "%.2f"}, {"bytes_per_lock", "%.1f"}, {"heap_bytes_per_lock", "%.1f"},
+        {"failed_attempts_per_handoff", "%.2f"},
         {"attempts_per_handoff", "%.2f"}, {"from_release_call_p50_us", "%.0f"}, {"from_release_call_p99_us", "%.0f"},
         {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"take_seconds", "%.2f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
         {"bytes_per_lease", "%.1f"}, {"cpu_us_per_lease_s", "%.4g"}, {"commands_per_lease_s", "%.4g"},

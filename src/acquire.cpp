@@ -147,11 +147,10 @@ void AcquireOperation::start_attempt() {
       if (fair_id_.empty()) fair_id_ = value->substr(fair_id_size, fair_id_size);
       *value = fair_token(fair_id_, *value);
     }
-    // The token, then the owner, in the buffer of the attempt before (a
-    // retry allocates nothing more than its draw), sized to fit: the lock
-    // keeps this buffer.
-    token_.reserve(value->size() + engine_.owner_suffix().size());
-    token_.assign(*value).append(engine_.owner_suffix());
+    // The token (a plain draw in base64url), then the owner, in the buffer
+    // of the attempt before (a retry allocates nothing more than its
+    // draw), sized to fit: the lock keeps this buffer.
+    assign_drawn_value(token_, std::move(*value), engine_.owner_suffix());
   }
   ++attempts_;
   waiter_.step({.kind = Waiter::Kind::sent});  // reads no clock: the hot path

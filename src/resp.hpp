@@ -55,8 +55,9 @@ inline bool split_bulks(std::string_view in, std::size_t n, std::vector<std::str
 // broken or hostile, and its connection ends. The largest replies the
 // library asks for: INFO's default sections (a few KiB; about 50 bytes
 // per non-empty db), a batched extension's one flag per key (at most
-// 100,000 bytes: extend_batch_max), a holder's value (ours are 32 hex
-// digits; a value another program wrote at a lock key may be anything),
+// 100,000 bytes: extend_batch_max), a holder's value (ours are a token of
+// 22 or 33 characters and an owner; a value another program wrote at a
+// lock key may be anything),
 // arrays of at most 4 elements, never nested.
 struct ReplyLimits {
   std::size_t max_bytes = 0;     // one reply, every byte (header lines, bulk strings and their CRLFs)

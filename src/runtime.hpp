@@ -71,8 +71,9 @@ class Runtime {
     (*posted)->start(std::chrono::milliseconds{0});
   }
   virtual std::unique_ptr<Signal> signal(std::function<void()> fire) = 0;
-  // random_token: a lock value, 32 hex digits (production: the OS CSPRNG;
-  // Errc::internal when it fails, never a weaker source).
+  // random_token: 128 random bits as 32 hex digits, the draw a lock value
+  // is made from (src/token.hpp; production: the OS CSPRNG; Errc::internal
+  // when it fails, never a weaker source).
   virtual Result<std::string> random_token() = 0;
   // owner_suffix: what a drawn value carries after its token to name the
   // holder ("~host:pid[:label]", src/token.hpp). Production: this host and

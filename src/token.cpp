@@ -82,6 +82,42 @@ Result<std::string> random_token() {
 
 namespace {
 
+// hex_value: the digit's value, -1 for anything but [0-9a-f].
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+void assign_drawn_value(std::string& out, std::string draw, std::string_view owner) {
+  unsigned char bytes[16];
+  bool hex = draw.size() == 2 * sizeof bytes;
+  for (std::size_t i = 0; hex && i < sizeof bytes; ++i) {
+    const int high = hex_value(draw[2 * i]), low = hex_value(draw[2 * i + 1]);
+    hex = high >= 0 && low >= 0;
+    if (hex) bytes[i] = static_cast<unsigned char>(high << 4 | low);
+  }
+  if (!hex) {
+    out.reserve(draw.size() + owner.size());
+    out.assign(draw).append(owner);
+    return;
+  }
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  char dense[dense_token_size];
+  for (std::size_t i = 0; i < dense_token_size; ++i) {  // 6 bits each, big-endian; the last has 2
+    const std::size_t bit = 6 * i, at = bit / 8;
+    const unsigned pair = static_cast<unsigned>(bytes[at]) << 8 | (at + 1 < sizeof bytes ? bytes[at + 1] : 0u);
+    dense[i] = alphabet[(pair >> (10 - bit % 8)) & 63u];
+  }
+  std::string().swap(draw);
+  out.reserve(dense_token_size + owner.size());
+  out.assign(dense, dense_token_size).append(owner);
+}
+
+namespace {
+
 bool printable(std::string_view text, std::size_t most) noexcept {
   if (text.empty() || text.size() > most) return false;
   return std::all_of(text.begin(), text.end(), [](char c) { return c > ' ' && c < 0x7f; });

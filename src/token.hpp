@@ -1,4 +1,5 @@
-// token.hpp — lock tokens: 128 bits from the OS CSPRNG, as 32 hex digits.
+// token.hpp — lock tokens: 128 bits from the OS CSPRNG, drawn as 32 hex
+// digits, held in base64url.
 #pragma once
 
 #include <string>
@@ -12,7 +13,21 @@ namespace redlock::detail {
 // getrandom is Errc::internal (never a weaker source).
 Result<std::string> random_token();
 
-// A lock's value is its token — 32 hex digits drawn here, a fair token
+// A lock's own drawn token is the draw's 128 bits in base64url (RFC 4648
+// §5, no padding): 22 characters of [A-Za-z0-9_-], the last one carrying 2
+// bits. Not hex: a held Lock keeps its value, and 10 characters fewer put
+// one with a short owner (host and pid up to 15 characters together) in a
+// 48-byte malloc chunk instead of a 64-byte one.
+inline constexpr std::size_t dense_token_size = 22;
+// assign_drawn_value makes `out` a drawn value: `draw` (32 hex digits,
+// Runtime::random_token) as dense_token_size base64url characters, then
+// `owner` (owner_suffix). A token of any other shape (a fair token) is
+// kept as it is. The draw is freed before `out` grows, so that `out` may
+// take its heap chunk; `out` keeps its room (a retry allocates nothing
+// more than its draw).
+void assign_drawn_value(std::string& out, std::string draw, std::string_view owner);
+
+// A lock's value is its token — a drawn one (above), a fair token
 // (below) or a caller's — and, for a value drawn by the library, the
 // holder's owner after a '~' (docs/design.md, "Owner"): "~host:pid" or
 // "~host:pid:label". No token has a '~' ([0-9A-Za-z_-] only), so the

@@ -121,9 +121,10 @@ bool is_utf8_name(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::ignore) == json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-bool is_hex32(const std::string& s) {
-  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+// is_drawn_token: 22 base64url characters, what the library draws (128 bits).
+bool is_drawn_token(const std::string& s) {
+  return s.size() == 22 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
          });
 }
 
@@ -151,9 +152,9 @@ TEST_CASE("cli: acquire succeeds and prints every field with its type") {
   CHECK(j["acquired"] == true);
   CHECK(j["resource"] == "report");
   REQUIRE(j["token"].is_string());
-  // 32 hex digits, then '~' and the owner (host:pid).
+  // 22 base64url characters, then '~' and the owner (host:pid).
   const std::string token = j["token"].get<std::string>();
-  CHECK(is_hex32(token.substr(0, token.find('~'))));
+  CHECK(is_drawn_token(token.substr(0, token.find('~'))));
   REQUIRE(j["owner"].is_object());
   CHECK(token.ends_with("~" + j["owner"]["host"].get<std::string>() + ":" +
                         std::to_string(j["owner"]["pid"].get<std::uint64_t>())));

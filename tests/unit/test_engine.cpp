@@ -144,7 +144,7 @@ TEST_CASE("a drawn value names its owner after the token; a given token is writt
   REQUIRE(drawn.size() == 2);
   const std::string suffix = owner_suffix("nightly");
   for (const std::string& value : drawn) {
-    CHECK(value.size() == 32 + suffix.size());
+    CHECK(value.size() == dense_token_size + suffix.size());
     CHECK(value.ends_with(suffix));
     const auto owner = owner_of(value);
     REQUIRE(owner.has_value());
@@ -176,7 +176,7 @@ TEST_CASE("acquire succeeds with a majority; the callback runs on the loop, not 
   REQUIRE(got->ok());
   const Lock& lock = got->value();
   CHECK(lock.resource == "job");
-  CHECK(token_core(lock.token).size() == 32);  // then "~host:pid", the owner
+  CHECK(token_core(lock.token).size() == dense_token_size);  // then "~host:pid", the owner
   CHECK(lock.attempts == 1);
   CHECK(lock.validity <= milliseconds{10000 - 102});
   CHECK(lock.validity > milliseconds{10000 - 102 - 1000});

@@ -1,4 +1,5 @@
-// test_token.cpp — tokens are 128 random bits in hex; caller tokens are checked.
+// test_token.cpp — tokens are 128 random bits (drawn in hex, held in
+// base64url); caller tokens are checked.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -22,6 +23,87 @@ TEST_CASE("random tokens are 32 lowercase hex digits and do not repeat") {
     seen.insert(*t);
   }
   CHECK(seen.size() == 1000);
+}
+
+namespace {
+
+// bits_of: the bits a drawn token's base64url characters carry, in order.
+std::string bits_of(std::string_view dense) {
+  static constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string bits;
+  for (char c : dense) {
+    const std::size_t v = alphabet.find(c);
+    REQUIRE(v != std::string_view::npos);
+    for (int b = 5; b >= 0; --b) bits += (v >> b & 1) != 0 ? '1' : '0';
+  }
+  return bits;
+}
+
+// bits_of_hex: the bits of hex digits, in order.
+std::string bits_of_hex(std::string_view hex) {
+  std::string bits;
+  for (char c : hex) {
+    const int v = c <= '9' ? c - '0' : c - 'a' + 10;
+    for (int b = 3; b >= 0; --b) bits += (v >> b & 1) != 0 ? '1' : '0';
+  }
+  return bits;
+}
+
+}  // namespace
+
+TEST_CASE("a drawn value: the draw's 128 bits as 22 base64url characters, then the owner") {
+  std::string out;
+  assign_drawn_value(out, std::string(32, '0'), "~vm:7");
+  CHECK(out == std::string(22, 'A') + "~vm:7");
+  assign_drawn_value(out, std::string(32, 'f'), "");
+  CHECK(out == std::string(21, '_') + "w");  // the last character carries the last 2 bits
+  assign_drawn_value(out, "000102030405060708090a0b0c0d0e0f", "");
+  CHECK(out == "AAECAwQFBgcICQoLDA0ODw");  // RFC 4648 base64url of those bytes, unpadded
+  // Every bit of every draw, in order, and nothing else: 128 bits of the
+  // CSPRNG in each token, so tokens are as unguessable as the draws.
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    auto draw = random_token();
+    REQUIRE(draw.ok());
+    const std::string hex = *draw;
+    assign_drawn_value(out, std::move(*draw), "~h:1");
+    REQUIRE(out.size() == dense_token_size + 4);
+    const std::string_view token = token_core(out);
+    CHECK(token.size() == dense_token_size);
+    CHECK(token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
+          std::string_view::npos);
+    CHECK(bits_of(token) == bits_of_hex(hex) + "0000");
+    CHECK(valid_token(out));
+    CHECK_FALSE(is_fair_token(out));
+    CHECK(owner_part(out) == "h:1");
+    seen.insert(std::string(token));
+  }
+  CHECK(seen.size() == 1000);
+}
+
+TEST_CASE("a drawn value is sized to fit: a held lock keeps no more heap than its value") {
+  std::string out;
+  assign_drawn_value(out, std::string(32, 'a'), "~vm:4194304");
+  CHECK(out.size() == dense_token_size + 11);
+  CHECK(out.capacity() == out.size());
+  // A retry writes into the room the attempt before left.
+  const char* room = out.data();
+  assign_drawn_value(out, std::string(32, 'b'), "~vm:4194304");
+  CHECK(out.data() == room);
+}
+
+TEST_CASE("a token that is not 32 hex digits (a fair one) is kept as it is, the owner after it") {
+  std::string out;
+  const std::string fair = fair_token("0123456789abcdef", "fedcba9876543210ffffffffffffffff");
+  assign_drawn_value(out, fair, "~h:1");
+  CHECK(out == fair + "~h:1");
+  CHECK(is_fair_token(out));
+  assign_drawn_value(out, "not-hex-at-all", "~h:1");
+  CHECK(out == "not-hex-at-all~h:1");
+  assign_drawn_value(out, std::string(31, 'a'), "");
+  CHECK(out == std::string(31, 'a'));
+  assign_drawn_value(out, std::string(31, 'a') + "A", "");  // uppercase is not what a draw holds
+  CHECK(out == std::string(31, 'a') + "A");
 }
 
 TEST_CASE("caller tokens: 1-128 characters of [0-9A-Za-z_-]") {
