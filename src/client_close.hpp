@@ -60,13 +60,18 @@ class ClientClose {
     finishing_ = true;
     runtime_.post([this] {
       closed_ = true;
-      run_callbacks();
+      finishing_callbacks_ = true;
+      run_callbacks();  // an owner going in one of them waits for `finished` (can_free)
+      finishing_callbacks_ = false;
       if (auto f = std::exchange(finished, nullptr)) f();  // a local: it may free this
     });
   }
 
   bool closing() const noexcept { return closing_; }
   bool closed() const noexcept { return closed_; }
+  // can_free: closed, and not inside the on_closed callbacks of the close's
+  // end (`finished` still runs after them): the owner may free this now.
+  bool can_free() const noexcept { return closed_ && !finishing_callbacks_; }
 
  private:
   void run_callbacks() {
@@ -80,6 +85,7 @@ class ClientClose {
   Reports& reports_;
   std::vector<std::function<void()>> callbacks_;
   bool closing_ = false, engine_idle_ = false, nodes_closed_ = false, finishing_ = false, closed_ = false;
+  bool finishing_callbacks_ = false;
 };
 
 }  // namespace redlock::detail

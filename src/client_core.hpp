@@ -94,7 +94,7 @@ class ClientCore final {
     owner_gone_ = true;
     owner_ = nullptr;
     close({});
-    if (close_.closed()) delete this;
+    if (close_.can_free()) delete this;  // else `finished` frees it
   }
 
  private:

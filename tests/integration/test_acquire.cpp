@@ -212,6 +212,39 @@ TEST_CASE("async core: callbacks run on the loop and the loop closes with no han
   CHECK(uv_loop_close(&loop) == 0);
 }
 
+TEST_CASE("an AsyncClient may be destroyed inside its own on_closed, and in a later close's callback") {
+  RedisGroup group(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto made = AsyncClient::create(&loop, config_for(group.urls()));
+  REQUIRE(made.ok());
+  std::unique_ptr<AsyncClient> client = std::move(*made);
+  int told = 0;
+  client->close([&] {
+    ++told;
+    client.reset();  // the client goes while its close is finishing
+  });
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(told == 1);
+  CHECK(client == nullptr);
+  CHECK(uv_loop_close(&loop) == 0);
+
+  // Closed already: a later close() runs its callback at once, inside the call.
+  uv_loop_init(&loop);
+  made = AsyncClient::create(&loop, config_for(group.urls()));
+  REQUIRE(made.ok());
+  client = std::move(*made);
+  client->close();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  client->close([&] {
+    ++told;
+    client.reset();
+  });
+  CHECK(told == 2);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(&loop) == 0);
+}
+
 TEST_CASE("operations in flight when the client closes complete with closed") {
   RedisGroup group(3);
   uv_loop_t loop;
