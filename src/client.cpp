@@ -118,7 +118,7 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
   impl->wake.data = impl.get();
   impl->thread = std::thread([p = impl.get()] {
     // A master that vanishes mid-write must cost an EPIPE, not the program
-    // (src/poll_adapter.cpp): SIGPIPE stays blocked on the loop thread.
+    // (src/socket_wire.cpp): SIGPIPE stays blocked on the loop thread.
     sigset_t pipe_only;
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
