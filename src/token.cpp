@@ -111,6 +111,9 @@ void assign_drawn_value(std::string& out, std::string draw, std::string_view own
     const unsigned pair = static_cast<unsigned>(bytes[at]) << 8 | (at + 1 < sizeof bytes ? bytes[at + 1] : 0u);
     dense[i] = alphabet[(pair >> (10 - bit % 8)) & 63u];
   }
+  // The character of the last 2 bits goes first (one of A, Q, g, w): a
+  // token never starts with '-', which a command line reads as an option.
+  std::rotate(dense, dense + dense_token_size - 1, dense + dense_token_size);
   std::string().swap(draw);
   out.reserve(dense_token_size + owner.size());
   out.assign(dense, dense_token_size).append(owner);

@@ -51,14 +51,14 @@ std::string bits_of_hex(std::string_view hex) {
 
 }  // namespace
 
-TEST_CASE("a drawn value: the draw's 128 bits as 22 base64url characters, then the owner") {
+TEST_CASE("a drawn value: the draw's 128 bits as 22 base64url characters, never a leading '-', then the owner") {
   std::string out;
   assign_drawn_value(out, std::string(32, '0'), "~vm:7");
   CHECK(out == std::string(22, 'A') + "~vm:7");
   assign_drawn_value(out, std::string(32, 'f'), "");
-  CHECK(out == std::string(21, '_') + "w");  // the last character carries the last 2 bits
+  CHECK(out == "w" + std::string(21, '_'));  // the character of the last 2 bits comes first
   assign_drawn_value(out, "000102030405060708090a0b0c0d0e0f", "");
-  CHECK(out == "AAECAwQFBgcICQoLDA0ODw");  // RFC 4648 base64url of those bytes, unpadded
+  CHECK(out == "wAAECAwQFBgcICQoLDA0OD");  // RFC 4648 base64url of those bytes, unpadded, its last first
   // Every bit of every draw, in order, and nothing else: 128 bits of the
   // CSPRNG in each token, so tokens are as unguessable as the draws.
   std::set<std::string> seen;
@@ -72,7 +72,11 @@ TEST_CASE("a drawn value: the draw's 128 bits as 22 base64url characters, then t
     CHECK(token.size() == dense_token_size);
     CHECK(token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
           std::string_view::npos);
-    CHECK(bits_of(token) == bits_of_hex(hex) + "0000");
+    // Never a leading '-' (a command line's option): the first character
+    // is the one of the last 2 bits.
+    CHECK(std::string_view("AQgw").find(token.front()) != std::string_view::npos);
+    const std::string in_order = std::string(token.substr(1)) + token.front();
+    CHECK(bits_of(in_order) == bits_of_hex(hex) + "0000");
     CHECK(valid_token(out));
     CHECK_FALSE(is_fair_token(out));
     CHECK(owner_part(out) == "h:1");
