@@ -198,7 +198,9 @@ std::string stuck_note(Client& client, Errc code, const std::vector<NodeOutcome>
   std::size_t answered = 0;
   std::string why;
   for (const auto& n : nodes) {
-    if (!cannot_count(n.outcome)) {
+    // A master whose answer the round did not wait for has not answered
+    // (it is listed, "pending"), though it may still count next time.
+    if (n.outcome != Outcome::pending && !cannot_count(n.outcome)) {
       ++answered;
       continue;
     }

@@ -160,7 +160,8 @@ auto Client::with_lock(std::string_view resource, LeaseOptions opts, F&& fn)
     std::size_t gone = 0;
     for (const NodeOutcome& n : released->nodes) gone += n.outcome == Outcome::held ? 1 : 0;
     const std::size_t all = released->nodes.size();
-    if (released->released || all == 0 || gone <= all - quorum_of(all)) return std::nullopt;
+    // Deleting it somewhere does not make up for its absence from the rest.
+    if (all == 0 || gone <= all - quorum_of(all)) return std::nullopt;
     Error e = make_error(Errc::lost, "lease on " + name + " lost: its release found it no longer held (our token gone from " +
                                          std::to_string(gone) + " of " + std::to_string(all) + " masters)");
     e.nodes = std::move(released->nodes);

@@ -499,6 +499,29 @@ TEST_CASE("with_lock: a lock deleted under the function (its release finds it go
   CHECK(r.error().message.find("no longer held") != std::string::npos);
 }
 
+TEST_CASE("with_lock: a lock gone from a majority is lost, even when its release still deletes it elsewhere") {
+  RedisGroup group(3);
+  auto client = client_for(group);
+  const std::string key = "redlock:{partly-deleted}:lock";
+  auto r = client->with_lock("partly-deleted", {.acquire = {.ttl = 5000ms}}, [&](std::stop_token) {
+    // On every master first (the last may answer after the majority), then
+    // gone from two of three: no majority holds it any more.
+    REQUIRE(eventually([&] {
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        if (group[i].command({"EXISTS", key}).integer != 1) return false;
+      }
+      return true;
+    }));
+    group[0].command({"DEL", key});
+    group[1].command({"DEL", key});
+    return 7;
+  });
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::lost);
+  CHECK(r.error().message.find("gone from 2 of 3") != std::string::npos);
+  CHECK(group[2].command({"EXISTS", key}).integer == 0);  // what was left was released
+}
+
 TEST_CASE("destroying the Client inside on_lost neither throws nor deadlocks: the loop thread shuts down by itself") {
   RedisGroup group(3);
   const long long before = connected_clients(group[0]);
