@@ -79,8 +79,8 @@ Commands build(CLI::App& app, Args& a) {
              "  redlock status nightly-report\n"
              "  redlock nodes\n"
              "  redlock acquire nightly-report --ttl 30s --wait 5s\n"
-             "  redlock extend nightly-report 3f9c0a...e1 --ttl 30s\n"
-             "  redlock release nightly-report 3f9c0a...e1\n");
+             "  redlock extend nightly-report QKz1huhJ...ON~host:4242 --ttl 30s\n"
+             "  redlock release nightly-report QKz1huhJ...ON~host:4242\n");
 
   // RESOURCE is positional, and also --resource=NAME for a name that starts
   // with "-" (which CLI11 would read as an option).
@@ -127,7 +127,7 @@ Commands build(CLI::App& app, Args& a) {
                    "last longer than it says; `redlock status` shows what the keys have left.\n"
                    "\nExit status: 0 extended, 1 not held (expired, taken over), 69 no quorum of\n"
                    "usable masters, 2 usage error.\n"
-                   "\nExample:\n  redlock extend nightly-report 3f9c0a...e1 --ttl 30s\n");
+                   "\nExample:\n  redlock extend nightly-report QKz1huhJ...ON~host:4242 --ttl 30s\n");
 
   c.release = app.add_subcommand("release", "Delete the lock on every node where TOKEN holds it");
   resource(c.release, a.resource);
@@ -135,7 +135,7 @@ Commands build(CLI::App& app, Args& a) {
   c.release->footer(std::string(kGlobalHelp) +
                     "\nExit status: 0 released, 1 not held (expired, released, another's), 69 no\n"
                     "quorum of usable masters (the lock may still be held), 2 usage error.\n"
-                    "\nExample:\n  redlock release nightly-report 3f9c0a...e1\n");
+                    "\nExample:\n  redlock release nightly-report QKz1huhJ...ON~host:4242\n");
 
   RunArgs& r = a.run;
   c.run = app.add_subcommand("run", "Run a command while holding RESOURCE (a distributed flock)");
