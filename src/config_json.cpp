@@ -241,7 +241,7 @@ constexpr Key keys[] = {
      "How long the head of a fair queue has to take a free lock before the next may (Options::fair_grace). > 0."},
     {"data_check_interval_ms", set_duration<&Options::data_check_interval>,
      "integer ms", show_duration<&Options::data_check_interval>, nullptr,
-     "How often each master's data-loss marker is checked (Options::data_check_interval). > 0."},
+     "How long a master's data-loss marker may go unread (by the marker script or an acquire's vote check) before it is checked (Options::data_check_interval). > 0."},
     {"accept_eviction", set_flag<&Options::accept_eviction>,
      "true or false", show_flag<&Options::accept_eviction>, nullptr,
      "Let masters whose maxmemory-policy may evict lock keys vote anyway (Options::accept_eviction)."},

@@ -189,6 +189,12 @@ void NodeSession::become_ready() {
 // nothing else is sent to it.
 void NodeSession::on_check_timer() {
   if (conn_.state() != State::ready || closing_) return;
+  // Read intact less than an interval ago (a vote check): due once the
+  // marker has gone unread that long. A master answering vote checks is
+  // not silent either, so the keep-alive is not needed meanwhile.
+  const clock::time_point now = runtime_.now();
+  const clock::time_point due = marker_read_ + options_.data_check_interval;
+  if (now < due) return check_timer_->start(std::chrono::ceil<milliseconds>(due - now));
   check_timer_->start(options_.data_check_interval);
   if (marker_in_flight_) return;
   if (!queue_marker()) return conn_.drop("cannot queue the data-loss marker check");
@@ -244,7 +250,20 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
   held.swap(held_);
   const std::string_view marker = reply.type == WireReply::Type::string ? reply.str : std::string_view();
   const bool intact = !marker_epoch_.empty() && marker.substr(0, marker.find(' ')) == marker_epoch_;
-  if (!intact) {
+  if (intact) {
+    // "EPOCH DECLARED_MS BORN_MS": the same reading the marker script's
+    // answer gives of an intact marker — our epoch, and the largest period
+    // any client declared there. So an acquire's vote check serves as the
+    // periodic check too, and a client that acquires often sends no marker
+    // script at all. A declaration that does not read as a number teaches
+    // nothing, and the periodic check stays due (its script reports it).
+    const std::string_view rest = marker.substr(marker.find(' ') + 1);
+    if (const std::optional<long long> declared_ms =
+            bounded_number(rest.substr(0, rest.find(' ')), std::numeric_limits<long long>::max())) {
+      learn_declared(milliseconds{*declared_ms});
+      marker_read_ = now;
+    }
+  } else {
     note_loss(now, "lost its data (redlock-marker missing or replaced)");
     marker_epoch_.clear();  // the marker script learns (or writes) the new one
     if (!marker_in_flight_ && conn_.state() == State::ready && !queue_marker()) {
@@ -284,12 +303,8 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   if (!declared_ms || !age_ms) return conn_.drop("unexpected reply to the data-loss marker script");
   const std::string_view state = reply.elements[0].str;
   const std::string epoch(reply.elements[1].str);
-  // More than any client can declare: not believed, the most counts.
-  const milliseconds declared = std::min(milliseconds{*declared_ms}, most_declared);
-  if (declared > share_->largest) {
-    share_->largest = declared;  // every master of this client sits out at least this from now on
-    if (share_->raised) share_->raised();
-  }
+  learn_declared(milliseconds{*declared_ms});
+  marker_read_ = now;
   const milliseconds age = std::min(milliseconds{*age_ms}, period());
   // Seen before: a marker gone or re-written since is a loss. At the first
   // contact a missing or young marker cannot tell a new master (a new bed)
@@ -321,6 +336,17 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
     }
   }
   if (conn_.state() == State::handshaking) become_ready();
+}
+
+// learn_declared: a marker declares that some client's locks may live
+// `declared` (plus drift): every master of this client sits out at least
+// that after a loss, from now on. More than any client can declare is not
+// believed: the most counts.
+void NodeSession::learn_declared(milliseconds declared) {
+  declared = std::min(declared, most_declared);
+  if (declared <= share_->largest) return;
+  share_->largest = declared;
+  if (share_->raised) share_->raised();
 }
 
 // period: how long a master sits out after it may have lost data — this

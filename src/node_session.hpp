@@ -152,6 +152,7 @@ class NodeSession final : private ConnectionOwner {
   void handle_info(const WireReply& reply, clock::time_point now);
   void handle_marker(const WireReply& reply, clock::time_point now);
   void handle_vote_check(const WireReply& reply, clock::time_point now);
+  void learn_declared(std::chrono::milliseconds declared);
   void fail_held();
   void become_ready();
   void fail_unwritten();
@@ -207,6 +208,10 @@ class NodeSession final : private ConnectionOwner {
   std::string marker_epoch_;              // the data-loss marker's epoch last seen (kept across reconnects)
   bool marker_met_ = false;               // a marker script has answered (a missing marker is then a loss)
   bool marker_in_flight_ = false;
+  // The last intact reading of the marker (the marker script's answer, or a
+  // vote check that found our epoch): the periodic check waits until the
+  // marker has gone unread for a whole data_check_interval.
+  clock::time_point marker_read_{};
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
   std::vector<HeldReply> held_;
   std::string version_, run_id_;

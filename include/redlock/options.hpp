@@ -105,8 +105,9 @@ struct REDLOCK_API Options {
   // Data loss without a restart. Every master carries a marker (one key,
   // `redlock-marker`, written at first contact, never expiring): a master
   // that lost its data (FLUSHALL, an emptying resync, eviction) lost it
-  // too. It is checked at every handshake and every data_check_interval;
-  // a master seen to have lost it sits out the quarantine period (max_ttl +
+  // too. It is checked at every handshake, behind every acquire, and once
+  // it has gone unread for data_check_interval (a client that acquires
+  // more often sends no separate check); a master seen to have lost it sits out the quarantine period (max_ttl +
   // drift, or the largest any client declared on that master) from that
   // moment. Part of the quarantine: `quarantine = false` switches it off.
   // Default 250 ms.

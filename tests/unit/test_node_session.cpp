@@ -117,7 +117,9 @@ struct Bed {
       const bool clean = marker_clean && marker_server == run_id;
       return strings({clean ? "clean" : "found", marker, ms, marker_age});
     }
-    if (c[0] == "GET" && c[1] == "redlock-marker") return marker.empty() ? nil() : bulk(marker + " 10102 0");
+    if (c[0] == "GET" && c[1] == "redlock-marker") {
+      return marker.empty() ? nil() : bulk(marker + " " + (marker_ms.empty() ? "10102" : marker_ms) + " 0");
+    }
     return script(c);
   }
   // serve flushes and answers until nothing is left or the policy holds.
@@ -738,6 +740,70 @@ TEST_CASE("the vote check behind a SET: a loss learnt in the same batch vetoes t
   CHECK(bed.sink.events[0].kind == EventKind::reply);
   CHECK(bed.sink.events[0].str == "OK");
   CHECK(bed.sink.events[0].quarantined);
+}
+
+// The vote check reads the marker as the periodic check's script does
+// (our epoch, the declared period): a client that acquires more often than
+// data_check_interval sends no marker script; one that stops does again.
+TEST_CASE("a vote check that finds the marker intact stands in for the periodic check: no marker script until it goes unread an interval") {
+  Bed bed;
+  bed.ready();
+  const std::string& marker_sha = bed.shas[static_cast<std::size_t>(CommandId::marker)];
+  const auto scripts = [&] {
+    return std::count_if(bed.wires.log.begin(), bed.wires.log.end(),
+                         [&](const Command& c) { return c[0] == "EVALSHA" && c[1] == marker_sha; });
+  };
+  const auto handshake = scripts();
+  const milliseconds step = bed.options.data_check_interval / 2;
+  for (int i = 0; i < 8; ++i) {  // an acquire every half interval, for four intervals
+    bed.runtime.advance(step);
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+  }
+  CHECK(bed.count("GET") == 8);
+  CHECK(scripts() == handshake);
+  // The acquires stop: the marker goes unread; one interval after the last
+  // reading the script runs, and every interval from then on.
+  bed.runtime.advance(bed.options.data_check_interval - milliseconds{1});
+  bed.serve();
+  CHECK(scripts() == handshake);
+  bed.runtime.advance(milliseconds{1});
+  bed.serve();
+  CHECK(scripts() == handshake + 1);
+  bed.runtime.advance(bed.options.data_check_interval);
+  bed.serve();
+  CHECK(scripts() == handshake + 2);
+  // Meanwhile a loss the vote check sees still counts at once.
+  bed.marker.clear();
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  CHECK(bed.sink.events.back().quarantined);
+}
+
+TEST_CASE("a vote check teaches the period another client declared, as the marker script's answer does") {
+  QuarantineShare share;
+  Bed bed;
+  bed.marker = "e1";
+  bed.start();
+  bed.session->share(&share);
+  bed.wire().connected();
+  bed.serve();
+  CHECK(share.largest == milliseconds{10102});
+  bed.marker_ms = "20202";  // a larger client met this master since
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  CHECK(share.largest == milliseconds{20202});
+  // A declaration that is no number teaches nothing, and the periodic
+  // check stays due.
+  bed.marker_ms = "x";
+  bed.runtime.advance(bed.options.data_check_interval - milliseconds{1});
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  CHECK(share.largest == milliseconds{20202});
+  const std::size_t evalshas = bed.count("EVALSHA");
+  bed.runtime.advance(milliseconds{1});
+  bed.wire().flush();
+  CHECK(bed.count("EVALSHA") == evalshas + 1);
 }
 
 TEST_CASE("a vote check that finds the marker gone vetoes the yes") {
