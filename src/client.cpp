@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -75,6 +76,32 @@ struct Client::Impl {
     return refused.get_future();
   }
 
+  // start_thread starts the loop thread. The system may refuse a thread
+  // (its limit of threads or memory reached): then the client, whose loop
+  // never ran, is closed on this thread and the loop given back, and the
+  // refusal is an error, not an exception out of Client::create.
+  std::optional<Error> start_thread() {
+    try {
+      thread = std::thread([p = this] {
+        // A master that vanishes mid-write must cost an EPIPE, not the program
+        // (src/socket_wire.cpp): SIGPIPE stays blocked on the loop thread.
+        sigset_t pipe_only;
+        sigemptyset(&pipe_only);
+        sigaddset(&pipe_only, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+        uv_run(&p->loop, UV_RUN_DEFAULT);
+        if (p->destroyed_on_loop) Impl::finish(p);  // nobody joins us: free what ~Client left
+      });
+    } catch (const std::system_error& e) {
+      async->close([this] { uv_close(reinterpret_cast<uv_handle_t*>(&wake), nullptr); });
+      async.reset();
+      uv_run(&loop, UV_RUN_DEFAULT);
+      uv_loop_close(&loop);
+      return make_error(Errc::internal, std::string("cannot start the client's loop thread: ") + e.what());
+    }
+    return std::nullopt;
+  }
+
   // finish: the loop has run out (every handle closed); close it and free.
   static void finish(Impl* p) noexcept {
     // Every handle of ours is closed by now; the tests run with asserts on.
@@ -116,16 +143,7 @@ Result<std::unique_ptr<Client>> Client::create(Config config) {
   impl->config = std::move(config);
   uv_async_init(&impl->loop, &impl->wake, [](uv_async_t* h) { static_cast<Impl*>(h->data)->drain(); });
   impl->wake.data = impl.get();
-  impl->thread = std::thread([p = impl.get()] {
-    // A master that vanishes mid-write must cost an EPIPE, not the program
-    // (src/socket_wire.cpp): SIGPIPE stays blocked on the loop thread.
-    sigset_t pipe_only;
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
-    uv_run(&p->loop, UV_RUN_DEFAULT);
-    if (p->destroyed_on_loop) Impl::finish(p);  // nobody joins us: free what ~Client left
-  });
+  if (std::optional<Error> failed = impl->start_thread()) return std::move(*failed);
   impl->loop_id = impl->thread.get_id();
   {
     std::lock_guard<std::mutex> lock(impl->host->mu);
