@@ -535,7 +535,10 @@ struct Master::Impl {
     // SET replaces a key of any type; with GET, the old value must be a string.
     if (get_old && exists && it->second.string() == nullptr) return error(wrong_type);
     Reply reply = !get_old ? ok() : exists ? bulk(*it->second.string()) : Reply{};
-    if ((nx && exists) || (xx && !exists)) return get_old ? reply : Reply{};
+    if ((nx && exists) || (xx && !exists)) {
+      if (!get_old) return Reply{};
+      return reply;  // (not `get_old ? reply : Reply{}`, which copies it)
+    }
     if (!exists) it = keys.try_emplace(std::string(a[1])).first;
     if (std::string* text = it->second.string()) {
       text->assign(a[2]);  // reuses the string's buffer
