@@ -104,10 +104,13 @@ long long floor_div(long long a, long long b) {
 // Eight bytes a step, multiply and fold, inlined: std::hash (murmur, out of
 // line) was 1.7 % of the simulator's instructions, for keys of a few dozen
 // bytes and 40-digit SHAs. Nothing depends on the maps' order (what lists
-// keys sorts them).
+// keys sorts them). Not noexcept, on purpose: libstdc++ then keeps each
+// node's hash in the node, and a lookup compares hashes before keys
+// instead of hashing every key it passes again to see where its bucket
+// ends.
 struct StringHash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
+  std::size_t operator()(std::string_view s) const {
     constexpr std::uint64_t k = 0x9e3779b97f4a7c15ULL;
     std::uint64_t h = s.size() * k;
     std::size_t i = 0;

@@ -40,13 +40,16 @@ struct Pool {
 
 thread_local Pool pool;
 
-// perturb: MALLOC_PERTURB_'s byte (0: off), read once.
+// perturb: MALLOC_PERTURB_'s byte (0: off), read at the first call (a
+// plain global, no guard: operator new may run before any static
+// initializer of this file).
+int perturb_byte = -1;
 int perturb() {
-  static const int byte = [] {
+  if (perturb_byte < 0) {
     const char* v = std::getenv("MALLOC_PERTURB_");
-    return v == nullptr ? 0 : std::atoi(v) & 0xff;
-  }();
-  return byte;
+    perturb_byte = v == nullptr ? 0 : std::atoi(v) & 0xff;
+  }
+  return perturb_byte;
 }
 
 void* allocate(std::size_t size) {
@@ -57,7 +60,11 @@ void* allocate(std::size_t size) {
     cls = (size + grain - 1) / grain;
     Pool& p = pool;
     if (Free* f = p.lists[cls]) {
+      // The next block of the list is fetched now, ahead of the next new of
+      // its size: a list runs through blocks freed long ago, out of the
+      // cache, and each new would otherwise wait for its block's link.
       p.lists[cls] = f->next;
+      if (f->next != nullptr) __builtin_prefetch(f->next, 1);
       block = reinterpret_cast<std::byte*>(f) - header;
     } else {
       const std::size_t bytes = header + cls * grain;

@@ -70,7 +70,7 @@ std::int64_t Rng::between(std::int64_t lo, std::int64_t hi) {
 
 double Rng::unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-SimClock::SimClock(Nanos origin, double rate) { pieces_.push_back({0, origin, rate}); }
+SimClock::SimClock(Nanos origin, double rate) : now_{0, origin, rate} { pieces_.push_back(now_); }
 
 void SimClock::set_rate(Nanos t, double rate) {
   const Nanos at = local(t);
@@ -79,6 +79,7 @@ void SimClock::set_rate(Nanos t, double rate) {
   } else {
     pieces_.push_back({t, at, rate});
   }
+  now_ = pieces_.back();
 }
 
 void SimClock::step(Nanos t, Nanos delta) {
@@ -89,6 +90,7 @@ void SimClock::step(Nanos t, Nanos delta) {
   } else {
     pieces_.push_back({t, at, r});
   }
+  now_ = pieces_.back();
 }
 
 Nanos SimClock::true_at(Nanos target) const {
