@@ -140,11 +140,18 @@ class SimWire final : public detail::Wire {
     const std::uint32_t i = net_.new_msg();
     Network::Msg& m = net_.msgs_[i];
     m.conn = conn_.id;
-    m.bytes.clear();
-    m.ends.clear();
-    for (const std::string_view a : argv) {
-      m.bytes.append(a);
-      m.ends.push_back(m.bytes.size());
+    // Sized once, then copied argument by argument (the buffer keeps its
+    // room from the message's last use).
+    std::size_t total = 0;
+    for (const std::string_view a : argv) total += a.size();
+    m.bytes.resize(total);
+    m.ends.resize(argv.size());
+    char* out = m.bytes.data();
+    std::size_t end = 0;
+    for (std::size_t k = 0; k < argv.size(); ++k) {
+      if (!argv[k].empty()) std::memcpy(out + end, argv[k].data(), argv[k].size());
+      end += argv[k].size();
+      m.ends[k] = end;
     }
     m.argc = argv.size();
     ++conn_.outstanding;
@@ -367,7 +374,7 @@ void Network::execute(Conn& c, Msg& m, bool late) {
                   "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
     m.reply.elements.clear();
   } else {
-    m.reply = h.master_.execute_view(argv);
+    h.master_.execute_into(argv, m.reply);
   }
   ++h.executed_;
   ++executed_;
