@@ -410,17 +410,21 @@ struct LuaShared {
   std::array<int, name_count> names{};
   void push_name(Name n) const { lua_rawgeti(lua.get(), LUA_REGISTRYINDEX, names[n]); }
   // ArgTable — the table KEYS (or ARGV) names, kept from call to call:
-  // two tables fewer to make and collect per call. Its array part has
-  // room for `capacity` entries; 1..used hold the last call's arguments
-  // and the rest is nil, so that a call sees exactly a new table's
-  // contents (the same entries, the same `#`). After each call
-  // `check_args` makes sure the script left nothing past them.
+  // two tables fewer to make and collect per call. One per count of
+  // arguments: its array part has room for `capacity` (that count)
+  // entries; 1..used hold the last call's arguments and the rest is nil,
+  // so that a call sees exactly a new table's contents (the same entries,
+  // the same `#`). A table per count, not one for all: a call with fewer
+  // arguments than the last nils no slots, and the check after it has
+  // none to read. After each call `check_args` makes sure the script left
+  // nothing past them.
   struct ArgTable {
     int ref = LUA_NOREF;
     int capacity = 0;
     int used = 0;
   };
-  std::array<ArgTable, 2> args;  // by name_keys, name_argv
+  std::array<std::vector<ArgTable>, 2> args;  // by name_keys, name_argv; then by count
+  std::array<std::size_t, 2> in_use{};         // the counts of the call running now
 };
 
 }  // namespace
@@ -1050,7 +1054,10 @@ struct Master::Impl {
   // they do not fit; set again for every call, as a script may have
   // assigned the global itself.
   void set_global_array(lua_State* L, LuaShared::Name name, Args values) {
-    LuaShared::ArgTable& t = shared.args[name];
+    std::vector<LuaShared::ArgTable>& by_count = shared.args[name];
+    if (by_count.size() <= values.size()) by_count.resize(values.size() + 1);
+    shared.in_use[name] = values.size();
+    LuaShared::ArgTable& t = by_count[values.size()];
     const int n = static_cast<int>(values.size());
     shared.push_name(name);
     if (t.ref == LUA_NOREF || n > t.capacity) {
@@ -1085,12 +1092,13 @@ struct Master::Impl {
     lua_rawset(L, LUA_GLOBALSINDEX);
   }
 
-  // check_args: after a call, each kept table must hold nothing past its
+  // check_args: after a call, each kept table it used must hold nothing past its
   // arguments (the array's rest nil, no other key); one that does is
   // dropped, and the next call makes a new one. The library's scripts
   // only read KEYS and ARGV.
   void check_args(lua_State* L) {
-    for (LuaShared::ArgTable& t : shared.args) {
+    for (std::size_t name = 0; name < shared.args.size(); ++name) {
+      LuaShared::ArgTable& t = shared.args[name][shared.in_use[name]];
       if (t.ref == LUA_NOREF) continue;
       lua_rawgeti(L, LUA_REGISTRYINDEX, t.ref);
       bool clean = true;

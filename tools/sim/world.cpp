@@ -152,12 +152,23 @@ void World::pop_front() {
     if (first >= n) break;
     std::size_t best = first;
     auto best_key = key(heap_[first]);
-    const std::size_t end = std::min(first + arity, n);
-    for (std::size_t c = first + 1; c < end; ++c) {
-      const auto k = key(heap_[c]);
-      const bool less = k < best_key;
-      best = less ? c : best;
-      best_key = less ? k : best_key;
+    if (first + arity <= n) {
+      // Four children (nearly every step): the earliest of each pair, then
+      // of the two — two compares deep, not three in a row.
+      const auto k1 = key(heap_[first + 1]), k2 = key(heap_[first + 2]), k3 = key(heap_[first + 3]);
+      const bool l01 = k1 < best_key, l23 = k3 < k2;
+      const auto m01 = l01 ? k1 : best_key, m23 = l23 ? k3 : k2;
+      const std::size_t b01 = l01 ? first + 1 : first, b23 = l23 ? first + 3 : first + 2;
+      const bool right = m23 < m01;
+      best = right ? b23 : b01;
+      best_key = right ? m23 : m01;
+    } else {
+      for (std::size_t c = first + 1; c < n; ++c) {
+        const auto k = key(heap_[c]);
+        const bool less = k < best_key;
+        best = less ? c : best;
+        best_key = less ? k : best_key;
+      }
     }
     if (key(last) < best_key) break;
     heap_[i] = heap_[best];
