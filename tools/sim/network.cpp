@@ -198,7 +198,9 @@ Network::Network(World& world, std::size_t masters, NetConfig config) : world_(w
   for (std::size_t i = 0; i < masters; ++i) {
     // Wall clocks of ordinary machines: around 2023, a little apart.
     const Nanos wall = 1'700'000'000'000 * ns_per_ms + r.between(0, 999) * ns_per_ms;
-    masters_.push_back(std::make_unique<MasterHost>(world, "m" + std::to_string(i), wall));
+    std::string name = "m";  // (not "m" + to_string: GCC 12's -O3 takes that for an overlapping copy)
+    name += std::to_string(i);
+    masters_.push_back(std::make_unique<MasterHost>(world, std::move(name), wall));
     masters_.back()->master_.on_publish = [this, i](const std::string& channel, const std::string& message) {
       return publish(i, channel, message);
     };
