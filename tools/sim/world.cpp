@@ -30,7 +30,11 @@ __extension__ using u128 = unsigned __int128;
 
 template <class E>
 u128 key(const E& e) {
-  return (static_cast<u128>(static_cast<std::uint64_t>(e.at)) << 64) | e.order;
+  if constexpr (requires { e.key; }) {
+    return e.key;  // a heap node carries it
+  } else {
+    return (static_cast<u128>(static_cast<std::uint64_t>(e.at)) << 64) | e.order;
+  }
 }
 
 template <class E>
@@ -127,7 +131,7 @@ void World::push(const Event& e) {
     events_.push_back(e);
   }
   // Sift up from the new leaf: parents that come later move down.
-  const Node node{e.at, e.order, body};
+  const Node node{key(e), body};
   std::size_t i = heap_.size();
   heap_.push_back(node);
   while (i > 0) {
@@ -253,7 +257,7 @@ bool World::step() {
 
 bool World::run_until(Nanos t) {
   stopped_ = false;
-  while (!heap_.empty() && heap_.front().at <= t) {
+  while (!heap_.empty() && heap_.front().at() <= t) {
     step();
     if (stopped_) return false;
   }

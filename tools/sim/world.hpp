@@ -153,12 +153,14 @@ class World {
   void* slot(std::uint32_t slot) const { return slots_[slot]; }
 
  private:
-  // Node — the heap's entry: the event's time and order, and where its
-  // body lies (events_), so that sifting moves 24 bytes, not 56.
+  // Node — the heap's entry: the event's time and order as one 128-bit
+  // key (time above, order below: compared as one number), and where its
+  // body lies (events_), so that sifting moves 32 bytes, not 56.
+  __extension__ using Key = unsigned __int128;
   struct Node {
-    Nanos at;
-    std::uint64_t order;
+    Key key;
     std::uint32_t body;
+    Nanos at() const { return static_cast<Nanos>(static_cast<std::uint64_t>(key >> 64)); }
   };
   static constexpr std::size_t arity = 4;  // children per heap node
   void push(const Event& e);
