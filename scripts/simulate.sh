@@ -16,8 +16,11 @@
 #                   --first, --verbose, --trace-commands, --shrink
 # Builds the simulator if needed (BUILD_DIR, default build). Progress on
 # stderr (rounds per second so far, every 2 s), one JSON line on stdout
-# (rounds_per_s: acquire rounds per wall-clock second of the run). Exit status: the simulator's (0 no
-# violation, 1 violation found, 2 usage error).
+# (rounds_per_s: acquire rounds per wall-clock second of the run;
+# rounds_per_cpu_s: per second of the process's own CPU time, user +
+# system, which other processes on the machine do not move). Exit
+# status: the simulator's (0 no violation, 1 violation found, 2 usage
+# error).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

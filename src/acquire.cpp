@@ -292,7 +292,12 @@ void AcquireOperation::evaluate() {
   }
   tell_round(OpKind::acquire, &e, attempts_, elapsed, nodes);
   // A failed attempt may have set its value anywhere it did not hear "held".
-  rollback(state_ == State::attempting ? nodes : std::vector<NodeOutcome>{});
+  // (Two calls, not one with `?:`, which would copy `nodes`.)
+  if (state_ == State::attempting) {
+    rollback(nodes);
+  } else {
+    rollback();
+  }
   e.nodes = std::move(nodes);
   e.attempts = attempts_;
   e.elapsed = elapsed;

@@ -246,7 +246,10 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
 // data, its yes must not count, and it sits out the quarantine from now.
 void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point now) {
   if (held_.empty()) return;  // nothing waits (the acquires failed, or were retried after NOSCRIPT)
-  std::vector<HeldReply> held;
+  // The spare vector takes the held replies and lends held_ its room (a
+  // vote check follows every acquire: no allocation for the next one).
+  std::vector<HeldReply> held = std::move(spare_held_);
+  held.clear();
   held.swap(held_);
   const std::string_view marker = reply.type == WireReply::Type::string ? reply.str : std::string_view();
   const bool intact = !marker_epoch_.empty() && marker.substr(0, marker.find(' ')) == marker_epoch_;
@@ -285,6 +288,8 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
     if (ev.quarantined) ev.text = quarantine_text_;
     h.sink->on_node_event(h.slot, ev);
   }
+  held.clear();
+  if (held.capacity() > spare_held_.capacity()) spare_held_ = std::move(held);
 }
 
 // handle_marker: the marker script's answer. A marker that was missing,

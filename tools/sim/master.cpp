@@ -73,6 +73,15 @@ Reply error(std::string_view text) {
 }
 Reply ok() { return status("OK"); }
 
+// assign: `out` becomes the reply (type, n, text) with no elements,
+// keeping its buffers: what it held before is gone.
+void assign(Reply& out, Reply::Type type, long long n = 0, std::string_view text = {}) {
+  out.type = type;
+  out.integer = n;
+  out.str.assign(text);
+  out.elements.clear();
+}
+
 Reply wrong_arity(std::string_view name) {
   return error("ERR wrong number of arguments for '" + std::string(name) + "' command");
 }
@@ -101,9 +110,70 @@ long long floor_div(long long a, long long b) {
 }
 
 // StringHash lets the maps find a std::string_view without building a key.
+// Eight bytes a step, multiply and fold, inlined: std::hash (murmur, out of
+// line) was 1.7 % of the simulator's instructions, for keys of a few dozen
+// bytes and 40-digit SHAs. Nothing depends on the maps' order (what lists
+// keys sorts them). Not noexcept, on purpose: libstdc++ then keeps each
+// node's hash in the node, and a lookup compares hashes before keys
+// instead of hashing every key it passes again to see where its bucket
+// ends.
 struct StringHash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(std::string_view s) const {
+    constexpr std::uint64_t k = 0x9e3779b97f4a7c15ULL;
+    std::uint64_t h = s.size() * k;
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      h = (h ^ w) * k;
+      h ^= h >> 32;
+    }
+    std::uint64_t tail = 0;
+    for (std::size_t j = 0; i + j < s.size(); ++j) tail |= std::uint64_t{static_cast<unsigned char>(s[i + j])} << (8 * j);
+    h = (h ^ tail) * k;
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+// ScriptTable — one master's loaded scripts, SHA → the registry ref of its
+// compiled function: a few dozen at most (the library has fourteen),
+// found by a scan of their first eight digits, then compared in full —
+// no hash of forty digits and no node to chase on every EVALSHA.
+class ScriptTable {
+ public:
+  const int* find(std::string_view sha) const {
+    const std::uint64_t p = prefix(sha);
+    for (std::size_t i = 0; i < prefixes_.size(); ++i) {
+      if (prefixes_[i] == p && entries_[i].first == sha) return &entries_[i].second;
+    }
+    return nullptr;
+  }
+  bool contains(std::string_view sha) const { return find(sha) != nullptr; }
+  // emplace: as unordered_map::emplace, a SHA known already keeps its ref.
+  void emplace(std::string_view sha, int ref) {
+    if (contains(sha)) return;
+    prefixes_.push_back(prefix(sha));
+    entries_.emplace_back(std::string(sha), ref);
+  }
+  void clear() {
+    prefixes_.clear();
+    entries_.clear();
+  }
+
+ private:
+  static std::uint64_t prefix(std::string_view s) {
+    std::uint64_t w = 0;
+    if (s.size() >= 8) {
+      std::memcpy(&w, s.data(), 8);
+    } else {
+      for (std::size_t i = 0; i < s.size(); ++i) w |= std::uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
+    }
+    return w;
+  }
+
+  std::vector<std::uint64_t> prefixes_;
+  std::vector<std::pair<std::string, int>> entries_;
 };
 
 // parse_score reads a sorted-set score as Redis' string2d does: strtod
@@ -340,17 +410,21 @@ struct LuaShared {
   std::array<int, name_count> names{};
   void push_name(Name n) const { lua_rawgeti(lua.get(), LUA_REGISTRYINDEX, names[n]); }
   // ArgTable — the table KEYS (or ARGV) names, kept from call to call:
-  // two tables fewer to make and collect per call. Its array part has
-  // room for `capacity` entries; 1..used hold the last call's arguments
-  // and the rest is nil, so that a call sees exactly a new table's
-  // contents (the same entries, the same `#`). After each call
-  // `check_args` makes sure the script left nothing past them.
+  // two tables fewer to make and collect per call. One per count of
+  // arguments: its array part has room for `capacity` (that count)
+  // entries; 1..used hold the last call's arguments and the rest is nil,
+  // so that a call sees exactly a new table's contents (the same entries,
+  // the same `#`). A table per count, not one for all: a call with fewer
+  // arguments than the last nils no slots, and the check after it has
+  // none to read. After each call `check_args` makes sure the script left
+  // nothing past them.
   struct ArgTable {
     int ref = LUA_NOREF;
     int capacity = 0;
     int used = 0;
   };
-  std::array<ArgTable, 2> args;  // by name_keys, name_argv
+  std::array<std::vector<ArgTable>, 2> args;  // by name_keys, name_argv; then by count
+  std::array<std::size_t, 2> in_use{};         // the counts of the call running now
 };
 
 }  // namespace
@@ -378,11 +452,13 @@ std::string to_string(const Reply& reply) {
 
 struct Master::Impl {
   using Handler = Reply (Impl::*)(Args);
+  using Into = void (Impl::*)(Args, Reply&);
   struct Command {
     std::string_view name;  // lowercase
     int arity;              // Redis' convention: N exactly, −N at least N (the name counts)
     bool noscript;          // refused from a script's redis.call
     Handler run;
+    Into into = nullptr;  // run, into a reply whose buffers it reuses (the commands sent most)
   };
 
   Impl(Master& owner, std::string seed, std::function<long long()> wall_ms)
@@ -403,8 +479,13 @@ struct Master::Impl {
   LuaShared& shared = LuaShared::get();
   // scripts: what this master has loaded (SCRIPT LOAD, EVAL), SHA → the
   // shared interpreter's registry ref of its compiled function.
-  std::unordered_map<std::string, int, StringHash, std::equal_to<>> scripts;
+  ScriptTable scripts;
   std::vector<std::string_view> argv_scratch, call_scratch;  // reused: no allocation per call
+  struct Digits {
+    char text[32];
+  };
+  std::vector<Digits> number_scratch;  // a redis.call's number arguments as text (call_scratch views them)
+  Reply call_reply;  // a redis.call's reply (its buffers reused; scripts do not nest)
 
   // start: the process (re)starts; keys are the caller's business.
   void start() {
@@ -446,17 +527,36 @@ struct Master::Impl {
   static const Command* find_command(std::string_view name);
 
   Reply dispatch(Args argv, bool from_script) {
-    if (argv.empty()) return error("ERR empty command");
+    Reply r;
+    dispatch_into(argv, from_script, r);
+    return r;
+  }
+
+  // dispatch_into: dispatch's reply in `out`, whose buffers (text,
+  // elements) the commands sent most reuse; whatever it held is replaced.
+  void dispatch_into(Args argv, bool from_script, Reply& out) {
+    if (argv.empty()) {
+      out = error("ERR empty command");
+      return;
+    }
     const Command* cmd = find_command(argv[0]);
     if (cmd == nullptr) {
       std::string text = "ERR unknown command '" + std::string(argv[0]) + "', with args beginning with: ";
       for (std::size_t i = 1; i < argv.size() && text.size() < 200; ++i) text += "'" + std::string(argv[i]) + "' ";
-      return error(text);
+      out = error(text);
+      return;
     }
-    if (from_script && cmd->noscript) return error("ERR This Redis command is not allowed from script");
+    if (from_script && cmd->noscript) {
+      out = error("ERR This Redis command is not allowed from script");
+      return;
+    }
     const auto argc = static_cast<long long>(argv.size());
-    if (cmd->arity > 0 ? argc != cmd->arity : argc < -cmd->arity) return wrong_arity(cmd->name);
-    return (this->*cmd->run)(argv);
+    if (cmd->arity > 0 ? argc != cmd->arity : argc < -cmd->arity) {
+      out = wrong_arity(cmd->name);
+      return;
+    }
+    if (cmd->into != nullptr) return (this->*cmd->into)(argv, out);
+    out = (this->*cmd->run)(argv);
   }
 
   // ---- commands -----------------------------------------------------------
@@ -475,10 +575,17 @@ struct Master::Impl {
   }
 
   Reply get(Args a) {
+    Reply r;
+    get_into(a, r);
+    return r;
+  }
+
+  void get_into(Args a, Reply& out) {
     const auto it = find_live(a[1]);
-    if (it == keys.end()) return Reply{};
+    if (it == keys.end()) return assign(out, Reply::Type::nil);
     const std::string* text = it->second.string();
-    return text != nullptr ? bulk(*text) : error(wrong_type);
+    if (text == nullptr) return assign(out, Reply::Type::error, 0, wrong_type);
+    assign(out, Reply::Type::string, 0, *text);
   }
 
   Reply set(Args a) {
@@ -513,7 +620,10 @@ struct Master::Impl {
     // SET replaces a key of any type; with GET, the old value must be a string.
     if (get_old && exists && it->second.string() == nullptr) return error(wrong_type);
     Reply reply = !get_old ? ok() : exists ? bulk(*it->second.string()) : Reply{};
-    if ((nx && exists) || (xx && !exists)) return get_old ? reply : Reply{};
+    if ((nx && exists) || (xx && !exists)) {
+      if (!get_old) return Reply{};
+      return reply;  // (not `get_old ? reply : Reply{}`, which copies it)
+    }
     if (!exists) it = keys.try_emplace(std::string(a[1])).first;
     if (std::string* text = it->second.string()) {
       text->assign(a[2]);  // reuses the string's buffer
@@ -839,22 +949,33 @@ struct Master::Impl {
     const std::string& sha = sha_of(a[1]);
     int ref = 0;
     if (!compile(a[1], sha, ref, failed)) return failed;
-    return run_script(ref, sha, a, numkeys);
+    Reply r;
+    run_script(ref, sha, a, numkeys, r);
+    return r;
   }
 
   Reply evalsha(Args a) {
+    Reply r;
+    evalsha_into(a, r);
+    return r;
+  }
+
+  void evalsha_into(Args a, Reply& out) {
     long long numkeys = 0;
     Reply failed;
-    if (!check_numkeys(a, numkeys, failed)) return failed;
-    if (a[1].size() != 40) return error(no_script);
+    if (!check_numkeys(a, numkeys, failed)) {
+      out = std::move(failed);
+      return;
+    }
+    if (a[1].size() != 40) return assign(out, Reply::Type::error, 0, no_script);
     // Redis looks the SHA up in lowercase; the SHAs kept are, so one found
     // as given was lowercase already (the library's always are).
-    if (const auto it = scripts.find(a[1]); it != scripts.end()) return run_script(it->second, a[1], a, numkeys);
+    if (const int* ref = scripts.find(a[1])) return run_script(*ref, a[1], a, numkeys, out);
     char sha[40];
     std::transform(a[1].begin(), a[1].end(), sha, ascii_lower);
-    const auto it = scripts.find(std::string_view(sha, sizeof sha));
-    if (it == scripts.end()) return error(no_script);
-    return run_script(it->second, std::string_view(sha, sizeof sha), a, numkeys);
+    const int* ref = scripts.find(std::string_view(sha, sizeof sha));
+    if (ref == nullptr) return assign(out, Reply::Type::error, 0, no_script);
+    run_script(*ref, std::string_view(sha, sizeof sha), a, numkeys, out);
   }
 
   // ---- scripts --------------------------------------------------------------
@@ -888,8 +1009,8 @@ struct Master::Impl {
   // compile: the registry ref of `body`'s function, compiled on its first
   // use only; a syntax error → `failed`.
   bool compile(std::string_view body, const std::string& sha, int& ref, Reply& failed) {
-    if (const auto it = scripts.find(sha); it != scripts.end()) {
-      ref = it->second;
+    if (const int* known = scripts.find(sha)) {
+      ref = *known;
       return true;
     }
     if (const auto it = shared.compiled.find(sha); it != shared.compiled.end()) {
@@ -910,19 +1031,22 @@ struct Master::Impl {
   }
 
   // run_script calls a compiled script with KEYS and ARGV from EVAL's
-  // arguments (numkeys already checked).
-  Reply run_script(int ref, std::string_view sha, Args a, long long numkeys) {
+  // arguments (numkeys already checked); its reply goes into `out`.
+  void run_script(int ref, std::string_view sha, Args a, long long numkeys, Reply& out) {
     lua_State* L = shared.lua.get();
     const auto n = static_cast<std::size_t>(numkeys);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     set_global_array(L, LuaShared::name_keys, a.subspan(3, n));
     set_global_array(L, LuaShared::name_argv, a.subspan(3 + n));
     shared.current = this;  // scripts do not nest (EVAL is refused from a script)
-    Reply reply = lua_pcall(L, 0, 1, 0) == 0 ? from_lua(L, lua_gettop(L)) : script_error(L, sha);
+    if (lua_pcall(L, 0, 1, 0) == 0) {
+      from_lua(L, lua_gettop(L), out);
+    } else {
+      out = script_error(L, sha);
+    }
     shared.current = nullptr;
     lua_settop(L, 0);
     check_args(L);
-    return reply;
   }
 
   // set_global_array: the global `name` (KEYS or ARGV) is the array of
@@ -930,7 +1054,10 @@ struct Master::Impl {
   // they do not fit; set again for every call, as a script may have
   // assigned the global itself.
   void set_global_array(lua_State* L, LuaShared::Name name, Args values) {
-    LuaShared::ArgTable& t = shared.args[name];
+    std::vector<LuaShared::ArgTable>& by_count = shared.args[name];
+    if (by_count.size() <= values.size()) by_count.resize(values.size() + 1);
+    shared.in_use[name] = values.size();
+    LuaShared::ArgTable& t = by_count[values.size()];
     const int n = static_cast<int>(values.size());
     shared.push_name(name);
     if (t.ref == LUA_NOREF || n > t.capacity) {
@@ -965,12 +1092,13 @@ struct Master::Impl {
     lua_rawset(L, LUA_GLOBALSINDEX);
   }
 
-  // check_args: after a call, each kept table must hold nothing past its
+  // check_args: after a call, each kept table it used must hold nothing past its
   // arguments (the array's rest nil, no other key); one that does is
   // dropped, and the next call makes a new one. The library's scripts
   // only read KEYS and ARGV.
   void check_args(lua_State* L) {
-    for (LuaShared::ArgTable& t : shared.args) {
+    for (std::size_t name = 0; name < shared.args.size(); ++name) {
+      LuaShared::ArgTable& t = shared.args[name][shared.in_use[name]];
       if (t.ref == LUA_NOREF) continue;
       lua_rawgeti(L, LUA_REGISTRYINDEX, t.ref);
       bool clean = true;
@@ -1021,47 +1149,57 @@ struct Master::Impl {
   // Nesting is bounded (a table may hold itself): past max_nesting, or
   // past Lua's stack, an error stands in for the rest, as in Redis.
   static constexpr int max_nesting = 1000;
-  static Reply from_lua(lua_State* L, int index, int depth = 0) {
+  // The reply goes into `out`, whose buffers (text, elements and theirs)
+  // are reused.
+  static void from_lua(lua_State* L, int index, Reply& out, int depth = 0) {
     switch (lua_type(L, index)) {
       case LUA_TNUMBER:
-        return integer(lua_to_ll(lua_tonumber(L, index)));
+        return assign(out, Reply::Type::integer, lua_to_ll(lua_tonumber(L, index)));
       case LUA_TSTRING: {
         std::size_t len = 0;
         const char* s = lua_tolstring(L, index, &len);
-        return bulk(std::string_view(s, len));
+        return assign(out, Reply::Type::string, 0, std::string_view(s, len));
       }
       case LUA_TBOOLEAN:
-        return lua_toboolean(L, index) ? integer(1) : Reply{};
+        if (lua_toboolean(L, index)) return assign(out, Reply::Type::integer, 1);
+        return assign(out, Reply::Type::nil);
       case LUA_TTABLE:
         break;
       default:
-        return Reply{};
+        return assign(out, Reply::Type::nil);
     }
-    if (depth >= max_nesting || !lua_checkstack(L, 2)) return error("ERR reached lua stack limit");
+    if (depth >= max_nesting || !lua_checkstack(L, 2)) {
+      return assign(out, Reply::Type::error, 0, "ERR reached lua stack limit");
+    }
     const LuaShared& sh = LuaShared::get();
     for (const LuaShared::Name field : {LuaShared::name_err, LuaShared::name_ok}) {
       sh.push_name(field);
       lua_rawget(L, index);
       if (lua_type(L, -1) == LUA_TSTRING) {
-        Reply r = field == LuaShared::name_err ? error(lua_tostring(L, -1)) : status(lua_tostring(L, -1));
+        // (lua_tostring's text up to its first NUL, as before.)
+        assign(out, field == LuaShared::name_err ? Reply::Type::error : Reply::Type::status, 0,
+               std::string_view(lua_tostring(L, -1)));
         lua_pop(L, 1);
-        return r;
+        return;
       }
       lua_pop(L, 1);
     }
-    Reply r;
-    r.type = Reply::Type::array;
-    // Room for the elements up to the table's length (a border: a hint
-    // only, so bounded); the loop below decides where the array ends.
-    r.elements.reserve(std::min<std::size_t>(lua_objlen(L, index), 64));
+    out.type = Reply::Type::array;
+    out.integer = 0;
+    out.str.clear();
+    // The elements already there are overwritten one by one (each keeps
+    // its buffers), the rest dropped at the end; the loop decides where
+    // the array ends.
+    std::size_t n = 0;
     for (int j = 1;; ++j) {
       lua_rawgeti(L, index, j);
       if (lua_isnil(L, -1)) break;
-      r.elements.push_back(from_lua(L, lua_gettop(L), depth + 1));
+      if (n == out.elements.size()) out.elements.emplace_back();
+      from_lua(L, lua_gettop(L), out.elements[n++], depth + 1);
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    return r;
+    out.elements.resize(n);
   }
 
   // push_reply converts a command's reply for redis.call: bulk → string,
@@ -1104,15 +1242,20 @@ struct Master::Impl {
   // returns: redis.call then raises with lua_error, a longjmp.
   bool call_from_lua(lua_State* L) {
     const int n = lua_gettop(L);
-    Reply reply;
+    Reply& reply = call_reply;
+    assign(reply, Reply::Type::nil);
     call_scratch.clear();
+    number_scratch.resize(static_cast<std::size_t>(n));
     for (int i = 1; i <= n; ++i) {
-      if (lua_type(L, i) == LUA_TNUMBER) {
-        char digits[32];  // Redis formats numbers with %.17g: Lua's own %.14g loses digits
-        const std::string_view text = format_g17(lua_tonumber(L, i), digits);
-        lua_pushlstring(L, text.data(), text.size());
-        lua_replace(L, i);
-      } else if (lua_type(L, i) != LUA_TSTRING) {
+      const int type = lua_type(L, i);
+      if (type == LUA_TNUMBER) {
+        // Redis formats numbers with %.17g (Lua's own %.14g loses digits);
+        // the text is only read by the command, so it stays out of Lua (no
+        // string interned, nothing for the collector).
+        call_scratch.push_back(format_g17(lua_tonumber(L, i), number_scratch[static_cast<std::size_t>(i - 1)].text));
+        continue;
+      }
+      if (type != LUA_TSTRING) {
         reply = error("ERR Lua redis lib command arguments must be strings or integers");
         break;
       }
@@ -1124,7 +1267,7 @@ struct Master::Impl {
     if (!reply.is_error() && get_to_lua(L)) return false;
     if (!reply.is_error()) {
       try {
-        reply = dispatch(call_scratch, true);
+        dispatch_into(call_scratch, true, reply);
       } catch (const std::exception& e) {  // must not unwind through Lua's C frames
         reply = error(std::string("ERR ") + e.what());
       }
@@ -1260,9 +1403,9 @@ struct Master::Impl {
 // The command table, the commands the simulation sends most first.
 const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
   static constexpr Command commands[] = {
-      {"evalsha", -3, true, &Impl::evalsha},
+      {"evalsha", -3, true, &Impl::evalsha, &Impl::evalsha_into},
       {"set", -3, false, &Impl::set},
-      {"get", 2, false, &Impl::get},
+      {"get", 2, false, &Impl::get, &Impl::get_into},
       {"pttl", 2, false, &Impl::pttl},
       {"pexpire", -3, false, &Impl::pexpire},
       {"del", -2, false, &Impl::del},
@@ -1288,9 +1431,11 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
   // that maps a letter to its lowercase and nothing else to a letter, and
   // every command name is lowercase letters only. A lookup packs the name
   // it is given and compares words and lengths (no memcmp per entry).
+  // (Byte by byte: a memcpy of a length not known at compile time is a
+  // call into the C library, for a name of a few bytes.)
   constexpr auto pack = [](std::string_view text) {
     std::uint64_t word = 0;
-    std::memcpy(&word, text.data(), text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) word |= std::uint64_t{static_cast<unsigned char>(text[i])} << (8 * i);
     return word | (0x2020202020202020ULL >> (8 * (8 - text.size())));
   };
   static const auto packed = [&pack] {
@@ -1320,6 +1465,11 @@ Reply Master::execute(const std::vector<std::string>& argv) {
 Reply Master::execute_view(std::span<const std::string_view> argv) {
   impl_->now = impl_->wall_ms();
   return impl_->dispatch(argv, false);
+}
+
+void Master::execute_into(std::span<const std::string_view> argv, Reply& out) {
+  impl_->now = impl_->wall_ms();
+  impl_->dispatch_into(argv, false, out);
 }
 
 void Master::restart(bool keep_data) {

@@ -77,6 +77,10 @@ class Master {
   // execute_view is execute without owning the arguments (no allocation
   // for them); they need only live for the call.
   Reply execute_view(std::span<const std::string_view> argv);
+  // execute_into is execute_view with the reply in `out`, whose buffers
+  // (its text, its elements and theirs) are reused: whatever it held is
+  // replaced.
+  void execute_into(std::span<const std::string_view> argv, Reply& out);
 
   // on_publish — called by PUBLISH, directly or from a script; returns the
   // number of receivers (PUBLISH's reply). Unset: 0 receivers. It must not

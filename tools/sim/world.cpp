@@ -30,7 +30,11 @@ __extension__ using u128 = unsigned __int128;
 
 template <class E>
 u128 key(const E& e) {
-  return (static_cast<u128>(static_cast<std::uint64_t>(e.at)) << 64) | e.order;
+  if constexpr (requires { e.key; }) {
+    return e.key;  // a heap node carries it
+  } else {
+    return (static_cast<u128>(static_cast<std::uint64_t>(e.at)) << 64) | e.order;
+  }
 }
 
 template <class E>
@@ -70,7 +74,7 @@ std::int64_t Rng::between(std::int64_t lo, std::int64_t hi) {
 
 double Rng::unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-SimClock::SimClock(Nanos origin, double rate) { pieces_.push_back({0, origin, rate}); }
+SimClock::SimClock(Nanos origin, double rate) : now_{0, origin, rate} { pieces_.push_back(now_); }
 
 void SimClock::set_rate(Nanos t, double rate) {
   const Nanos at = local(t);
@@ -79,6 +83,7 @@ void SimClock::set_rate(Nanos t, double rate) {
   } else {
     pieces_.push_back({t, at, rate});
   }
+  now_ = pieces_.back();
 }
 
 void SimClock::step(Nanos t, Nanos delta) {
@@ -89,6 +94,7 @@ void SimClock::step(Nanos t, Nanos delta) {
   } else {
     pieces_.push_back({t, at, r});
   }
+  now_ = pieces_.back();
 }
 
 Nanos SimClock::true_at(Nanos target) const {
@@ -125,7 +131,7 @@ void World::push(const Event& e) {
     events_.push_back(e);
   }
   // Sift up from the new leaf: parents that come later move down.
-  const Node node{e.at, e.order, body};
+  const Node node{key(e), body};
   std::size_t i = heap_.size();
   heap_.push_back(node);
   while (i > 0) {
@@ -150,12 +156,23 @@ void World::pop_front() {
     if (first >= n) break;
     std::size_t best = first;
     auto best_key = key(heap_[first]);
-    const std::size_t end = std::min(first + arity, n);
-    for (std::size_t c = first + 1; c < end; ++c) {
-      const auto k = key(heap_[c]);
-      const bool less = k < best_key;
-      best = less ? c : best;
-      best_key = less ? k : best_key;
+    if (first + arity <= n) {
+      // Four children (nearly every step): the earliest of each pair, then
+      // of the two — two compares deep, not three in a row.
+      const auto k1 = key(heap_[first + 1]), k2 = key(heap_[first + 2]), k3 = key(heap_[first + 3]);
+      const bool l01 = k1 < best_key, l23 = k3 < k2;
+      const auto m01 = l01 ? k1 : best_key, m23 = l23 ? k3 : k2;
+      const std::size_t b01 = l01 ? first + 1 : first, b23 = l23 ? first + 3 : first + 2;
+      const bool right = m23 < m01;
+      best = right ? b23 : b01;
+      best_key = right ? m23 : m01;
+    } else {
+      for (std::size_t c = first + 1; c < n; ++c) {
+        const auto k = key(heap_[c]);
+        const bool less = k < best_key;
+        best = less ? c : best;
+        best_key = less ? k : best_key;
+      }
     }
     if (key(last) < best_key) break;
     heap_[i] = heap_[best];
@@ -240,7 +257,7 @@ bool World::step() {
 
 bool World::run_until(Nanos t) {
   stopped_ = false;
-  while (!heap_.empty() && heap_.front().at <= t) {
+  while (!heap_.empty() && heap_.front().at() <= t) {
     step();
     if (stopped_) return false;
   }

@@ -63,11 +63,8 @@ class SimClock {
  public:
   explicit SimClock(Nanos origin = 0, double rate = 1.0);
   // local: the reading at true time `t` (t ≥ the last change).
-  Nanos local(Nanos t) const {
-    const Piece& p = pieces_.back();
-    return p.local + static_cast<Nanos>(static_cast<double>(t - p.start) * p.rate);
-  }
-  double rate() const { return pieces_.back().rate; }
+  Nanos local(Nanos t) const { return now_.local + static_cast<Nanos>(static_cast<double>(t - now_.start) * now_.rate); }
+  double rate() const { return now_.rate; }
   void set_rate(Nanos t, double rate);
   void step(Nanos t, Nanos delta);
   // true_at: the first true time at which the reading is ≥ `target`, over
@@ -84,6 +81,7 @@ class SimClock {
     double rate;
   };
   std::vector<Piece> pieces_;
+  Piece now_;  // pieces_.back(), kept in the clock: read on every clock reading
 };
 
 class Process;
@@ -155,12 +153,14 @@ class World {
   void* slot(std::uint32_t slot) const { return slots_[slot]; }
 
  private:
-  // Node — the heap's entry: the event's time and order, and where its
-  // body lies (events_), so that sifting moves 24 bytes, not 56.
+  // Node — the heap's entry: the event's time and order as one 128-bit
+  // key (time above, order below: compared as one number), and where its
+  // body lies (events_), so that sifting moves 32 bytes, not 56.
+  __extension__ using Key = unsigned __int128;
   struct Node {
-    Nanos at;
-    std::uint64_t order;
+    Key key;
     std::uint32_t body;
+    Nanos at() const { return static_cast<Nanos>(static_cast<std::uint64_t>(key >> 64)); }
   };
   static constexpr std::size_t arity = 4;  // children per heap node
   void push(const Event& e);

@@ -916,6 +916,78 @@ TEST_CASE("Lua: KEYS and ARGV hold each call's arguments only, whatever an earli
   CHECK(is_error_starting(eval("return redis.call('GET', 'a', 'b')"), "ERR wrong number of arguments for 'get'"));
 }
 
+// execute_into writes a reply into one whose buffers it reuses (the
+// network's message, from one command to the next): whatever that held —
+// a longer array, nested arrays, text — must be gone, the reply exactly
+// what execute_view answers to the same command on a master in the same
+// state. Also redis.call's reply inside a script, reused the same way.
+TEST_CASE("execute_into: each reply as execute_view gives it, whatever the reused reply held before") {
+  Sim fresh, reused;  // the same commands, in the same order, on two masters
+  const std::string shaped = "local n = tonumber(ARGV[1]) "
+                             "if n == 0 then return redis.status_reply('FINE') end "
+                             "if n == 1 then return redis.error_reply('MY error text that is long') end "
+                             "if n == 2 then return {1, 'two', {3, {'four', false, 5}}, 'a string past fifteen bytes'} end "
+                             "if n == 3 then return {7} end "
+                             "if n == 4 then return 'short' end "
+                             "if n == 5 then return redis.call('GET', KEYS[1]) end "
+                             "if n == 6 then return {redis.call('SET', KEYS[1], ARGV[2], 'PX', 60000), "
+                             "redis.call('PTTL', KEYS[1]), redis.call('TIME')[1] ~= nil} end "
+                             "if n == 7 then return redis.pcall('ZADD', KEYS[1], 'x', 'm') end "
+                             "return nil";
+  const std::string sha = redlock::detail::sha1_hex(shaped);
+  REQUIRE(fresh.cmd({"SCRIPT", "LOAD", shaped}) == B(sha));
+  REQUIRE(reused.cmd({"SCRIPT", "LOAD", shaped}) == B(sha));
+  Reply out;
+  const auto both = [&](std::vector<std::string> argv) {
+    const Reply want = fresh.master.execute(argv);
+    std::vector<std::string_view> views(argv.begin(), argv.end());
+    reused.master.execute_into(views, out);
+    CHECK(out == want);
+    return want;
+  };
+  const std::vector<std::vector<std::string>> commands = {
+      {"EVALSHA", sha, "1", "k", "2"},                                  // nested arrays, long strings
+      {"EVALSHA", sha, "1", "k", "3"},                                  // a shorter array over them
+      {"EVALSHA", sha, "1", "k", "0"},                                  // a status over an array
+      {"EVALSHA", sha, "1", "k", "2"},                                  // an array again
+      {"EVALSHA", sha, "1", "k", "1"},                                  // an error
+      {"EVALSHA", sha, "1", "k", "5"},                                  // GET of a missing key: nil
+      {"EVALSHA", sha, "1", "k", "6", "a value longer than fifteen"},  // SET, PTTL, TIME from the script
+      {"EVALSHA", sha, "1", "k", "5"},                                  // GET of it
+      {"GET", "k"},
+      {"EVALSHA", sha, "1", "k", "4"},
+      {"GET", "missing"},
+      {"EVALSHA", sha, "1", "k", "7"},  // redis.pcall's error (not a float)
+      {"EVALSHA", sha, "1", "k", "9"},  // nil
+      {"ZADD", "z", "1", "m"},
+      {"GET", "z"},  // WRONGTYPE
+      {"EVALSHA", sha.substr(0, 39) + "X", "0"},  // NOSCRIPT
+      {"EVALSHA", sha, "x"},                       // numkeys not an integer
+      {"SET", "k", "v", "NX"},                     // a refused SET NX: nil
+      {"PTTL", "k"},
+      {"EVALSHA", sha, "1", "k", "2"},
+  };
+  for (const auto& argv : commands) both(argv);
+  CHECK(both({"EVALSHA", sha, "1", "k", "6", "w"}) == A({S("OK"), I(60000), I(1)}));
+}
+
+// KEYS and ARGV are kept per count of arguments: what a script leaves in
+// the table of one count is gone by the next call with that count, after
+// calls with other counts in between.
+TEST_CASE("Lua: KEYS and ARGV kept per count: a table left dirty is not seen again by any count") {
+  Sim sim;
+  const std::string shape = "return {#KEYS, #ARGV, tostring(next(KEYS, #KEYS)), tostring(next(ARGV, #ARGV)), "
+                            "tostring(KEYS[1]), tostring(ARGV[1])}";
+  CHECK(sim.eval("KEYS[4] = 'k' ARGV.x = 1 return 1", {"a", "b"}, 1) == I(1));
+  CHECK(sim.eval(shape, {"c", "d", "e", "f"}, 2) == A({I(2), I(2), B("nil"), B("nil"), B("c"), B("e")}));
+  CHECK(sim.eval(shape, {"g", "h"}, 1) == A({I(1), I(1), B("nil"), B("nil"), B("g"), B("h")}));
+  const std::string empty = "return {#KEYS, #ARGV, tostring(next(KEYS)), tostring(next(ARGV))}";
+  CHECK(sim.eval(empty, {}, 0) == A({I(0), I(0), B("nil"), B("nil")}));
+  CHECK(sim.eval("KEYS[1] = 'over' ARGV[2] = 'y' return 1", {}, 0) == I(1));
+  CHECK(sim.eval(empty, {}, 0) == A({I(0), I(0), B("nil"), B("nil")}));
+  CHECK(sim.eval(shape, {"i", "j"}, 1) == A({I(1), I(1), B("nil"), B("nil"), B("i"), B("j")}));
+}
+
 // tonumber reads plain decimal integers directly and everything else as
 // Lua 5.1's own does (strtod: spaces, hex, exponents; a base; errors).
 TEST_CASE("Lua: tonumber answers as Lua 5.1's, its shortcut for decimal integers included") {
