@@ -1107,6 +1107,15 @@ struct Master::Impl {
         clean = lua_isnil(L, -1);
         lua_pop(L, 1);
       }
+      if (clean && t.capacity > 0) {
+        // next() may start from the last argument only while that key is
+        // there: a script that cleared it and added others may have made
+        // the table give it up, and next() from a key the table lacks
+        // raises an error — outside any pcall here, which would abort.
+        lua_rawgeti(L, -1, t.capacity);
+        clean = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+      }
       if (clean) {
         // What follows the array part: the hash part, which must be empty.
         if (t.capacity > 0) {

@@ -986,6 +986,13 @@ TEST_CASE("Lua: KEYS and ARGV kept per count: a table left dirty is not seen aga
   CHECK(sim.eval("KEYS[1] = 'over' ARGV[2] = 'y' return 1", {}, 0) == I(1));
   CHECK(sim.eval(empty, {}, 0) == A({I(0), I(0), B("nil"), B("nil")}));
   CHECK(sim.eval(shape, {"i", "j"}, 1) == A({I(1), I(1), B("nil"), B("nil"), B("i"), B("j")}));
+  // A script that clears its arguments and fills the tables with other
+  // keys (the table rehashes, its last argument's key gone): the check
+  // after the call must not raise (it runs outside any pcall: an abort).
+  const std::string refill = "for i = 1, #KEYS do KEYS[i] = nil end for i = 1, #ARGV do ARGV[i] = nil end "
+                             "for i = 1, 40 do KEYS['h' .. i] = i ARGV['h' .. i] = i end return 1";
+  CHECK(sim.eval(refill, {"k", "a"}, 1) == I(1));
+  CHECK(sim.eval(shape, {"l", "m"}, 1) == A({I(1), I(1), B("nil"), B("nil"), B("l"), B("m")}));
 }
 
 // tonumber reads plain decimal integers directly and everything else as
