@@ -480,9 +480,20 @@ long long connected_clients(const RedisServer& server) {
 }
 
 // drop_everywhere deletes a lease's key on every master: its next extension
-// is refused for good, and it is lost.
+// is refused for good, and it is lost. It waits until every master holds
+// the key first: the acquire returned once a majority answered, and a SET
+// still on its way to the last master would set the key again after the
+// DEL (then the release deletes it there, and two of three gone is not
+// "gone everywhere").
 void drop_everywhere(RedisGroup& group, const std::string& resource) {
-  for (std::size_t i = 0; i < group.size(); ++i) group[i].command({"DEL", "redlock:{" + resource + "}:lock"});
+  const std::string key = "redlock:{" + resource + "}:lock";
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (group[i].command({"EXISTS", key}).integer != 1) return false;
+    }
+    return true;
+  }));
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].command({"DEL", key});
 }
 
 }  // namespace
