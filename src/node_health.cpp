@@ -57,6 +57,26 @@ std::optional<long long> bounded_number(std::string_view text, long long most) {
   return n;
 }
 
+// MarkerValue: what a marker's value, "EPOCH DECLARED_MS BORN_MS", says:
+// its first word, and the period declared in its second when that reads
+// as a number (bounded).
+struct MarkerValue {
+  std::string_view epoch;
+  std::optional<std::chrono::milliseconds> declared;
+};
+
+MarkerValue read_marker(std::string_view value) {
+  const std::size_t first = value.find(' ');
+  MarkerValue m{value.substr(0, first), std::nullopt};
+  if (first == std::string_view::npos) return m;
+  const std::string_view rest = value.substr(first + 1);
+  if (const std::optional<long long> ms =
+          bounded_number(rest.substr(0, rest.find(' ')), std::numeric_limits<long long>::max())) {
+    m.declared = std::chrono::milliseconds{*ms};
+  }
+  return m;
+}
+
 // The largest quarantine any valid client declares (max_ttl_ms and
 // drift_factor at their bounds, src/config_validate.cpp); a marker that declares
 // more is not believed, and counts as this much.
@@ -246,27 +266,21 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
 // data, its yes must not count, and it sits out the quarantine from now.
 void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point now) {
   if (held_.empty()) return;  // nothing waits (the acquires failed, or were retried after NOSCRIPT)
-  // The spare vector takes the held replies and lends held_ its room (a
-  // vote check follows every acquire: no allocation for the next one).
-  std::vector<HeldReply> held = std::move(spare_held_);
-  held.clear();
+  std::vector<HeldReply> held;
   held.swap(held_);
-  const std::string_view marker = reply.type == WireReply::Type::string ? reply.str : std::string_view();
-  const bool intact = !marker_epoch_.empty() && marker.substr(0, marker.find(' ')) == marker_epoch_;
-  if (intact) {
-    // "EPOCH DECLARED_MS BORN_MS": the same reading the marker script's
-    // answer gives of an intact marker — our epoch, and the largest period
-    // any client declared there. So an acquire's vote check serves as the
-    // periodic check too, and a client that acquires often sends no marker
-    // script at all. A declaration that does not read as a number teaches
-    // nothing, and the periodic check stays due (its script reports it).
-    const std::string_view rest = marker.substr(marker.find(' ') + 1);
-    if (const std::optional<long long> declared_ms =
-            bounded_number(rest.substr(0, rest.find(' ')), std::numeric_limits<long long>::max())) {
-      learn_declared(milliseconds{*declared_ms});
-      marker_read_ = now;
-    }
-  } else {
+  // Intact (our epoch), the marker says what the marker script's answer
+  // says of a marker met before: our epoch, and the largest period any
+  // client declared there. So the vote check serves as the periodic check
+  // too, and a client that acquires often sends no marker script at all.
+  // A declaration that does not read as a number teaches nothing, and the
+  // periodic check stays due (its script reports it).
+  const MarkerValue marker = read_marker(reply.type == WireReply::Type::string ? reply.str : std::string_view());
+  const bool intact = !marker_epoch_.empty() && marker.epoch == marker_epoch_;
+  if (intact && marker.declared) {
+    learn_declared(*marker.declared);
+    marker_read_ = now;
+  }
+  if (!intact) {
     note_loss(now, "lost its data (redlock-marker missing or replaced)");
     marker_epoch_.clear();  // the marker script learns (or writes) the new one
     if (!marker_in_flight_ && conn_.state() == State::ready && !queue_marker()) {
@@ -288,8 +302,12 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
     if (ev.quarantined) ev.text = quarantine_text_;
     h.sink->on_node_event(h.slot, ev);
   }
-  held.clear();
-  if (held.capacity() > spare_held_.capacity()) spare_held_ = std::move(held);
+  // Its room goes back to held_ (a vote check follows every acquire: no
+  // allocation for the next one), unless a sink queued new acquires.
+  if (held_.empty()) {
+    held.clear();
+    held_.swap(held);
+  }
 }
 
 // handle_marker: the marker script's answer. A marker that was missing,

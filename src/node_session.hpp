@@ -214,7 +214,6 @@ class NodeSession final : private ConnectionOwner {
   clock::time_point marker_read_{};
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
   std::vector<HeldReply> held_;
-  std::vector<HeldReply> spare_held_;  // empty; its room goes to held_ (handle_vote_check)
   std::string version_, run_id_;
   // The master takes `SET key value NX PX ttl GET` (Redis 7 or later, from
   // INFO at the handshake): an acquire's plain SET is sent so, and a key of

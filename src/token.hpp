@@ -16,9 +16,10 @@ Result<std::string> random_token();
 // A lock's own drawn token is the draw's 128 bits in base64url (RFC 4648
 // §5, no padding), its last character (2 bits: A, Q, g or w) moved to the
 // front: 22 characters of [A-Za-z0-9_-], never starting with '-' (which
-// `redlock release NAME TOKEN` would read as an option). Not hex: a held Lock keeps its value, and 10 characters fewer put
-// one with a short owner (host and pid up to 15 characters together) in a
-// 48-byte malloc chunk instead of a 64-byte one.
+// `redlock release NAME TOKEN` would read as an option). Not hex: a held
+// Lock keeps its value, and 10 characters fewer put one with a short
+// owner (host and pid up to 15 characters together) in a 48-byte malloc
+// chunk instead of a 64-byte one.
 inline constexpr std::size_t dense_token_size = 22;
 // assign_drawn_value makes `out` a drawn value: `draw` (32 hex digits,
 // Runtime::random_token) as dense_token_size base64url characters, then

@@ -107,10 +107,10 @@ struct REDLOCK_API Options {
   // that lost its data (FLUSHALL, an emptying resync, eviction) lost it
   // too. It is checked at every handshake, behind every acquire, and once
   // it has gone unread for data_check_interval (a client that acquires
-  // more often sends no separate check); a master seen to have lost it sits out the quarantine period (max_ttl +
-  // drift, or the largest any client declared on that master) from that
-  // moment. Part of the quarantine: `quarantine = false` switches it off.
-  // Default 250 ms.
+  // more often sends no separate check); a master seen to have lost it
+  // sits out the quarantine period (max_ttl + drift, or the largest any
+  // client declared on that master) from that moment. Part of the
+  // quarantine: `quarantine = false` switches it off. Default 250 ms.
   milliseconds data_check_interval{250};
   // A master whose maxmemory-policy may evict lock keys (any allkeys-* or
   // volatile-* policy with maxmemory set) does not count toward a majority:
