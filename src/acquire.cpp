@@ -105,6 +105,16 @@ milliseconds AcquireOperation::wait_left(TimePoint at) const {
 
 Call AcquireOperation::attempt_call() const {
   const std::string ttl = std::to_string(ttl_.count());
+  if (keys_.semaphore()) {
+    // Every permit's key, then the permits key; each master takes the
+    // first free permit from first_slot_ on (src/scripts.hpp).
+    Call call{.command = CommandId::sem_acquire, .key = keys_.permit_keys.front(), .arg1 = token_, .arg2 = ttl};
+    call.more_keys.reserve(keys_.permit_keys.size());
+    call.more_keys.assign(keys_.permit_keys.begin() + 1, keys_.permit_keys.end());
+    call.more_keys.push_back(keys_.key);
+    call.more_args = {std::to_string(keys_.permit_keys.size()), std::to_string(first_slot_)};
+    return call;
+  }
   if (fair_) {
     // The waiter's place lapses `fair_life` after this round unless its
     // next round comes first; a waiter that died is out of every queue by
@@ -151,6 +161,11 @@ void AcquireOperation::start_attempt() {
     // of the attempt before (a retry allocates nothing more than its
     // draw), sized to fit: the lock keeps this buffer.
     assign_drawn_value(token_, std::move(*value), engine_.owner_suffix());
+  }
+  if (keys_.semaphore() && attempts_ == 0) {
+    // Concurrent acquirers start at different permits, so that with
+    // permits to spare their masters seldom split their votes.
+    first_slot_ = engine_.runtime().random_below(keys_.permit_keys.size());
   }
   ++attempts_;
   waiter_.step({.kind = Waiter::Kind::sent});  // reads no clock: the hot path
@@ -217,11 +232,32 @@ std::vector<std::string> AcquireOperation::fenced_keys() const {
 // `attempt` holds the attempt round's outcomes when the rollback follows
 // it (empty: every master gets the rollback).
 void AcquireOperation::rollback(const std::vector<NodeOutcome>& attempt) {
+  if (keys_.semaphore()) return sem_cleanup(-1, attempt, {});
   if (sabotage().no_rollback || caller_token_) return;
   std::vector<bool> skip(sabotage().reused_value ? 0 : attempt.size());
   for (std::size_t i = 0; i < skip.size(); ++i) skip[i] = attempt[i].outcome == Outcome::held;
   QuorumRound::launch(engine_.transport(), keys_.release_call(token_, false),
                       lock_rule(RoundMode::release, engine_.transport().size()), nullptr, skip)
+      ->detach();
+}
+
+// sem_cleanup: a semaphore's attempt may have taken a permit on any master
+// that did not answer "all held" — a different one on each. Every permit
+// but `keep` (the one won, or -1) loses this attempt's value there; on a
+// master that voted for `keep` there is nothing else to delete. The same
+// rules as rollback's: only this attempt's value, down the connection
+// behind the acquire, so a late acquire is cleaned up right after.
+void AcquireOperation::sem_cleanup(long long keep, const std::vector<NodeOutcome>& attempt,
+                                   const std::vector<std::int16_t>& votes) {
+  if (sabotage().no_rollback) return;
+  std::vector<bool> skip(attempt.size());
+  for (std::size_t i = 0; i < skip.size(); ++i) {
+    skip[i] = attempt[i].outcome == Outcome::held || (keep >= 0 && i < votes.size() && votes[i] == keep);
+  }
+  Call call = keys_.release_call(token_, false);
+  call.arg2 = std::to_string(keep);
+  QuorumRound::launch(engine_.transport(), std::move(call), lock_rule(RoundMode::release, engine_.transport().size()),
+                      nullptr, skip)
       ->detach();
 }
 
@@ -244,6 +280,7 @@ void AcquireOperation::evaluate() {
   const QuorumTally tally = round_->tally();
   const RoundClock clock = clock_of(ttl_, elapsed, true);
   const Verdict verdict = decide(tally, &clock);
+  if (verdict == Verdict::yes && keys_.semaphore()) return grant_permit(clock, at, elapsed);
   if (verdict == Verdict::yes) {
     if (cancelled_) {
       // Taken after all, but the caller has gone: give it back (a real
@@ -277,6 +314,9 @@ void AcquireOperation::evaluate() {
     }
     failure.rank = round_->quorum_rank();
   }
+  // A semaphore's next attempt starts at the permit this one came closest
+  // to winning: masters that split their votes then mostly agree.
+  if (keys_.semaphore() && round_->tally().ok() > 0) first_slot_ = static_cast<std::size_t>(round_->leading_permit());
   std::vector<NodeOutcome> nodes = take_outcomes();
   // The text is read only when this failure ends the acquire (the
   // telemetry reads the code): a waiter's other failed attempts build none.
@@ -298,12 +338,51 @@ void AcquireOperation::evaluate() {
   } else {
     rollback();
   }
+  if (keys_.semaphore() && permits_differ(nodes)) {
+    // A quorum of masters keep another P for this name: no attempt of
+    // this client can win while they do. (Fewer may be a stale minority.)
+    e = make_error(Errc::invalid_argument, "semaphore " + keys_.resource + ": a quorum of masters keep another " +
+                                               "number of permits than this client's " +
+                                               std::to_string(keys_.permit_keys.size()) + " " + round_summary(tally, nodes));
+    e.nodes = std::move(nodes);
+    return fail(std::move(e));
+  }
   e.nodes = std::move(nodes);
   e.attempts = attempts_;
   e.elapsed = elapsed;
   failure.code = e.code;
   failure.yes = tally.ok();
   retry_after_failure(std::move(e), failure, at);
+}
+
+// permits_differ: a quorum of `nodes` answered that the name's semaphore
+// has another number of permits (sem_acquire's error).
+bool AcquireOperation::permits_differ(const std::vector<NodeOutcome>& nodes) const {
+  std::size_t differ = 0;
+  for (const NodeOutcome& n : nodes) {
+    differ += n.outcome == Outcome::error && n.error.find(" permits; this client asked for ") != std::string::npos;
+  }
+  return quorum_says(differ, nodes.size(), majority_of(nodes.size()));
+}
+
+// grant_permit: a semaphore's attempt won the permit a quorum of masters
+// gave it. Whatever else it took elsewhere is cleaned up; a caller that
+// cancelled meanwhile gets nothing, and the permit is released (waiters
+// told).
+void AcquireOperation::grant_permit(const RoundClock& clock, TimePoint at, microseconds elapsed) {
+  const long long slot = round_->leading_permit();
+  sem_cleanup(slot, round_->outcomes(), round_->permit_votes());
+  if (cancelled_) {
+    LockKeys held{.resource = keys_.resource, .key = keys_.permit_keys[static_cast<std::size_t>(slot)], .channel = keys_.channel};
+    QuorumRound::launch(engine_.transport(), held.release_call(token_, true),
+                        lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
+        ->detach();
+    return finish(cancelled_error());
+  }
+  tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
+  Lock lock = grant(std::move(keys_.resource), std::move(token_), ttl_, clock, at, elapsed, attempts_, 0);
+  lock.permit = static_cast<std::uint32_t>(slot);
+  finish(std::move(lock));
 }
 
 // retry_after_failure: the attempt failed; the waiter plans the next

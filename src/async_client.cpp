@@ -50,7 +50,9 @@ void AsyncClient::release(std::string resource, std::string token, ReleaseCallba
   core_->engine().release(std::move(resource), std::move(token), std::move(done));
 }
 
-void AsyncClient::release(const Lock& lock, ReleaseCallback done) { release(lock.resource, lock.token, std::move(done)); }
+void AsyncClient::release(const Lock& lock, ReleaseCallback done) {
+  core_->engine().release(lock.resource, lock.token, std::move(done), {}, lock.permit);
+}
 
 namespace {
 

@@ -217,6 +217,11 @@ auto start_release(std::string_view resource, std::string_view token) {
   };
 }
 
+// start_release_lock: a Lock's release (a semaphore's permit included).
+auto start_release_lock(const Lock& lock) {
+  return [lock](AsyncClient& c, ReleaseCallback done) { c.release(lock, std::move(done)); };
+}
+
 auto start_acquire_many(std::vector<std::string> resources, AcquireOptions opts) {
   return [resources = std::move(resources), opts = std::move(opts)](AsyncClient& c, MultiLockCallback done) mutable {
     c.acquire_many(std::move(resources), std::move(opts), std::move(done));
@@ -268,12 +273,14 @@ std::future<Result<Lock>> Client::extend_async(const Lock& lock, milliseconds tt
   return impl_->call_async<Lock>("extend_async", start_extend(lock, ttl));
 }
 
-Result<ReleaseResult> Client::release(const Lock& lock) { return release(lock.resource, lock.token); }
+Result<ReleaseResult> Client::release(const Lock& lock) {
+  return impl_->wait<ReleaseResult>("release", start_release_lock(lock));
+}
 Result<ReleaseResult> Client::release(std::string_view resource, std::string_view token) {
   return impl_->wait<ReleaseResult>("release", start_release(resource, token));
 }
 std::future<Result<ReleaseResult>> Client::release_async(const Lock& lock) {
-  return release_async(lock.resource, lock.token);
+  return impl_->call_async<ReleaseResult>("release_async", start_release_lock(lock));
 }
 std::future<Result<ReleaseResult>> Client::release_async(std::string_view resource, std::string_view token) {
   return impl_->call_async<ReleaseResult>("release_async", start_release(resource, token));

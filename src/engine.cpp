@@ -47,6 +47,27 @@ std::string first_problem(Checks&&... checks) {
   return problem;
 }
 
+// check_permits: a semaphore's P, and what does not go with one yet.
+std::string check_permits(const AcquireOptions& opts) {
+  if (opts.permits == 0) return {};
+  if (opts.permits > max_permits) {
+    return "permits: " + std::to_string(opts.permits) + " (at most " + std::to_string(max_permits) + ")";
+  }
+  if (!opts.token.empty()) return "permits: needs a value drawn by the library (no token)";
+  if (opts.fence) return "permits: not with fence";
+  if (opts.fair) return "permits: not with fair";
+  return {};
+}
+
+// check_permit: a held permit's number (Lock::permit).
+std::string check_permit(std::optional<std::uint32_t> permit, const std::vector<std::string>& more) {
+  if (!permit) return {};
+  if (*permit >= max_permits) {
+    return "permit: " + std::to_string(*permit) + " (a permit is 0 to " + std::to_string(max_permits - 1) + ")";
+  }
+  return more.empty() ? "" : "permit: a semaphore's permit is of one resource";
+}
+
 // check_acquire: the checks of an acquire that do not depend on the
 // resource names.
 std::string check_acquire(milliseconds ttl, const AcquireOptions& opts, const Options& options) {
@@ -56,7 +77,27 @@ std::string check_acquire(milliseconds ttl, const AcquireOptions& opts, const Op
                        [&] { return opts.wait > milliseconds{max_wait} ? "wait: must be <= " + std::to_string(max_wait) + " ms" : ""; },
                        [&] { return opts.token.empty() ? "" : check_token(opts.token); },
                        [&] { return opts.fair && !opts.token.empty() ? "fair: needs a value drawn by the library (no token)" : ""; },
-                       [&] { return opts.fair && opts.fence ? "fair: not with fence" : ""; });
+                       [&] { return opts.fair && opts.fence ? "fair: not with fence" : ""; },
+                       [&] { return check_permits(opts); });
+}
+
+// semaphore_keys_of: what a semaphore's acquire names (permits: 1 to
+// max_permits), or the extend or release of its permit `slot`.
+LockKeys semaphore_keys_of(const std::string& prefix, std::string resource, std::size_t permits) {
+  LockKeys keys;
+  keys.key = permits_key(prefix, resource);
+  keys.channel = permits_channel(prefix, resource);
+  keys.permit_keys.reserve(permits);
+  for (std::size_t i = 0; i < permits; ++i) keys.permit_keys.push_back(permit_key(prefix, resource, i));
+  keys.resource = std::move(resource);
+  return keys;
+}
+LockKeys permit_keys_of(const std::string& prefix, std::string resource, std::size_t slot) {
+  LockKeys keys;
+  keys.key = permit_key(prefix, resource, slot);
+  keys.channel = permits_channel(prefix, resource);
+  keys.resource = std::move(resource);
+  return keys;
 }
 
 LockKeys keys_of(const std::string& prefix, std::string resource, const std::vector<std::string>& more) {
@@ -180,8 +221,10 @@ void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback don
   std::string problem = first_problem([&] { return check_resource(resource); },
                                       [&] { return check_acquire(ttl, opts, options_); });
   const std::stop_token cancel = opts.cancel;
-  auto* op = new AcquireOperation(*this, keys_of(options_.prefix, std::move(resource), {}), std::move(opts), ttl,
-                                  std::move(done));
+  // (A semaphore's keys only once its P is known good: it sizes them.)
+  LockKeys keys = opts.permits > 0 && problem.empty() ? semaphore_keys_of(options_.prefix, std::move(resource), opts.permits)
+                                                      : keys_of(options_.prefix, std::move(resource), {});
+  auto* op = new AcquireOperation(*this, std::move(keys), std::move(opts), ttl, std::move(done));
   op->problem = std::move(problem);
   watch_cancel(op, cancel);
   start(op);
@@ -197,6 +240,7 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
   }
   if (problem.empty()) problem = check_acquire(ttl, opts, options_);
   if (problem.empty() && opts.fair) problem = "fair: one resource only (not acquire_many)";
+  if (problem.empty() && opts.permits > 0) problem = "permits: one semaphore only (not acquire_many)";
   std::string first = resources.empty() ? std::string() : resources.front();
   const std::vector<std::string> more(resources.begin() + (resources.empty() ? 0 : 1), resources.end());
   const std::stop_token cancel = opts.cancel;
@@ -216,18 +260,22 @@ void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::v
   const milliseconds new_ttl = ttl.count() == 0 ? (lock.ttl.count() == 0 ? options_.default_ttl : lock.ttl) : ttl;
   std::string problem = first_problem([&] { return check_resource(lock.resource); },
                                       [&] { return check_ttl(new_ttl, options_); },
-                                      [&] { return check_token(lock.token); });
-  LockKeys keys = keys_of(options_.prefix, lock.resource, more);
+                                      [&] { return check_token(lock.token); },
+                                      [&] { return check_permit(lock.permit, more); });
+  LockKeys keys = lock.permit && problem.empty() ? permit_keys_of(options_.prefix, lock.resource, *lock.permit)
+                                                 : keys_of(options_.prefix, lock.resource, more);
   auto* op = new ExtendOperation(*this, std::move(keys), std::move(lock), new_ttl, std::move(done));
   op->problem = std::move(problem);
   start(op);
 }
 
 void Engine::release(std::string resource, std::string token, ReleaseCallback done,
-                     const std::vector<std::string>& more) {
-  std::string problem = first_problem([&] { return check_resource(resource); }, [&] { return check_token(token); });
-  auto* op = new ReleaseOperation(*this, keys_of(options_.prefix, std::move(resource), more), std::move(token),
-                                  std::move(done));
+                     const std::vector<std::string>& more, std::optional<std::uint32_t> permit) {
+  std::string problem = first_problem([&] { return check_resource(resource); }, [&] { return check_token(token); },
+                                      [&] { return check_permit(permit, more); });
+  LockKeys keys = permit && problem.empty() ? permit_keys_of(options_.prefix, std::move(resource), *permit)
+                                            : keys_of(options_.prefix, std::move(resource), more);
+  auto* op = new ReleaseOperation(*this, std::move(keys), std::move(token), std::move(done));
   op->problem = std::move(problem);
   start(op);
 }

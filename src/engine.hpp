@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <unordered_map>
@@ -57,8 +58,9 @@ class Engine {
   // lock.resource / resource). A lease's extensions go through its
   // service's batcher (src/lease_service.hpp) instead.
   void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {});
+  // `permit`: the release of a semaphore's permit (Lock::permit).
   void release(std::string resource, std::string token, ReleaseCallback done,
-               const std::vector<std::string>& more = {});
+               const std::vector<std::string>& more = {}, std::optional<std::uint32_t> permit = {});
 
   // shutdown makes every live operation (and any started later) complete
   // with Errc::closed on a later loop turn — an acquire attempt on its way

@@ -6,19 +6,24 @@
 //   fair queue    {prefix}{{resource}}:queue        (fair acquires only)
 //   fair turn     {prefix}{{resource}}:turn
 //   fair expiry   {prefix}{{resource}}:expiry       (when each queued waiter's place lapses)
+//   permit i      {prefix}{{resource}}:permit<i>:lock  (semaphores: slot i, 0 ≤ i < P)
+//   permit fence  {prefix}{{resource}}:permit<i>:fence
+//   permits       {prefix}{{resource}}:permits      the semaphore's P
+//   permits channel {prefix}{{resource}}:permits:released
 //   marker key    redlock-marker                  one per master (data loss)
 //   marker server {redlock-marker}:server         the run id that wrote it
 //
 // Why these can never collide (docs/design.md, "Keys"): the prefix holds no
 // brace, so the first '{' of every resource name stands right after the
 // prefix, and two names with different prefixes differ before it; after it
-// comes the resource and then one of six suffixes ("}:lock", "}:fence",
-// "}:released", "}:queue", "}:turn", "}:expiry") none of which ends another, so equal names mean equal
-// resource and equal kind. The marker key holds no '{' at all. The braces make
-// the resource the Redis Cluster hash tag of all six names (a tag ends at
-// the first '}', so a resource may not hold one: check_resource refuses it).
-// The marker's server key ends in none of the six suffixes, so no resource
-// name meets it, and its tag puts it in the marker's slot (one script, two keys).
+// comes the resource, which holds no '}', so the first '}' ends it; then
+// one of the suffixes above, all different (a permit's slot in decimal
+// without leading zeros), so equal names mean equal resource and equal
+// kind. The marker key holds no '{' at all. The braces make the resource
+// the Redis Cluster hash tag of all its names (a tag ends at the first
+// '}', so a resource may not hold one: check_resource refuses it). The
+// marker's server key ends in none of the suffixes, so no resource name
+// meets it, and its tag puts it in the marker's slot (one script, two keys).
 #pragma once
 
 #include <algorithm>
@@ -84,6 +89,18 @@ inline std::string fence_key(std::string_view prefix, std::string_view resource)
 }
 inline std::string release_channel(std::string_view prefix, std::string_view resource) {
   return resource_name(prefix, resource, ":released");
+}
+
+// permit_key: slot `slot` of the semaphore `resource` — a lock key
+// (sibling_of gives its fence counter).
+inline std::string permit_key(std::string_view prefix, std::string_view resource, std::size_t slot) {
+  return resource_name(prefix, resource, ":permit" + std::to_string(slot) + std::string(lock_suffix));
+}
+inline std::string permits_key(std::string_view prefix, std::string_view resource) {
+  return resource_name(prefix, resource, ":permits");
+}
+inline std::string permits_channel(std::string_view prefix, std::string_view resource) {
+  return resource_name(prefix, resource, ":permits:released");
 }
 
 // sibling_of is the name of another kind for a lock key's resource

@@ -14,6 +14,7 @@ std::string lease_options_problem(const LeaseOptions& opts) {
   }
   if (opts.max_extensions < 0) return "max_extensions: must be >= 0";
   if (opts.max_hold < milliseconds{0}) return "max_hold: must be >= 0";
+  if (opts.acquire.permits > 0) return "acquire.permits: a Lease holds a lock, not yet a semaphore's permit (use acquire)";
   return {};
 }
 

@@ -37,7 +37,15 @@ std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcom
   return count_of(tally) + (detail.empty() ? "" : ": " + detail);
 }
 
+std::string LockKeys::channel_name() const { return channel.empty() ? channel_of(key) : channel; }
+
 Call LockKeys::release_call(const std::string& value, bool announce) const {
+  if (semaphore()) {
+    // (an attempt's rollback: nothing was held, nothing announced)
+    Call call{.command = CommandId::sem_cleanup, .key = permit_keys.front(), .arg1 = value, .arg2 = "-1"};
+    call.more_keys.assign(permit_keys.begin() + 1, permit_keys.end());
+    return call;
+  }
   if (announce && !multi() && is_fair_token(value)) {
     return {.command = CommandId::fair_release,
             .key = key,
@@ -47,7 +55,7 @@ Call LockKeys::release_call(const std::string& value, bool announce) const {
             .more_args = {std::string(fair_waiter_of(value))}};
   }
   if (!multi()) {
-    return {.command = CommandId::release, .key = key, .arg1 = value, .arg2 = announce ? channel_of(key) : std::string()};
+    return {.command = CommandId::release, .key = key, .arg1 = value, .arg2 = announce ? channel_name() : std::string()};
   }
   Call call{.command = CommandId::multi_release, .key = key, .arg1 = value, .more_keys = more_keys};
   if (announce) {
@@ -178,6 +186,7 @@ ExtendOperation::ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milli
       // deadline of its own: then the extension must land within its new ttl.
       lock_deadline_(lock.validity_deadline == TimePoint{} ? TimePoint::max() : lock.validity_deadline),
       fence_(lock.fence),
+      permit_(lock.permit),
       done_(std::move(done)) {}
 
 void ExtendOperation::step(Event event) {
@@ -212,7 +221,9 @@ void ExtendOperation::evaluate() {
   const Verdict verdict = decide(tally, &clock);
   if (verdict == Verdict::yes) {
     tell_round(OpKind::extend, nullptr, 1, elapsed, round_->outcomes());
-    return finish(grant(keys_.resource, token_, ttl_, clock, at, elapsed, 1, fence_));
+    Lock lock = grant(keys_.resource, token_, ttl_, clock, at, elapsed, 1, fence_);
+    lock.permit = permit_;
+    return finish(std::move(lock));
   }
   std::vector<NodeOutcome> nodes = take_outcomes();
   Error e = round_error(verdict, tally, nodes, clock, true);

@@ -33,12 +33,19 @@ namespace redlock::detail {
 
 // LockKeys — what an operation names on every master: one lock key, or the
 // sorted keys of a multi-resource lock, and the resource the Lock reports.
+// A semaphore's acquire names its permits key and every permit's key; the
+// extend or release of a permit, that permit's key (a lock key) and the
+// semaphore's channel.
 struct LockKeys {
   std::string resource;               // the (first) resource
-  std::string key;                    // its lock key
+  std::string key;                    // its lock key (a semaphore's acquire: its permits key)
   std::vector<std::string> more_keys; // a multi-resource lock: the keys after `key` (sorted)
+  std::vector<std::string> permit_keys;  // a semaphore's acquire: permit i's key at i
+  std::string channel;                // where a release is announced ("": channel_of(key))
 
   bool multi() const noexcept { return !more_keys.empty(); }
+  bool semaphore() const noexcept { return !permit_keys.empty(); }
+  std::string channel_name() const;
   // release_call deletes `value` wherever it still is. `announce`: publish
   // on each key's channel (a release of a held lock); a rollback of a failed
   // attempt announces nothing — it freed nothing anyone held.
@@ -172,6 +179,11 @@ class AcquireOperation final : public Operation, public WakeListener {
   void leave_queue();
   milliseconds wait_left(TimePoint at) const;
   void rollback(const std::vector<NodeOutcome>& attempt = {});
+  // sem_cleanup: delete this attempt's value from every permit but `keep`
+  // (-1: all) on every master that may hold it elsewhere.
+  void sem_cleanup(long long keep, const std::vector<NodeOutcome>& attempt, const std::vector<std::int16_t>& votes);
+  void grant_permit(const RoundClock& clock, TimePoint at, microseconds elapsed);
+  bool permits_differ(const std::vector<NodeOutcome>& nodes) const;
   void abort_attempt();
   Call attempt_call() const;
   std::vector<std::string> fenced_keys() const;
@@ -198,6 +210,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   std::chrono::system_clock::time_point t1_wall_{};  // only for the broken wall_clock variant
   int attempts_ = 0;
   std::uint64_t fence_value_ = 0;  // F, once phase 1 won
+  std::size_t first_slot_ = 0;     // a semaphore's attempt: the permit each master tries first
   Waiter waiter_;
 };
 
@@ -220,6 +233,7 @@ class ExtendOperation final : public Operation {
   milliseconds ttl_;
   TimePoint lock_deadline_;  // the lock's validity deadline (max: none known)
   std::uint64_t fence_;
+  std::optional<std::uint32_t> permit_;
   TimePoint t1_{};
   LockCallback done_;
 };

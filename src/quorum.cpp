@@ -195,6 +195,17 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     } else {
       unexpected(event, out);
     }
+  } else if (command == CommandId::sem_acquire) {
+    // [1, permit] (range-checked by the round, which knows P) or
+    // [0, soonest PTTL]: every permit held.
+    if (r.type == ReplyView::Type::array && r.item_count == 2 && r.items[0] == 1) {
+      out.outcome = Outcome::ok;
+    } else if (r.type == ReplyView::Type::array && r.item_count == 2 && r.items[0] == 0) {
+      held_by_another(r.items[1], out);
+      out.error = "every permit held" + out.error.substr(std::string_view("held by another token").size());
+    } else {
+      unexpected(event, out);
+    }
   } else if (is_acquire(command)) {
     if (r.type == ReplyView::Type::status && r.str == "OK") {
       out.outcome = Outcome::ok;
@@ -225,6 +236,11 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
 
 QuorumRound::QuorumRound(Transport& transport, Call call, RoundRule rule, RoundListener* listener)
     : call_(std::move(call)), tally_(transport.size(), rule), listener_(listener) {
+  if (call_.command == CommandId::sem_acquire) {
+    // P permit keys, then the permits key: KEYS[1] and the more_keys.
+    permits_.assign(call_.more_keys.size(), tally_);
+    votes_.assign(transport.size(), -1);
+  }
   outcomes_.resize(transport.size());
   for (std::size_t i = 0; i < outcomes_.size(); ++i) outcomes_[i].address = transport.address(i);
 }
@@ -237,12 +253,12 @@ QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundRule rule
     if (i < skip.size() && skip[i]) {
       round->outcomes_[i].outcome = Outcome::held;
       round->outcomes_[i].error = "not sent";
-      round->tally_.record(Outcome::held);
+      round->record(i, Outcome::held);
       ++round->finals_;
     } else if (!transport.send(i, round->call_, round, i, why)) {
       round->outcomes_[i].outcome = Outcome::error;
       round->outcomes_[i].error = why;
-      round->tally_.record(Outcome::error);
+      round->record(i, Outcome::error);
       ++round->finals_;
     }
   }
@@ -250,8 +266,22 @@ QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundRule rule
   return round;
 }
 
+bool QuorumRound::record(std::size_t slot, Outcome first) noexcept {
+  const bool decided_now = tally_.record(first);
+  if (permits_.empty()) return decided_now;
+  const bool was = decided();
+  const long long vote = first == Outcome::ok ? votes_[slot] : -1;
+  for (std::size_t p = 0; p < permits_.size(); ++p) {
+    permits_[p].record(first != Outcome::ok ? first : static_cast<long long>(p) == vote ? Outcome::ok : Outcome::held);
+  }
+  if (vote >= 0 && permits_[static_cast<std::size_t>(vote)].ok() > permits_[leading_].ok()) {
+    leading_ = static_cast<std::size_t>(vote);
+  }
+  return !was && decided();
+}
+
 void QuorumRound::record_first(std::size_t slot) {
-  const bool decided_now = tally_.record(outcomes_[slot].outcome);
+  const bool decided_now = record(slot, outcomes_[slot].outcome);
   if (listener_ == nullptr || launching_) return;
   if (decided_now) listener_->on_round_decided();
   if (listener_ != nullptr && settled()) listener_->on_round_settled();
@@ -280,6 +310,15 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (event.kind != EventKind::timeout) ++finals_;
   if (first) {
     classify(call_.command, event, out);
+    if (!permits_.empty() && out.outcome == Outcome::ok) {
+      const long long permit = event.reply.items[1];
+      if (permit < 0 || static_cast<std::size_t>(permit) >= permits_.size()) {
+        out.outcome = Outcome::error;
+        out.error = "unexpected reply: permit " + std::to_string(permit) + " of " + std::to_string(permits_.size());
+      } else {
+        votes_[slot] = static_cast<std::int16_t>(permit);
+      }
+    }
     if (out.outcome == Outcome::ok && !one_vote(yes_servers_, event.server)) {
       out.outcome = Outcome::error;
       out.error = std::string(same_server_text);

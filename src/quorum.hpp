@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <string>
@@ -164,9 +165,17 @@ class QuorumRound final : public ReplySink {
   // part ends there).
   std::vector<NodeOutcome> take_outcomes() noexcept;
 
-  bool decided() const noexcept { return tally_.decided(); }
+  // A semaphore's acquire (sem_acquire) is decided permit by permit: a
+  // master's yes is a vote for the permit it took and a "held" for every
+  // other. tally() is then the leading permit's (the most yes so far; at
+  // most one can reach a quorum), and the round is decided once it is.
+  bool decided() const noexcept { return tally().decided(); }
   bool settled() const noexcept { return tally_.answered() == tally_.nodes(); }
-  const QuorumTally& tally() const noexcept { return tally_; }
+  const QuorumTally& tally() const noexcept { return permits_.empty() ? tally_ : permits_[leading_]; }
+  // leading_permit: a semaphore acquire's permit with the most yes (0
+  // before any); permit_votes: per node, the permit it took (-1: none).
+  long long leading_permit() const noexcept { return static_cast<long long>(leading_); }
+  const std::vector<std::int16_t>& permit_votes() const noexcept { return votes_; }
   // outcomes: one per node; `pending` for nodes with no event yet.
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
   const Call& call() const noexcept { return call_; }
@@ -188,6 +197,9 @@ class QuorumRound final : public ReplySink {
   QuorumRound(Transport& transport, Call call, RoundRule rule, RoundListener* listener);
   ~QuorumRound() = default;
   void record_first(std::size_t slot);
+  // record: node `slot`'s first outcome into the tallies; true when it
+  // decided the round.
+  bool record(std::size_t slot, Outcome first) noexcept;
   void maybe_free() noexcept;
 
   Call call_;
@@ -204,6 +216,9 @@ class QuorumRound final : public ReplySink {
     long long rank = -1;
   };
   std::vector<FairPlace> places_;  // fair_acquire: per node, once any answered
+  std::vector<QuorumTally> permits_;  // sem_acquire: one tally per permit
+  std::vector<std::int16_t> votes_;   // sem_acquire: per node, the permit it took (-1: none)
+  std::size_t leading_ = 0;
   bool launching_ = true;
   bool detached_ = false;
 };

@@ -36,10 +36,16 @@ enum class CommandId : std::uint8_t {
   fair_acquire,
   fair_release,
   fair_leave,
+  sem_acquire,
+  sem_cleanup,
   set_nx,
   ping
 };
-inline constexpr std::size_t script_count = 14;  // every id before set_nx
+inline constexpr std::size_t script_count = 16;  // every id before set_nx
+
+// max_permits — the most permits a semaphore may have: every acquire names
+// each permit's key (KEYS), and a round keeps one tally per permit.
+inline constexpr std::size_t max_permits = 100;
 
 // max_fence — the largest fencing token: 2^53, the last integer a Lua
 // number (a double) holds exactly, so every fence the scripts compare and
@@ -571,18 +577,75 @@ return 1
 )lua";
 inline constexpr std::string_view fair_leave_script = join_text<fair_lapse, fair_leave_body>::value;
 
+// ---- Semaphores (docs/design.md, "Semaphores") -----------------------------
+// A semaphore of P permits is P slot locks, permit i an ordinary lock key
+// ({…}:permit<i>:lock): its holder is whoever holds that key on a majority,
+// so at most one per slot, at most P in all, for any number of failed
+// masters the mutex tolerates. Each master picks the slot for an attempt;
+// the client counts votes per slot (src/quorum.hpp).
+
+// sem_acquire: KEYS[1..P] the permit keys (slot 0 first), KEYS[P + 1] the
+// permits key ({…}:permits, never expiring: the P of every client of the
+// name); ARGV[1] value, ARGV[2] ttl ms, ARGV[3] P, ARGV[4] the slot to try
+// first (0-based; the others follow in order, wrapping round).
+// A permits key that says another P → an error naming both, nothing set;
+// none → it is written. The first free slot is set (SET NX PX) → [1, slot];
+// every slot held → [0, the soonest PTTL among them] (-1 when none of
+// them expires), nothing set.
+inline constexpr std::string_view sem_acquire_script = R"lua(
+local p = #KEYS - 1
+local declared = redis.call('GET', KEYS[p + 1])
+if declared ~= ARGV[3] then
+  if declared then
+    return redis.error_reply('semaphore ' .. KEYS[p + 1] .. ' has ' .. declared .. ' permits; this client asked for ' ..
+      ARGV[3] .. ' (every client of a semaphore must give the same number)')
+  end
+  redis.call('SET', KEYS[p + 1], ARGV[3])
+end
+local first = tonumber(ARGV[4])
+for k = 0, p - 1 do
+  local i = (first + k) % p + 1
+  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, i - 1} end
+end
+local soonest = -1
+for i = 1, p do
+  local t = redis.call('PTTL', KEYS[i])
+  if t >= 0 and (soonest < 0 or t < soonest) then soonest = t end
+end
+return {0, soonest}
+)lua";
+
+// sem_cleanup: KEYS the permit keys (slot 0 first); ARGV[1] value, ARGV[2]
+// the slot to keep (-1: none). Deletes our value from every other slot:
+// the rollback of a failed attempt (keep none), or of the slots a won
+// attempt took on masters that voted for another one → :1 if any was
+// ours, else :0. Publishes nothing: what it frees no one held.
+inline constexpr std::string_view sem_cleanup_script = R"lua(
+local keep = tonumber(ARGV[2])
+local found = 0
+for i = 1, #KEYS do
+  if i - 1 ~= keep and redis.call('GET', KEYS[i]) == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    found = 1
+  end
+end
+return found
+)lua";
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
     inspect_script,        marker_script,        extend_batch_script, fair_acquire_script,
-    fair_release_script,   fair_leave_script};
+    fair_release_script,   fair_leave_script,    sem_acquire_script,  sem_cleanup_script};
 
 // script_names: each script's name, as docs/security.md lists them.
 inline constexpr std::array<std::string_view, script_count> script_names{
     "acquire",      "extend",       "release",      "fenced_acquire", "fence_raise",  "multi_acquire", "multi_extend",
-    "multi_release", "inspect",     "marker",       "extend_batch",   "fair_acquire", "fair_release",  "fair_leave"};
+    "multi_release", "inspect",     "marker",       "extend_batch",   "fair_acquire", "fair_release",  "fair_leave",
+    "sem_acquire",   "sem_cleanup"};
 
-static_assert(script_names[static_cast<std::size_t>(CommandId::fair_leave)] == "fair_leave" &&
+static_assert(script_names[static_cast<std::size_t>(CommandId::sem_cleanup)] == "sem_cleanup" &&
+              script_names[static_cast<std::size_t>(CommandId::fair_leave)] == "fair_leave" &&
               script_names[static_cast<std::size_t>(CommandId::extend_batch)] == "extend_batch");
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
@@ -591,14 +654,14 @@ inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx &
 // unresponsive master).
 inline constexpr bool is_release(CommandId id) {
   return id == CommandId::release || id == CommandId::multi_release || id == CommandId::fair_release ||
-         id == CommandId::fair_leave;
+         id == CommandId::fair_leave || id == CommandId::sem_cleanup;
 }
 
 // is_acquire: an acquire attempt, by script (fenced or not) or by plain SET.
 
 inline constexpr bool is_acquire(CommandId id) {
   return id == CommandId::acquire || id == CommandId::set_nx || id == CommandId::fenced_acquire ||
-         id == CommandId::multi_acquire || id == CommandId::fair_acquire;
+         id == CommandId::multi_acquire || id == CommandId::fair_acquire || id == CommandId::sem_acquire;
 }
 
 }  // namespace redlock::detail

@@ -315,7 +315,9 @@ void Waiter::end(bool took) {
 }
 
 bool Waiter::uses_line() const noexcept {
-  return options().wake_ups && !keys_.multi() && !caller_token_ && !fair_;
+  // (A semaphore frees one of P permits at a time: a line, which lets one
+  // waiter of this client try at a time, would hold back the others.)
+  return options().wake_ups && !keys_.multi() && !keys_.semaphore() && !caller_token_ && !fair_;
 }
 
 void Waiter::enter_line() {
@@ -362,7 +364,7 @@ void Waiter::stop_watching() {
 
 const std::vector<std::string>& Waiter::channels() {
   if (channels_.empty()) {
-    channels_.push_back(channel_of(keys_.key));
+    channels_.push_back(keys_.channel_name());
     for (const std::string& key : keys_.more_keys) channels_.push_back(channel_of(key));
   }
   return channels_;

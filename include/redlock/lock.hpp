@@ -106,6 +106,9 @@ struct REDLOCK_API LockTerms {
 // AsyncClient::acquire).
 struct REDLOCK_API Lock : LockTerms {
   std::string resource;
+  // A permit of the semaphore `resource` (AcquireOptions::permits): which
+  // one, 0 to P − 1; none for a lock. Extend and release act on it.
+  std::optional<std::uint32_t> permit;
 };
 
 // MultiLock — several resources held together (acquire_many): on each

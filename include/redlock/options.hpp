@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -213,6 +214,18 @@ struct REDLOCK_API AcquireOptions {
   // nobody queues, and joins no queue. Lock::token of a fair lock starts
   // with 'Q'.
   bool fair = false;
+  // A counting semaphore: with permits P (1 to 100), `resource` names a
+  // semaphore of P permits and the acquire takes one of them (Lock::permit
+  // says which); at most P holders at once, whose validity windows
+  // overlap, under the mutex's assumptions and with as many failed masters
+  // (docs/design.md, "Semaphores"). Every client of one name must give the
+  // same P: the masters keep it, and an acquire that gives another fails
+  // with invalid_argument naming both. 0 (the default): a lock. A permit
+  // is extended and released as a lock is (the Lock carries its permit);
+  // not with `token`, `fence` or `fair`, nor for acquire_many or a Lease
+  // yet (invalid_argument). A semaphore's names are its own: a lock of the
+  // same name is another thing.
+  std::uint32_t permits = 0;
   // Cancellation: once stop is requested (from any thread), a waiting
   // acquire ends with Errc::cancelled; an attempt on its way is finished
   // first and rolled back (a lock it took is released).

@@ -149,6 +149,12 @@ TEST_CASE("a user with exactly the documented ACL rule can do everything; one co
   auto lock = client->acquire("acl-all", fenced);
   REQUIRE_MESSAGE(lock.ok(), lock.error().to_string());
   CHECK(lock->fence > 0);
+  // A semaphore's scripts call nothing beyond the rule.
+  AcquireOptions permit;
+  permit.permits = 2;
+  auto slot = client->acquire("acl-all", permit);
+  REQUIRE_MESSAGE(slot.ok(), slot.error().to_string());
+  CHECK(client->release(*slot)->released);
   auto status = client->status("acl-all");
   REQUIRE_MESSAGE(status.ok(), status.error().to_string());
   CHECK(status->nodes.at(0).token == lock->token);

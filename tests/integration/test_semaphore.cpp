@@ -1,0 +1,157 @@
+// test_semaphore.cpp — counting semaphores (AcquireOptions::permits): P slot
+// locks, each master choosing the slot, votes counted per permit.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string permit_key(std::string_view resource, std::uint32_t permit) {
+  return "redlock:{" + std::string(resource) + "}:permit" + std::to_string(permit) + ":lock";
+}
+
+}  // namespace
+
+TEST_CASE("a semaphore of 2 permits admits two holders, a third only once one releases") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group);
+  auto c = client_for(group);
+  auto first = a->acquire("jobs", {.ttl = 10000ms, .permits = 2});
+  REQUIRE_MESSAGE(first.ok(), first.error().to_string());
+  auto second = b->acquire("jobs", {.ttl = 10000ms, .permits = 2});
+  REQUIRE_MESSAGE(second.ok(), second.error().to_string());
+  REQUIRE(first->permit.has_value());
+  REQUIRE(second->permit.has_value());
+  CHECK(*first->permit != *second->permit);
+  CHECK(*first->permit < 2);
+  CHECK(*second->permit < 2);
+  CHECK(first->valid());
+  // The permit is an ordinary lock key holding the holder's value.
+  CHECK(eventually([&] { return group[0].command({"GET", permit_key("jobs", *first->permit)}).str == first->token; }));
+  CHECK(group[0].command({"GET", "redlock:{jobs}:permits"}).str == "2");
+
+  auto third = c->acquire("jobs", {.ttl = 10000ms, .permits = 2});
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == Errc::held);
+  CHECK(third.error().message.find("every permit held") != std::string::npos);
+
+  // A permit is extended and released as a lock is.
+  auto extended = a->extend(*first, 20000ms);
+  REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
+  CHECK(extended->permit == first->permit);
+  CHECK(group[0].command({"PTTL", permit_key("jobs", *first->permit)}).integer > 10000);
+  auto released = b->release(*second);
+  REQUIRE(released.ok());
+  CHECK(released->released);
+  auto again = c->acquire("jobs", {.ttl = 10000ms, .permits = 2});
+  REQUIRE_MESSAGE(again.ok(), again.error().to_string());
+  CHECK(again->permit == second->permit);
+  CHECK(a->release(*extended)->released);
+  CHECK(c->release(*again)->released);
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{jobs}:permit[0-9]*") == 0; }));
+}
+
+TEST_CASE("a semaphore's permits number is every client's: another number is refused, naming both") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group);
+  auto held = a->acquire("pool", {.ttl = 10000ms, .permits = 3});
+  REQUIRE(held.ok());
+  auto other = b->acquire("pool", {.ttl = 10000ms, .wait = 5000ms, .permits = 2});
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == Errc::invalid_argument);
+  // At the first attempt, not after the wait.
+  CHECK(other.error().attempts == 1);
+  CHECK(other.error().to_string().find("has 3 permits; this client asked for 2") != std::string::npos);
+  auto too_many = b->acquire("pool", {.permits = 101});
+  REQUIRE_FALSE(too_many.ok());
+  CHECK(too_many.error().code == Errc::invalid_argument);
+  CHECK(too_many.error().message.find("permits: 101 (at most 100)") != std::string::npos);
+  auto with_fence = b->acquire("pool", {.fence = true, .permits = 3});
+  REQUIRE_FALSE(with_fence.ok());
+  CHECK(with_fence.error().code == Errc::invalid_argument);
+}
+
+TEST_CASE("masters that pick different permits: the permit a majority gave wins, the others are cleaned up") {
+  RedisGroup group(3);
+  // Master 0 has permit 1 taken by someone else, master 2 permit 0: each
+  // gives the attempt the other permit; master 1 whichever comes first.
+  group[0].command({"SET", permit_key("split", 1), "someone", "PX", "60000"});
+  group[2].command({"SET", permit_key("split", 0), "someone", "PX", "60000"});
+  auto client = client_for(group);
+  auto got = client->acquire("split", {.ttl = 10000ms, .permits = 2});
+  REQUIRE_MESSAGE(got.ok(), got.error().to_string());
+  REQUIRE(got->permit.has_value());
+  const std::uint32_t other = 1 - *got->permit;
+  // Our value stays only on the permit won; where a master gave us the
+  // other one, the cleanup took it back.
+  CHECK(eventually([&] {
+    for (std::size_t m = 0; m < 3; ++m) {
+      if (group[m].command({"GET", permit_key("split", other)}).str == got->token) return false;
+    }
+    return true;
+  }));
+  std::size_t on_won = 0;
+  for (std::size_t m = 0; m < 3; ++m) on_won += group[m].command({"GET", permit_key("split", *got->permit)}).str == got->token;
+  CHECK(on_won >= 2);
+}
+
+TEST_CASE("a waiter on a full semaphore is woken by a release, not by polling") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  auto waiter = client_for(group, no_polling);
+  auto held = holder->acquire("one", {.ttl = 30000ms, .permits = 1});
+  REQUIRE(held.ok());
+  std::optional<Result<Lock>> got;
+  std::thread waiting([&] { got.emplace(waiter->acquire("one", {.ttl = 5000ms, .wait = 5000ms, .permits = 1})); });
+  // The semaphore's one channel, for every permit.
+  REQUIRE(eventually([&] { return listening(group, "redlock:{one}:permits:released"); }));
+  REQUIRE(holder->release(*held)->released);
+  waiting.join();
+  REQUIRE(got.has_value());
+  REQUIRE_MESSAGE(got->ok(), got->error().to_string());  // within its wait, not its minute between polls
+  CHECK((*got)->permit == std::optional<std::uint32_t>(0));
+  CHECK(eventually([&] { return subscribers(group[0], "redlock:{one}:permits:released") == 0; }));
+}
+
+TEST_CASE("many clients competing for 3 permits: never more than 3 hold at once") {
+  RedisGroup group(5);
+  constexpr int clients = 8;
+  constexpr std::uint32_t permits = 3;
+  std::atomic<int> holding{0};
+  std::atomic<int> most{0};
+  std::atomic<int> taken{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&] {
+      auto client = client_for(group);
+      for (int round = 0; round < 10; ++round) {
+        auto got = client->acquire("crowd", {.ttl = 5000ms, .wait = 10000ms, .permits = permits});
+        if (!got.ok()) continue;
+        const int now = ++holding;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        ++taken;
+        std::this_thread::sleep_for(2ms);
+        --holding;
+        (void)client->release(*got);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(most.load() <= static_cast<int>(permits));
+  CHECK(most.load() >= 2);  // permits were in fact shared
+  CHECK(taken.load() == clients * 10);
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{crowd}:permit[0-9]*") == 0; }));
+}
