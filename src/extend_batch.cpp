@@ -20,6 +20,16 @@ namespace redlock::detail {
 
 using std::chrono::duration_cast;
 
+namespace {
+
+// key_suffix: what follows a lease's "{resource}" in its key (short: no
+// allocation).
+std::string key_suffix(const Extendee& l) {
+  return l.extend_permit() == no_permit ? std::string(lock_suffix) : permit_suffix(l.extend_permit());
+}
+
+}  // namespace
+
 // ExtendRound — one round of up to `max` leases: one Call to every master,
 // each lease decided on its own tally. Frees itself once every lease got
 // its verdict and every master it was sent to gave its final event.
@@ -157,7 +167,7 @@ class ExtendRound final : public ReplySink {
       const Extendee& l = *members_[0].lease;
       call_.command = CommandId::extend;
       call_.encoded_key_count = call_.encoded_arg_count = 0;
-      assign_resource_name(call_.key, prefix, l.extend_resource(), lock_suffix);
+      assign_resource_name(call_.key, prefix, l.extend_resource(), key_suffix(l));
       call_.arg1.assign(l.extend_token());
       call_.arg2.assign(ttl_text(l));
       return;
@@ -168,7 +178,7 @@ class ExtendRound final : public ReplySink {
     for (const Member& m : members_) {
       const Extendee& l = *m.lease;
       const std::string_view ttl = ttl_text(l);
-      append_resource_name_bulk(call_.encoded_keys, prefix, l.extend_resource(), lock_suffix);
+      append_resource_name_bulk(call_.encoded_keys, prefix, l.extend_resource(), key_suffix(l));
       resp::append_bulk(call_.encoded_args, l.extend_token());
       resp::append_bulk(call_.encoded_args, ttl);
       for (const std::string& more : l.extend_more()) {

@@ -69,6 +69,11 @@ struct Extension {
 // Extendee — a lease's side of a batched extension (a LeaseState). The
 // strings must stay valid while it is queued or in a round (until its
 // verdict): the round reads them when it is built.
+// no_permit: a lease of a lock, not of a semaphore's permit (permits are
+// fewer than max_permits).
+inline constexpr std::uint8_t no_permit = 0xff;
+static_assert(max_permits < no_permit);
+
 class Extendee {
  public:
   virtual std::string_view extend_resource() const = 0;
@@ -77,6 +82,9 @@ class Extendee {
   // master says yes for the lease only if it extended every one of them.
   virtual std::span<const std::string> extend_more() const { return {}; }
   virtual std::string_view extend_token() const = 0;
+  // extend_permit: the permit of a semaphore's lease (its key is that
+  // permit's), no_permit for a lock.
+  virtual std::uint8_t extend_permit() const { return no_permit; }
   virtual milliseconds extend_ttl() const = 0;
   // extend_deadline: the lease's current validity deadline; an extension
   // decided later is too late (Errc::too_late).

@@ -93,8 +93,9 @@ inline std::string release_channel(std::string_view prefix, std::string_view res
 
 // permit_key: slot `slot` of the semaphore `resource` — a lock key
 // (sibling_of gives its fence counter).
+inline std::string permit_suffix(std::size_t slot) { return ":permit" + std::to_string(slot) + std::string(lock_suffix); }
 inline std::string permit_key(std::string_view prefix, std::string_view resource, std::size_t slot) {
-  return resource_name(prefix, resource, ":permit" + std::to_string(slot) + std::string(lock_suffix));
+  return resource_name(prefix, resource, permit_suffix(slot));
 }
 inline std::string permits_key(std::string_view prefix, std::string_view resource) {
   return resource_name(prefix, resource, ":permits");

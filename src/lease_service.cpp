@@ -80,7 +80,8 @@ void LeaseService::release(const std::shared_ptr<LeaseState>& s, ReleaseCallback
     return engine_.release(all.front(), s->token_string(), std::move(done),
                            std::vector<std::string>(all.begin() + 1, all.end()));
   }
-  engine_.release(std::string(s->resource()), std::string(s->token()), std::move(done));
+  engine_.release(std::string(s->resource()), std::string(s->token()), std::move(done), {},
+                  s->permit() == no_permit ? std::nullopt : std::optional<std::uint32_t>(s->permit()));
 }
 
 void LeaseService::on_batch_extended(Extendee& lease, TimePoint now, Result<Extension> r) {

@@ -91,6 +91,7 @@ struct LeaseCold {
   std::string owner;  // reentrant leases: their owner
   // more: the other resources of a multi-resource lease (sorted, after the first).
   std::vector<std::string> more;
+  std::uint8_t permit = no_permit;  // a semaphore's lease: its permit
 
   // Made later, under the lease's lock; never changed once made (the
   // strings and the list are handed out by reference).
@@ -181,6 +182,7 @@ struct LeaseState final : Extendee, WheelEntry {
   LeaseCold* cold() const noexcept { return cold_.load(std::memory_order_acquire); }
   LeaseCold& cold_locked() const;
   std::uint64_t fence() const noexcept { return cold() ? cold()->fence : 0; }
+  std::uint8_t permit() const noexcept { return cold() ? cold()->permit : no_permit; }
   const std::vector<std::string>& more() const noexcept;
   bool multi() const noexcept { return !more().empty(); }
 
@@ -214,6 +216,7 @@ struct LeaseState final : Extendee, WheelEntry {
   std::string_view extend_resource() const override { return resource(); }
   std::span<const std::string> extend_more() const override { return more(); }
   std::string_view extend_token() const override { return token(); }
+  std::uint8_t extend_permit() const override { return permit(); }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline(); }
 

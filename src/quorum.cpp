@@ -267,9 +267,9 @@ QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundRule rule
 }
 
 bool QuorumRound::record(std::size_t slot, Outcome first) noexcept {
+  const bool was = decided();
   const bool decided_now = tally_.record(first);
   if (permits_.empty()) return decided_now;
-  const bool was = decided();
   const long long vote = first == Outcome::ok ? votes_[slot] : -1;
   for (std::size_t p = 0; p < permits_.size(); ++p) {
     permits_[p].record(first != Outcome::ok ? first : static_cast<long long>(p) == vote ? Outcome::ok : Outcome::held);

@@ -171,7 +171,9 @@ class QuorumRound final : public ReplySink {
   // most one can reach a quorum), and the round is decided once it is.
   bool decided() const noexcept { return tally().decided(); }
   bool settled() const noexcept { return tally_.answered() == tally_.nodes(); }
-  const QuorumTally& tally() const noexcept { return permits_.empty() ? tally_ : permits_[leading_]; }
+  const QuorumTally& tally() const noexcept {
+    return permits_.empty() || sabotage().permit_majority ? tally_ : permits_[leading_];
+  }
   // leading_permit: a semaphore acquire's permit with the most yes (0
   // before any); permit_votes: per node, the permit it took (-1: none).
   long long leading_permit() const noexcept { return static_cast<long long>(leading_); }

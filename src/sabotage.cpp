@@ -46,6 +46,8 @@ Sabotage parse() {
       s.keep_unsolicited = true;
     } else if (name == "survey_slots") {
       s.survey_slots = true;
+    } else if (name == "permit_majority") {
+      s.permit_majority = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

@@ -22,6 +22,7 @@ struct Sabotage {
   bool own_quarantine = false;     // a master sits out this client's own quarantine, not the largest declared
   bool keep_unsolicited = false;   // an unsolicited reply is dropped and the connection kept
   bool survey_slots = false;       // a status report shows each master's answer in the next master's place
+  bool permit_majority = false;    // a semaphore counts a master's yes for any permit (a majority of per-master counts)
 };
 
 #ifdef REDLOCK_SABOTAGE

@@ -110,6 +110,9 @@ class REDLOCK_API LeaseView {
   const std::string& token() const noexcept;
   // fence is the fencing token (LeaseOptions::acquire.fence), 0 without fencing.
   std::uint64_t fence() const noexcept;
+  // permit: which permit of the semaphore resource() it holds
+  // (LeaseOptions::acquire.permits; Lock::permit); none for a lock.
+  std::optional<std::uint32_t> permit() const noexcept;
   // attempts: the acquire rounds it took to get the lease (Lock::attempts).
   int attempts() const noexcept;
   // deadline is the current validity deadline (BootClock); each

@@ -155,3 +155,44 @@ TEST_CASE("many clients competing for 3 permits: never more than 3 hold at once"
   CHECK(taken.load() == clients * 10);
   CHECK(eventually([&] { return group.keys_everywhere("redlock:{crowd}:permit[0-9]*") == 0; }));
 }
+
+TEST_CASE("a permit as a Lease: its watchdog extends the permit's key; its release frees the permit") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group);
+  auto lease = a->lock("workers", {.acquire = {.ttl = 600ms, .permits = 1}});
+  REQUIRE_MESSAGE(lease.ok(), lease.error().to_string());
+  REQUIRE(lease->permit() == std::optional<std::uint32_t>(0));
+  // Held past two TTLs: extended on the permit's key, not a lock key.
+  REQUIRE(eventually([&] { return lease->extensions() >= 3; }, 5s));
+  CHECK(lease->valid());
+  CHECK(group[0].command({"GET", permit_key("workers", 0)}).str == lease->token());
+  CHECK(group.keys_everywhere("redlock:{workers}:lock") == 0);
+  CHECK_FALSE(b->acquire("workers", {.permits = 1}).ok());
+  REQUIRE(lease->release().ok());
+  auto next = b->acquire("workers", {.ttl = 5000ms, .permits = 1});
+  REQUIRE_MESSAGE(next.ok(), next.error().to_string());
+  CHECK(next->permit == std::optional<std::uint32_t>(0));
+  // Each holder takes a permit of its own: not reentrant.
+  auto reentrant = a->lock("workers", {.acquire = {.permits = 2}, .reentrant = true});
+  REQUIRE_FALSE(reentrant.ok());
+  CHECK(reentrant.error().code == Errc::invalid_argument);
+}
+
+TEST_CASE("two permits leased by one client, whose extensions fall due together, are both kept") {
+  RedisGroup group(3);
+  auto client = client_for(group, [](Options& o) { o.extend_batch_window = 200ms; });
+  auto first = client->lock("pair", {.acquire = {.ttl = 900ms, .permits = 2}});
+  auto second = client->lock("pair", {.acquire = {.ttl = 900ms, .permits = 2}});
+  REQUIRE_MESSAGE(first.ok(), first.error().to_string());
+  REQUIRE_MESSAGE(second.ok(), second.error().to_string());
+  REQUIRE(first->permit().has_value());
+  REQUIRE(second->permit().has_value());
+  CHECK(*first->permit() != *second->permit());
+  REQUIRE(eventually([&] { return first->extensions() >= 3 && second->extensions() >= 3; }, 8s));
+  CHECK(first->valid());
+  CHECK(second->valid());
+  for (const auto* l : {&*first, &*second}) {
+    CHECK(group[1].command({"GET", permit_key("pair", *l->permit())}).str == l->token());
+  }
+}

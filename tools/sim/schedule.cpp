@@ -73,7 +73,8 @@ Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max
 }
 
 // is_lock_key: a lock key of any resource (src/keys.hpp: "…}:lock").
-bool is_lock_key(std::string_view key) { return key.ends_with("}:lock"); }
+// A semaphore's permits are lock keys too ("…}:permit<i>:lock").
+bool is_lock_key(std::string_view key) { return key.ends_with(":lock"); }
 // is_fair_key: a fair acquire's queue, turn key or expiry set (src/keys.hpp).
 bool is_fair_key(std::string_view key) {
   return key.ends_with("}:queue") || key.ends_with("}:turn") || key.ends_with("}:expiry");
@@ -99,6 +100,7 @@ struct Hold {
   bool fenced = false;
   bool tail = false;
   bool lease = false;  // held by a lease: its on_lost must not come late (check_holds)
+  std::optional<std::uint32_t> permit;  // semaphore: the permit held
 };
 
 class Schedule;
@@ -294,6 +296,7 @@ class Schedule {
   void check_leaks();
   void check_fair_keys();
   void check_holds();
+  void check_permits(const std::vector<Nanos>& ends);
   void violation(std::string kind, std::string what, Nanos at, std::vector<std::string> tokens = {});
   void count_batch(const ExecutedCommand& c, const std::string& sha);
   std::string trace_text() const;
@@ -344,6 +347,7 @@ class Schedule {
   // partition's end), and every client's max_ttl 300 ms (TTLs within it:
   // a master that lost its data sits out 0.3 s, not 1 s).
   bool long_waits_ = false, short_ttls_ = false;
+  std::uint32_t permits_ = 0;  // semaphore: every semaphore's P
   std::vector<std::string> commands_;  // record: every executed command, formatted
   Rng survey_rng_{0};  // survey workload: when reports are asked for, and the close
   std::string inspect_sha_;
@@ -394,6 +398,8 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   // crowd, fair: few resources, so that a client's waiters meet on one.
   // (Drawn only here, like the actors below: the other workloads' plans stay.)
   const std::size_t n_resources = sets ? 3 + plan_.below(2) : uses_actors() ? 1 + plan_.below(2) : 1 + plan_.below(3);
+  // (Drawn only here: the other workloads' plans stay.)
+  if (workload_ == Workload::semaphore) permits_ = static_cast<std::uint32_t>(1 + plan_.below(3));
   for (std::size_t r = 0; r < n_resources; ++r) resources_.push_back("r" + std::to_string(r));
   if (uses_actors()) {
     for (auto& c : clients_) {
@@ -893,6 +899,7 @@ void Schedule::next(SimClient& c) {
   } else {
     set.push_back(resources_[r.below(resources_.size())]);
     ao.fence = workload_ == Workload::fenced;
+    ao.permits = permits_;
     c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
                         acquired(c, set, std::move(res), false);
                       }));
@@ -944,6 +951,7 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
     h.fence = c.lock->fence;
     h.fenced = c.lock->fence != 0;
     h.tail = tail;
+    h.permit = c.lock->permit;
     const bool fenced = h.fenced;
     c.held.push_back(holds_.size());
     holds_.push_back(std::move(h));
@@ -1118,7 +1126,7 @@ void Schedule::release(SimClient& c, std::function<void()> then) {
   c.lock.reset();
   c.engine->release(lock.resource, lock.token,
                     counted<Result<ReleaseResult>>(c, [then = std::move(then)](Result<ReleaseResult>) { then(); }),
-                    c.more);
+                    c.more, lock.permit);
 }
 
 void Schedule::think(SimClient& c) {
@@ -1138,6 +1146,7 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
   AcquireOptions ao;
   ao.ttl = c.max_ttl();
   ao.wait = milliseconds{tail_wait / ns_per_ms};
+  ao.permits = permits_;
   std::vector<std::string> set{resources_[c.tail_pos++]};
   c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
                       acquired(c, set, std::move(res), true);
@@ -1824,8 +1833,12 @@ void Schedule::check_holds() {
                      [&h](const auto& s) { return s.first < h.released && s.second > h.start; })) {
       ends[i] = h.released;
     }
-    if (ends[i] > h.start) by_resource[h.resource].emplace_back(h.start, i);
+    // A semaphore's permit is a lock of its own (at most one holder each).
+    if (ends[i] > h.start) {
+      by_resource[h.permit ? h.resource + " permit " + std::to_string(*h.permit) : h.resource].emplace_back(h.start, i);
+    }
   }
+  if (permits_ > 0) check_permits(ends);
   for (auto& [res, list] : by_resource) {
     std::sort(list.begin(), list.end());
     const Hold* top = nullptr;  // the hold reaching furthest so far
@@ -1854,6 +1867,37 @@ void Schedule::check_holds() {
         }
         last_fenced = &h;
       }
+    }
+  }
+}
+
+// check_permits: at no true time do more than P holds of one semaphore
+// overlap (each from its grant to its end: release or validity deadline).
+void Schedule::check_permits(const std::vector<Nanos>& ends) {
+  std::map<std::string, std::vector<std::pair<Nanos, int>>> edges;  // time, +1 start / -1 end (ends first)
+  for (std::size_t i = 0; i < holds_.size(); ++i) {
+    if (ends[i] <= holds_[i].start) continue;
+    edges[holds_[i].resource].emplace_back(holds_[i].start, +1);
+    edges[holds_[i].resource].emplace_back(ends[i], -1);
+  }
+  for (auto& [res, list] : edges) {
+    std::sort(list.begin(), list.end());
+    int holding = 0;
+    for (const auto& [at, step] : list) {
+      holding += step;
+      if (holding <= static_cast<int>(permits_)) continue;
+      std::vector<std::string> tokens;
+      std::string who;
+      for (std::size_t i = 0; i < holds_.size(); ++i) {
+        if (holds_[i].resource != res || holds_[i].start > at || ends[i] <= at) continue;
+        tokens.push_back(holds_[i].token);
+        who += " c" + std::to_string(holds_[i].client) + " (permit " +
+               (holds_[i].permit ? std::to_string(*holds_[i].permit) : std::string("?")) + ")";
+      }
+      violation("mutual_exclusion", res + ": " + std::to_string(holding) + " holders of " + std::to_string(permits_) +
+                                        " permits at" + fmt_time(at) + " (true time):" + who,
+                at, tokens);
+      break;
     }
   }
 }
@@ -2028,13 +2072,15 @@ const char* workload_name(Workload w) {
     case Workload::fair: return "fair";
     case Workload::mixed: return "mixed";
     case Workload::survey: return "survey";
+    case Workload::semaphore: return "semaphore";
   }
   return "?";
 }
 
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
-                           Workload::leases, Workload::crowd, Workload::fair, Workload::mixed, Workload::survey}) {
+                           Workload::leases, Workload::crowd, Workload::fair, Workload::mixed, Workload::survey,
+                           Workload::semaphore}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

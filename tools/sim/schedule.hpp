@@ -53,7 +53,12 @@ namespace redlock::sim {
 //           once, and the close must complete); in the quiet tail each
 //           holder's status must show its lock, its TTL within bounds.
 //           Not in `all` (its seeds keep their schedules).
-enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey };
+//   semaphore  the plain workload on semaphores of 1–3 permits
+//           (AcquireOptions::permits, docs/design.md, "Semaphores"): the
+//           checker counts the holders whose validity overlaps on true
+//           time, at most P per semaphore, and holds each permit to mutual
+//           exclusion. Not in `all` (its seeds keep their schedules).
+enum class Workload : std::uint8_t { plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey, semaphore };
 
 const char* workload_name(Workload w);
 bool parse_workload(const std::string& text, Workload& out);

@@ -114,9 +114,11 @@ int main(int argc, char** argv) {
                  "plain, fenced, multi, lease, all (one of the four per schedule), leases (several leases per "
                  "client, batched extensions), crowd (several waiters per client: wait lines), fair (fair "
                  "acquires: the masters' queues, and their order in the quiet tail), mixed (leases of "
-                 "clients with different max_ttl; failovers, floods, data loss while long holders stop) or "
-                 "survey (plain, with status and nodes reports checked, and a client closed mid-run)")
-      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed", "survey"}))
+                 "clients with different max_ttl; failovers, floods, data loss while long holders stop), "
+                 "survey (plain, with status and nodes reports checked, and a client closed mid-run) or "
+                 "semaphore (plain, on semaphores of 1-3 permits: at most P holders at once)")
+      ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed", "survey",
+                                 "semaphore"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_option("--order-dead", opt.order_dead,
