@@ -152,6 +152,10 @@ Commands build(CLI::App& app, Args& a) {
   c.run->add_flag("-q,--quiet", r.quiet,
                   "Print nothing when the lock is held by another (so does -n -E 0); outages and errors still print");
   c.run->add_flag("--fence", r.fence, "Take a fencing token too; CMD gets it in REDLOCK_FENCE");
+  c.run->add_option("--permits", r.permits,
+                    "RESOURCE is a semaphore of P permits (1-100, the same for every user of the name): at most P "
+                    "commands run at once; CMD gets its permit in REDLOCK_PERMIT")
+      ->type_name("P");
   c.run->add_flag("--fair", r.fair,
                   "Wait in fair order: waiters get the lock in the order they came, across processes (no --fence)");
   c.run->add_option("-E,--conflict-exit-code", r.conflict_exit_code,

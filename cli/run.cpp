@@ -88,6 +88,11 @@ int run_command(const Globals& g, const RunArgs& a) {
   // before anything is connected or run.
   if (a.fair && a.fence)
     throw UsageError("--fair and --fence: give only one of them (a fair lock takes no fencing token)");
+  if (!a.permits.empty()) {
+    lo.acquire.permits = static_cast<std::uint32_t>(parse_int("--permits", a.permits, 1, 100));
+    if (a.fence) throw UsageError("--permits and --fence: give only one of them (a permit takes no fencing token yet)");
+    if (a.fair) throw UsageError("--permits and --fair: give only one of them (permits are not taken in fair order yet)");
+  }
   lo.acquire.fence = a.fence;
   lo.acquire.fair = a.fair;
   lo.auto_extend = true;
@@ -104,6 +109,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   }
   report.j = {{"command", "run"}};
   put_name(report.j, "resource", a.resource);
+  if (lo.acquire.permits > 0) report.j["permits"] = lo.acquire.permits;
   const std::int64_t started_us = unix_us_now();
   const auto started = clock::now();
   report.j["started_at_us"] = started_us;
@@ -237,6 +243,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["acquired"] = true;
   report.j["token"] = lease.token();
   report.j["fence"] = a.fence ? json(lease.fence()) : json(nullptr);
+  if (lease.permit()) report.j["permit"] = *lease.permit();
   report.j["acquired_at_us"] = unix_us(acquired);
   report.j["acquire_us"] = std::chrono::duration_cast<std::chrono::microseconds>(acquired - started).count();
   report.j["attempts"] = lease.attempts() + earlier_attempts;

@@ -16,6 +16,7 @@ struct RunArgs {
   std::string ttl, wait, kill_after, max_hold;  // durations (parse_duration)
   std::string conflict_exit_code, unavailable_exit_code, lost_exit_code;
   std::string signal;       // -s/--signal: what ends the command (default SIGTERM)
+  std::string permits;      // --permits P: RESOURCE is a semaphore of P permits
   std::string report_file;  // --report: the JSON report goes there, appended
   bool no_wait = false;
   bool fence = false;

@@ -16,7 +16,7 @@ std::vector<std::string> child_environment(const Lease& lease, bool fence) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v(*e);
     if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE=") ||
-        v.starts_with("REDLOCK_OWNER=") ||
+        v.starts_with("REDLOCK_OWNER=") || v.starts_with("REDLOCK_PERMIT=") ||
         v.starts_with("REDLOCK_TLS_KEY=") || v.starts_with("REDLOCK_PASSWORD=") ||
         (v.starts_with("REDLOCK_NODES=") && v.find('@') != std::string_view::npos))
       continue;
@@ -27,6 +27,7 @@ std::vector<std::string> child_environment(const Lease& lease, bool fence) {
   if (const std::size_t mark = lease.token().find('~'); mark != std::string::npos)
     env.push_back("REDLOCK_OWNER=" + lease.token().substr(mark + 1));
   if (fence) env.push_back("REDLOCK_FENCE=" + std::to_string(lease.fence()));
+  if (lease.permit()) env.push_back("REDLOCK_PERMIT=" + std::to_string(*lease.permit()));
   return env;
 }
 

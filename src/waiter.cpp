@@ -60,6 +60,7 @@ Waiter::Next Waiter::begin(const Event& e) {
 void Waiter::sent() {
   woken_attempt_ = wake_pending_;
   wake_pending_ = false;
+  named_head_ = false;
   need_fix_ = false;
   sent_listening_ = listening_;
   // Confirmed on a master before the attempt is written there, a channel's
@@ -238,7 +239,7 @@ Waiter::Next Waiter::fair_released(const Event& e) {
     const std::string_view id = op_.fair_id();
     head = message.substr(0, space) == id;
     second = space != std::string_view::npos && message.substr(space + 1) == id;
-    if (!head && !second && moved) return queue_moved(e.now);
+    if (!head && !second && moved) return queue_moved(e);
   } else {
     head = rank_ == 0;
   }
@@ -259,6 +260,7 @@ Waiter::Next Waiter::fair_released(const Event& e) {
       const milliseconds delay = majority ? milliseconds{0}
                                  : head   ? options().node_timeout
                                           : options().fair_grace + milliseconds{1};
+      named_head_ = named_head_ || head;
       if (e.due <= e.now + delay) return {};
       return arm(std::min(delay, wait_left(e.now)));
     }
@@ -278,8 +280,12 @@ Waiter::Next Waiter::fair_released(const Event& e) {
 // queue that moves never lets the check fire. Waiters further back than
 // max_fair_spread sleep their longest safety net again, capped at a
 // refresh: while the queue moves they send only the rounds that keep
-// their places.
-Waiter::Next Waiter::queue_moved(TimePoint now) {
+// their places. It never puts off the try of a waiter that a master named
+// the head since its last attempt: masters whose queues differ name
+// different heads for one release, and the head's try must not wait for
+// the queue to stop moving (others would end its turn meanwhile).
+Waiter::Next Waiter::queue_moved(const Event& e) {
+  const TimePoint now = e.now;
   if (rank_ > 2) --rank_;
   if (rank_ < 2) return {};
   if (state_ != State::sleeping && state_ != State::subscribing) return {};
@@ -287,6 +293,7 @@ Waiter::Next Waiter::queue_moved(TimePoint now) {
   // not come yet) is moot; it sleeps by its new place.
   const milliseconds wait = rank_ <= max_fair_spread ? options().fair_grace * rank_ + milliseconds{1}
                                                      : options().wake_safety_net * max_fair_spread;
+  if (named_head_ && e.due > now) return {};
   return arm(std::min({wait, fair_refresh(options()), wait_left(now)}));
 }
 

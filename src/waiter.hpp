@@ -108,7 +108,7 @@ class Waiter {
   Next failed(const Event& e);
   Next woken(const Event& e);
   Next fair_released(const Event& e);
-  Next queue_moved(TimePoint now);
+  Next queue_moved(const Event& e);
   Next line_turn(const Event& e);
   void end(bool took);
   // wait_for_release / fair_wait: the sleep after an attempt that found
@@ -154,6 +154,7 @@ class Waiter {
   QuorumTally turns_{0, lock_rule(RoundMode::majority, 0)};
   std::string last_turn_;        // fair: the last "turn …" message heard (one per release)
   bool woken_ = false;           // a release was heard while an attempt was on its way
+  bool named_head_ = false;      // fair: a master named it the head since its last attempt
   bool wake_pending_ = false;    // the next retry was brought forward by a notification
   bool woken_attempt_ = false;   // the attempt on its way was brought forward by one
   bool watching_ = false;        // subscribed to the resource's releases

@@ -1345,3 +1345,41 @@ TEST_CASE("run: --foreground makes the command's group the terminal's foreground
   const auto bg = groups(line_for({}));
   CHECK(bg.first != bg.second);  // without --foreground redlock's group keeps it
 }
+
+TEST_CASE("run --permits: two commands run at once under a semaphore of 2, a third waits for a permit") {
+  RedisGroup g(5);
+  TempDir tmp;
+  const auto go = tmp.path / "go";
+  const std::string script = "echo started $REDLOCK_PERMIT; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done";
+  Child first(cli_path(), run_args(g, {"--permits", "2", "--json"}, "encoders", script));
+  Child second(cli_path(), run_args(g, {"--permits", "2", "--json"}, "encoders", script));
+  REQUIRE(first.wait_for("started"));
+  REQUIRE(second.wait_for("started"));
+  // Full: a try is refused with the conflict code, and runs nothing.
+  auto full = cli(run_args(g, {"--permits", "2", "--no-wait", "--json"}, "encoders", "echo third-ran"));
+  CHECK(full.exit_code == 1);
+  CHECK(full.out.find("third-ran") == std::string::npos);
+  CHECK(report_of(full)["code"] == "redlock.held");
+  // Another number of permits for the name is refused, naming both.
+  auto other = cli(run_args(g, {"--permits", "3", "--no-wait"}, "encoders", "echo other-ran"));
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("has 2 permits; this client asked for 3") != std::string::npos);
+  // A waiter runs once a permit is released.
+  Child third(cli_path(), run_args(g, {"--permits", "2", "--wait", "20s", "--json"}, "encoders", "echo third-running"));
+  std::ofstream(go.string()) << "go";
+  ProcResult r1 = first.wait(), r2 = second.wait(), r3 = third.wait();
+  CHECK(r1.exit_code == 0);
+  CHECK(r2.exit_code == 0);
+  CHECK(r3.exit_code == 0);
+  CHECK(r3.out.find("third-running") != std::string::npos);
+  const json a = report_of(r1), b = report_of(r2), c = report_of(r3);
+  CHECK(a["permits"] == 2);
+  CHECK(a["permit"] != b["permit"]);
+  // Its permit was one of theirs, taken after that one was released.
+  const json& freed = c["permit"] == a["permit"] ? a : b;
+  CHECK(c["acquired_at_us"].get<long long>() >= freed["released_at_us"].get<long long>());
+  CHECK((r1.out.find("started 0") != std::string::npos || r1.out.find("started 1") != std::string::npos));
+  // Out of range: a usage error before anything is connected.
+  CHECK(cli(run_args(g, {"--permits", "0"}, "encoders", "true")).exit_code == 2);
+  CHECK(cli(run_args(g, {"--permits", "101"}, "encoders", "true")).exit_code == 2);
+}
