@@ -3,14 +3,17 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "cli_harness.hpp"
 #include "helpers.hpp"
 
 using namespace redlock;
 using namespace redlock::test;
+using namespace redlock::test::cli_harness;
 using namespace std::chrono_literals;
 
 namespace {
@@ -195,4 +198,22 @@ TEST_CASE("two permits leased by one client, whose extensions fall due together,
   for (const auto* l : {&*first, &*second}) {
     CHECK(group[1].command({"GET", permit_key("pair", *l->permit())}).str == l->token());
   }
+}
+
+TEST_CASE("examples/semaphore_workers: six workers share two permits, never more than two at once") {
+  RedisGroup group(5);
+  TempDir tmp;
+  // The test's masters started moments ago: nothing to sit out.
+  const auto file = tmp.path / "redlock.json";
+  nlohmann::json nodes = nlohmann::json::array();
+  for (std::size_t i = 0; i < group.size(); ++i) nodes.push_back(group[i].url());
+  std::ofstream(file.string()) << nlohmann::json{{"nodes", nodes}, {"quarantine", false}}.dump();
+  Child example(program("REDLOCK_SEMAPHORE_EXAMPLE"), {"2", "6"}, {{"REDLOCK_CONFIG", file.string()}});
+  ProcResult r = example.wait(std::chrono::seconds(60));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("at most 2 of 2 permits held at once") != std::string::npos);
+  int held = 0;
+  for (std::size_t at = r.out.find("holds permit"); at != std::string::npos; at = r.out.find("holds permit", at + 1)) ++held;
+  CHECK(held == 6);
 }
