@@ -183,6 +183,7 @@ struct ChainRun {
   clk::time_point deadline;
   long active = 0;
   bool done = false;
+  std::uint32_t permits = 0;  // a semaphore's (latency --permits)
 };
 
 class Chain {
@@ -195,12 +196,14 @@ class Chain {
       return;
     }
     t0_ = clk::now();
-    s_.client->acquire(resource_, acquire_opts(lock_ttl), [this](Result<Lock> r) {
+    redlock::AcquireOptions o = acquire_opts(lock_ttl);
+    o.permits = s_.permits;
+    s_.client->acquire(resource_, std::move(o), [this](Result<Lock> r) {
       if (!r) {
         note_error(*s_.run, "acquire: " + r.error().to_string());
         return next();
       }
-      s_.client->release(resource_, std::move(r->token), [this](Result<ReleaseResult> rr) {
+      auto released = [this](Result<ReleaseResult> rr) {
         if (std::string why = release_problem(rr); !why.empty()) {
           note_error(*s_.run, "release: " + why);
         } else {
@@ -208,7 +211,9 @@ class Chain {
           ++s_.run->ops;
         }
         next();
-      });
+      };
+      if (r->permit) return s_.client->release(*r, std::move(released));  // the permit's key
+      s_.client->release(resource_, std::move(r->token), std::move(released));
     });
   }
 
@@ -219,10 +224,10 @@ class Chain {
 };
 
 Run measure_chains(uv_loop_t* loop, AsyncClient& client, const std::string& base, long chains, double seconds,
-                   bool measure_cpu) {
+                   bool measure_cpu, std::uint32_t permits = 0) {
   Run run;
   run.samples.reserve(static_cast<std::size_t>(std::min(seconds * 100000, 1e7)));
-  ChainRun shared{&client, &run, {}, chains, false};
+  ChainRun shared{&client, &run, {}, chains, false, permits};
   std::vector<std::unique_ptr<Chain>> all;
   for (long i = 0; i < chains; ++i) {
     all.push_back(std::make_unique<Chain>(shared, chains == 1 ? base : base + "-" + std::to_string(i)));
@@ -850,8 +855,8 @@ std::string check_masters(uv_loop_t* loop, AsyncClient& client, const std::strin
 }
 
 Metrics run_latency(uv_loop_t* loop, AsyncClient& client, const std::string& base, double seconds,
-                    std::vector<long long>& samples) {
-  return finish(measure_chains(loop, client, base, 1, seconds, false), samples);
+                    std::uint32_t permits, std::vector<long long>& samples) {
+  return finish(measure_chains(loop, client, base, 1, seconds, false, permits), samples);
 }
 
 Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& base, long concurrency, double seconds,
