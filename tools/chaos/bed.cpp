@@ -190,7 +190,11 @@ std::size_t ChaosBed::leaked_keys(std::chrono::milliseconds grace) {
                         (grace == std::chrono::milliseconds::max() ||
                          now - last_touched_[i] < std::chrono::nanoseconds(grace).count());
     if (recent) continue;
-    for (const std::string& key : masters_[i]->keys("redlock:*")) n += key != kMarkerKey ? 1 : 0;
+    // (A semaphore's permits key keeps its P for good, as a fence counter
+    // keeps its fence: not a lock key.)
+    for (const std::string& key : masters_[i]->keys("redlock:*")) {
+      n += key != kMarkerKey && !key.ends_with("}:permits") ? 1 : 0;
+    }
   }
   return n;
 }

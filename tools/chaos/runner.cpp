@@ -467,6 +467,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
       if (sc.quarantine) args.push_back("--quarantine");
       if (sc.polling) args.push_back("--polling");
       if (sc.fair) args.push_back("--fair");
+      if (sc.permits > 0) args.insert(args.end(), {"--permits", std::to_string(sc.permits)});
       if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
       if (crew.leases > 0) args.insert(args.end(), {"--leases", std::to_string(crew.leases)});
       if (!crew.lease_hold_ms.empty()) args.insert(args.end(), {"--lease-hold-ms", crew.lease_hold_ms});

@@ -547,6 +547,23 @@ std::vector<Scenario> build() {
     };
     add(std::move(s));
   }
+  add({.name = "semaphore-kill-1-restart",
+       .about = "a semaphore of 2 permits among six processes (each permit a lock of its own), kill -9 one master "
+                "and restart it with its data",
+       .appendfsync_always = true,
+       .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0}, d); },
+       .permits = 2});
+  add({.name = "semaphore-partition",
+       .about = "a semaphore of 3 permits among eight processes; masters 4 and 5 cut off from half the clients",
+       .workers = 8,
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.2), at(d, 0.7));
+         return plan;
+       },
+       .proxied = true,
+       .group_b = 4,
+       .permits = 3});
   add(slow_replies_scenario("broken-no-elapsed",
                             "broken client: validity ignores the round's duration; slow replies must show overlaps",
                             "no_elapsed"));
@@ -586,6 +603,19 @@ std::vector<Scenario> build() {
                         "broken client: does not see a master lose its data (flushall schedule, five rounds); "
                         "must show overlaps",
                         "no_data_check"));
+  add({.name = "broken-permit-majority",
+       .about = "broken client: a semaphore that counts a master's yes for any permit (per-master counts); "
+                "must show two holders of one permit",
+       .expect = Expect::violation,
+       .sabotage = "permit_majority",
+       // Votes split between permits when attempts cross on the masters:
+       // many contenders, no rest.
+       .workers = 12,
+       .hold_ms = "0:2",
+       .rest_ms = "0:0",
+       .nemesis = no_faults,
+       .min_seconds = 8,
+       .permits = 2});
   add({.name = "broken-no-quarantine",
        .about = "broken client: ignores the restart quarantine; must show overlaps",
        .expect = Expect::violation,

@@ -127,6 +127,11 @@ struct Scenario {
   // fair: every acquire of the counter loop waits in fair order
   // (AcquireOptions::fair): one queue per master, served in arrival order.
   bool fair = false;
+  // permits: > 0, the resource is a semaphore of that many permits
+  // (AcquireOptions::permits); each permit is checked as a lock of its own
+  // ("R/permit<i>": its windows, its counter), so more than P holders at
+  // once show as overlaps.
+  int permits = 0;
   // max_grant_gap_ms: liveness — the longest time without a grant of any
   // lock (between consecutive "ok" events, from the first grant to the
   // stop) must stay below this, and every client must get the lock at

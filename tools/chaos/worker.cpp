@@ -8,6 +8,7 @@
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
 //                [--greedy] [--quarantine] [--polling] [--fair] [--threads T] [--rest-ms A:B]
+//                [--permits P]
 //                [--stall-timeout MS] [--leases M [--lease-hold-ms A:B]] [--resources K]
 // With --threads T the process runs T clients (ids (N+1)*100 + 0..T-1, apart
 // from every single client's N) on one shared, thread-safe redlock::Client,
@@ -58,6 +59,7 @@ struct Args {
   long rest_min = 0, rest_max = 5;  // pause after a release, so others get their turn
   long stall_timeout = 0;           // 0: max(the library's default, 4 node timeouts)
   long leases = 0;                  // > 0: hold this many leases instead of the counter loop
+  long permits = 0;                 // > 0: R is a semaphore of P permits; events name "R/permit<i>"
   long resources = 1;               // > 1: each turn locks one of resource-0 … resource-(n-1)
   long lease_hold_min = 0, lease_hold_max = 0;  // 0:0: hold the leases for the whole run
   bool greedy = false, quarantine = false, polling = false;
@@ -106,6 +108,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--node-timeout") a.node_timeout = number("--node-timeout", v);
     else if (k == "--stall-timeout") a.stall_timeout = number("--stall-timeout", v);
     else if (k == "--leases") a.leases = number("--leases", v);
+    else if (k == "--permits") a.permits = number("--permits", v);
     else if (k == "--resources") a.resources = number("--resources", v);
     else if (k == "--hold-ms") range("--hold-ms", v, a.hold_min, a.hold_max);
     else if (k == "--rest-ms") range("--rest-ms", v, a.rest_min, a.rest_max);
@@ -238,6 +241,7 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
     opts.ttl = milliseconds{a.ttl};
     opts.wait = milliseconds{a.wait};
     opts.fair = a.fair;
+    opts.permits = static_cast<std::uint32_t>(a.permits);
     auto lock = client.acquire(resource, opts);
     const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
     if (!lock) {
@@ -249,7 +253,9 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
       history.add(fail);
       continue;
     }
-    Event ok = base(EventType::ok, id, resource);
+    // A semaphore's permit is a lock of its own: its windows and counter.
+    const std::string held = lock->permit ? resource + "/permit" + std::to_string(*lock->permit) : resource;
+    Event ok = base(EventType::ok, id, held);
     ok.token = lock->token;
     ok.deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(  // BootClock is CLOCK_BOOTTIME
                       lock->validity_deadline.time_since_epoch())
@@ -257,19 +263,19 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
     ok.latency_us = latency_us;
     history.add(ok);
 
-    const std::int64_t read = counter.read(resource);
+    const std::int64_t read = counter.read(held);
     // A greedy holder keeps the lock until just before its validity ends:
     // any overestimate of the validity then shows as an overlap.
     const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
     if (work > milliseconds{0}) std::this_thread::sleep_for(work);
     if (lock->valid()) {
-      counter.write(resource, read + 1);
-      Event w = base(EventType::write, id, resource);
+      counter.write(held, read + 1);
+      Event w = base(EventType::write, id, held);
       w.read = read;
       w.wrote = read + 1;
       history.add(w);
     }
-    Event rel = base(EventType::release, id, resource);
+    Event rel = base(EventType::release, id, held);
     auto released = client.release(*lock);
     rel.released = released && released->released;
     history.add(rel);

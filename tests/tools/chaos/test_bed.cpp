@@ -11,12 +11,18 @@
 
 using namespace redlock::chaos;
 
-TEST_CASE("leaked_keys: lock keys count, the data-loss marker never does, a flushed master still counts") {
+TEST_CASE("leaked_keys: lock keys count, the data-loss marker and a semaphore's permits key never do, a flushed master still counts") {
   ChaosBed bed(BedOptions{});
   for (std::size_t i = 0; i < bed.size(); ++i) {
     bed.master(i).command({"SET", "redlock-marker", "epoch 2022 1"});
   }
   CHECK(bed.leaked_keys() == 0);
+  // A semaphore's permits key keeps its P for good (not a lock); a permit is a lock key.
+  bed.master(2).command({"SET", "redlock:{chaos}:permits", "2"});
+  CHECK(bed.leaked_keys() == 0);
+  bed.master(2).command({"SET", "redlock:{chaos}:permit1:lock", "v", "PX", "60000"});
+  CHECK(bed.leaked_keys() == 1);
+  bed.master(2).command({"DEL", "redlock:{chaos}:permit1:lock"});
 
   bed.master(0).command({"SET", "redlock:{chaos}:lock", "v", "PX", "60000"});
   bed.master(1).command({"SET", "redlock:{chaos}:lock", "v", "PX", "60000"});
