@@ -254,6 +254,9 @@ void AcquireOperation::sem_cleanup(long long keep, const std::vector<NodeOutcome
   for (std::size_t i = 0; i < skip.size(); ++i) {
     skip[i] = attempt[i].outcome == Outcome::held || (keep >= 0 && i < votes.size() && votes[i] == keep);
   }
+  // Every master voted for the permit won (or wrote nothing): no other
+  // permit holds the value anywhere — the usual win costs no cleanup.
+  if (!skip.empty() && std::all_of(skip.begin(), skip.end(), [](bool s) { return s; })) return;
   Call call = keys_.release_call(token_, false);
   call.arg2 = std::to_string(keep);
   QuorumRound::launch(engine_.transport(), std::move(call), lock_rule(RoundMode::release, engine_.transport().size()),
