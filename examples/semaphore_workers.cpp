@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char* file = std::getenv("REDLOCK_CONFIG");
-  auto config = file != nullptr ? redlock::load_config_file(file) : redlock::config_from_env();
+  auto config = file != nullptr && *file != '\0' ? redlock::load_config_file(file) : redlock::config_from_env();
   if (!config) {  // names what is wrong, never a password
     std::fprintf(stderr, "%s\n", config.error().to_string().c_str());
     return 2;

@@ -22,10 +22,13 @@ using std::chrono::duration_cast;
 
 namespace {
 
-// key_suffix: what follows a lease's "{resource}" in its key (short: no
-// allocation).
-std::string key_suffix(const Extendee& l) {
-  return l.extend_permit() == no_permit ? std::string(lock_suffix) : permit_suffix(l.extend_permit());
+// key_suffix: what follows a lease's "{resource}" in its key — a lock's
+// constant suffix, or a permit's made in `scratch` (the batch's hot path
+// builds no string for a lock).
+std::string_view key_suffix(const Extendee& l, std::string& scratch) {
+  if (l.extend_permit() == no_permit) return lock_suffix;
+  scratch = permit_suffix(l.extend_permit());
+  return scratch;
 }
 
 }  // namespace
@@ -167,7 +170,8 @@ class ExtendRound final : public ReplySink {
       const Extendee& l = *members_[0].lease;
       call_.command = CommandId::extend;
       call_.encoded_key_count = call_.encoded_arg_count = 0;
-      assign_resource_name(call_.key, prefix, l.extend_resource(), key_suffix(l));
+      std::string scratch;
+      assign_resource_name(call_.key, prefix, l.extend_resource(), key_suffix(l, scratch));
       call_.arg1.assign(l.extend_token());
       call_.arg2.assign(ttl_text(l));
       return;
@@ -175,10 +179,11 @@ class ExtendRound final : public ReplySink {
     call_.command = CommandId::extend_batch;
     call_.encoded_keys.clear();
     call_.encoded_args.clear();
+    std::string scratch;
     for (const Member& m : members_) {
       const Extendee& l = *m.lease;
       const std::string_view ttl = ttl_text(l);
-      append_resource_name_bulk(call_.encoded_keys, prefix, l.extend_resource(), key_suffix(l));
+      append_resource_name_bulk(call_.encoded_keys, prefix, l.extend_resource(), key_suffix(l, scratch));
       resp::append_bulk(call_.encoded_args, l.extend_token());
       resp::append_bulk(call_.encoded_args, ttl);
       for (const std::string& more : l.extend_more()) {

@@ -119,6 +119,21 @@ std::vector<Action> stale_bytes(int d, std::mt19937&) {
 // most free moments). With `sabotage` the broken client, which must be
 // caught every run: at least 8 s, about seven cycles, of which about three
 // in four show an overlap.
+// crossing_rounds_scenario: a broken client whose violation needs attempts
+// that cross on the masters: twelve contenders, no rest, no faults, at
+// least 8 s.
+Scenario crossing_rounds_scenario(std::string name, std::string about, std::string sabotage) {
+  return {.name = std::move(name),
+          .about = std::move(about),
+          .expect = Expect::violation,
+          .sabotage = std::move(sabotage),
+          .workers = 12,
+          .hold_ms = "0:2",
+          .rest_ms = "0:0",
+          .nemesis = no_faults,
+          .min_seconds = 8};
+}
+
 Scenario stale_bytes_scenario(std::string name, std::string about, std::string sabotage = "") {
   Scenario s = paired(std::move(name), std::move(about), std::move(sabotage));
   s.ttl_ms = 600;
@@ -570,17 +585,10 @@ std::vector<Scenario> build() {
   add(slow_replies_scenario("broken-wall-clock",
                             "broken client: times rounds on its wall clock, which runs at 10 %; must show overlaps",
                             "wall_clock", 0.1));
-  add({.name = "broken-small-quorum",
-       .about = "broken client: counts 2 of 5 as a majority; must show overlaps",
-       .expect = Expect::violation,
-       .sabotage = "small_quorum",
-       // Two rounds must overlap in time and split the masters 2:2 for
-       // an overlap to show: many contenders, no rest, and at least 8 s.
-       .workers = 12,
-       .hold_ms = "0:2",
-       .rest_ms = "0:0",
-       .nemesis = no_faults,
-       .min_seconds = 8});
+  // Two rounds must overlap in time and split the masters 2:2 for
+  // an overlap to show: many contenders, no rest, and at least 8 s.
+  add(crossing_rounds_scenario("broken-small-quorum", "broken client: counts 2 of 5 as a majority; must show overlaps",
+                               "small_quorum"));
   add({.name = "broken-no-rollback",
        .about = "broken client: does not release failed attempts; must leave keys behind",
        .expect = Expect::violation,
@@ -603,19 +611,14 @@ std::vector<Scenario> build() {
                         "broken client: does not see a master lose its data (flushall schedule, five rounds); "
                         "must show overlaps",
                         "no_data_check"));
-  add({.name = "broken-permit-majority",
-       .about = "broken client: a semaphore that counts a master's yes for any permit (per-master counts); "
-                "must show two holders of one permit",
-       .expect = Expect::violation,
-       .sabotage = "permit_majority",
-       // Votes split between permits when attempts cross on the masters:
-       // many contenders, no rest.
-       .workers = 12,
-       .hold_ms = "0:2",
-       .rest_ms = "0:0",
-       .nemesis = no_faults,
-       .min_seconds = 8,
-       .permits = 2});
+  // Votes split between permits when attempts cross on the masters.
+  Scenario permit_majority = crossing_rounds_scenario(
+      "broken-permit-majority",
+      "broken client: a semaphore that counts a master's yes for any permit (per-master counts); "
+      "must show two holders of one permit",
+      "permit_majority");
+  permit_majority.permits = 2;
+  add(std::move(permit_majority));
   add({.name = "broken-no-quarantine",
        .about = "broken client: ignores the restart quarantine; must show overlaps",
        .expect = Expect::violation,
