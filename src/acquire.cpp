@@ -288,11 +288,7 @@ void AcquireOperation::evaluate() {
     if (cancelled_) {
       // Taken after all, but the caller has gone: give it back (a real
       // release: the lock was held, waiters may take it now).
-      if (!caller_token_) {
-        QuorumRound::launch(engine_.transport(), keys_.release_call(token_, true),
-                            lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
-            ->detach();
-      }
+      if (!caller_token_) give_back(keys_);
       return finish(cancelled_error());
     }
     if (fence_ && state_ == State::attempting) return start_fence_phase();
@@ -368,6 +364,14 @@ bool AcquireOperation::permits_differ(const std::vector<NodeOutcome>& nodes) con
   return quorum_says(differ, nodes.size(), majority_of(nodes.size()));
 }
 
+// give_back: a lock (or permit) this attempt won after its caller cancelled
+// is released for real — it was held, waiters may take it now.
+void AcquireOperation::give_back(const LockKeys& held) {
+  QuorumRound::launch(engine_.transport(), held.release_call(token_, true),
+                      lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
+      ->detach();
+}
+
 // grant_permit: a semaphore's attempt won the permit a quorum of masters
 // gave it. Whatever else it took elsewhere is cleaned up; a caller that
 // cancelled meanwhile gets nothing, and the permit is released (waiters
@@ -376,10 +380,7 @@ void AcquireOperation::grant_permit(const RoundClock& clock, TimePoint at, micro
   const long long slot = round_->leading_permit();
   sem_cleanup(slot, round_->outcomes(), round_->permit_votes());
   if (cancelled_) {
-    LockKeys held{.resource = keys_.resource, .key = keys_.permit_keys[static_cast<std::size_t>(slot)], .channel = keys_.channel};
-    QuorumRound::launch(engine_.transport(), held.release_call(token_, true),
-                        lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
-        ->detach();
+    give_back({.resource = keys_.resource, .key = keys_.permit_keys[static_cast<std::size_t>(slot)], .channel = keys_.channel});
     return finish(cancelled_error());
   }
   tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());

@@ -184,6 +184,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   void sem_cleanup(long long keep, const std::vector<NodeOutcome>& attempt, const std::vector<std::int16_t>& votes);
   void grant_permit(const RoundClock& clock, TimePoint at, microseconds elapsed);
   bool permits_differ(const std::vector<NodeOutcome>& nodes) const;
+  void give_back(const LockKeys& held);
   void abort_attempt();
   Call attempt_call() const;
   std::vector<std::string> fenced_keys() const;
