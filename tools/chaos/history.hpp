@@ -15,7 +15,7 @@
 //        "code":"redlock.no_quorum", "error":"…", "outcomes":["ok","timeout",…]}
 //   {"type":"write",  "client":3, "t":…, "resource":"r", "read":41, "wrote":42}
 //        the read-modify-write on the resource's shared counter, made while
-//        holding its lock (t is the moment of the write)
+//        holding its lock (t: just before the write is sent)
 //   {"type":"release","client":3, "t":…, "resource":"r", "released":true}
 //        t is taken just before the release is sent: the hold window ends there
 //   {"type":"lost",   "client":3, "t":…, "resource":"r", "error":"…"}

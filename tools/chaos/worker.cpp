@@ -269,8 +269,13 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
     const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
     if (work > milliseconds{0}) std::this_thread::sleep_for(work);
     if (lock->valid()) {
-      counter.write(held, read + 1);
+      // Stamped before the SET: the write takes effect after t, so writes
+      // of one resource sort by t in the order they took effect. (Stamped
+      // after it, a worker paused between the two — by the scenario, or by
+      // the machine — logged its write late: it sorted after later writes,
+      // and the checker counted lost updates the counter did not have.)
       Event w = base(EventType::write, id, held);
+      counter.write(held, read + 1);
       w.read = read;
       w.wrote = read + 1;
       history.add(w);
