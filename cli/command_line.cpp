@@ -156,6 +156,10 @@ Commands build(CLI::App& app, Args& a) {
                     "RESOURCE is a semaphore of P permits (1-100, the same for every user of the name): at most P "
                     "commands run at once; CMD gets its permit in REDLOCK_PERMIT")
       ->type_name("P");
+  c.run->add_flag("--shared", r.shared,
+                  "Hold RESOURCE shared (a read lock, as flock -s): with other --shared runs, never with an "
+                  "exclusive one; a waiting exclusive run stops new shared ones");
+  c.run->add_flag("-x,--exclusive", r.exclusive, "Hold RESOURCE exclusive (the default, as flock -x)");
   c.run->add_flag("--fair", r.fair,
                   "Wait in fair order: waiters get the lock in the order they came, across processes (no --fence)");
   c.run->add_option("-E,--conflict-exit-code", r.conflict_exit_code,

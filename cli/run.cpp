@@ -93,8 +93,15 @@ int run_command(const Globals& g, const RunArgs& a) {
     if (a.fence) throw UsageError("--permits and --fence: give only one of them (a permit takes no fencing token yet)");
     if (a.fair) throw UsageError("--permits and --fair: give only one of them (permits are not taken in fair order yet)");
   }
+  if (a.shared) {
+    if (a.exclusive) throw UsageError("--shared and --exclusive: give only one of them");
+    if (!a.permits.empty()) throw UsageError("--shared and --permits: give only one of them");
+    if (a.fence) throw UsageError("--shared and --fence: give only one of them (a shared hold takes no fencing token)");
+    if (a.fair) throw UsageError("--shared and --fair: give only one of them (shared holds are not taken in fair order yet)");
+  }
   lo.acquire.fence = a.fence;
   lo.acquire.fair = a.fair;
+  lo.acquire.shared = a.shared;
   lo.auto_extend = true;
 
   Report report;
@@ -110,6 +117,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j = {{"command", "run"}};
   put_name(report.j, "resource", a.resource);
   if (lo.acquire.permits > 0) report.j["permits"] = lo.acquire.permits;
+  if (lo.acquire.shared) report.j["shared"] = true;
   const std::int64_t started_us = unix_us_now();
   const auto started = clock::now();
   report.j["started_at_us"] = started_us;

@@ -21,6 +21,8 @@ struct RunArgs {
   bool no_wait = false;
   bool fence = false;
   bool fair = false;        // --fair: wait in fair order (not with --fence)
+  bool shared = false;      // --shared: a read lock (flock -s); -x/--exclusive, the default, sets nothing
+  bool exclusive = false;
   bool foreground = false;  // --foreground: the command gets the terminal
   bool quiet = false;       // -q: no message when the lock is held by another
   std::vector<std::string> command;  // CMD [ARGS...], or sh -c STRING (-c)

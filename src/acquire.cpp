@@ -36,6 +36,8 @@ AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions
       fence_(opts.fence),
       fair_(opts.fair),
       tries_once_(opts.wait <= milliseconds{0}),
+      writer_(!tries_once_ && !caller_token_ && !fence_ && !fair_ && !keys_.multi() && !keys_.semaphore() &&
+              !keys_.shared),
       waiter_(engine, *this, keys_, wait_deadline_, fair_, tries_once_, caller_token_) {}
 
 // step — the transition function. Inputs that cannot be acted on in the
@@ -115,6 +117,26 @@ Call AcquireOperation::attempt_call() const {
     call.more_args = {std::to_string(keys_.permit_keys.size()), std::to_string(first_slot_)};
     return call;
   }
+  if (keys_.shared) {
+    // A reader: the lock key, the readers, the writers' intents. (The broken
+    // variant reads and writes a lock key of its own: it never meets a
+    // writer's value, nor a writer its mark.)
+    return {.command = CommandId::read_acquire,
+            .key = sabotage().read_ignores_writer ? sibling_of(keys_.key, ":readlock") : keys_.key,
+            .arg1 = token_,
+            .arg2 = ttl,
+            .more_keys = {readers_key_of(keys_.key), writers_key_of(keys_.key)}};
+  }
+  if (writer_ && attempts_ > 1 && !sabotage().no_writer_intent) {
+    // A writer's retry: where readers hold, it stamps its intent, and new
+    // readers wait behind it (src/scripts.hpp, write_acquire).
+    return {.command = CommandId::write_acquire,
+            .key = keys_.key,
+            .arg1 = token_,
+            .arg2 = ttl,
+            .more_keys = {writers_key_of(keys_.key)},
+            .more_args = {intent_id_, std::to_string(fair_life(options()).count())}};
+  }
   if (fair_) {
     // The waiter's place lapses `fair_life` after this round unless its
     // next round comes first; a waiter that died is out of every queue by
@@ -157,6 +179,8 @@ void AcquireOperation::start_attempt() {
       if (fair_id_.empty()) fair_id_ = value->substr(fair_id_size, fair_id_size);
       *value = fair_token(fair_id_, *value);
     }
+    // A writer's name among the intents: drawn once, as a fair waiter's.
+    if (writer_ && intent_id_.empty()) intent_id_ = value->substr(fair_id_size, fair_id_size);
     // The token (a plain draw in base64url), then the owner, in the buffer
     // of the attempt before (a retry allocates nothing more than its
     // draw), sized to fit: the lock keeps this buffer.
@@ -281,6 +305,9 @@ void AcquireOperation::evaluate() {
   if (sabotage().no_elapsed) elapsed = microseconds{0};
   if (sabotage().wall_clock) elapsed = duration_cast<microseconds>(engine_.runtime().wall_now() - t1_wall_);
   const QuorumTally tally = round_->tally();
+  // A writer's intent stamped on some master: taken back when it ends. (A
+  // stamp whose answer comes after the decision lapses by itself.)
+  if (round_->call().command == CommandId::write_acquire && round_->max_counter() > 0) intent_sent_ = true;
   const RoundClock clock = clock_of(ttl_, elapsed, true);
   const Verdict verdict = decide(tally, &clock);
   if (verdict == Verdict::yes && keys_.semaphore()) return grant_permit(clock, at, elapsed);
@@ -295,7 +322,10 @@ void AcquireOperation::evaluate() {
     tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
     // The name and the value move into the lock: the operation ends here
     // and reads neither again (a held lock keeps one allocation of each).
-    return finish(grant(std::move(keys_.resource), std::move(token_), ttl_, clock, at, elapsed, attempts_, fence_value_));
+    const bool shared = keys_.shared;
+    Lock lock = grant(std::move(keys_.resource), std::move(token_), ttl_, clock, at, elapsed, attempts_, fence_value_);
+    lock.shared = shared;
+    return finish(std::move(lock));
   }
 
   Waiter::Failure failure;
@@ -419,6 +449,28 @@ void AcquireOperation::leave_queue() {
       ->detach();
 }
 
+// leave_intent: a writer's intent may be on any master its retries
+// reached; as it ends it takes it back everywhere (where that was the last
+// intent and no writer holds, the readers held back are told). A win took
+// it back where it won: only the other masters are sent to.
+void AcquireOperation::leave_intent(bool took) {
+  if (!intent_sent_) return;
+  std::vector<bool> skip;
+  if (took && round_ != nullptr) {
+    const std::vector<NodeOutcome>& nodes = round_->outcomes();
+    skip.resize(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) skip[i] = nodes[i].outcome == Outcome::ok;
+  }
+  Call call{.command = CommandId::write_leave,
+            .key = keys_.key,
+            .arg1 = intent_id_,
+            .arg2 = channel_of(keys_.key),
+            .more_keys = {writers_key_of(keys_.key)}};
+  QuorumRound::launch(engine_.transport(), std::move(call), lock_rule(RoundMode::release, engine_.transport().size()),
+                      nullptr, skip)
+      ->detach();
+}
+
 Error AcquireOperation::cancelled_error() const {
   Error e = make_error(Errc::cancelled, "acquire of " + keys_.resource + " cancelled by the caller");
   e.attempts = attempts_;
@@ -434,6 +486,7 @@ void AcquireOperation::finish(Result<Lock> r) {
   to(State::done);
   tell_finished(OpKind::acquire);
   if (!r.ok()) leave_queue();
+  leave_intent(r.ok());
   Waiter::Event e{.kind = Waiter::Kind::end};
   e.took = r.ok();
   waiter_.step(e);

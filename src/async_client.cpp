@@ -51,7 +51,7 @@ void AsyncClient::release(std::string resource, std::string token, ReleaseCallba
 }
 
 void AsyncClient::release(const Lock& lock, ReleaseCallback done) {
-  core_->engine().release(lock.resource, lock.token, std::move(done), {}, lock.permit);
+  core_->engine().release(lock.resource, lock.token, std::move(done), {}, lock.permit, lock.shared);
 }
 
 namespace {

@@ -59,6 +59,16 @@ std::string check_permits(const AcquireOptions& opts) {
   return {};
 }
 
+// check_shared: what does not go with a read lock yet.
+std::string check_shared(const AcquireOptions& opts) {
+  if (!opts.shared) return {};
+  if (!opts.token.empty()) return "shared: needs a value drawn by the library (no token)";
+  if (opts.fence) return "shared: not with fence (a reader has no fence)";
+  if (opts.fair) return "shared: not with fair";
+  if (opts.permits > 0) return "shared: not with permits";
+  return {};
+}
+
 // check_permit: a held permit's number (Lock::permit).
 std::string check_permit(std::optional<std::uint32_t> permit, const std::vector<std::string>& more) {
   if (!permit) return {};
@@ -66,6 +76,14 @@ std::string check_permit(std::optional<std::uint32_t> permit, const std::vector<
     return "permit: " + std::to_string(*permit) + " (a permit is 0 to " + std::to_string(max_permits - 1) + ")";
   }
   return more.empty() ? "" : "permit: a semaphore's permit is of one resource";
+}
+
+// check_held_kind: a held lock is a permit, a reader's, or a lock of
+// one or more resources — never two of those.
+std::string check_held_kind(std::optional<std::uint32_t> permit, bool shared, const std::vector<std::string>& more) {
+  if (!shared) return {};
+  if (permit) return "shared: a read lock has no permit";
+  return more.empty() ? "" : "shared: a read lock is of one resource";
 }
 
 // check_acquire: the checks of an acquire that do not depend on the
@@ -78,7 +96,8 @@ std::string check_acquire(milliseconds ttl, const AcquireOptions& opts, const Op
                        [&] { return opts.token.empty() ? "" : check_token(opts.token); },
                        [&] { return opts.fair && !opts.token.empty() ? "fair: needs a value drawn by the library (no token)" : ""; },
                        [&] { return opts.fair && opts.fence ? "fair: not with fence" : ""; },
-                       [&] { return check_permits(opts); });
+                       [&] { return check_permits(opts); },
+                       [&] { return check_shared(opts); });
 }
 
 // semaphore_keys_of: what a semaphore's acquire names (permits: 1 to
@@ -224,6 +243,7 @@ void Engine::acquire(std::string resource, AcquireOptions opts, LockCallback don
   // (A semaphore's keys only once its P is known good: it sizes them.)
   LockKeys keys = opts.permits > 0 && problem.empty() ? semaphore_keys_of(options_.prefix, std::move(resource), opts.permits)
                                                       : keys_of(options_.prefix, std::move(resource), {});
+  keys.shared = opts.shared;
   auto* op = new AcquireOperation(*this, std::move(keys), std::move(opts), ttl, std::move(done));
   op->problem = std::move(problem);
   watch_cancel(op, cancel);
@@ -241,6 +261,7 @@ void Engine::acquire_many(std::vector<std::string> resources, AcquireOptions opt
   if (problem.empty()) problem = check_acquire(ttl, opts, options_);
   if (problem.empty() && opts.fair) problem = "fair: one resource only (not acquire_many)";
   if (problem.empty() && opts.permits > 0) problem = "permits: one semaphore only (not acquire_many)";
+  if (problem.empty() && opts.shared) problem = "shared: one resource only (not acquire_many)";
   std::string first = resources.empty() ? std::string() : resources.front();
   const std::vector<std::string> more(resources.begin() + (resources.empty() ? 0 : 1), resources.end());
   const std::stop_token cancel = opts.cancel;
@@ -261,7 +282,8 @@ void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::v
   std::string problem = first_problem([&] { return check_resource(lock.resource); },
                                       [&] { return check_ttl(new_ttl, options_); },
                                       [&] { return check_token(lock.token); },
-                                      [&] { return check_permit(lock.permit, more); });
+                                      [&] { return check_permit(lock.permit, more); },
+                                      [&] { return check_held_kind(lock.permit, lock.shared, more); });
   LockKeys keys = lock.permit && problem.empty() ? permit_keys_of(options_.prefix, lock.resource, *lock.permit)
                                                  : keys_of(options_.prefix, lock.resource, more);
   auto* op = new ExtendOperation(*this, std::move(keys), std::move(lock), new_ttl, std::move(done));
@@ -270,11 +292,13 @@ void Engine::extend(Lock lock, milliseconds ttl, LockCallback done, const std::v
 }
 
 void Engine::release(std::string resource, std::string token, ReleaseCallback done,
-                     const std::vector<std::string>& more, std::optional<std::uint32_t> permit) {
+                     const std::vector<std::string>& more, std::optional<std::uint32_t> permit, bool shared) {
   std::string problem = first_problem([&] { return check_resource(resource); }, [&] { return check_token(token); },
-                                      [&] { return check_permit(permit, more); });
+                                      [&] { return check_permit(permit, more); },
+                                      [&] { return check_held_kind(permit, shared, more); });
   LockKeys keys = permit && problem.empty() ? permit_keys_of(options_.prefix, std::move(resource), *permit)
                                             : keys_of(options_.prefix, std::move(resource), more);
+  keys.shared = shared;
   auto* op = new ReleaseOperation(*this, std::move(keys), std::move(token), std::move(done));
   op->problem = std::move(problem);
   start(op);

@@ -58,9 +58,11 @@ class Engine {
   // lock.resource / resource). A lease's extensions go through its
   // service's batcher (src/lease_service.hpp) instead.
   void extend(Lock lock, milliseconds ttl, LockCallback done, const std::vector<std::string>& more = {});
-  // `permit`: the release of a semaphore's permit (Lock::permit).
+  // `permit`: the release of a semaphore's permit (Lock::permit);
+  // `shared`: of a read lock's entry (Lock::shared).
   void release(std::string resource, std::string token, ReleaseCallback done,
-               const std::vector<std::string>& more = {}, std::optional<std::uint32_t> permit = {});
+               const std::vector<std::string>& more = {}, std::optional<std::uint32_t> permit = {},
+               bool shared = false);
 
   // shutdown makes every live operation (and any started later) complete
   // with Errc::closed on a later loop turn — an acquire attempt on its way

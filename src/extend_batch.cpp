@@ -168,10 +168,12 @@ class ExtendRound final : public ReplySink {
     };
     if (n == 1) {
       const Extendee& l = *members_[0].lease;
-      call_.command = CommandId::extend;
+      call_.command = l.extend_shared() ? CommandId::read_extend : CommandId::extend;
       call_.encoded_key_count = call_.encoded_arg_count = 0;
       std::string scratch;
       assign_resource_name(call_.key, prefix, l.extend_resource(), key_suffix(l, scratch));
+      call_.more_keys.clear();
+      if (l.extend_shared()) call_.more_keys.push_back(readers_key_of(call_.key));
       call_.arg1.assign(l.extend_token());
       call_.arg2.assign(ttl_text(l));
       return;
@@ -211,7 +213,7 @@ class ExtendRound final : public ReplySink {
       return;
     }
     const ReplyView& r = event.reply;
-    if (call_.command == CommandId::extend) {
+    if (call_.command == CommandId::extend || call_.command == CommandId::read_extend) {
       if (r.type == ReplyView::Type::integer && (r.integer == 0 || r.integer == 1)) n.flags = r.integer == 1 ? "1" : "0";
     } else if (r.type == ReplyView::Type::string && r.str.size() == keys_ &&
                r.str.find_first_not_of("01") == std::string_view::npos) {
@@ -449,13 +451,14 @@ void ExtendBatcher::flush() {
   const RoundRule rule = lock_rule(RoundMode::majority, waiting_.size());
   while (!queue_.empty()) {
     // The round: leases from the front up to max_ keys (at least one lease,
-    // whatever its keys).
+    // whatever its keys); a read lock's lease goes alone.
     std::size_t n = 0, keys = 0;
     while (n < queue_.size()) {
       const std::size_t k = 1 + queue_[n]->extend_more().size();
-      if (n > 0 && keys + k > max_) break;
+      if (n > 0 && (keys + k > max_ || queue_[n]->extend_shared())) break;
       keys += k;
       ++n;
+      if (queue_[n - 1]->extend_shared()) break;
     }
     const bool closed = engine_.closing();
     // Could the round win now, if every master that can take it said yes?

@@ -85,6 +85,10 @@ class Extendee {
   // extend_permit: the permit of a semaphore's lease (its key is that
   // permit's), no_permit for a lock.
   virtual std::uint8_t extend_permit() const { return no_permit; }
+  // extend_shared: a read lock's lease — its entry among the readers is
+  // extended by read_extend, in a round of its own (the batch script
+  // knows lock keys only).
+  virtual bool extend_shared() const { return false; }
   virtual milliseconds extend_ttl() const = 0;
   // extend_deadline: the lease's current validity deadline; an extension
   // decided later is too late (Errc::too_late).

@@ -10,6 +10,8 @@
 //   permit fence  {prefix}{{resource}}:permit<i>:fence
 //   permits       {prefix}{{resource}}:permits      the semaphore's P
 //   permits channel {prefix}{{resource}}:permits:released
+//   readers       {prefix}{{resource}}:readers      (read locks: each reader's expiry)
+//   writers       {prefix}{{resource}}:writers      (writers waiting on readers)
 //   marker key    redlock-marker                  one per master (data loss)
 //   marker server {redlock-marker}:server         the run id that wrote it
 //
@@ -122,6 +124,17 @@ inline std::string fence_key_of(std::string_view lock_key) { return sibling_of(l
 // (…}:lock → …}:queue, …}:turn; src/scripts.hpp, "Fair order").
 inline std::string queue_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":queue"); }
 inline std::string turn_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":turn"); }
+// readers_key_of / writers_key_of: a read-write lock's sorted sets — the
+// readers by the master's time when each one's hold ends, and the writers
+// that wait, by when each one's intent lapses (docs/design.md, "Read-write
+// locks"). While a reader holds, the lock key holds readers_mark.
+inline std::string readers_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":readers"); }
+inline std::string writers_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":writers"); }
+// readers_mark: the lock key's value while readers hold it. No value is
+// ever this: a token has 1 to 128 characters before any '~'
+// (src/token.hpp), so no value starts with one.
+inline constexpr std::string_view readers_mark = "~readers";
+
 // expiry_key_of: the sorted set of a fair queue's waiters by the master's
 // time when each one's place lapses unless its next round comes first.
 inline std::string expiry_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":expiry"); }

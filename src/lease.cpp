@@ -127,6 +127,8 @@ const std::vector<std::string>& LeaseView::resources() const noexcept {
 const std::string& LeaseView::token() const noexcept { return state_ ? state_->token_string() : empty_string; }
 std::uint64_t LeaseView::fence() const noexcept { return state_ ? state_->fence() : 0; }
 int LeaseView::attempts() const noexcept { return state_ ? state_->attempts : 0; }
+bool LeaseView::shared() const noexcept { return state_ != nullptr && state_->shared(); }
+
 std::optional<std::uint32_t> LeaseView::permit() const noexcept {
   if (state_ == nullptr || state_->permit() == detail::no_permit) return std::nullopt;
   return state_->permit();

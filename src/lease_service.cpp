@@ -81,7 +81,7 @@ void LeaseService::release(const std::shared_ptr<LeaseState>& s, ReleaseCallback
                            std::vector<std::string>(all.begin() + 1, all.end()));
   }
   engine_.release(std::string(s->resource()), std::string(s->token()), std::move(done), {},
-                  s->permit() == no_permit ? std::nullopt : std::optional<std::uint32_t>(s->permit()));
+                  s->permit() == no_permit ? std::nullopt : std::optional<std::uint32_t>(s->permit()), s->shared());
 }
 
 void LeaseService::on_batch_extended(Extendee& lease, TimePoint now, Result<Extension> r) {

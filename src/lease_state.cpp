@@ -15,6 +15,7 @@ std::string lease_options_problem(const LeaseOptions& opts) {
   if (opts.max_extensions < 0) return "max_extensions: must be >= 0";
   if (opts.max_hold < milliseconds{0}) return "max_hold: must be >= 0";
   if (opts.acquire.permits > 0 && opts.reentrant) return "acquire.permits: not with reentrant (each holder takes a permit)";
+  if (opts.acquire.shared && opts.reentrant) return "acquire.shared: not with reentrant (each reader holds its own entry)";
   return {};
 }
 
@@ -122,7 +123,7 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
   state->fenced = opts.acquire.fence;
   state->extend_at = static_cast<float>(opts.extend_at);
   if (taken.fence != 0 || opts.max_extensions > 0 || opts.max_hold.count() > 0 || opts.on_lost || !owner.empty() ||
-      !more.empty() || taken.permit) {
+      !more.empty() || taken.permit || taken.shared) {
     LeaseCold& c = state->cold_locked();  // not shared yet
     c.fence = taken.fence;
     c.taken = taken.validity_deadline - taken.validity;  // about when the round began
@@ -132,6 +133,7 @@ std::shared_ptr<LeaseState> make_lease(Lock taken, LeaseOptions opts, std::strin
     c.owner = std::move(owner);
     c.more = std::move(more);
     if (taken.permit) c.permit = static_cast<std::uint8_t>(*taken.permit);
+    c.shared = taken.shared;
   }
   return state;
 }

@@ -92,6 +92,7 @@ struct LeaseCold {
   // more: the other resources of a multi-resource lease (sorted, after the first).
   std::vector<std::string> more;
   std::uint8_t permit = no_permit;  // a semaphore's lease: its permit
+  bool shared = false;              // a read lock's lease: its entry among the readers
 
   // Made later, under the lease's lock; never changed once made (the
   // strings and the list are handed out by reference).
@@ -183,6 +184,7 @@ struct LeaseState final : Extendee, WheelEntry {
   LeaseCold& cold_locked() const;
   std::uint64_t fence() const noexcept { return cold() ? cold()->fence : 0; }
   std::uint8_t permit() const noexcept { return cold() ? cold()->permit : no_permit; }
+  bool shared() const noexcept { return cold() != nullptr && cold()->shared; }
   const std::vector<std::string>& more() const noexcept;
   bool multi() const noexcept { return !more().empty(); }
 
@@ -217,6 +219,7 @@ struct LeaseState final : Extendee, WheelEntry {
   std::span<const std::string> extend_more() const override { return more(); }
   std::string_view extend_token() const override { return token(); }
   std::uint8_t extend_permit() const override { return permit(); }
+  bool extend_shared() const override { return shared(); }
   milliseconds extend_ttl() const override { return ttl; }
   TimePoint extend_deadline() const override { return deadline(); }
 

@@ -40,6 +40,13 @@ std::string round_summary(const QuorumTally& tally, const std::vector<NodeOutcom
 std::string LockKeys::channel_name() const { return channel.empty() ? channel_of(key) : channel; }
 
 Call LockKeys::release_call(const std::string& value, bool announce) const {
+  if (shared) {
+    return {.command = CommandId::read_release,
+            .key = key,
+            .arg1 = value,
+            .arg2 = announce ? channel_name() : std::string(),
+            .more_keys = {readers_key_of(key)}};
+  }
   if (semaphore()) {
     // (an attempt's rollback: nothing was held, nothing announced)
     Call call{.command = CommandId::sem_cleanup, .key = permit_keys.front(), .arg1 = value, .arg2 = "-1"};
@@ -187,6 +194,7 @@ ExtendOperation::ExtendOperation(Engine& engine, LockKeys keys, Lock lock, milli
       lock_deadline_(lock.validity_deadline == TimePoint{} ? TimePoint::max() : lock.validity_deadline),
       fence_(lock.fence),
       permit_(lock.permit),
+      shared_(lock.shared),
       done_(std::move(done)) {}
 
 void ExtendOperation::step(Event event) {
@@ -196,11 +204,11 @@ void ExtendOperation::step(Event event) {
       if (std::optional<Error> e = early_error()) return finish(std::move(*e));
       to(State::extending);
       t1_ = now();
-      launch({.command = keys_.multi() ? CommandId::multi_extend : CommandId::extend,
+      launch({.command = shared_ ? CommandId::read_extend : keys_.multi() ? CommandId::multi_extend : CommandId::extend,
               .key = keys_.key,
               .arg1 = token_,
               .arg2 = std::to_string(ttl_.count()),
-              .more_keys = keys_.more_keys},
+              .more_keys = shared_ ? std::vector<std::string>{readers_key_of(keys_.key)} : keys_.more_keys},
              RoundMode::majority);
       return;
     case State::extending:
@@ -223,6 +231,7 @@ void ExtendOperation::evaluate() {
     tell_round(OpKind::extend, nullptr, 1, elapsed, round_->outcomes());
     Lock lock = grant(keys_.resource, token_, ttl_, clock, at, elapsed, 1, fence_);
     lock.permit = permit_;
+    lock.shared = shared_;
     return finish(std::move(lock));
   }
   std::vector<NodeOutcome> nodes = take_outcomes();

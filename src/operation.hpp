@@ -42,6 +42,7 @@ struct LockKeys {
   std::vector<std::string> more_keys; // a multi-resource lock: the keys after `key` (sorted)
   std::vector<std::string> permit_keys;  // a semaphore's acquire: permit i's key at i
   std::string channel;                // where a release is announced ("": channel_of(key))
+  bool shared = false;                // a read lock's (its entry in {…}:readers)
 
   bool multi() const noexcept { return !more_keys.empty(); }
   bool semaphore() const noexcept { return !permit_keys.empty(); }
@@ -177,6 +178,10 @@ class AcquireOperation final : public Operation, public WakeListener {
   // leave_queue: a fair waiter that gives up leaves every queue (where the
   // lock is free, the next is named).
   void leave_queue();
+  // leave_intent: a writer that stamped its intent takes it back as it
+  // ends (`took`: with the lock — where its win took it back already,
+  // nothing is sent).
+  void leave_intent(bool took);
   milliseconds wait_left(TimePoint at) const;
   void rollback(const std::vector<NodeOutcome>& attempt = {});
   // sem_cleanup: delete this attempt's value from every permit but `keep`
@@ -202,7 +207,13 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool fence_;         // a fenced acquire (two phases)
   bool fair_;          // in fair order: waits in the masters' queues
   bool tries_once_;    // no wait: one attempt (fair: it never joins a queue)
+  // A plain acquire that waits: its retries stamp its intent where readers
+  // hold (write_acquire); intent_id_ names it there (16 hex digits, drawn
+  // at the first attempt), intent_sent_ once a master said it stamped it.
+  bool writer_;
+  bool intent_sent_ = false;
   std::string fair_id_;   // fair: its id in the queues (16 hex digits, drawn at the first attempt)
+  std::string intent_id_;
   long long ticket_ = 0;  // fair: its place in every queue, once the first round told it
   // Inputs latched until the state can act on them.
   bool cancelled_ = false;
@@ -235,6 +246,7 @@ class ExtendOperation final : public Operation {
   TimePoint lock_deadline_;  // the lock's validity deadline (max: none known)
   std::uint64_t fence_;
   std::optional<std::uint32_t> permit_;
+  bool shared_;
   TimePoint t1_{};
   LockCallback done_;
 };

@@ -212,9 +212,17 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     } else if (command == CommandId::set_nx && r.type == ReplyView::Type::nil) {
       out.outcome = Outcome::held;  // SET NX says only "not set"
       out.error = "held by another token";
-    } else if ((command == CommandId::acquire || command == CommandId::multi_acquire) &&
+    } else if (command == CommandId::read_acquire && r.type == ReplyView::Type::integer) {
+      // A writer holds it, or waits for the readers (its intent).
+      held_by_another(r.integer, out);
+      out.error = "held by a writer, or a writer waits" + out.error.substr(std::string_view("held by another token").size());
+    } else if ((command == CommandId::acquire || command == CommandId::multi_acquire ||
+                command == CommandId::write_acquire) &&
                r.type == ReplyView::Type::integer) {
       held_by_another(r.integer, out);
+    } else if (command == CommandId::write_acquire && r.type == ReplyView::Type::array && r.item_count == 2 &&
+               r.items[1] == 1) {
+      held_by_another(r.items[0], out);  // its intent stamped (QuorumRound::max_counter)
     } else {
       unexpected(event, out);
     }
@@ -300,6 +308,10 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (call_.command == CommandId::fenced_acquire && event.kind == EventKind::reply &&
       event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);
+  }
+  if (call_.command == CommandId::write_acquire && event.kind == EventKind::reply &&
+      event.reply.type == ReplyView::Type::array && event.reply.item_count == 2 && event.reply.items[1] == 1) {
+    max_counter_ = 1;
   }
   if (call_.command == CommandId::fair_acquire && event.kind == EventKind::reply && fair_reply(event.reply)) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);

@@ -48,6 +48,10 @@ Sabotage parse() {
       s.survey_slots = true;
     } else if (name == "permit_majority") {
       s.permit_majority = true;
+    } else if (name == "read_ignores_writer") {
+      s.read_ignores_writer = true;
+    } else if (name == "no_writer_intent") {
+      s.no_writer_intent = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

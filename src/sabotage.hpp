@@ -23,6 +23,8 @@ struct Sabotage {
   bool keep_unsolicited = false;   // an unsolicited reply is dropped and the connection kept
   bool survey_slots = false;       // a status report shows each master's answer in the next master's place
   bool permit_majority = false;    // a semaphore counts a master's yes for any permit (a majority of per-master counts)
+  bool read_ignores_writer = false;  // a reader checks and marks a lock key of its own: it never meets a writer
+  bool no_writer_intent = false;     // a waiting writer stamps no intent: readers that keep coming starve it
 };
 
 #ifdef REDLOCK_SABOTAGE

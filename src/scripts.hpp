@@ -38,10 +38,15 @@ enum class CommandId : std::uint8_t {
   fair_leave,
   sem_acquire,
   sem_cleanup,
+  read_acquire,
+  read_extend,
+  read_release,
+  write_acquire,
+  write_leave,
   set_nx,
   ping
 };
-inline constexpr std::size_t script_count = 16;  // every id before set_nx
+inline constexpr std::size_t script_count = 21;  // every id before set_nx
 
 // max_permits — the most permits a semaphore may have: every acquire names
 // each permit's key (KEYS), and a round keeps one tally per permit.
@@ -632,19 +637,163 @@ end
 return found
 )lua";
 
+// ---- Read-write locks (docs/design.md, "Read-write locks") ----------------
+// A writer is a plain lock: its value on the lock key. Readers share the
+// lock key: while any holds, it holds the mark '~readers' (keys.hpp
+// readers_mark: no value is ever that), and the readers set
+// ({…}:readers) holds each reader's value by the master's time when its
+// hold ends. On every master, at every moment, the mark lives at least
+// as long as the latest live reader there — every script that writes the
+// set sets the mark's life to exactly that (cover, below) — so no SET NX
+// of a writer lands while a reader's entry is live, and no reader joins
+// while a writer's value is there: on each master a writer's key and a
+// live reader entry never coexist, which is all the mutex's argument
+// needs (docs/design.md). A writer that waits on readers stamps its
+// intent in {…}:writers (by when it lapses); no reader joins while one is
+// live there.
+
+// rw_common: the first part of every read-write script: now, the
+// master's time in ms (TIME), and
+//   prune(set): takes out the entries whose time is at or before now;
+//   cover(lock, readers): prunes the readers; none left → both keys
+//     deleted (the caller knows the lock key holds the mark, or nothing)
+//     → false; else the mark is set to live exactly as long as the latest
+//     reader, and the set as long → true.
+inline constexpr std::string_view rw_common = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function prune(set)
+  while true do
+    local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+    if not first[2] or tonumber(first[2]) > now then return end
+    redis.call('ZREM', set, first[1])
+  end
+end
+local function cover(lock, readers)
+  prune(readers)
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  if not last[2] then
+    redis.call('DEL', lock, readers)
+    return false
+  end
+  local life = tonumber(last[2]) - now
+  redis.call('SET', lock, '~readers', 'PX', life)
+  redis.call('PEXPIRE', readers, life)
+  return true
+end
+)lua";
+
+// read_acquire: KEYS[1] lock key, KEYS[2] readers, KEYS[3] writers;
+// ARGV[1] value, ARGV[2] ttl ms. A writer's value on the lock key →
+// :its PTTL. A live writer's intent → :the longer of the readers' PTTL
+// and the last intent's lapse (when the writer, or its intent, is gone),
+// nothing set. Else the value joins the readers until now + ttl, the mark
+// covers it → +OK.
+inline constexpr std::string_view read_acquire_body = R"lua(
+local v = redis.call('GET', KEYS[1])
+if v and v ~= '~readers' then return redis.call('PTTL', KEYS[1]) end
+prune(KEYS[3])
+local w = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+if w[2] then
+  local held = v and redis.call('PTTL', KEYS[1]) or 0
+  return math.max(held, tonumber(w[2]) - now)
+end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+cover(KEYS[1], KEYS[2])
+return redis.status_reply('OK')
+)lua";
+inline constexpr std::string_view read_acquire_script = join_text<rw_common, read_acquire_body>::value;
+
+// read_extend: KEYS[1] lock key, KEYS[2] readers; ARGV[1] value, ARGV[2]
+// ttl ms. Only while our entry is live and the mark is there → its end
+// moves to now + ttl (never earlier), the mark covers it → :1; else :0
+// (never recreates an entry). A waiting writer does not stop it: a
+// reader that holds may go on holding, as a writer may.
+inline constexpr std::string_view read_extend_body = R"lua(
+local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not s or tonumber(s) <= now or redis.call('GET', KEYS[1]) ~= '~readers' then return 0 end
+local e = now + tonumber(ARGV[2])
+if e > tonumber(s) then redis.call('ZADD', KEYS[2], e, ARGV[1]) end
+cover(KEYS[1], KEYS[2])
+return 1
+)lua";
+inline constexpr std::string_view read_extend_script = join_text<rw_common, read_extend_body>::value;
+
+// read_release: KEYS[1] lock key, KEYS[2] readers; ARGV[1] value, ARGV[2]
+// the release channel, absent for a rollback. Our entry leaves the set;
+// the mark then covers the readers left, or goes with the last, and a
+// release announces that on the channel (writers wait for it). → :1 if
+// our entry was live, else :0.
+inline constexpr std::string_view read_release_body = R"lua(
+local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not s then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('GET', KEYS[1]) == '~readers' and not cover(KEYS[1], KEYS[2]) and ARGV[2] then
+  redis.pcall('PUBLISH', ARGV[2], ARGV[1])
+end
+if tonumber(s) > now then return 1 end
+return 0
+)lua";
+inline constexpr std::string_view read_release_script = join_text<rw_common, read_release_body>::value;
+
+// write_acquire: KEYS[1] lock key, KEYS[2] writers; ARGV[1] value, ARGV[2]
+// ttl ms, ARGV[3] the writer's id, ARGV[4] life ms. The retry of a plain
+// acquire that waits. Set if free (SET NX PX), its intent gone → +OK.
+// Held → :PTTL. Held by readers, or with writers' intents already here
+// (readers are about), the writer stamps its intent to lapse `life` ms
+// from now unless its next round comes first (a writer that died stops
+// readers no longer than that), the set lives as its last intent, and the
+// answer says so → [PTTL, 1]. Where no reader was ever met, it runs only
+// what a plain waiter's retry needs (SET, GET, PTTL, TIME: the minimal
+// ACL of docs/security.md); the sorted-set commands only with readers.
+inline constexpr std::string_view write_acquire_body = R"lua(
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('PTTL', KEYS[2]) ~= -2 then redis.call('ZREM', KEYS[2], ARGV[3]) end
+  return redis.status_reply('OK')
+end
+if redis.call('GET', KEYS[1]) == '~readers' or redis.call('PTTL', KEYS[2]) ~= -2 then
+  prune(KEYS[2])
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[3])
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[2], tonumber(last[2]) - now)
+  return {redis.call('PTTL', KEYS[1]), 1}
+end
+return redis.call('PTTL', KEYS[1])
+)lua";
+inline constexpr std::string_view write_acquire_script = join_text<rw_common, write_acquire_body>::value;
+
+// write_leave: KEYS[1] lock key, KEYS[2] writers; ARGV[1] the writer's id,
+// ARGV[2] the release channel. A writer that ends (with the lock, or
+// without: its wait ran out, cancelled) takes its intent back; if that was
+// the last and no writer holds the lock, readers held back may join now:
+// announced on the channel. → :1 (its intent was here), :0.
+inline constexpr std::string_view write_leave_body = R"lua(
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
+prune(KEYS[2])
+if redis.call('PTTL', KEYS[2]) == -2 then
+  local v = redis.call('GET', KEYS[1])
+  if not v or v == '~readers' then redis.pcall('PUBLISH', ARGV[2], ARGV[1]) end
+end
+return 1
+)lua";
+inline constexpr std::string_view write_leave_script = join_text<rw_common, write_leave_body>::value;
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
     inspect_script,        marker_script,        extend_batch_script, fair_acquire_script,
-    fair_release_script,   fair_leave_script,    sem_acquire_script,  sem_cleanup_script};
+    fair_release_script,   fair_leave_script,    sem_acquire_script,  sem_cleanup_script,
+    read_acquire_script,   read_extend_script,   read_release_script, write_acquire_script,
+    write_leave_script};
 
 // script_names: each script's name, as docs/security.md lists them.
 inline constexpr std::array<std::string_view, script_count> script_names{
     "acquire",      "extend",       "release",      "fenced_acquire", "fence_raise",  "multi_acquire", "multi_extend",
     "multi_release", "inspect",     "marker",       "extend_batch",   "fair_acquire", "fair_release",  "fair_leave",
-    "sem_acquire",   "sem_cleanup"};
+    "sem_acquire",   "sem_cleanup",  "read_acquire", "read_extend",    "read_release", "write_acquire", "write_leave"};
 
-static_assert(script_names[static_cast<std::size_t>(CommandId::sem_cleanup)] == "sem_cleanup" &&
+static_assert(script_names[static_cast<std::size_t>(CommandId::write_leave)] == "write_leave" &&
+              script_names[static_cast<std::size_t>(CommandId::sem_cleanup)] == "sem_cleanup" &&
               script_names[static_cast<std::size_t>(CommandId::fair_leave)] == "fair_leave" &&
               script_names[static_cast<std::size_t>(CommandId::extend_batch)] == "extend_batch");
 
@@ -654,14 +803,16 @@ inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx &
 // unresponsive master).
 inline constexpr bool is_release(CommandId id) {
   return id == CommandId::release || id == CommandId::multi_release || id == CommandId::fair_release ||
-         id == CommandId::fair_leave || id == CommandId::sem_cleanup;
+         id == CommandId::fair_leave || id == CommandId::sem_cleanup || id == CommandId::read_release ||
+         id == CommandId::write_leave;
 }
 
 // is_acquire: an acquire attempt, by script (fenced or not) or by plain SET.
 
 inline constexpr bool is_acquire(CommandId id) {
   return id == CommandId::acquire || id == CommandId::set_nx || id == CommandId::fenced_acquire ||
-         id == CommandId::multi_acquire || id == CommandId::fair_acquire || id == CommandId::sem_acquire;
+         id == CommandId::multi_acquire || id == CommandId::fair_acquire || id == CommandId::sem_acquire ||
+         id == CommandId::read_acquire || id == CommandId::write_acquire;
 }
 
 }  // namespace redlock::detail

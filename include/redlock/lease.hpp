@@ -113,6 +113,9 @@ class REDLOCK_API LeaseView {
   // permit: which permit of the semaphore resource() it holds
   // (LeaseOptions::acquire.permits; Lock::permit); none for a lock.
   std::optional<std::uint32_t> permit() const noexcept;
+  // shared: a read lock's lease (LeaseOptions::acquire.shared): its
+  // watchdog extends this reader's own entry.
+  bool shared() const noexcept;
   // attempts: the acquire rounds it took to get the lease (Lock::attempts).
   int attempts() const noexcept;
   // deadline is the current validity deadline (BootClock); each

@@ -109,6 +109,9 @@ struct REDLOCK_API Lock : LockTerms {
   // A permit of the semaphore `resource` (AcquireOptions::permits): which
   // one, 0 to P − 1; none for a lock. Extend and release act on it.
   std::optional<std::uint32_t> permit;
+  // A read lock (AcquireOptions::shared): held with other readers, never
+  // with a writer. Extend and release act on this reader's own entry.
+  bool shared = false;
 };
 
 // MultiLock — several resources held together (acquire_many): on each

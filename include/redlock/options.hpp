@@ -221,11 +221,27 @@ struct REDLOCK_API AcquireOptions {
   // (docs/design.md, "Semaphores"). Every client of one name must give the
   // same P: the masters keep it, and an acquire that gives another fails
   // with invalid_argument naming both. 0 (the default): a lock. A permit
-  // is extended and released as a lock is (the Lock carries its permit);
-  // not with `token`, `fence` or `fair`, nor for acquire_many or a Lease
-  // yet (invalid_argument). A semaphore's names are its own: a lock of the
+  // is extended and released as a lock is (the Lock carries its permit),
+  // also as a Lease (not a reentrant one); not with `token`, `fence` or
+  // `fair`, nor for acquire_many (invalid_argument). A semaphore's names are its own: a lock of the
   // same name is another thing.
   std::uint32_t permits = 0;
+  // A read lock: `resource`'s readers share it, and hold it with no
+  // writer — a writer being any lock of that name (acquire without
+  // `shared`: plain, fenced, fair, a Lease, one of acquire_many's), which
+  // the readers keep out as a holder does, and which keeps them out. On
+  // true time no writer's validity overlaps any reader's, under the
+  // mutex's assumptions and with as many failed masters (docs/design.md,
+  // "Read-write locks"). Each reader has its own expiry on each master.
+  // Writer preference: a writer that waits (wait > 0, a value drawn by the
+  // library) and finds readers stamps its intent on the masters from its
+  // second attempt on, and no new reader joins while it is there (it
+  // lapses about 2 × max(wake_safety_net, 4 × fair_grace) after the
+  // writer's last attempt). Extend and release act on the reader's entry
+  // (Lock::shared), also as a Lease (not a reentrant one). Not with
+  // `token`, `fence`, `fair` or `permits`, nor for acquire_many
+  // (invalid_argument).
+  bool shared = false;
   // Cancellation: once stop is requested (from any thread), a waiting
   // acquire ends with Errc::cancelled; an attempt on its way is finished
   // first and rolled back (a lock it took is released).

@@ -209,6 +209,15 @@ struct TempDir {
   }
 };
 
+// config_file writes a config for `group` with the quarantine off (the
+// masters were started moments ago): for the examples, which read
+// REDLOCK_CONFIG.
+inline std::string config_file(const TempDir& tmp, const RedisGroup& group) {
+  json nodes = json::array();
+  for (const auto& url : group.urls()) nodes.push_back(url);
+  return tmp.write("redlock.json", json{{"nodes", nodes}, {"quarantine", false}}.dump()).string();
+}
+
 // PatientConfig — for a check that needs every running master's answer: a
 // config file with the group's nodes and the timeouts of helpers.hpp's
 // patient() (a fresh process on a loaded machine — CI, ASan — may hear a

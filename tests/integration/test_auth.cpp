@@ -287,6 +287,42 @@ TEST_CASE("fair order needs the rule's fair permissions: without them a clear er
   CHECK(client->release(*next)->released);
 }
 
+TEST_CASE("read locks need the rule's read permissions: without them a clear error and nothing left; with them readers, and a writer's intent") {
+  ServerOptions so;
+  RedisServer server(so);
+  const std::string base = "127.0.0.1:" + std::to_string(server.port());
+  REQUIRE(server.command(lock_user_acl("locker")).str == "OK");
+  auto client = client_for({"redis://locker:lock-pw@" + base});
+  AcquireOptions read;
+  read.shared = true;
+  read.ttl = 10000ms;
+  auto refused = client->acquire("acl-rw", read);
+  REQUIRE_FALSE(refused.ok());
+  INFO(refused.error().to_string());
+  CHECK(refused.error().nodes.at(0).error.find("can't run this command") != std::string::npos);
+  CHECK(refused.error().nodes.at(0).error.find("read_acquire script") != std::string::npos);
+  CHECK(server.command({"EXISTS", "redlock:{acl-rw}:lock", "redlock:{acl-rw}:readers"}).integer == 0);
+
+  // With the read permissions docs/security.md adds, everything works.
+  REQUIRE(server.command({"ACL", "SETUSER", "locker", "+zadd", "+zrem", "+zrange", "+zscore"}).str == "OK");
+  auto reader = client->acquire("acl-rw", read);
+  REQUIRE_MESSAGE(reader.ok(), reader.error().to_string());
+  auto extended = client->extend(*reader, 10000ms);
+  REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
+  // A writer that waits stamps its intent (write_acquire), and takes the
+  // lock once the reader has released (read_release, then write_leave).
+  AcquireOptions write;
+  write.ttl = 10000ms;
+  write.wait = 5000ms;
+  auto writer = client->acquire_async("acl-rw", write);
+  REQUIRE(eventually([&] { return server.command({"ZCARD", "redlock:{acl-rw}:writers"}).integer == 1; }));
+  CHECK(client->release(*extended)->released);
+  auto won = writer.get();
+  REQUIRE_MESSAGE(won.ok(), won.error().to_string());
+  CHECK(client->release(*won)->released);
+  CHECK(eventually([&] { return server.command({"EXISTS", "redlock:{acl-rw}:writers"}).integer == 0; }));
+}
+
 TEST_CASE("the password from a file or the environment, not the URL; redlock run does not pass it on") {
   ServerOptions so;
   so.password = "file-pw";

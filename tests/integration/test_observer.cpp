@@ -187,14 +187,6 @@ TEST_CASE("observer and stats: leases extended and lost, a waiter woken, quarant
 
 namespace {
 
-// config_file writes a config for `group` with the quarantine off (the
-// masters were started moments ago).
-std::string config_file(const TempDir& tmp, const RedisGroup& group) {
-  json nodes = json::array();
-  for (const auto& url : group.urls()) nodes.push_back(url);
-  return tmp.write("redlock.json", json{{"nodes", nodes}, {"quarantine", false}}.dump()).string();
-}
-
 // http_get sends one GET to 127.0.0.1:port and returns the whole answer.
 std::string http_get(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

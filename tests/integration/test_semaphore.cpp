@@ -203,12 +203,7 @@ TEST_CASE("two permits leased by one client, whose extensions fall due together,
 TEST_CASE("examples/semaphore_workers: six workers share two permits, never more than two at once") {
   RedisGroup group(5);
   TempDir tmp;
-  // The test's masters started moments ago: nothing to sit out.
-  const auto file = tmp.path / "redlock.json";
-  nlohmann::json nodes = nlohmann::json::array();
-  for (std::size_t i = 0; i < group.size(); ++i) nodes.push_back(group[i].url());
-  std::ofstream(file.string()) << nlohmann::json{{"nodes", nodes}, {"quarantine", false}}.dump();
-  Child example(program("REDLOCK_SEMAPHORE_EXAMPLE"), {"2", "6"}, {{"REDLOCK_CONFIG", file.string()}});
+  Child example(program("REDLOCK_SEMAPHORE_EXAMPLE"), {"2", "6"}, {{"REDLOCK_CONFIG", config_file(tmp, group)}});
   ProcResult r = example.wait(std::chrono::seconds(60));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);

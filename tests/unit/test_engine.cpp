@@ -211,8 +211,11 @@ TEST_CASE("every attempt writes a value of its own, and a failed attempt is roll
   CHECK(e.code == Errc::held);
   REQUIRE(e.attempts >= 2);
   CHECK(e.message.rfind("held elsewhere 2/5: ", 0) == 0);
-  // A value drawn for an attempt is on no master yet: each is a plain SET NX.
-  CHECK(bed.fake->count(CommandId::set_nx) == static_cast<std::size_t>(e.attempts) * 5);
+  // A value drawn for an attempt is on no master yet: the first is a plain
+  // SET NX, each retry of a waiting writer write_acquire (SET NX, and its
+  // intent where readers hold).
+  CHECK(bed.fake->count(CommandId::set_nx) == 5);
+  CHECK(bed.fake->count(CommandId::write_acquire) == static_cast<std::size_t>(e.attempts - 1) * 5);
   CHECK(bed.fake->count(CommandId::acquire) == 0);
   // Only the masters that said yes get the rollback: "held" means the SET
   // ran there and wrote nothing.
@@ -223,7 +226,7 @@ TEST_CASE("every attempt writes a value of its own, and a failed attempt is roll
   std::vector<std::string> values;
   std::string current;
   for (const auto& s : bed.fake->sent) {
-    if (s.call.command == CommandId::set_nx) {
+    if (s.call.command == CommandId::set_nx || s.call.command == CommandId::write_acquire) {
       if (s.call.arg1 != current) {
         current = s.call.arg1;
         CHECK(std::find(values.begin(), values.end(), current) == values.end());
@@ -935,6 +938,11 @@ struct LineBed {
     std::unique_ptr<Timer> none;
     return run(later, none);
   }
+  // attempts_sent: acquire commands sent — a first attempt's SET NX, a
+  // retry's write_acquire.
+  std::size_t attempts_sent() const {
+    return bed.fake->count(CommandId::set_nx) + bed.fake->count(CommandId::write_acquire);
+  }
   // release_all: a release was published (the fake's masters got it).
   void release_all() {
     const std::vector<WakeListener*> listening = bed.fake->watchers;
@@ -970,12 +978,12 @@ TEST_CASE("a client's waiters for one lock wait in line: a release wakes only th
   for (int n = 1; n <= 3; ++n) line.acquire(n, milliseconds{3000});
   Runtime& runtime = *line.bed.runtime;
   std::unique_ptr<Timer> later = runtime.timer([&] {
-    CHECK(line.bed.fake->count(CommandId::set_nx) == 4 * 5);
+    CHECK(line.attempts_sent() == 4 * 5);
     CHECK(line.bed.fake->watchers.size() == 1);
     line.acquire(4, milliseconds{3000});
   });
   std::unique_ptr<Timer> then = runtime.timer([&] {
-    CHECK(line.bed.fake->count(CommandId::set_nx) == 4 * 5);  // the newcomer did not try
+    CHECK(line.attempts_sent() == 4 * 5);  // the newcomer did not try
     line.holder.assign(5, "");  // the other client let go
     line.release_all();
   });
@@ -990,7 +998,7 @@ TEST_CASE("a client's waiters for one lock wait in line: a release wakes only th
     CHECK(line.done[n - 1].second.value().attempts == (n == 1 ? 3 : n == 4 ? 1 : 2));
   }
   CHECK(line.most_watchers == 1);
-  CHECK(line.bed.fake->count(CommandId::set_nx) == (3 + 2 + 2 + 1) * 5);
+  CHECK(line.attempts_sent() == (3 + 2 + 2 + 1) * 5);
   CHECK(line.bed.fake->watchers.empty());
 }
 
@@ -1070,13 +1078,13 @@ TEST_CASE("a waiter asleep in line ends at once when cancelled or when the clien
   std::size_t sets_before_cancel = 0;
   bool idle = false;
   std::unique_ptr<Timer> later = runtime.timer([&] {
-    sets_before_cancel = line.bed.fake->count(CommandId::set_nx);
+    sets_before_cancel = line.attempts_sent();
     cancel_second.request_stop();
   });
   std::unique_ptr<Timer> then = runtime.timer([&] {
     REQUIRE(line.done.size() == 1);
     CHECK(line.done[0].first == 2);
-    CHECK(line.bed.fake->count(CommandId::set_nx) == sets_before_cancel);
+    CHECK(line.attempts_sent() == sets_before_cancel);
     CHECK(line.bed.fake->watchers.size() == 1);  // the first still listens
     line.bed.engine->shutdown([&] { idle = true; });
   });

@@ -101,6 +101,7 @@ struct Hold {
   bool tail = false;
   bool lease = false;  // held by a lease: its on_lost must not come late (check_holds)
   std::optional<std::uint32_t> permit;  // semaphore: the permit held
+  bool shared = false;                  // rwlock: a reader's hold
 };
 
 class Schedule;
@@ -900,6 +901,8 @@ void Schedule::next(SimClient& c) {
     set.push_back(resources_[r.below(resources_.size())]);
     ao.fence = workload_ == Workload::fenced;
     ao.permits = permits_;
+    // (Drawn only for rwlock: the other workloads' plans stay.)
+    ao.shared = workload_ == Workload::rwlock && r.chance(0.6);
     c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
                         acquired(c, set, std::move(res), false);
                       }));
@@ -952,6 +955,7 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
     h.fenced = c.lock->fence != 0;
     h.tail = tail;
     h.permit = c.lock->permit;
+    h.shared = c.lock->shared;
     const bool fenced = h.fenced;
     c.held.push_back(holds_.size());
     holds_.push_back(std::move(h));
@@ -979,7 +983,11 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
   Rng& rng = world_.rng();
   // mixed: half the grants are leases, half plain holds (no watchdog to
   // notice a lost key: the hold runs to its validity deadline).
-  if (workload_ == Workload::lease || (workload_ == Workload::mixed && rng.chance(0.5))) return start_lease(c);
+  // rwlock: 40 % leases (a reader's watchdog extends its own entry).
+  if (workload_ == Workload::lease || (workload_ == Workload::mixed && rng.chance(0.5)) ||
+      (workload_ == Workload::rwlock && rng.chance(0.4))) {
+    return start_lease(c);
+  }
   const Nanos validity = std::chrono::duration_cast<std::chrono::nanoseconds>(c.lock->validity).count();
   hold(c, static_cast<Nanos>(rng.unit() * 1.2 * static_cast<double>(validity)), rng.chance(0.3));
 }
@@ -1126,7 +1134,7 @@ void Schedule::release(SimClient& c, std::function<void()> then) {
   c.lock.reset();
   c.engine->release(lock.resource, lock.token,
                     counted<Result<ReleaseResult>>(c, [then = std::move(then)](Result<ReleaseResult>) { then(); }),
-                    c.more, lock.permit);
+                    c.more, lock.permit, lock.shared);
 }
 
 void Schedule::think(SimClient& c) {
@@ -1846,7 +1854,10 @@ void Schedule::check_holds() {
     const Hold* last_fenced = nullptr;
     for (const auto& [start, i] : list) {
       const Hold& h = holds_[i];
-      if (top != nullptr && h.start < top_end && top->token != h.token) {
+      // (Readers may overlap one another: the furthest-reaching earlier
+      // hold is a reader only if every hold this one overlaps is, or a
+      // violation was reported already.)
+      if (top != nullptr && h.start < top_end && top->token != h.token && !(top->shared && h.shared)) {
         violation("mutual_exclusion",
                   res + ": c" + std::to_string(h.client) + " (token " + h.token + ") granted at" + fmt_time(h.start) +
                       " while c" + std::to_string(top->client) + " (token " + top->token + ", granted at" +
@@ -2073,6 +2084,7 @@ const char* workload_name(Workload w) {
     case Workload::mixed: return "mixed";
     case Workload::survey: return "survey";
     case Workload::semaphore: return "semaphore";
+    case Workload::rwlock: return "rwlock";
   }
   return "?";
 }
@@ -2080,7 +2092,7 @@ const char* workload_name(Workload w) {
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
                            Workload::leases, Workload::crowd, Workload::fair, Workload::mixed, Workload::survey,
-                           Workload::semaphore}) {
+                           Workload::semaphore, Workload::rwlock}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

@@ -116,9 +116,10 @@ int main(int argc, char** argv) {
                  "acquires: the masters' queues, and their order in the quiet tail), mixed (leases of "
                  "clients with different max_ttl; failovers, floods, data loss while long holders stop), "
                  "survey (plain, with status and nodes reports checked, and a client closed mid-run) or "
-                 "semaphore (plain, on semaphores of 1-3 permits: at most P holders at once)")
+                 "semaphore (plain, on semaphores of 1-3 permits: at most P holders at once) or rwlock "
+                 "(plain, with readers: a writer overlaps no other holder)")
       ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed", "survey",
-                                 "semaphore"}))
+                                 "semaphore", "rwlock"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_option("--order-dead", opt.order_dead,

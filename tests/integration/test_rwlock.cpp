@@ -1,0 +1,267 @@
+// test_rwlock.cpp — read-write locks (AcquireOptions::shared): readers
+// share the lock key's mark, each with its own expiry in {R}:readers; a
+// writer is any plain lock of the name; a waiting writer's intent in
+// {R}:writers stops new readers.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <future>
+#include <string>
+
+#include "cli_harness.hpp"
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace redlock::test::cli_harness;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string key(std::string_view resource, std::string_view suffix) {
+  return "redlock:{" + std::string(resource) + "}:" + std::string(suffix);
+}
+
+// on_every: `cond(node)` holds on every master of the group, eventually
+// (an acquire or release is decided by a majority; the rest land after).
+bool on_every(RedisGroup& g, const std::function<bool(const RedisServer&)>& cond) {
+  return eventually([&] {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (!cond(g[i])) return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("readers share a name; a writer waits until the last reader has released, then takes it") {
+  RedisGroup g(3);
+  auto a = client_for(g);
+  auto b = client_for(g);
+  auto w = client_for(g);
+  auto first = a->acquire("doc", {.ttl = 10000ms, .shared = true});
+  REQUIRE_MESSAGE(first.ok(), first.error().to_string());
+  auto second = b->acquire("doc", {.ttl = 10000ms, .shared = true});
+  REQUIRE_MESSAGE(second.ok(), second.error().to_string());
+  CHECK(first->shared);
+  CHECK(second->shared);
+  CHECK(first->valid());
+  // The lock key holds the readers' mark; the readers set each value.
+  CHECK(on_every(g, [](const RedisServer& s) {
+    return s.command({"GET", key("doc", "lock")}).str == "~readers" &&
+           s.command({"ZCARD", key("doc", "readers")}).integer == 2;
+  }));
+
+  auto writer = w->acquire("doc", {.ttl = 10000ms});
+  REQUIRE_FALSE(writer.ok());
+  CHECK(writer.error().code == Errc::held);
+  auto released = a->release(*first);
+  REQUIRE(released.ok());
+  CHECK(released->released);
+  writer = w->acquire("doc", {.ttl = 10000ms});
+  REQUIRE_FALSE(writer.ok());  // the second reader still holds it
+  CHECK(b->release(*second)->released);
+  // The last reader's release takes the mark and the set away.
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("doc", "lock"), key("doc", "readers")}).integer == 0; }));
+  writer = w->acquire("doc", {.ttl = 10000ms});
+  REQUIRE_MESSAGE(writer.ok(), writer.error().to_string());
+  CHECK_FALSE(writer->shared);
+  CHECK(w->release(*writer)->released);
+}
+
+TEST_CASE("a writer keeps readers out; they get in once it has released") {
+  RedisGroup g(3);
+  auto w = client_for(g);
+  auto r = client_for(g);
+  auto writer = w->acquire("table", {.ttl = 10000ms});
+  REQUIRE(writer.ok());
+  auto reader = r->acquire("table", {.ttl = 10000ms, .shared = true});
+  REQUIRE_FALSE(reader.ok());
+  CHECK(reader.error().code == Errc::held);
+  CHECK(reader.error().to_string().find("held by a writer, or a writer waits") != std::string::npos);
+  // Nothing of the refused reader stays behind.
+  CHECK(g[0].command({"EXISTS", key("table", "readers")}).integer == 0);
+  CHECK(g[0].command({"GET", key("table", "lock")}).str == writer->token);
+  // A reader that waits is let in by the writer's release.
+  auto waiting = std::async(std::launch::async, [&] { return r->acquire("table", {.ttl = 10000ms, .wait = 10000ms, .shared = true}); });
+  CHECK(w->release(*writer)->released);
+  auto in = waiting.get();
+  REQUIRE_MESSAGE(in.ok(), in.error().to_string());
+  CHECK(in->shared);
+  CHECK(r->release(*in)->released);
+}
+
+TEST_CASE("each reader has its own expiry: the mark lives exactly as long as the latest reader") {
+  RedisGroup g(3);
+  auto a = client_for(g);
+  auto b = client_for(g);
+  auto long_one = a->acquire("log", {.ttl = 20000ms, .shared = true});
+  REQUIRE(long_one.ok());
+  auto short_one = b->acquire("log", {.ttl = 3000ms, .shared = true});
+  REQUIRE(short_one.ok());
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"PTTL", key("log", "lock")}).integer > 15000; }));
+  // The long reader leaves: the mark now covers the short one only.
+  CHECK(a->release(*long_one)->released);
+  CHECK(on_every(g, [](const RedisServer& s) {
+    const long long pttl = s.command({"PTTL", key("log", "lock")}).integer;
+    return pttl > 0 && pttl <= 3000 && s.command({"PTTL", key("log", "readers")}).integer <= 3000;
+  }));
+  // An extension moves this reader's end and the mark with it.
+  auto extended = b->extend(*short_one, 30000ms);
+  REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
+  CHECK(extended->shared);
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"PTTL", key("log", "lock")}).integer > 25000; }));
+  // A reader entry gone (here: by hand, on every master) is not extended,
+  // nor released: extend never recreates it.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"ZREM", key("log", "readers"), extended->token});
+  auto again = b->extend(*extended, 30000ms);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == Errc::not_held);
+  auto gone = b->release(*extended);
+  REQUIRE(gone.ok());
+  CHECK_FALSE(gone->released);
+}
+
+TEST_CASE("a waiting writer's intent stops new readers; it is taken back when the writer ends") {
+  RedisGroup g(3);
+  auto a = client_for(g);
+  auto w = client_for(g);
+  auto late = client_for(g);
+  auto reader = a->acquire("ledger", {.ttl = 20000ms, .shared = true});
+  REQUIRE(reader.ok());
+  auto writer = std::async(std::launch::async, [&] { return w->acquire("ledger", {.ttl = 10000ms, .wait = 15000ms}); });
+  // Its retry stamps its intent on the masters.
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"ZCARD", key("ledger", "writers")}).integer == 1; }));
+  auto refused = late->acquire("ledger", {.ttl = 10000ms, .shared = true});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::held);
+  // The reader that holds goes on holding: its extension is not refused.
+  auto extended = a->extend(*reader, 20000ms);
+  REQUIRE_MESSAGE(extended.ok(), extended.error().to_string());
+  CHECK(a->release(*extended)->released);
+  auto won = writer.get();
+  REQUIRE_MESSAGE(won.ok(), won.error().to_string());
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("ledger", "writers")}).integer == 0; }));
+  CHECK(w->release(*won)->released);
+  auto after = late->acquire("ledger", {.ttl = 10000ms, .shared = true});
+  REQUIRE_MESSAGE(after.ok(), after.error().to_string());
+  CHECK(late->release(*after)->released);
+}
+
+TEST_CASE("a writer that gives up takes its intent back, and a waiting reader is let in without its TTL") {
+  RedisGroup g(3);
+  auto a = client_for(g);
+  // The writer's intent lapses 2 × 3 s + 2 node timeouts after its last
+  // round: 6.1 s after it started at the soonest.
+  auto w = client_for(g, [](Options& o) { o.wake_safety_net = 3000ms; });
+  auto r = client_for(g);
+  auto reader = a->acquire("queue", {.ttl = 20000ms, .shared = true});
+  REQUIRE(reader.ok());
+  auto writer = std::async(std::launch::async, [&] { return w->acquire("queue", {.ttl = 10000ms, .wait = 1500ms}); });
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"ZCARD", key("queue", "writers")}).integer == 1; }));
+  // A reader that waits behind the intent, for less than the intent would
+  // live: it is let in because the writer, giving up, takes it back.
+  auto waiting = std::async(std::launch::async, [&] { return r->acquire("queue", {.ttl = 10000ms, .wait = 4000ms, .shared = true}); });
+  auto gave_up = writer.get();
+  REQUIRE_FALSE(gave_up.ok());
+  CHECK(gave_up.error().code == Errc::held);
+  auto in = waiting.get();
+  REQUIRE_MESSAGE(in.ok(), in.error().to_string());
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("queue", "writers")}).integer == 0; }));
+  CHECK(r->release(*in)->released);
+  CHECK(a->release(*reader)->released);
+}
+
+TEST_CASE("an intent whose time has passed stops no reader; a writer's value is never taken for the mark") {
+  RedisGroup g(3);
+  auto r = client_for(g);
+  // A writer that died: its intent's lapse is in the past on every master.
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    g[i].command({"ZADD", key("old", "writers"), "1", "deadbeefdeadbeef"});
+  }
+  auto in = r->acquire("old", {.ttl = 10000ms, .shared = true});
+  REQUIRE_MESSAGE(in.ok(), in.error().to_string());
+  CHECK(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("old", "writers")}).integer == 0; }));
+  CHECK(r->release(*in)->released);
+  // The mark is no token: a caller cannot hand it in as one.
+  auto forged = r->release("old", "~readers");
+  REQUIRE_FALSE(forged.ok());
+  CHECK(forged.error().code == Errc::invalid_argument);
+}
+
+TEST_CASE("a read lock as a Lease: its watchdog extends the reader's own entry; its release lets a writer in") {
+  RedisGroup g(3);
+  auto r = client_for(g);
+  auto w = client_for(g);
+  LeaseOptions opts;
+  opts.acquire.ttl = 600ms;
+  opts.acquire.shared = true;
+  auto lease = r->lock("feed", opts);
+  REQUIRE_MESSAGE(lease.ok(), lease.error().to_string());
+  CHECK(lease->shared());
+  const std::string token(lease->token());
+  const auto end_of = [&](const RedisServer& s) {
+    const std::string score = s.command({"ZSCORE", key("feed", "readers"), token}).str;
+    return score.empty() ? 0LL : std::stoll(score);
+  };
+  // The entry's end moves on (extended at a third of 600 ms), and the
+  // mark with it: several TTLs pass and the reader still holds.
+  const long long first = end_of(g[0]);
+  REQUIRE(first > 0);
+  CHECK(eventually([&] { return end_of(g[0]) > first + 1200; }, 5000ms));
+  CHECK(lease->valid());
+  CHECK(g[0].command({"GET", key("feed", "lock")}).str == "~readers");
+  CHECK_FALSE(w->acquire("feed", {.ttl = 5000ms}).ok());
+  auto released = lease->release();
+  REQUIRE_MESSAGE(released.ok(), released.error().to_string());
+  CHECK(released->released);
+  auto writer = w->acquire("feed", {.ttl = 5000ms});
+  REQUIRE_MESSAGE(writer.ok(), writer.error().to_string());
+  CHECK(w->release(*writer)->released);
+}
+
+TEST_CASE("shared: what does not go with a read lock is refused, naming it") {
+  RedisGroup g(3);
+  auto c = client_for(g);
+  const auto refused = [&](AcquireOptions opts, std::string_view words) {
+    opts.shared = true;
+    auto r = c->acquire("x", std::move(opts));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::invalid_argument);
+    CHECK_MESSAGE(r.error().message.find(words) != std::string::npos, r.error().message);
+  };
+  refused({.token = "mine"}, "shared: needs a value drawn by the library");
+  refused({.fence = true}, "shared: not with fence");
+  refused({.fair = true}, "shared: not with fair");
+  refused({.permits = 2}, "shared: not with permits");
+  auto many = c->acquire_many({"x", "y"}, {.shared = true});
+  REQUIRE_FALSE(many.ok());
+  CHECK(many.error().message.find("shared: one resource only") != std::string::npos);
+  LeaseOptions reentrant;
+  reentrant.acquire.shared = true;
+  reentrant.reentrant = true;
+  auto lease = c->lock("x", reentrant);
+  REQUIRE_FALSE(lease.ok());
+  CHECK(lease.error().message.find("acquire.shared: not with reentrant") != std::string::npos);
+  // A held lock is a reader's or a permit, never both.
+  Lock odd;
+  odd.resource = "x";
+  odd.token = "abc";
+  odd.shared = true;
+  odd.permit = 1;
+  auto bad = c->release(odd);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("shared: a read lock has no permit") != std::string::npos);
+}
+
+TEST_CASE("examples/rwlock_catalog: readers read together, a writer never with anyone") {
+  RedisGroup group(5);
+  TempDir tmp;
+  Child example(program("REDLOCK_RWLOCK_EXAMPLE"), {"4", "2"}, {{"REDLOCK_CONFIG", config_file(tmp, group)}});
+  ProcResult r = example.wait(std::chrono::seconds(60));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("a writer met another holder 0 times") != std::string::npos);
+  CHECK(group.keys_everywhere("redlock:{catalog}:*") == 0);
+}
