@@ -127,9 +127,11 @@ Call AcquireOperation::attempt_call() const {
             .arg2 = ttl,
             .more_keys = {readers_key_of(keys_.key), writers_key_of(keys_.key)}};
   }
-  if (writer_ && attempts_ > 1 && !sabotage().no_writer_intent) {
-    // A writer's retry: where readers hold, it stamps its intent, and new
-    // readers wait behind it (src/scripts.hpp, write_acquire).
+  if (writer_ && readers_seen_ && !sabotage().no_writer_intent) {
+    // A writer's retry after it met readers: it stamps its intent, and new
+    // readers wait behind it (src/scripts.hpp, write_acquire). A writer
+    // that never met one retries with the plain SET NX: a crowd of writers
+    // costs the masters nothing more.
     return {.command = CommandId::write_acquire,
             .key = keys_.key,
             .arg1 = token_,
@@ -347,6 +349,11 @@ void AcquireOperation::evaluate() {
   // to winning: masters that split their votes then mostly agree.
   if (keys_.semaphore() && round_->tally().ok() > 0) first_slot_ = static_cast<std::size_t>(round_->leading_permit());
   std::vector<NodeOutcome> nodes = take_outcomes();
+  if (writer_ && !readers_seen_) {
+    readers_seen_ = std::any_of(nodes.begin(), nodes.end(), [](const NodeOutcome& n) {
+      return n.outcome == Outcome::held && n.error == readers_held_text;
+    });
+  }
   // The text is read only when this failure ends the acquire (the
   // telemetry reads the code): a waiter's other failed attempts build none.
   const bool last = !cancelled_ && (at >= wait_deadline_ || aborted_);

@@ -52,7 +52,10 @@ ReplyView view_of(const WireReply& r) {
 // set the key and the old value when another holds it; the round reads the
 // plain form's +OK and nil, so the two are mapped here, where the form sent
 // is known per command and never guessed from the reply. A key of another
-// type answers WRONGTYPE in either form of GET, and stays an error.
+// type answers WRONGTYPE in either form of GET, and stays an error. Held by
+// readers (the old value is their mark), the nil carries the mark: a
+// waiting writer learns of readers from it (docs/design.md, "Read-write
+// locks").
 ReplyView view_for(bool set_get, const WireReply& r) {
   ReplyView v = view_of(r);
   if (!set_get) return v;
@@ -61,7 +64,7 @@ ReplyView view_for(bool set_get, const WireReply& r) {
     v.str = "OK";
   } else if (v.type == ReplyView::Type::string) {
     v.type = ReplyView::Type::nil;  // held: the old value is another's
-    v.str = {};
+    v.str = v.str == readers_mark ? readers_mark : std::string_view();
   }
   return v;
 }

@@ -207,10 +207,12 @@ class AcquireOperation final : public Operation, public WakeListener {
   bool fence_;         // a fenced acquire (two phases)
   bool fair_;          // in fair order: waits in the masters' queues
   bool tries_once_;    // no wait: one attempt (fair: it never joins a queue)
-  // A plain acquire that waits: its retries stamp its intent where readers
-  // hold (write_acquire); intent_id_ names it there (16 hex digits, drawn
-  // at the first attempt), intent_sent_ once a master said it stamped it.
+  // A plain acquire that waits: once an attempt met readers (SET NX …
+  // GET found their mark), its retries are write_acquire and stamp its
+  // intent; intent_id_ names it there (16 hex digits, drawn at the first
+  // attempt), intent_sent_ once a master said it stamped it.
   bool writer_;
+  bool readers_seen_ = false;
   bool intent_sent_ = false;
   std::string fair_id_;   // fair: its id in the queues (16 hex digits, drawn at the first attempt)
   std::string intent_id_;

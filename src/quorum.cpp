@@ -1,5 +1,6 @@
 // quorum.cpp — the decision rule and the fan-out round.
 #include "quorum.hpp"
+#include "keys.hpp"
 #include "resp.hpp"
 
 #include <algorithm>
@@ -210,8 +211,8 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
     if (r.type == ReplyView::Type::status && r.str == "OK") {
       out.outcome = Outcome::ok;
     } else if (command == CommandId::set_nx && r.type == ReplyView::Type::nil) {
-      out.outcome = Outcome::held;  // SET NX says only "not set"
-      out.error = "held by another token";
+      out.outcome = Outcome::held;  // SET NX says only "not set" (with GET, also whether readers hold it)
+      out.error = r.str == readers_mark ? readers_held_text : "held by another token";
     } else if (command == CommandId::read_acquire && r.type == ReplyView::Type::integer) {
       // A writer holds it, or waits for the readers (its intent).
       held_by_another(r.integer, out);

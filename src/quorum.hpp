@@ -233,6 +233,9 @@ QuorumTally tally_of(const std::vector<NodeOutcome>& nodes, RoundRule rule) noex
 
 // token_absent_text: the error text of a master that answered "not ours" to
 // an extend or release (an extend round's and a batched extension's alike).
+// readers_held_text: the error text of a master whose SET NX … GET found
+// the readers' mark (Redis 7 and later).
+inline constexpr std::string_view readers_held_text = "held by readers";
 inline constexpr std::string_view token_absent_text = "token not present (expired, released, or another holder)";
 // gone_on_retry_text: the note of a master that answered "not ours" to a
 // release's retry after an earlier round of that release may have run

@@ -738,7 +738,7 @@ inline constexpr std::string_view read_release_script = join_text<rw_common, rea
 
 // write_acquire: KEYS[1] lock key, KEYS[2] writers; ARGV[1] value, ARGV[2]
 // ttl ms, ARGV[3] the writer's id, ARGV[4] life ms. The retry of a plain
-// acquire that waits. Set if free (SET NX PX), its intent gone → +OK.
+// acquire that waits, once it met readers. Set if free (SET NX PX), its intent gone → +OK.
 // Held → :PTTL. Held by readers, or with writers' intents already here
 // (readers are about), the writer stamps its intent to lapse `life` ms
 // from now unless its next round comes first (a writer that died stops
