@@ -40,7 +40,8 @@
 //              acquire …; sample = one acquire+release pair. --permits P:
 //              the resource is a semaphore of P permits (each acquire takes
 //              one, each release gives it back; the runner's
-//              latency-semaphore).
+//              latency-semaphore). --shared: each acquire is a read lock
+//              (AcquireOptions::shared; the runner's latency-shared).
 //   throughput C chains like that on C distinct resources, all pipelined on
 //              the same five connections; ops = pairs; cpu_us_per_op =
 //              getrusage(RUSAGE_SELF) user+sys over the run / pairs.
@@ -148,7 +149,7 @@ using redlock::AsyncClient;
 // check_masters: the warm-up; empty, or why no majority of the masters answered.
 std::string check_masters(uv_loop_t* loop, AsyncClient& client, const std::string& resource);
 Metrics run_latency(uv_loop_t* loop, AsyncClient& client, const std::string& base, double seconds,
-                    std::uint32_t permits, std::vector<long long>& samples);
+                    std::uint32_t permits, bool shared, std::vector<long long>& samples);
 Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& base, long concurrency, double seconds,
                        std::vector<long long>& samples);
 Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
@@ -211,6 +212,7 @@ struct Args {
   bool fair = false;
   bool spread = false;
   std::uint32_t permits = 0;
+  bool shared = false;
   long extend_batch_max = static_cast<long>(redlock::Options{}.extend_batch_max);
   long extend_batch_window_ms = static_cast<long>(redlock::Options{}.extend_batch_window.count());
 };
@@ -300,6 +302,7 @@ Args parse_args(int argc, char** argv) {
   CLI::Option* permits = app.add_option("--permits", a.permits, "latency: the resource is a semaphore of P permits")
                              ->type_name("P")
                              ->check(CLI::Range(1, 100));
+  CLI::Option* shared = app.add_flag("--shared", a.shared, "latency: each acquire is a read lock");
   CLI::Option* gate =
       app.add_option("--gate", a.gate,
                      "handoff-crowd: after the warm-up write \"ready PID\" here, then wait for \"go\" on stdin; "
@@ -341,6 +344,8 @@ Args parse_args(int argc, char** argv) {
       throw CLI::ValidationError("--fair", "applies to --scenario handoff-crowd only");
     if (permits->count() > 0 && a.scenario != "latency")
       throw CLI::ValidationError("--permits", "applies to --scenario latency only");
+    if (shared->count() > 0 && (a.scenario != "latency" || permits->count() > 0))
+      throw CLI::ValidationError("--shared", "applies to --scenario latency only, without --permits");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0) std::fputs("redlock_bench: ", stderr);
     std::exit(app.exit(e) == 0 ? 0 : 2);
@@ -399,7 +404,7 @@ int main(int argc, char** argv) {
   std::vector<long long> samples;  // µs
   Metrics m;
   if (args.scenario == "latency") {
-    m = run_latency(&loop, *clients[0], base, args.seconds, args.permits, samples);
+    m = run_latency(&loop, *clients[0], base, args.seconds, args.permits, args.shared, samples);
   } else if (args.scenario == "throughput") {
     m = run_throughput(&loop, *clients[0], base, args.concurrency, args.seconds, samples);
   } else if (args.scenario == "handoff") {

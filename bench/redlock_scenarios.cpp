@@ -184,6 +184,7 @@ struct ChainRun {
   long active = 0;
   bool done = false;
   std::uint32_t permits = 0;  // a semaphore's (latency --permits)
+  bool shared = false;        // read locks (latency --shared)
 };
 
 class Chain {
@@ -198,6 +199,7 @@ class Chain {
     t0_ = clk::now();
     redlock::AcquireOptions o = acquire_opts(lock_ttl);
     o.permits = s_.permits;
+    o.shared = s_.shared;
     s_.client->acquire(resource_, std::move(o), [this](Result<Lock> r) {
       if (!r) {
         note_error(*s_.run, "acquire: " + r.error().to_string());
@@ -212,7 +214,7 @@ class Chain {
         }
         next();
       };
-      if (r->permit) return s_.client->release(*r, std::move(released));  // the permit's key
+      if (r->permit || r->shared) return s_.client->release(*r, std::move(released));  // the permit's key, the reader's entry
       s_.client->release(resource_, std::move(r->token), std::move(released));
     });
   }
@@ -224,10 +226,10 @@ class Chain {
 };
 
 Run measure_chains(uv_loop_t* loop, AsyncClient& client, const std::string& base, long chains, double seconds,
-                   bool measure_cpu, std::uint32_t permits = 0) {
+                   bool measure_cpu, std::uint32_t permits = 0, bool read = false) {
   Run run;
   run.samples.reserve(static_cast<std::size_t>(std::min(seconds * 100000, 1e7)));
-  ChainRun shared{&client, &run, {}, chains, false, permits};
+  ChainRun shared{&client, &run, {}, chains, false, permits, read};
   std::vector<std::unique_ptr<Chain>> all;
   for (long i = 0; i < chains; ++i) {
     all.push_back(std::make_unique<Chain>(shared, chains == 1 ? base : base + "-" + std::to_string(i)));
@@ -855,8 +857,8 @@ std::string check_masters(uv_loop_t* loop, AsyncClient& client, const std::strin
 }
 
 Metrics run_latency(uv_loop_t* loop, AsyncClient& client, const std::string& base, double seconds,
-                    std::uint32_t permits, std::vector<long long>& samples) {
-  return finish(measure_chains(loop, client, base, 1, seconds, false, permits), samples);
+                    std::uint32_t permits, bool shared, std::vector<long long>& samples) {
+  return finish(measure_chains(loop, client, base, 1, seconds, false, permits, shared), samples);
 }
 
 Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& base, long concurrency, double seconds,

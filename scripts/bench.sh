@@ -20,7 +20,7 @@
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
 #                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls,
-#                   latency-semaphore,
+#                   latency-semaphore, latency-shared,
 #                   handoff-crowd-1, handoff-crowd-8, handoff-crowd-64,
 #                   handoff-crowd-256, handoff-crowd-1-fair,
 #                   handoff-crowd-8-fair, handoff-crowd-64-fair,
@@ -46,7 +46,8 @@
 # (the program's --permits 3: each acquire takes a permit, each release
 # gives it back). redlock only: the peers have no multi-master semaphore,
 # the floor no permits; the report sets it against redlock's own mutex
-# latency of the same run.
+# latency of the same run. latency-shared is the same with read locks (the
+# program's --shared: read_acquire, read_release), redlock only as well.
 #
 # handoff: a holder and a waiter on one resource; the sample is the holder's
 # release returning → the waiter's acquire returning. The floor does the
@@ -136,7 +137,7 @@ DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
 ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
-               latency-semaphore
+               latency-semaphore latency-shared
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
                leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32)
@@ -374,6 +375,7 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
       samples=$OUT/samples/$sys.$label.r$round.txt
       args+=(--samples "$samples")
       [[ $label == latency-semaphore ]] && args+=(--permits 3)
+      [[ $label == latency-shared ]] && args+=(--shared)
       ;;
   esac
   limit=$(awk -v s="$seconds" -v n="$locks" -v m="$scen" 'BEGIN { printf "%d", s + 120 + (m == "memory" ? n / 200 : 0) }')
@@ -638,7 +640,7 @@ for ((round = 1; round <= rounds; round++)); do
         scen=latency
         nodes=$NODES_TLS
         ;;
-      latency-semaphore) scen=latency ;;
+      latency-semaphore | latency-shared) scen=latency ;;
       degraded-proxy-0ms | degraded-slow-2ms)
         ((want_slow)) || continue
         scen=latency
@@ -650,6 +652,7 @@ for ((round = 1; round <= rounds; round++)); do
       [[ -n ${PROGRAM[$sys]:-} ]] || continue
       [[ $label == latency-tls && $sys == node-redlock ]] && continue  # the floor has its own TLS
       [[ $label == latency-semaphore && $sys != redlock ]] && continue  # semaphores: redlock's alone
+      [[ $label == latency-shared && $sys != redlock ]] && continue  # read locks: redlock's alone
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
