@@ -115,13 +115,6 @@ class FakeTransport final : public detail::Transport {
     ev.kind = r.kind;
     ev.reply.type = r.type;
     ev.reply.integer = r.integer;
-    if (s.call.command == CommandId::write_acquire && r.type == ReplyView::Type::nil) {
-      // The policies answer acquires as SET NX does; a waiting writer's
-      // retry (write_acquire) reads that "held" as its script says it: the
-      // holder's PTTL, here one out of range (unknown, as SET NX's nil).
-      ev.reply.type = ReplyView::Type::integer;
-      ev.reply.integer = -3;
-    }
     ev.reply.str = r.text;
     if (r.items.size() <= ev.reply.items.size()) {
       for (std::size_t i = 0; i < r.items.size(); ++i) ev.reply.items[i] = r.items[i];
