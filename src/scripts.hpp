@@ -643,8 +643,9 @@ return found
 // readers_mark: no value is ever that), and the readers set
 // ({…}:readers) holds each reader's value by the master's time when its
 // hold ends. On every master, at every moment, the mark lives at least
-// as long as the latest live reader there — every script that writes the
-// set sets the mark's life to exactly that (cover, below) — so no SET NX
+// as long as the latest live reader there — a reader's acquire and
+// extend grow the mark's life to cover its entry (cover, below), its
+// release shrinks the life to the latest reader left — so no SET NX
 // of a writer lands while a reader's entry is live, and no reader joins
 // while a writer's value is there: on each master a writer's key and a
 // live reader entry never coexist, which is all the mutex's argument
@@ -654,52 +655,45 @@ return found
 
 // rw_common: the first part of every read-write script: now, the
 // master's time in ms (TIME), and
-//   prune(set): takes out the entries whose time is at or before now;
-//   cover(lock, readers): prunes the readers; none left → both keys
-//     deleted (the caller knows the lock key holds the mark, or nothing)
-//     → false; else the mark is set to live exactly as long as the latest
-//     reader, and the set as long → true.
+//   prune(set): takes out the entries whose time is at or before now
+//     (one ZREMRANGEBYSCORE);
+//   cover(lock, readers, ttl, marked): after a reader's entry moved to
+//     now + ttl, the mark (`marked`: it stands already) and the set live
+//     at least that long: set anew if shorter, else untouched.
 inline constexpr std::string_view rw_common = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function prune(set)
-  while true do
-    local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
-    if not first[2] or tonumber(first[2]) > now then return end
-    redis.call('ZREM', set, first[1])
-  end
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
 end
-local function cover(lock, readers)
-  prune(readers)
-  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-  if not last[2] then
-    redis.call('DEL', lock, readers)
-    return false
+local function cover(lock, readers, ttl, marked)
+  if not marked or redis.call('PTTL', lock) < ttl then
+    redis.call('SET', lock, '~readers', 'PX', ttl)
+    redis.call('PEXPIRE', readers, ttl)
   end
-  local life = tonumber(last[2]) - now
-  redis.call('SET', lock, '~readers', 'PX', life)
-  redis.call('PEXPIRE', readers, life)
-  return true
 end
 )lua";
 
 // read_acquire: KEYS[1] lock key, KEYS[2] readers, KEYS[3] writers;
 // ARGV[1] value, ARGV[2] ttl ms. A writer's value on the lock key →
-// :its PTTL. A live writer's intent → :the longer of the readers' PTTL
-// and the last intent's lapse (when the writer, or its intent, is gone),
-// nothing set. Else the value joins the readers until now + ttl, the mark
-// covers it → +OK.
+// :its PTTL. A live writer's intent (the last one's lapse is after now:
+// if it lapsed, all did) → :the longer of the readers' PTTL and that
+// lapse (when the writer, or its intent, is gone), nothing set. Else the
+// value joins the readers until now + ttl, the mark covers it → +OK.
+// Dead readers' entries go here (prune) while the mark stands; without
+// the mark every entry is dead and the set goes with its own expiry.
 inline constexpr std::string_view read_acquire_body = R"lua(
 local v = redis.call('GET', KEYS[1])
 if v and v ~= '~readers' then return redis.call('PTTL', KEYS[1]) end
-prune(KEYS[3])
 local w = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-if w[2] then
+if w[2] and tonumber(w[2]) > now then
   local held = v and redis.call('PTTL', KEYS[1]) or 0
   return math.max(held, tonumber(w[2]) - now)
 end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-cover(KEYS[1], KEYS[2])
+local ttl = tonumber(ARGV[2])
+if v then prune(KEYS[2]) end
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+cover(KEYS[1], KEYS[2], ttl, v)
 return redis.status_reply('OK')
 )lua";
 inline constexpr std::string_view read_acquire_script = join_text<rw_common, read_acquire_body>::value;
@@ -712,24 +706,33 @@ inline constexpr std::string_view read_acquire_script = join_text<rw_common, rea
 inline constexpr std::string_view read_extend_body = R"lua(
 local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not s or tonumber(s) <= now or redis.call('GET', KEYS[1]) ~= '~readers' then return 0 end
-local e = now + tonumber(ARGV[2])
-if e > tonumber(s) then redis.call('ZADD', KEYS[2], e, ARGV[1]) end
-cover(KEYS[1], KEYS[2])
+local ttl = tonumber(ARGV[2])
+if now + ttl > tonumber(s) then redis.call('ZADD', KEYS[2], now + ttl, ARGV[1]) end
+cover(KEYS[1], KEYS[2], ttl, true)
 return 1
 )lua";
 inline constexpr std::string_view read_extend_script = join_text<rw_common, read_extend_body>::value;
 
 // read_release: KEYS[1] lock key, KEYS[2] readers; ARGV[1] value, ARGV[2]
-// the release channel, absent for a rollback. Our entry leaves the set;
-// the mark then covers the readers left, or goes with the last, and a
-// release announces that on the channel (writers wait for it). → :1 if
-// our entry was live, else :0.
+// the release channel, absent for a rollback. Our entry leaves the set.
+// While the mark stands: no live reader left (the last entry's end is
+// not after now: if it ended, all did) → both keys go, and a release
+// announces that on the channel (writers wait for it); else, if ours was
+// the latest end, the mark shrinks to the latest left. → :1 if our entry
+// was live, else :0.
 inline constexpr std::string_view read_release_body = R"lua(
 local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not s then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('GET', KEYS[1]) == '~readers' and not cover(KEYS[1], KEYS[2]) and ARGV[2] then
-  redis.pcall('PUBLISH', ARGV[2], ARGV[1])
+if redis.call('GET', KEYS[1]) == '~readers' then
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not last[2] or tonumber(last[2]) <= now then
+    redis.call('DEL', KEYS[1], KEYS[2])
+    if ARGV[2] then redis.pcall('PUBLISH', ARGV[2], ARGV[1]) end
+  elseif tonumber(last[2]) < tonumber(s) then
+    redis.call('SET', KEYS[1], '~readers', 'PX', tonumber(last[2]) - now)
+    redis.call('PEXPIRE', KEYS[2], tonumber(last[2]) - now)
+  end
 end
 if tonumber(s) > now then return 1 end
 return 0

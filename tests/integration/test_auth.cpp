@@ -304,7 +304,8 @@ TEST_CASE("read locks need the rule's read permissions: without them a clear err
   CHECK(server.command({"EXISTS", "redlock:{acl-rw}:lock", "redlock:{acl-rw}:readers"}).integer == 0);
 
   // With the read permissions docs/security.md adds, everything works.
-  REQUIRE(server.command({"ACL", "SETUSER", "locker", "+zadd", "+zrem", "+zrange", "+zscore"}).str == "OK");
+  REQUIRE(server.command({"ACL", "SETUSER", "locker", "+zadd", "+zrem", "+zrange", "+zscore", "+zremrangebyscore"})
+              .str == "OK");
   auto reader = client->acquire("acl-rw", read);
   REQUIRE_MESSAGE(reader.ok(), reader.error().to_string());
   auto extended = client->extend(*reader, 10000ms);

@@ -819,6 +819,31 @@ struct Master::Impl {
     return integer(removed);
   }
 
+  // ZREMRANGEBYSCORE key min max → how many left; min and max as Redis
+  // reads them (zslParseRange): a score, "-inf"/"+inf", or "(" before one
+  // for an open end. An emptied set's key is gone.
+  Reply zremrangebyscore(Args a) {
+    const auto bound = [](std::string_view text, double& v, bool& open) {
+      open = !text.empty() && text[0] == '(';
+      if (open) text.remove_prefix(1);
+      return parse_score(text, v);
+    };
+    double min = 0, max = 0;
+    bool min_open = false, max_open = false;
+    if (!bound(a[2], min, min_open) || !bound(a[3], max, max_open)) return error("ERR min or max is not a float");
+    Reply failed;
+    ZSet* z = find_zset(a[1], failed);
+    if (failed.is_error()) return failed;
+    if (z == nullptr) return integer(0);
+    const auto gone = std::remove_if(z->entries.begin(), z->entries.end(), [&](const auto& e) {
+      return (min_open ? e.first > min : e.first >= min) && (max_open ? e.first < max : e.first <= max);
+    });
+    const auto removed = static_cast<long long>(z->entries.end() - gone);
+    z->entries.erase(gone, z->entries.end());
+    if (z->entries.empty()) keys.erase(keys.find(a[1]));
+    return integer(removed);
+  }
+
   Reply zcard(Args a) {
     Reply failed;
     const ZSet* z = find_zset(a[1], failed);
@@ -1436,6 +1461,10 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
       {"zrank", 3, false, &Impl::zrank},
       {"zscore", 3, false, &Impl::zscore},
   };
+  // Longer names, compared whole (none is sent often).
+  static constexpr Command long_commands[] = {
+      {"zremrangebyscore", 4, false, &Impl::zremrangebyscore},
+  };
   // A name of up to 8 bytes packed into one word, each byte ORed with 0x20:
   // that maps a letter to its lowercase and nothing else to a letter, and
   // every command name is lowercase letters only. A lookup packs the name
@@ -1452,7 +1481,12 @@ const Master::Impl::Command* Master::Impl::find_command(std::string_view name) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = pack(commands[i].name);
     return out;
   }();
-  if (name.empty() || name.size() > 8) return nullptr;
+  if (name.size() > 8) {
+    for (const auto& c : long_commands)
+      if (iequals(name, c.name)) return &c;
+    return nullptr;
+  }
+  if (name.empty()) return nullptr;
   const std::uint64_t word = pack(name);
   for (std::size_t i = 0; i < packed.size(); ++i) {
     if (packed[i] == word && commands[i].name.size() == name.size()) return &commands[i];

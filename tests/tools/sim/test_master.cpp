@@ -556,6 +556,25 @@ TEST_CASE("sorted sets: ZADD, ZRANGE, ZREM, ZCARD, ZRANK, ZSCORE as Redis 7 answ
   CHECK(sim.cmd({"ZRANK", "q"}) == E("ERR wrong number of arguments for 'zrank' command"));
 }
 
+TEST_CASE("sorted sets: ZREMRANGEBYSCORE as Redis 7 answers it (closed, open and infinite ends)") {
+  Sim sim;
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "-inf", "+inf"}) == I(0));
+  CHECK(sim.cmd({"ZADD", "q", "1", "a", "2", "b", "3", "c", "4", "d"}) == I(4));
+  CHECK(sim.cmd({"zremrangebyscore", "q", "-inf", "1"}) == I(1));  // any case; the end is in
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "(2", "(4"}) == I(1));   // open ends: c alone
+  CHECK(sim.cmd({"ZRANGE", "q", "0", "-1"}) == A({B("b"), B("d")}));
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "5", "1"}) == I(0));  // an empty range
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "x", "1"}) == E("ERR min or max is not a float"));
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "0", "(nan"}) == E("ERR min or max is not a float"));
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "0"}) ==
+        E("ERR wrong number of arguments for 'zremrangebyscore' command"));
+  CHECK(sim.cmd({"ZREMRANGEBYSCORE", "q", "2", "inf"}) == I(2));
+  CHECK(sim.cmd({"EXISTS", "q"}) == I(0));  // an emptied set's key is gone
+  CHECK(sim.cmd({"SET", "s", "v"}) == S("OK"));
+  CHECK(is_error_starting(sim.cmd({"ZREMRANGEBYSCORE", "s", "0", "1"}), "WRONGTYPE"));
+  CHECK(is_error_starting(sim.cmd({"ZREMRANGEBYSCOREX", "s", "0", "1"}), "ERR unknown command"));
+}
+
 TEST_CASE("sorted sets: typed keys (WRONGTYPE), expiry, PTTL, PEXPIRE, DEL, FLUSHALL, restart, keys()") {
   Sim sim;
   REQUIRE(sim.cmd({"ZADD", "q", "1", "a"}) == I(1));
