@@ -1,5 +1,6 @@
 // status.cpp — `redlock status RESOURCE`: who holds it on each master and
-// what a quorum of them agrees on, and who waits in its fair queue.
+// what a quorum of them agrees on — one holder, or readers — and who waits:
+// in its fair queue, or as writers behind its readers.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -8,6 +9,16 @@
 #include "commands.hpp"
 
 namespace redlock::cli {
+namespace {
+
+// shared_count: counted masters held by readers.
+std::size_t shared_count(const ResourceStatus& st) {
+  return static_cast<std::size_t>(std::count_if(st.nodes.begin(), st.nodes.end(), [](const NodeHolding& n) {
+    return !n.quarantined && n.state == NodeHolding::State::shared;
+  }));
+}
+
+}  // namespace
 
 int run_status(const Args& a) {
   check_resource(a.resource);
@@ -19,14 +30,18 @@ int run_status(const Args& a) {
   }
   const ResourceStatus& st = *r;
   std::size_t answered = 0;
-  // The fair queue: shown (a QUEUE column, a line) only when a master has one.
-  std::size_t queue_nodes = 0, longest_queue = 0;
+  // The fair queue: shown (a QUEUE column, a line) only when a master has
+  // one; readers and waiting writers (a READERS column, a line) only when
+  // a master has some.
+  std::size_t queue_nodes = 0, longest_queue = 0, rw_nodes = 0;
   for (const NodeHolding& n : st.nodes) {
     queue_nodes += n.queued > 0 ? 1 : 0;
     longest_queue = std::max(longest_queue, n.queued);
+    rw_nodes += n.readers + n.writers_waiting > 0 || n.state == NodeHolding::State::shared ? 1 : 0;
   }
   json nodes = json::array();
   std::vector<std::string> header{"NODE", "STATE", "TOKEN", "TTL", "FENCE", "RTT", "DETAIL"};
+  if (rw_nodes > 0) header.insert(header.end() - 1, "READERS");
   if (queue_nodes > 0) header.insert(header.end() - 1, "QUEUE");
   Table table(std::move(header));
   for (const NodeHolding& n : st.nodes) {
@@ -36,27 +51,38 @@ int run_status(const Args& a) {
     const bool read = up && n.state != NodeHolding::State::wrong_type;
     answered += up && !n.quarantined ? 1 : 0;
     const bool held = n.state == NodeHolding::State::held;
+    const bool lasts = held || n.state == NodeHolding::State::shared;  // a TTL to show
     nodes.push_back({{"address", n.address},
                      {"state", state_name(n.state)},
                      {"token", held ? json(n.token) : json(nullptr)},
                      {"owner", held ? owner_json(n.owner) : json(nullptr)},
-                     {"ttl_ms", held ? json(n.ttl.count()) : json(nullptr)},
+                     {"ttl_ms", lasts ? json(n.ttl.count()) : json(nullptr)},
                      {"fence", read ? json(n.fence) : json(nullptr)},
                      {"quarantined", n.quarantined},
                      {"rtt_us", up ? json(n.rtt.count()) : json(nullptr)},
                      {"error", n.error.empty() ? json(nullptr) : json(n.error)},
                      {"queued", read ? json(n.queued) : json(nullptr)},
                      {"lapsed", read ? json(n.lapsed) : json(nullptr)},
-                     {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)}});
+                     {"queue_head", n.queue_head.empty() ? json(nullptr) : json(n.queue_head)},
+                     {"readers", read ? json(n.readers) : json(nullptr)},
+                     {"writers_waiting", read ? json(n.writers_waiting) : json(nullptr)}});
     std::string detail = escaped(n.error);
     if (n.quarantined) detail = "quarantined (new, restarted, lost its data or another server recently; does not count)";
     if (held && !st.token.empty() && n.token != st.token) detail = "another token than the majority's";
     std::vector<std::string> row{escaped(n.address),
                                  std::string(state_name(n.state)),
                                  held ? short_token(n.token) : "-",
-                                 held ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
+                                 lasts ? (n.ttl.count() < 0 ? "no expiry" : fmt_ms(n.ttl.count())) : "-",
                                  read ? std::to_string(n.fence) : "-",
                                  up ? fmt_us(n.rtt.count()) : "-"};
+    if (rw_nodes > 0) {
+      // "3", "3, 1 writer waiting": live readers, and writers waiting on them.
+      std::string cell = read ? std::to_string(n.readers) : "-";
+      if (read && n.writers_waiting > 0) {
+        cell += ", " + std::to_string(n.writers_waiting) + (n.writers_waiting == 1 ? " writer" : " writers") + " waiting";
+      }
+      row.push_back(std::move(cell));
+    }
     if (queue_nodes > 0) {
       row.push_back(!read           ? "-"
                     : n.queued == 0 ? "0"
@@ -72,12 +98,15 @@ int run_status(const Args& a) {
               {"owner", owner_json(st.owner)},
               {"agreeing", st.agreeing},
               {"quorum", st.quorum},
-              {"ttl_ms", st.held ? json(st.ttl.count()) : json(nullptr)},
+              {"ttl_ms", st.held || st.shared ? json(st.ttl.count()) : json(nullptr)},
               {"free_nodes", st.free_nodes},
               {"answered", answered},
               {"queued", st.queued},
               {"lapsed", st.lapsed},
               {"queue_head", st.queue_head.empty() ? json(nullptr) : json(st.queue_head)},
+              {"shared", st.shared},
+              {"readers", st.readers},
+              {"writers_waiting", st.writers_waiting},
               {"nodes", nodes}};
   put_name(out, "resource", st.resource);
   std::string human;
@@ -88,12 +117,23 @@ int run_status(const Args& a) {
             std::to_string(st.nodes.size()) + " masters (quorum " + std::to_string(st.quorum) + ")" +
             (st.ttl.count() < 0 ? ", with no expiry" : "; a majority holds it for another " + fmt_ms(st.ttl.count())) +
             "\n";
+  } else if (st.shared) {
+    human = quote(st.resource) + " is held by readers (" +
+            (st.readers > 0 ? std::to_string(st.readers) + " on a majority" : std::string("none a majority counts")) +
+            ") on " + std::to_string(shared_count(st)) + " of " + std::to_string(st.nodes.size()) +
+            " masters (quorum " + std::to_string(st.quorum) + ")" +
+            (st.ttl.count() < 0 ? ", with no expiry" : "; a majority holds it for another " + fmt_ms(st.ttl.count())) +
+            "\n";
   } else if (!known) {
     human = quote(st.resource) + ": unknown — only " + std::to_string(answered) + " of " +
             std::to_string(st.nodes.size()) + " masters answered (quorum " + std::to_string(st.quorum) + ")\n";
-  } else if (st.agreeing == 0) {
+  } else if (st.agreeing == 0 && shared_count(st) == 0) {
     human = quote(st.resource) + " is free on every master that answered (" + std::to_string(st.free_nodes) + " of " +
             std::to_string(st.nodes.size()) + ")\n";
+  } else if (shared_count(st) > 0) {
+    human = quote(st.resource) + " is not held by a majority: readers hold it on " + std::to_string(shared_count(st)) +
+            " of " + std::to_string(st.nodes.size()) + " masters, at most " + std::to_string(st.agreeing) +
+            " agree on one token (quorum " + std::to_string(st.quorum) + ")\n";
   } else {
     human = quote(st.resource) + " is not held by a majority: at most " + std::to_string(st.agreeing) + " of " +
             std::to_string(st.nodes.size()) + " masters agree on one token (quorum " + std::to_string(st.quorum) +
@@ -113,6 +153,10 @@ int run_status(const Args& a) {
                std::to_string(queue_nodes) + " of " + std::to_string(st.nodes.size()) + " masters";
     }
     human += "\n";
+  }
+  if (st.writers_waiting > 0) {
+    human += "writers waiting: " + std::to_string(st.writers_waiting) +
+             " on a majority (no new reader joins until they have had the lock or given up)\n";
   }
   if (st.lapsed > 0) {
     human += "fair queue: " + std::to_string(st.lapsed) +

@@ -198,7 +198,12 @@ void AcquireOperation::start_attempt() {
   to(State::attempting);
   t1_ = now();
   if (sabotage().wall_clock) t1_wall_ = engine_.runtime().wall_now();
-  launch(attempt_call(), RoundMode::majority);
+  Call call = attempt_call();
+  // A writer's intent may be stamped on any master this reaches, also
+  // where the answer comes after the round's decision: taken back when it
+  // ends (leave_intent; on each connection the leave comes after the stamp).
+  if (call.command == CommandId::write_acquire) intent_sent_ = true;
+  launch(std::move(call), RoundMode::majority);
 }
 
 // start_fence_phase: phase 1 reached a majority; F = the highest counter any
@@ -307,9 +312,6 @@ void AcquireOperation::evaluate() {
   if (sabotage().no_elapsed) elapsed = microseconds{0};
   if (sabotage().wall_clock) elapsed = duration_cast<microseconds>(engine_.runtime().wall_now() - t1_wall_);
   const QuorumTally tally = round_->tally();
-  // A writer's intent stamped on some master: taken back when it ends. (A
-  // stamp whose answer comes after the decision lapses by itself.)
-  if (round_->call().command == CommandId::write_acquire && round_->max_counter() > 0) intent_sent_ = true;
   const RoundClock clock = clock_of(ttl_, elapsed, true);
   const Verdict verdict = decide(tally, &clock);
   if (verdict == Verdict::yes && keys_.semaphore()) return grant_permit(clock, at, elapsed);

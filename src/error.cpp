@@ -62,6 +62,7 @@ std::string_view state_name(NodeHolding::State s) noexcept {
     case NodeHolding::State::held: return "held";
     case NodeHolding::State::unreachable: return "unreachable";
     case NodeHolding::State::wrong_type: return "wrong_type";
+    case NodeHolding::State::shared: return "shared";
   }
   return "unreachable";
 }

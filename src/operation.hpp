@@ -210,7 +210,8 @@ class AcquireOperation final : public Operation, public WakeListener {
   // A plain acquire that waits: once an attempt met readers (SET NX …
   // GET found their mark), its retries are write_acquire and stamp its
   // intent; intent_id_ names it there (16 hex digits, drawn at the first
-  // attempt), intent_sent_ once a master said it stamped it.
+  // attempt), intent_sent_ once a write_acquire went out (a master may
+  // stamp it even where its answer comes too late to count).
   bool writer_;
   bool readers_seen_ = false;
   bool intent_sent_ = false;

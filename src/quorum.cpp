@@ -223,7 +223,7 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
       held_by_another(r.integer, out);
     } else if (command == CommandId::write_acquire && r.type == ReplyView::Type::array && r.item_count == 2 &&
                r.items[1] == 1) {
-      held_by_another(r.items[0], out);  // its intent stamped (QuorumRound::max_counter)
+      held_by_another(r.items[0], out);  // its intent stamped there
     } else {
       unexpected(event, out);
     }
@@ -309,10 +309,6 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (call_.command == CommandId::fenced_acquire && event.kind == EventKind::reply &&
       event.reply.type == ReplyView::Type::array && event.reply.item_count >= 2) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);
-  }
-  if (call_.command == CommandId::write_acquire && event.kind == EventKind::reply &&
-      event.reply.type == ReplyView::Type::array && event.reply.item_count == 2 && event.reply.items[1] == 1) {
-    max_counter_ = 1;
   }
   if (call_.command == CommandId::fair_acquire && event.kind == EventKind::reply && fair_reply(event.reply)) {
     max_counter_ = std::max(max_counter_, event.reply.items[1]);

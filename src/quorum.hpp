@@ -182,8 +182,7 @@ class QuorumRound final : public ReplySink {
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
   const Call& call() const noexcept { return call_; }
   // max_counter: the highest fence counter read so far (fenced_acquire
-  // rounds), or ticket (fair_acquire rounds); 0 when none. write_acquire
-  // rounds: 1 once a master stamped the writer's intent.
+  // rounds), or ticket (fair_acquire rounds); 0 when none.
   long long max_counter() const noexcept { return max_counter_; }
   // quorum_rank: a fair acquire's place in the masters' queues — the
   // lowest r such that a quorum of the masters put it at r or ahead

@@ -261,6 +261,14 @@ return released
 // `status` tells such a master from one that did not answer (TYPE under
 // pcall: for a user without it TYPE is "unknown", and the key is still
 // named).
+// KEYS[5] and KEYS[6] (optional): the read-write lock's readers and
+// writers sets. Their live entries (an end or lapse after the master's
+// now) come first when there are any: "readers COUNT " (readers holding
+// there) and "writers COUNT " (writers waiting on them, their intents),
+// in that order, before "lapsed"; a set that cannot be read (an ACL
+// without ZRANGE) counts none; one that is no sorted set is wrongtype.
+// The lock key then holds the readers' mark (readers_mark, src/keys.hpp)
+// as its value.
 inline constexpr std::string_view inspect_script = R"lua(
 local function wrongtype(key)
   local kind = redis.pcall('TYPE', key)['ok'] or 'unknown'
@@ -270,6 +278,21 @@ local got = {}
 for i = 1, 2 do
   got[i] = redis.pcall('GET', KEYS[i])
   if type(got[i]) == 'table' then return wrongtype(KEYS[i]) end
+end
+local rw = ''
+for i = 5, 6 do
+  local live = 0
+  local all = KEYS[i] and redis.pcall('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES') or {}
+  if all['err'] then
+    if string.sub(all['err'], 1, 9) == 'WRONGTYPE' then return wrongtype(KEYS[i]) end
+  elseif #all > 0 then
+    local clock = redis.call('TIME')
+    local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+    for j = 2, #all, 2 do
+      if tonumber(all[j]) > now then live = live + 1 end
+    end
+  end
+  if live > 0 then rw = rw .. (i == 5 and 'readers ' or 'writers ') .. live .. ' ' end
 end
 local queue = ''
 local n = 0
@@ -307,8 +330,8 @@ if n > 0 then
   if live < n then queue = 'lapsed ' .. (n - live) .. ' ' .. queue end
 end
 local fence = got[2] or '0'
-if not got[1] then return queue .. '-2 ' .. fence end
-return queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
+if not got[1] then return rw .. queue .. '-2 ' .. fence end
+return rw .. queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[1]
 )lua";
 
 // marker: KEYS[1] the master's data-loss marker, KEYS[2] the run id of the

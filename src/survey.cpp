@@ -111,7 +111,8 @@ void Reports::one_less() {
 void Reports::status(std::string resource, StatusDone done) {
   if (closing_) return answer_closed(std::move(done));
   std::string key = lock_key(prefix_, resource);
-  std::vector<std::string> more{fence_key_of(key), queue_key_of(key), expiry_key_of(key)};
+  std::vector<std::string> more{fence_key_of(key), queue_key_of(key), expiry_key_of(key), readers_key_of(key),
+                                writers_key_of(key)};
   Call call{.command = CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
   survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                               std::vector<SurveyAnswer> answers) mutable {
@@ -182,9 +183,25 @@ bool parse_int(std::string_view text, long long& v) {
 
 }  // namespace
 
+// take_count: "NAME COUNT " at the start of `text` → COUNT (> 0) into
+// `out`, and `text` past it; absent → true, `out` untouched; malformed →
+// false.
+bool take_count(std::string_view& text, std::string_view name, std::size_t& out) {
+  if (!text.starts_with(name) || text.size() == name.size() || text[name.size()] != ' ') return true;
+  const std::string_view rest = text.substr(name.size() + 1);
+  const std::size_t sp = rest.find(' ');
+  long long count = 0;
+  if (sp == std::string_view::npos || !parse_int(rest.substr(0, sp), count) || count <= 0) return false;
+  out = static_cast<std::size_t>(count);
+  text = rest.substr(sp + 1);
+  return true;
+}
+
 bool parse_inspect(std::string_view text, NodeHolding& out) {
   out.queued = 0;
   out.lapsed = 0;
+  out.readers = 0;
+  out.writers_waiting = 0;
   out.queue_head.clear();
   const std::string_view all = text;
   auto unexpected = [&] {
@@ -192,17 +209,17 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
     out.error = "unexpected reply to the inspect script: " + std::string(all.substr(0, 80));
     out.queued = 0;
     out.lapsed = 0;
+    out.readers = 0;
+    out.writers_waiting = 0;
     out.queue_head.clear();
     return false;
   };
-  if (text.starts_with("lapsed ")) {
-    // "lapsed COUNT " first: waiters whose place lapsed, still in the queue.
-    text.remove_prefix(std::string_view("lapsed ").size());
-    const std::size_t sp = text.find(' ');
-    long long count = 0;
-    if (sp == std::string_view::npos || !parse_int(text.substr(0, sp), count) || count <= 0) return unexpected();
-    out.lapsed = static_cast<std::size_t>(count);
-    text.remove_prefix(sp + 1);
+  // "readers COUNT ", "writers COUNT " (read locks, writers waiting on
+  // them), then "lapsed COUNT " (waiters whose place lapsed, still in the
+  // fair queue), each only when there are any.
+  if (!take_count(text, "readers", out.readers) || !take_count(text, "writers", out.writers_waiting) ||
+      !take_count(text, "lapsed", out.lapsed)) {
+    return unexpected();
   }
   if (text.starts_with("queue ")) {
     // "queue COUNT HEAD " before the holding (a fair queue with live waiters).
@@ -228,6 +245,8 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
                   (key.ends_with(":fence")   ? ", not a fence counter"
                    : key.ends_with(":queue") ? ", not a fair queue"
                    : key.ends_with(":expiry") ? ", not a fair queue's expiry set"
+                   : key.ends_with(":readers") ? ", not a read-write lock's readers"
+                   : key.ends_with(":writers") ? ", not a read-write lock's waiting writers"
                                              : ", not a lock");
       return true;
     }
@@ -244,10 +263,17 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
     return true;
   }
   if (ok && pttl >= -1 && pttl <= most_server_ttl.count() && sp2 != std::string_view::npos) {
-    out.state = NodeHolding::State::held;
     out.ttl = milliseconds{pttl};
     out.fence = static_cast<std::uint64_t>(fence);
-    out.token.assign(rest.substr(sp2 + 1));
+    const std::string_view value = rest.substr(sp2 + 1);
+    if (value == readers_mark) {  // held by readers: no token (none is ever the mark)
+      out.state = NodeHolding::State::shared;
+      out.token.clear();
+      out.owner.reset();
+      return true;
+    }
+    out.state = NodeHolding::State::held;
+    out.token.assign(value);
     out.owner = owner_of(out.token);
     return true;
   }
@@ -273,6 +299,8 @@ void summarize_queue(ResourceStatus& status) {
   status.queue_head.clear();
   status.queued = quorum_reports(status, &NodeHolding::queued);
   status.lapsed = quorum_reports(status, &NodeHolding::lapsed);
+  status.readers = quorum_reports(status, &NodeHolding::readers);
+  status.writers_waiting = quorum_reports(status, &NodeHolding::writers_waiting);
   std::map<std::string_view, std::size_t> heads;
   for (const NodeHolding& n : status.nodes) {
     if (!n.quarantined && n.queued > 0 && !n.queue_head.empty()) ++heads[n.queue_head];
@@ -291,10 +319,12 @@ void summarize(ResourceStatus& status) {
   status.agreeing = 0;
   status.free_nodes = 0;
   std::map<std::string_view, std::size_t> counts;
+  std::size_t shared = 0;
   for (const NodeHolding& n : status.nodes) {
     if (n.quarantined) continue;
     if (n.state == NodeHolding::State::free) ++status.free_nodes;
     if (n.state == NodeHolding::State::held) ++counts[n.token];
+    if (n.state == NodeHolding::State::shared) ++shared;
   }
   for (const auto& [token, count] : counts) {
     if (count > status.agreeing) {
@@ -305,13 +335,16 @@ void summarize(ResourceStatus& status) {
   status.owner = owner_of(status.token);
   summarize_queue(status);
   status.held = quorum_says(status.agreeing, status.nodes.size(), status.quorum);
+  status.shared = quorum_says(shared, status.nodes.size(), status.quorum);
   status.ttl = milliseconds{0};
-  if (status.held) {
+  if (status.held || status.shared) {
     // How long a majority still holds it: the quorum-th longest TTL (no
-    // expiry counts as longest).
+    // expiry counts as longest) of the holder's, or of the readers' mark.
     std::vector<long long> ttls;
     for (const NodeHolding& n : status.nodes) {
-      if (!n.quarantined && n.state == NodeHolding::State::held && n.token == status.token) {
+      const bool counts = status.held ? n.state == NodeHolding::State::held && n.token == status.token
+                                      : n.state == NodeHolding::State::shared;
+      if (!n.quarantined && counts) {
         ttls.push_back(n.ttl.count() < 0 ? std::numeric_limits<long long>::max() : n.ttl.count());
       }
     }

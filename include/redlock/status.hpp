@@ -57,7 +57,9 @@ struct REDLOCK_API NodesReport {
 };
 
 // NodeHolding — what one master holds for a resource.
-//   state        free, held (token set), wrong_type (the lock key or the
+//   state        free, held (token set), shared (held by readers: the lock
+//                key holds the readers' mark, no token; `readers` says
+//                how many), wrong_type (the lock key or the
 //                fence counter holds something else than a string — a list,
 //                a hash: no lock can be taken there; error names the key
 //                and its type), or unreachable (error set: no answer within
@@ -66,7 +68,9 @@ struct REDLOCK_API NodesReport {
 //                release and extend take
 //   owner        who that value names as its holder (redlock/lock.hpp,
 //                owner_of), when it names one
-//   ttl          its remaining time to live (-1 ms: the key has no expiry)
+//   ttl          its remaining time to live (-1 ms: the key has no expiry);
+//                shared: the readers' mark's, which lives as long as the
+//                latest reader there
 //   fence        this master's fence counter for the resource (0: none)
 //   quarantined  the master restarted recently: its answer does not count
 //   queued       how many live fair waiters wait in the resource's fair
@@ -85,11 +89,18 @@ struct REDLOCK_API NodesReport {
 //                no round within their life (a killed process), or have no
 //                stamp at all — nobody serves them and the next fair script
 //                there takes them out; they hold back no one
-// A queue key or expiry set that holds something else than a sorted set
-// makes the state wrong_type, as the lock key or the fence counter do (no
-// fair acquire works there).
+//   readers      read locks (AcquireOptions::shared) live on this master:
+//                entries of the resource's readers set whose end is after
+//                the master's now; 0: none, or not read (an ACL without
+//                ZRANGE)
+//   writers_waiting  writers waiting on those readers: live intents in
+//                the resource's writers set (docs/design.md, "Writer
+//                preference"); while there is one, no new reader joins
+// A queue key, expiry set, readers or writers set that holds something
+// else than a sorted set makes the state wrong_type, as the lock key or
+// the fence counter do (no fair acquire or read lock works there).
 struct REDLOCK_API NodeHolding {
-  enum class State : std::uint8_t { free, held, unreachable, wrong_type };
+  enum class State : std::uint8_t { free, held, unreachable, wrong_type, shared };
   std::string address;
   State state = State::unreachable;
   std::string token;
@@ -102,6 +113,8 @@ struct REDLOCK_API NodeHolding {
   std::size_t queued = 0;
   std::string queue_head;
   std::size_t lapsed = 0;
+  std::size_t readers = 0;
+  std::size_t writers_waiting = 0;
 };
 
 // ResourceStatus — every master's view of one resource, and the verdict.
@@ -110,8 +123,11 @@ struct REDLOCK_API NodeHolding {
 //   owner        who `token` names as its holder, when it names one
 //   agreeing     how many counted masters hold `token`
 //   held         agreeing ≥ quorum: a majority agrees on one holder
-//   ttl          held only: how long that majority still lasts (the
-//                quorum-th longest TTL among the agreeing masters)
+//   shared       a majority of the masters are held by readers (state
+//                shared): read locks hold the resource, no writer does
+//   ttl          held or shared only: how long that majority still lasts
+//                (the quorum-th longest TTL among the agreeing masters,
+//                or among those held by readers)
 //   free_nodes   counted masters where the key is absent
 //   queued       the fair queue's length a majority agrees on at least: the
 //                quorum-th largest `queued` among the counted masters (an
@@ -128,6 +144,9 @@ struct REDLOCK_API NodeHolding {
 //                expire with its last place); places without a stamp,
 //                left by a version without them, show here until a fair
 //                script takes them out
+//   readers      the live readers a majority reports at least (the
+//                quorum-th largest nodes[i].readers, as for queued)
+//   writers_waiting  the waiting writers a majority reports at least
 struct REDLOCK_API ResourceStatus {
   std::string resource;
   std::vector<NodeHolding> nodes;
@@ -141,9 +160,13 @@ struct REDLOCK_API ResourceStatus {
   std::size_t queued = 0;
   std::string queue_head;
   std::size_t lapsed = 0;
+  bool shared = false;
+  std::size_t readers = 0;
+  std::size_t writers_waiting = 0;
 };
 
-// state_name returns "free", "held", "unreachable" or "wrong_type".
+// state_name returns "free", "held", "shared", "unreachable" or
+// "wrong_type".
 REDLOCK_API std::string_view state_name(NodeHolding::State s) noexcept;
 
 }  // namespace redlock

@@ -241,6 +241,46 @@ TEST_CASE("every attempt writes a value of its own, and a failed attempt is roll
   CHECK(values.size() == static_cast<std::size_t>(e.attempts));
 }
 
+TEST_CASE("a writer's intent stamped after its round's decision is taken back when the writer ends") {
+  // Readers hold on every master: the first SET NX … GET sees their mark,
+  // the retries are write_acquire. Masters 0 and 1 refuse at once without
+  // a stamp; master 2 stamps the intent, but answers after the round was
+  // decided. The writer gives up: its intent must still be taken back on
+  // master 2, after the last stamp sent there.
+  Bed bed(3, [](std::size_t node, const Call& call) {
+    if (call.command == CommandId::set_nx) {
+      Response readers;
+      readers.type = ReplyView::Type::nil;
+      readers.text = "~readers";
+      return readers;
+    }
+    if (call.command == CommandId::write_acquire) {
+      if (node < 2) return redlock::test::int_reply(500);
+      Response late = redlock::test::array_reply({500, 1});
+      late.delay_ms = 5;
+      return late;
+    }
+    return redlock::test::int_reply(1);
+  });
+  bed.options.wake_ups = false;  // poll: a few write_acquire retries
+  std::optional<Result<Lock>> got;
+  AcquireOptions opts;
+  opts.wait = milliseconds{60};
+  bed.engine->acquire("ledger", opts, [&](Result<Lock> r) { got.emplace(std::move(r)); });
+  CHECK(bed.run() == 0);
+  REQUIRE(got.has_value());
+  REQUIRE_FALSE(got->ok());
+  REQUIRE(bed.fake->count(CommandId::write_acquire) > 0);
+  std::ptrdiff_t last_stamp = -1, leave = -1;
+  for (std::size_t i = 0; i < bed.fake->sent.size(); ++i) {
+    const auto& s = bed.fake->sent[i];
+    if (s.node != 2) continue;
+    if (s.call.command == CommandId::write_acquire) last_stamp = static_cast<std::ptrdiff_t>(i);
+    if (s.call.command == CommandId::write_leave) leave = static_cast<std::ptrdiff_t>(i);
+  }
+  CHECK(leave > last_stamp);
+}
+
 TEST_CASE("a failed attempt is rolled back wherever it did not hear \"held\": yes, timeout, failure, error") {
   // Node 0 yes, 1 and 2 held, 3 times out (its SET may still land),
   // 4 fails (the connection broke: the SET may have run), and an error

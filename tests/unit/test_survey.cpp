@@ -278,6 +278,82 @@ TEST_CASE("summarize: the fair queue a majority reports at least, and the head a
   CHECK(down.queue_head == "w1");
 }
 
+TEST_CASE("parse_inspect: readers and writers waiting come first; the readers' mark is shared, not a token") {
+  NodeHolding h;
+  REQUIRE(parse_inspect("readers 3 writers 1 4210 0 ~readers", h));
+  CHECK(h.state == NodeHolding::State::shared);
+  CHECK(std::string(redlock::state_name(h.state)) == "shared");
+  CHECK(h.readers == 3);
+  CHECK(h.writers_waiting == 1);
+  CHECK(h.ttl == milliseconds{4210});
+  CHECK(h.token.empty());
+  CHECK_FALSE(h.owner.has_value());
+
+  NodeHolding writer;  // a writer holds; another waits behind its intent, with the fair queue too
+  REQUIRE(parse_inspect("writers 2 lapsed 1 queue 1 0123abcd4567ef01 800 5 w~x", writer));
+  CHECK(writer.state == NodeHolding::State::held);
+  CHECK(writer.token == "w~x");
+  CHECK(writer.readers == 0);
+  CHECK(writer.writers_waiting == 2);
+  CHECK(writer.lapsed == 1);
+  CHECK(writer.queued == 1);
+
+  NodeHolding mark_minus;  // a value that merely starts as the mark is a token
+  REQUIRE(parse_inspect("800 0 ~readers2", mark_minus));
+  CHECK(mark_minus.state == NodeHolding::State::held);
+
+  NodeHolding cleared;
+  cleared.readers = 7;  // left from an earlier answer: cleared
+  cleared.writers_waiting = 2;
+  REQUIRE(parse_inspect("-2 0", cleared));
+  CHECK(cleared.readers == 0);
+  CHECK(cleared.writers_waiting == 0);
+
+  NodeHolding wrong;
+  REQUIRE(parse_inspect("wrongtype string redlock:{r}:readers", wrong));
+  CHECK(wrong.error == "WRONGTYPE: the key redlock:{r}:readers holds a string, not a read-write lock's readers");
+
+  // In that order only, each a count above 0.
+  for (const char* bad : {"readers", "readers ", "readers 0 -2 0", "readers x -2 0", "writers -1 -2 0",
+                          "writers 1 readers 2 -2 0", "lapsed 1 readers 2 -2 0", "readers 2"}) {
+    CAPTURE(bad);
+    NodeHolding b;
+    CHECK_FALSE(parse_inspect(bad, b));
+    CHECK(b.state == NodeHolding::State::unreachable);
+    CHECK(b.readers == 0);
+    CHECK(b.writers_waiting == 0);
+  }
+}
+
+TEST_CASE("summarize: readers on a majority make it shared, with the readers and writers a majority reports") {
+  auto shared = [](std::size_t readers, long long ttl, std::size_t writers = 0) {
+    NodeHolding h;
+    h.state = NodeHolding::State::shared;
+    h.readers = readers;
+    h.writers_waiting = writers;
+    h.ttl = milliseconds{ttl};
+    return h;
+  };
+  ResourceStatus st;  // 3, 2, 2 readers on three masters; a writer's intent on two
+  st.nodes = {shared(3, 900, 1), shared(2, 700, 1), shared(2, 500), held("w", 100), with_state(NodeHolding::State::free)};
+  summarize(st);
+  CHECK(st.shared);
+  CHECK_FALSE(st.held);
+  CHECK(st.readers == 2);
+  CHECK(st.writers_waiting == 0);  // on two of five only
+  CHECK(st.ttl == milliseconds{500});
+  CHECK(st.token == "w");
+  CHECK(st.agreeing == 1);
+
+  ResourceStatus minority;  // readers on one of three, quarantined ones not counted
+  minority.nodes = {shared(1, 900), shared(1, 900), with_state(NodeHolding::State::free)};
+  minority.nodes[1].quarantined = true;
+  summarize(minority);
+  CHECK_FALSE(minority.shared);
+  CHECK(minority.ttl == milliseconds{0});
+  CHECK(minority.readers == 0);
+}
+
 TEST_CASE("Runtime::post runs each task once, on a later turn, in order, and frees its timer") {
   ManualRuntime rt;
   std::vector<int> ran;
