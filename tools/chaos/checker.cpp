@@ -26,6 +26,7 @@ Window open_window(const Event& ok) {
   w.token = ok.token;
   w.start = ok.t;
   w.deadline = ok.deadline;
+  w.shared = ok.shared;
   return w;
 }
 
@@ -79,9 +80,11 @@ std::vector<Window> build_windows(const std::vector<Event>& ev, std::vector<int>
 
 // count_overlaps sweeps each resource's windows by start, keeping the
 // windows still active (end > current start) ordered by end. Every active
-// window overlaps the new one, so the work is O(n log n + overlaps).
-// Windows are half-open [start, end): touching ones do not overlap and empty
-// ones overlap nothing.
+// window overlaps the new one, so the work is O(n log n + overlapping
+// pairs), readers' included. Windows are half-open [start, end): touching
+// ones do not overlap and empty ones overlap nothing. Two shared windows
+// overlap as readers may: counted apart (shared_overlaps, the evidence that
+// readers did share), neither marked nor an example.
 void count_overlaps(CheckResult& r) {
   std::unordered_map<std::string, std::vector<std::size_t>> by_resource;
   for (std::size_t i = 0; i < r.windows.size(); ++i)
@@ -92,6 +95,10 @@ void count_overlaps(CheckResult& r) {
       Window& w = r.windows[i];
       while (!active.empty() && active.begin()->first <= w.start) active.erase(active.begin());
       for (const auto& [end, j] : active) {
+        if (w.shared && r.windows[j].shared) {
+          ++r.shared_overlaps;
+          continue;
+        }
         ++r.overlaps;
         r.windows[j].overlapped = true;
         w.overlapped = true;
@@ -104,24 +111,50 @@ void count_overlaps(CheckResult& r) {
   for (auto& [a, b] : r.overlap_examples) a.overlapped = b.overlapped = true;
 }
 
-// count_stale_writes: a write is valid only inside its client's latest hold
-// window of that resource that started at or before it — start <= t <= end
-// (end is the release moment at the latest) and t < deadline (Lock::valid()
-// is now < deadline). Anything else is stale.
-void count_stale_writes(CheckResult& r, const std::vector<Event>& ev) {
-  std::map<std::pair<int, std::string>, std::vector<const Window*>> own;  // in start order
-  for (const auto& w : r.windows) own[{w.client, w.resource}].push_back(&w);
+// OwnWindows finds the hold window an event of a holder happened in: its
+// client's latest window of that resource that started at or before it.
+class OwnWindows {
+ public:
+  explicit OwnWindows(const std::vector<Window>& windows) {
+    for (const auto& w : windows) own_[{w.client, w.resource}].push_back(&w);  // windows are in start order
+  }
+  // inside: e happened in that window — start <= t <= end (end is the
+  // release moment at the latest) and t < deadline (Lock::valid() is
+  // now < deadline).
+  bool inside(const Event& e) const {
+    auto it = own_.find({e.client, e.resource});
+    if (it == own_.end()) return false;
+    const auto& list = it->second;
+    auto after = std::upper_bound(list.begin(), list.end(), e.t,
+                                  [](std::int64_t t, const Window* x) { return t < x->start; });
+    if (after == list.begin()) return false;
+    const Window* w = *(after - 1);
+    return e.t <= w->end && e.t < w->deadline;
+  }
+
+ private:
+  std::map<std::pair<int, std::string>, std::vector<const Window*>> own_;
+};
+
+// count_stale_writes: a write is valid only inside its own window
+// (OwnWindows::inside). Anything else is stale.
+void count_stale_writes(CheckResult& r, const std::vector<Event>& ev, const OwnWindows& own) {
+  for (const auto& e : ev)
+    if (e.type == EventType::write && !own.inside(e)) ++r.stale_writes;
+}
+
+// count_torn_reads: a reader reads the counter after its ok, reads it again
+// at its hold's end, and stamps the event after that second read returned:
+// stamped inside its window, both reads were made inside it, where only a
+// writer whose window overlaps it can have written (a write lands after
+// its stamp, inside its writer's window, and before its writer's release).
+// A read stamped outside (a reader paused past its validity) may rightly
+// see a change: not counted, as a stale write is not a lost update.
+void count_torn_reads(CheckResult& r, const std::vector<Event>& ev, const OwnWindows& own) {
   for (const auto& e : ev) {
-    if (e.type != EventType::write) continue;
-    auto it = own.find({e.client, e.resource});
-    const Window* w = nullptr;
-    if (it != own.end()) {
-      auto& list = it->second;
-      auto after = std::upper_bound(list.begin(), list.end(), e.t,
-                                    [](std::int64_t t, const Window* x) { return t < x->start; });
-      if (after != list.begin()) w = *(after - 1);
-    }
-    if (w == nullptr || e.t > w->end || e.t >= w->deadline) ++r.stale_writes;
+    if (e.type != EventType::read) continue;
+    ++r.reads;
+    if (e.reread != e.read && own.inside(e)) ++r.torn_reads;
   }
 }
 
@@ -234,7 +267,7 @@ double ms_since(std::int64_t ns, std::int64_t origin) {
 
 nlohmann::json window_json(const Window& w, std::int64_t origin) {
   return {{"client", w.client}, {"window_ms", {ms_since(w.start, origin), ms_since(w.end, origin)}},
-          {"released", w.released}};
+          {"released", w.released}, {"shared", w.shared}};
 }
 
 }  // namespace
@@ -269,17 +302,22 @@ CheckResult check(const CheckInput& in) {
 
   r.windows = build_windows(in.events, r.clients);
   std::unordered_set<std::string_view> resources;
-  for (const auto& w : r.windows) resources.insert(w.resource);
+  for (const auto& w : r.windows) {
+    resources.insert(w.resource);
+    r.shared_windows += w.shared ? 1 : 0;
+  }
   r.resources = resources.size();
   count_overlaps(r);
-  count_stale_writes(r, in.events);
+  const OwnWindows own(r.windows);
+  count_stale_writes(r, in.events, own);
+  count_torn_reads(r, in.events, own);
   check_counter(r, in);
   measure_recovery(r, in.events);
   recovery_percentiles(r);
   return r;
 }
 
-bool violation(const CheckResult& r) { return r.overlaps + r.lost_updates + r.leaked_keys > 0; }
+bool violation(const CheckResult& r) { return r.overlaps + r.lost_updates + r.torn_reads + r.leaked_keys > 0; }
 
 nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool expect_violation,
                        const std::map<std::string, nlohmann::json>& extra) {
@@ -294,10 +332,14 @@ nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool e
   j["p50_us"] = r.p50_us;
   j["p99_us"] = r.p99_us;
   j["overlaps"] = r.overlaps;
+  j["shared_overlaps"] = r.shared_overlaps;
+  j["shared_windows"] = r.shared_windows;
   j["resources"] = r.resources;
   j["writes"] = r.writes;
   j["lost_updates"] = r.lost_updates;
   j["stale_writes"] = r.stale_writes;
+  j["reads"] = r.reads;
+  j["torn_reads"] = r.torn_reads;
   j["bad_increments"] = r.bad_increments;
   j["unrecorded_increments"] = r.unrecorded_increments;
   j["final_value"] = r.final_value;

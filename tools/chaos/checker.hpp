@@ -7,7 +7,11 @@
 // them.
 //
 // Properties checked:
-//   - mutual exclusion: no two hold windows of one resource overlap;
+//   - mutual exclusion: no two hold windows of one resource overlap,
+//     unless both are read locks' (readers share; a reader and a writer,
+//     or two writers, never do);
+//   - no torn reads: a reader's counter did not change between its two
+//     reads inside its window (a writer got in while it held);
 //   - no lost updates on the shared counters (read-modify-write increments,
 //     one counter per resource: a write's resource names the counter);
 //   - no stale writes (a write outside the writer's own valid hold window);
@@ -40,7 +44,8 @@ struct CheckInput {
 // Window — the interval in which one acquisition's holder acted as owner:
 // [ok.t, min(release.t, ok.deadline)], or up to the deadline when no
 // release followed. Half-open for overlap purposes: windows that merely
-// touch (end == start) do not overlap.
+// touch (end == start) do not overlap. A read lock's window is shared:
+// it may overlap other shared windows, never one that is not.
 struct Window {
   int client = -1;
   std::string resource;
@@ -49,7 +54,8 @@ struct Window {
   std::int64_t end = 0;       // ns, <= deadline
   std::int64_t deadline = 0;  // ok.deadline, ns
   bool released = false;      // ended by a release (false: by the deadline)
-  bool overlapped = false;    // takes part in at least one overlapping pair
+  bool shared = false;        // a read lock's (ok.shared)
+  bool overlapped = false;    // takes part in at least one overlapping pair (reader–reader pairs are none)
 };
 
 // Recovery — one fault interval and how long the system took to grant a
@@ -64,12 +70,20 @@ struct CheckResult {
   std::size_t attempts = 0, acquisitions = 0, failures = 0;  // invoke / ok / fail events
   double success_rate = 0;       // acquisitions / attempts (0 without attempts)
   std::int64_t p50_us = 0, p99_us = 0;  // ok.latency_us, nearest rank; 0 without acquisitions
-  std::size_t overlaps = 0;      // overlapping pairs of hold windows of one resource
+  std::size_t overlaps = 0;      // overlapping pairs of hold windows of one resource, not both shared
+  std::size_t shared_overlaps = 0;  // overlapping pairs of shared windows: readers sharing, as they may
+  std::size_t shared_windows = 0;   // read locks' windows
   std::vector<std::pair<Window, Window>> overlap_examples;  // the first 10 found
   std::size_t resources = 0;     // distinct resources with a hold window
   std::size_t writes = 0;
   std::size_t lost_updates = 0;  // defined in checker.cpp (check_counter), summed over resources
   std::size_t stale_writes = 0;  // a write after its window's deadline, or outside every window of its client
+  std::size_t reads = 0;         // read events (a reader's two looks at the counter)
+  // torn_reads: read events with reread != read stamped inside their own
+  // window (the same rule as for stale writes): the counter changed while
+  // the reader held its lock, so a writer's write landed in it. A read
+  // outside its window (a reader paused past its validity) proves nothing.
+  std::size_t torn_reads = 0;
   std::size_t bad_increments = 0;     // writes with wrote != read + 1 (a worker bug, not a lock violation)
   std::size_t unrecorded_increments = 0;  // counter steps with no write event (a writer killed before logging)
   // The counters, summed over resources: final_value over those read (-1
@@ -97,7 +111,8 @@ CheckResult check(const CheckInput& in);
 // fault_events picks the fault intervals out of a merged history, by start.
 std::vector<Event> fault_events(const std::vector<Event>& events);
 
-// violation is the safety verdict: overlaps + lost_updates + leaked_keys > 0.
+// violation is the safety verdict: overlaps + lost_updates + torn_reads +
+// leaked_keys > 0.
 // Stale writes are reported but not part of it: with Redlock they are the
 // holder's pause problem (design.md §4), not a lock failure.
 bool violation(const CheckResult& r);

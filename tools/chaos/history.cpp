@@ -24,13 +24,14 @@ constexpr const char* type_name(EventType t) {
     case EventType::release: return "release";
     case EventType::fault: return "fault";
     case EventType::lost: return "lost";
+    case EventType::read: return "read";
   }
   return "?";
 }
 
 bool type_from_name(std::string_view s, EventType& out) {
   for (auto t : {EventType::invoke, EventType::ok, EventType::fail, EventType::write, EventType::release,
-                 EventType::fault, EventType::lost}) {
+                 EventType::fault, EventType::lost, EventType::read}) {
     if (s == type_name(t)) {
       out = t;
       return true;
@@ -72,6 +73,13 @@ void get_string(const json& o, const char* key, std::string& out) {
   out = it->get<std::string>();
 }
 
+void get_bool(const json& o, const char* key, bool& out) {
+  auto it = o.find(key);
+  if (it == o.end()) return;
+  if (!it->is_boolean()) throw FieldError(std::string("\"") + key + "\" is not a boolean");
+  out = it->get<bool>();
+}
+
 Event event_from_json(const json& o) {
   if (!o.is_object()) throw FieldError("not a JSON object");
   Event e;
@@ -94,15 +102,15 @@ Event event_from_json(const json& o) {
   get_string(o, "code", e.code);
   get_string(o, "error", e.error);
   get_int(o, "latency_us", e.latency_us, false);
-  // The checker builds hold windows from "deadline" and replays the counter
-  // from "read"/"wrote": without them its verdict would be meaningless.
+  // The checker builds hold windows from "deadline", replays the counter
+  // from "read"/"wrote" and looks for torn reads in "read"/"reread":
+  // without them its verdict would be meaningless.
   get_int(o, "deadline", e.deadline, e.type == EventType::ok);
-  get_int(o, "read", e.read, e.type == EventType::write);
+  get_int(o, "read", e.read, e.type == EventType::write || e.type == EventType::read);
   get_int(o, "wrote", e.wrote, e.type == EventType::write);
-  if (auto it = o.find("released"); it != o.end()) {
-    if (!it->is_boolean()) throw FieldError("\"released\" is not a boolean");
-    e.released = it->get<bool>();
-  }
+  get_int(o, "reread", e.reread, e.type == EventType::read);
+  get_bool(o, "released", e.released);
+  get_bool(o, "shared", e.shared);  // absent (a writer, or a history from before read locks): false
   if (auto it = o.find("outcomes"); it != o.end()) {
     if (!it->is_array()) throw FieldError("\"outcomes\" is not an array");
     for (const auto& s : *it) {
@@ -142,6 +150,7 @@ std::string to_json_line(const Event& e) {
         o["token"] = e.token;
         o["deadline"] = e.deadline;
         o["latency_us"] = e.latency_us;
+        if (e.shared) o["shared"] = true;  // a writer's line stays as it was before read locks
         break;
       case EventType::fail:
         o["latency_us"] = e.latency_us;
@@ -152,6 +161,10 @@ std::string to_json_line(const Event& e) {
       case EventType::write:
         o["read"] = e.read;
         o["wrote"] = e.wrote;
+        break;
+      case EventType::read:
+        o["read"] = e.read;
+        o["reread"] = e.reread;
         break;
       case EventType::release: o["released"] = e.released; break;
       case EventType::lost: o["error"] = e.error; break;

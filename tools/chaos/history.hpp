@@ -11,11 +11,17 @@
 //   {"type":"invoke", "client":3, "t":…, "resource":"r"}
 //   {"type":"ok",     "client":3, "t":…, "resource":"r", "token":"…",
 //        "deadline":…, "latency_us":812}         acquired; deadline = validity deadline (ns)
+//        a read lock's (AcquireOptions::shared) also carries "shared":true;
+//        without the key the lock is a writer's (a plain lock)
 //   {"type":"fail",   "client":3, "t":…, "resource":"r", "latency_us":…,
 //        "code":"redlock.no_quorum", "error":"…", "outcomes":["ok","timeout",…]}
 //   {"type":"write",  "client":3, "t":…, "resource":"r", "read":41, "wrote":42}
 //        the read-modify-write on the resource's shared counter, made while
 //        holding its lock (t: just before the write is sent)
+//   {"type":"read",   "client":3, "t":…, "resource":"r", "read":41, "reread":41}
+//        a reader's look at the resource's counter: read at the start of its
+//        hold, reread at its end while Lock::valid() (t: just after the
+//        reread returned, so both reads happened before t); it never writes
 //   {"type":"release","client":3, "t":…, "resource":"r", "released":true}
 //        t is taken just before the release is sent: the hold window ends there
 //   {"type":"lost",   "client":3, "t":…, "resource":"r", "error":"…"}
@@ -30,7 +36,7 @@
 
 namespace redlock::chaos {
 
-enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault, lost };
+enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault, lost, read };
 
 struct Event {
   EventType type = EventType::invoke;
@@ -43,8 +49,10 @@ struct Event {
   std::string code;           // fail
   std::string error;          // fail, lost; fault: what
   std::vector<std::string> outcomes;  // fail
-  std::int64_t read = 0;      // write
+  bool shared = false;        // ok: a read lock
+  std::int64_t read = 0;      // write, read
   std::int64_t wrote = 0;     // write
+  std::int64_t reread = 0;    // read
   bool released = false;      // release
 };
 

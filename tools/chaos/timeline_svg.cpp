@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "svg.hpp"
 
@@ -22,6 +25,7 @@ constexpr double kMinBarW = 0.6;      // a 1 µs window is still visible
 constexpr double kMinOverlapW = 2.5;  // a violation must catch the eye among thousands of bars
 
 constexpr const char* kHold = "#4a7ab5";
+constexpr const char* kShared = "#9cc3e6";  // a read lock's window: lighter, readers may share
 constexpr const char* kOverlap = "#d62728";
 constexpr const char* kFault = "#cfcfcf";
 
@@ -70,10 +74,20 @@ std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& 
                 "stale writes %zu · leaked keys %zu · max recovery %lld ms",
                 r.windows.size(), r.acquisitions, r.attempts, 100.0 * r.success_rate, r.overlaps, r.lost_updates,
                 r.stale_writes, r.leaked_keys, static_cast<long long>(r.max_recovery_ms));
-  d.text(10, 38, counts, {{"font-size", 12}});
+  std::string line = counts;
+  if (r.shared_windows > 0 || r.reads > 0) {
+    std::snprintf(counts, sizeof counts, " · read locks %zu · shared overlaps %zu · torn reads %zu",
+                  r.shared_windows, r.shared_overlaps, r.torn_reads);
+    line += counts;
+  }
+  d.text(10, 38, line, {{"font-size", 12}});
+  // The read lock's swatch only where there are read locks: other runs'
+  // pictures stay as they were.
+  std::vector<std::pair<const char*, const char*>> legend{
+      {kHold, "hold window"}, {kOverlap, "overlapping window"}, {kFault, "fault"}};
+  if (r.shared_windows > 0) legend.insert(legend.begin() + 1, {kShared, "read lock window"});
   double lx = 10;
-  for (auto [colour, label] : {std::pair{kHold, "hold window"}, std::pair{kOverlap, "overlapping window"},
-                               std::pair{kFault, "fault"}}) {
+  for (auto [colour, label] : legend) {
     // Outlined: the light fault swatch must show on white.
     d.rect(lx, 48, 12, 10, {{"fill", colour}, {"stroke", "#888"}, {"stroke-width", 0.5}});
     d.text(lx + 16, 57, label, {{"font-size", 11}});
@@ -110,8 +124,9 @@ std::string render_timeline_svg(const CheckResult& r, const std::vector<Event>& 
       if (w.overlapped != hot) continue;
       const double y = rows_top + row_h * static_cast<double>(row[w.client]) + (row_h - bar_h) / 2;
       const double x0 = x(w.start);
+      const char* cls = hot ? "hold overlap" : w.shared ? "hold shared" : "hold";
       d.rect(x0, y, std::max(x(w.end) - x0, hot ? kMinOverlapW : kMinBarW), bar_h,
-             {{"class", hot ? "hold overlap" : "hold"}, {"fill", hot ? kOverlap : kHold}});
+             {{"class", cls}, {"fill", hot ? kOverlap : w.shared ? kShared : kHold}});
     }
   }
 

@@ -46,6 +46,18 @@ Event write(int c, double t, std::int64_t read, std::int64_t wrote, const std::s
   e.wrote = wrote;
   return e;
 }
+// A read lock's ok, and a reader's look at the counter (t: after its reread).
+Event shared_ok(int c, double t, double deadline) {
+  Event e = ok(c, t, deadline);
+  e.shared = true;
+  return e;
+}
+Event read(int c, double t, std::int64_t first, std::int64_t reread) {
+  Event e = ev(EventType::read, c, t);
+  e.read = first;
+  e.reread = reread;
+  return e;
+}
 Event fault(double t, double end, const std::string& what) {
   Event e;
   e.type = EventType::fault;
@@ -270,6 +282,73 @@ TEST_CASE("overlaps count pairs, and at most ten examples are kept") {
   CHECK(run({ok(1, 0, 500), ok(2, 1, 500), ok(3, 2, 500)}).overlaps == 3);
 }
 
+TEST_CASE("readers share: reader-reader overlaps are counted apart, not as overlaps") {
+  auto r = run({shared_ok(1, 0, 500), read(1, 90, 0, 0), release(1, 100), shared_ok(2, 50, 500), read(2, 140, 0, 0),
+                release(2, 150), shared_ok(3, 60, 500), release(3, 70)});
+  CHECK(r.shared_windows == 3);
+  CHECK(r.shared_overlaps == 3);  // every pair of the three
+  CHECK(r.overlaps == 0);
+  CHECK(r.overlap_examples.empty());
+  CHECK(std::none_of(r.windows.begin(), r.windows.end(), [](const Window& w) { return w.overlapped; }));
+  CHECK(r.reads == 2);
+  CHECK(r.torn_reads == 0);
+  CHECK_FALSE(violation(r));
+}
+
+TEST_CASE("a reader and a writer, or two writers, held at once are an overlap") {
+  // Writer 2 inside reader 1's window, reader 3 inside writer 2's.
+  auto r = run({shared_ok(1, 0, 500), release(1, 100), ok(2, 50, 500), release(2, 150), shared_ok(3, 120, 500),
+                release(3, 200)});
+  CHECK(r.overlaps == 2);
+  CHECK(r.shared_overlaps == 0);  // 1 and 3 do not meet: 1 ended at 100
+  REQUIRE(r.overlap_examples.size() == 2);
+  CHECK(r.overlap_examples[0].first.shared);
+  CHECK_FALSE(r.overlap_examples[0].second.shared);
+  CHECK(violation(r));
+  // One writer among readers that share: the writer's pairs only.
+  auto mixed = run({shared_ok(1, 0, 500), release(1, 100), shared_ok(2, 10, 500), release(2, 110), ok(3, 50, 500),
+                    release(3, 60)});
+  CHECK(mixed.shared_overlaps == 1);
+  CHECK(mixed.overlaps == 2);
+  // A reader's window ends at its deadline like any other: a writer after it is fine.
+  CHECK(run({shared_ok(1, 0, 100), release(1, 300), ok(2, 150, 400), release(2, 200)}).overlaps == 0);
+}
+
+TEST_CASE("a torn read inside the reader's window counts; one after its deadline does not") {
+  // Writer 2 got in while reader 1 held (an overlap) and its increment
+  // landed between the reader's two reads.
+  auto torn = run({shared_ok(1, 0, 500), ok(2, 20, 500), write(2, 30, 0, 1), release(2, 40), read(1, 60, 0, 1),
+                   release(1, 70)},
+                  1);
+  CHECK(torn.reads == 1);
+  CHECK(torn.torn_reads == 1);
+  CHECK(torn.lost_updates == 0);  // the writer wrote what it should
+  CHECK(violation(torn));
+  // A torn read alone (the windows as the history tells them do not
+  // overlap, the counter does not lie) is a violation of its own.
+  auto alone = run({shared_ok(1, 0, 500), read(1, 60, 0, 1), release(1, 70)});
+  CHECK(alone.overlaps == 0);
+  CHECK(alone.torn_reads == 1);
+  CHECK(violation(alone));
+  CHECK(to_json(alone, "s", true)["violation"] == true);
+  // Stamped after its deadline (a reader paused past its validity): the
+  // writer that came after the deadline was entitled to write.
+  auto late = run({shared_ok(1, 0, 100), ok(2, 120, 500), write(2, 130, 0, 1), release(2, 140), read(1, 150, 0, 1),
+                   release(1, 160)},
+                  1);
+  CHECK(late.overlaps == 0);
+  CHECK(late.reads == 1);
+  CHECK(late.torn_reads == 0);
+  CHECK_FALSE(violation(late));
+  CHECK(run({shared_ok(1, 0, 100), read(1, 100, 0, 1), release(1, 160)}).torn_reads == 0);  // at the deadline
+  CHECK(run({shared_ok(1, 0, 100), read(1, 99, 0, 1), release(1, 160)}).torn_reads == 1);
+  // Outside every window of its client: after its release, or never held.
+  CHECK(run({shared_ok(1, 0, 500), release(1, 50), read(1, 60, 0, 1)}).torn_reads == 0);
+  CHECK(run({read(1, 60, 0, 1)}).torn_reads == 0);
+  // An untorn read inside its window is no violation.
+  CHECK_FALSE(violation(run({shared_ok(1, 0, 500), read(1, 60, 3, 3), release(1, 70)})));
+}
+
 TEST_CASE("a lost update: two clients read the same value") {
   auto r = run({ok(1, 0, 500), write(1, 10, 0, 1), ok(2, 5, 500), write(2, 20, 0, 1), release(1, 30),
                 release(2, 40)},
@@ -391,6 +470,18 @@ TEST_CASE("to_json carries the verdict, the examples in ms since run start, and 
   // Leaked keys alone are a violation; a clean run is not.
   CHECK(to_json(run({}, -1, 1), "s", true)["violation"] == true);
   CHECK(to_json(run(sequential(4, 2), 4), "s", false)["violation"] == false);
+  // Read locks: their figures, and a shared window marked as such.
+  auto rw = run({shared_ok(1, 0, 500), read(1, 40, 0, 1), release(1, 50), shared_ok(2, 10, 500), release(2, 20),
+                 ok(3, 30, 500), release(3, 35)});
+  auto jr = to_json(rw, "rw", false);
+  CHECK(jr["shared_windows"] == 2);
+  CHECK(jr["shared_overlaps"] == 1);
+  CHECK(jr["overlaps"] == 1);
+  CHECK(jr["reads"] == 1);
+  CHECK(jr["torn_reads"] == 1);
+  REQUIRE(jr["overlap_examples"].size() == 1);
+  CHECK(jr["overlap_examples"][0]["a"]["shared"] == true);
+  CHECK(jr["overlap_examples"][0]["b"]["shared"] == false);
 }
 
 TEST_CASE("parse_history round-trips every event type and skips empty lines") {
@@ -402,7 +493,8 @@ TEST_CASE("parse_history round-trips every event type and skips empty lines") {
   fl.outcomes = {"ok", "timeout", "held"};
   Event lost = ev(EventType::lost, 3, 8);
   lost.error = "redlock.lost: extension refused";
-  std::vector<Event> in{invoke(3, 0), f, fl, write(3, 4, 41, 42), release(3, 5), fault(6, 7, "pause node 2"), lost};
+  std::vector<Event> in{invoke(3, 0), f, fl, write(3, 4, 41, 42), release(3, 5), fault(6, 7, "pause node 2"), lost,
+                        shared_ok(4, 9, 10), read(4, 11, 41, 43)};
   std::string text;
   for (const auto& e : in) text += to_json_line(e) + "\n\n";
   text += "  \r\n";
@@ -420,8 +512,17 @@ TEST_CASE("parse_history round-trips every event type and skips empty lines") {
     CHECK(out[i].outcomes == in[i].outcomes);
     CHECK(out[i].read == in[i].read);
     CHECK(out[i].wrote == in[i].wrote);
+    CHECK(out[i].reread == in[i].reread);
     CHECK(out[i].released == in[i].released);
+    CHECK(out[i].shared == in[i].shared);
   }
+  CHECK(out[7].shared);
+  CHECK(out[8].type == EventType::read);
+  CHECK(out[8].read == 41);
+  CHECK(out[8].reread == 43);
+  // A writer's ok line is as it was before read locks: no "shared" key.
+  CHECK(to_json_line(f).find("shared") == std::string::npos);
+  CHECK(to_json_line(in[7]).find("\"shared\":true") != std::string::npos);
   CHECK(out[1].token == "tok3");
   CHECK(out[2].code == "redlock.no_quorum");
   CHECK(to_json_line(fl).find('\n') == std::string::npos);  // one line, whatever the text holds
@@ -442,6 +543,25 @@ TEST_CASE("lost leases are counted, apart from the safety verdict") {
   CHECK(r.acquisitions == 1);
   CHECK_FALSE(violation(r));  // a lost lease is liveness: the scenario's own criterion
   CHECK(to_json(r, "many-leases", false, {})["leases_lost"] == 1);
+}
+
+TEST_CASE("a history from before read locks still parses; a read without its values does not") {
+  std::string err;
+  auto out = parse_history(
+      "{\"type\":\"ok\",\"client\":1,\"t\":5,\"resource\":\"r\",\"token\":\"x\",\"deadline\":9,\"latency_us\":3}\n"
+      "{\"type\":\"write\",\"client\":1,\"t\":6,\"resource\":\"r\",\"read\":0,\"wrote\":1}\n",
+      err);
+  CHECK(err.empty());
+  REQUIRE(out.size() == 2);
+  CHECK_FALSE(out[0].shared);
+  CHECK(out[1].reread == 0);
+  parse_history("{\"type\":\"read\",\"client\":1,\"t\":6,\"resource\":\"r\",\"read\":0}\n", err);
+  CHECK(err.find("reread") != std::string::npos);  // it could not be checked for tearing
+  parse_history("{\"type\":\"read\",\"client\":1,\"t\":6,\"resource\":\"r\",\"reread\":0}\n", err);
+  CHECK(err.find("read") != std::string::npos);
+  parse_history(
+      "{\"type\":\"ok\",\"client\":1,\"t\":5,\"resource\":\"r\",\"deadline\":9,\"shared\":1}\n", err);
+  CHECK(err.find("\"shared\" is not a boolean") != std::string::npos);
 }
 
 TEST_CASE("parse_history names the malformed line") {
@@ -491,4 +611,16 @@ TEST_CASE("the SVG has one rect per window, red overlaps, fault bands and an esc
   CHECK(svg.find(">client 100<") != std::string::npos);
   CHECK(count(svg, "<text") < 100);  // no per-bar text: thousands of windows stay readable
   CHECK(count(svg, "<") == count(svg, ">"));  // every tag closed (no raw < or > in text)
+  CHECK(svg.find("read lock") == std::string::npos);  // no read locks: no swatch, no figures
+}
+
+TEST_CASE("the SVG draws read locks' windows apart, and says how many shared and tore") {
+  auto r = run({shared_ok(1, 0, 500), read(1, 90, 0, 0), release(1, 100), shared_ok(2, 50, 500), release(2, 150),
+                ok(3, 200, 500), release(3, 250)});
+  REQUIRE(r.shared_windows == 2);
+  const auto svg = render_timeline_svg(r, {}, ms(0), ms(300), "rw");
+  CHECK(count(svg, "<rect class=\"hold shared\"") == 2);
+  CHECK(count(svg, "<rect class=\"hold\"") == 1);
+  CHECK(svg.find("read lock window") != std::string::npos);
+  CHECK(svg.find("shared overlaps 1 · torn reads 0") != std::string::npos);
 }
