@@ -8,13 +8,19 @@
 //                --resource R --until-ns T [--ttl MS] [--wait MS]
 //                [--max-ttl MS] [--node-timeout MS] [--hold-ms A:B]
 //                [--greedy] [--quarantine] [--polling] [--fair] [--threads T] [--rest-ms A:B]
-//                [--permits P]
+//                [--permits P | --shared-pct N]
 //                [--stall-timeout MS] [--leases M [--lease-hold-ms A:B]] [--resources K]
 // With --threads T the process runs T clients (ids (N+1)*100 + 0..T-1, apart
 // from every single client's N) on one shared, thread-safe redlock::Client,
 // each with its own counter connection.
 // With --resources K (> 1) each turn locks one of R-0 … R-(K-1), drawn at
 // random, instead of R.
+// With --shared-pct N (0-100) a turn takes a read lock (AcquireOptions::
+// shared) with probability N %, else a write lock as without it. A reader
+// reads the counter at the start of its hold, holds, rereads it while
+// Lock::valid() and logs both ("read" event, stamped after the reread
+// returned); it never writes. Not with --permits or --fair (the library
+// refuses those with a read lock).
 // With --leases M it instead takes M leases (Client::lock, TTL --ttl, kept
 // extended by their watchdogs) on resources of its own, R-N-0 … R-N-(M-1),
 // holds them to the run's end and releases them; an "ok" per lease taken, a
@@ -35,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -60,6 +67,7 @@ struct Args {
   long stall_timeout = 0;           // 0: max(the library's default, 4 node timeouts)
   long leases = 0;                  // > 0: hold this many leases instead of the counter loop
   long permits = 0;                 // > 0: R is a semaphore of P permits; events name "R/permit<i>"
+  long shared_pct = 0;              // a turn is a reader's with this probability (%)
   long resources = 1;               // > 1: each turn locks one of resource-0 … resource-(n-1)
   long lease_hold_min = 0, lease_hold_max = 0;  // 0:0: hold the leases for the whole run
   bool greedy = false, quarantine = false, polling = false;
@@ -109,6 +117,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--stall-timeout") a.stall_timeout = number("--stall-timeout", v);
     else if (k == "--leases") a.leases = number("--leases", v);
     else if (k == "--permits") a.permits = number("--permits", v);
+    else if (k == "--shared-pct") a.shared_pct = number("--shared-pct", v);
     else if (k == "--resources") a.resources = number("--resources", v);
     else if (k == "--hold-ms") range("--hold-ms", v, a.hold_min, a.hold_max);
     else if (k == "--rest-ms") range("--rest-ms", v, a.rest_min, a.rest_max);
@@ -119,6 +128,8 @@ Args parse(int argc, char** argv) {
     usage("--nodes, --history, --counter-port and --until-ns are required");
   }
   if (a.resources < 1) usage("--resources: at least 1");
+  if (a.shared_pct > 100) usage("--shared-pct: at most 100");
+  if (a.shared_pct > 0 && (a.permits > 0 || a.fair)) usage("--shared-pct: not with --permits or --fair");
   return a;
 }
 
@@ -226,6 +237,45 @@ Event base(EventType type, int id, const std::string& resource) {
   return e;
 }
 
+// Work: how long the holder works inside its lock, asked once it has read
+// the counter.
+using Work = std::function<milliseconds()>;
+
+// write_turn: the writer's read-modify-write of its resource's counter.
+void write_turn(int id, const std::string& held, const Lock& lock, const Work& work, Counter& counter,
+                History& history) {
+  const std::int64_t read = counter.read(held);
+  if (const auto w = work(); w > milliseconds{0}) std::this_thread::sleep_for(w);
+  if (lock.valid()) {
+    // Stamped before the SET: the write takes effect after t, so writes
+    // of one resource sort by t in the order they took effect. (Stamped
+    // after it, a worker paused between the two — by the scenario, or by
+    // the machine — logged its write late: it sorted after later writes,
+    // and the checker counted lost updates the counter did not have.)
+    Event w = base(EventType::write, id, held);
+    counter.write(held, read + 1);
+    w.read = read;
+    w.wrote = read + 1;
+    history.add(w);
+  }
+}
+
+// read_turn: a reader looks at the counter at both ends of its hold; no
+// writer may change it in between. The event is stamped after the reread
+// returned: a read stamped inside the reader's window was made inside it,
+// whatever pauses came between the valid() check and the stamp.
+void read_turn(int id, const std::string& held, const Lock& lock, const Work& work, Counter& counter,
+               History& history) {
+  const std::int64_t first = counter.read(held);
+  if (const auto w = work(); w > milliseconds{0}) std::this_thread::sleep_for(w);
+  if (!lock.valid()) return;
+  const std::int64_t reread = counter.read(held);
+  Event r = base(EventType::read, id, held);
+  r.read = first;
+  r.reread = reread;
+  history.add(r);
+}
+
 // run_client is one client's loop until the run's end.
 void run_client(const Args& a, int id, Client& client, History& history, const Stop& stop) {
   Counter counter(a.counter_port);
@@ -233,6 +283,7 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
   std::uniform_int_distribution<long> hold(a.hold_min, a.hold_max);
   std::uniform_int_distribution<long> rest(a.rest_min, a.rest_max);
   std::uniform_int_distribution<long> pick(0, a.resources - 1);
+  std::uniform_int_distribution<long> percent(0, 99);
   while (!stop.reached()) {
     const std::string resource = a.resources > 1 ? a.resource + "-" + std::to_string(pick(rng)) : a.resource;
     Event invoke = base(EventType::invoke, id, resource);
@@ -242,6 +293,7 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
     opts.wait = milliseconds{a.wait};
     opts.fair = a.fair;
     opts.permits = static_cast<std::uint32_t>(a.permits);
+    opts.shared = percent(rng) < a.shared_pct;
     auto lock = client.acquire(resource, opts);
     const std::int64_t latency_us = (monotonic_ns() - invoke.t) / 1000;
     if (!lock) {
@@ -261,24 +313,16 @@ void run_client(const Args& a, int id, Client& client, History& history, const S
                       lock->validity_deadline.time_since_epoch())
                       .count();
     ok.latency_us = latency_us;
+    ok.shared = lock->shared;
     history.add(ok);
 
-    const std::int64_t read = counter.read(held);
     // A greedy holder keeps the lock until just before its validity ends:
     // any overestimate of the validity then shows as an overlap.
-    const auto work = a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)};
-    if (work > milliseconds{0}) std::this_thread::sleep_for(work);
-    if (lock->valid()) {
-      // Stamped before the SET: the write takes effect after t, so writes
-      // of one resource sort by t in the order they took effect. (Stamped
-      // after it, a worker paused between the two — by the scenario, or by
-      // the machine — logged its write late: it sorted after later writes,
-      // and the checker counted lost updates the counter did not have.)
-      Event w = base(EventType::write, id, held);
-      counter.write(held, read + 1);
-      w.read = read;
-      w.wrote = read + 1;
-      history.add(w);
+    const Work work = [&] { return a.greedy ? lock->remaining() - milliseconds{20} : milliseconds{hold(rng)}; };
+    if (lock->shared) {
+      read_turn(id, held, *lock, work, counter, history);
+    } else {
+      write_turn(id, held, *lock, work, counter, history);
     }
     Event rel = base(EventType::release, id, held);
     auto released = client.release(*lock);
