@@ -468,6 +468,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
       if (sc.polling) args.push_back("--polling");
       if (sc.fair) args.push_back("--fair");
       if (sc.permits > 0) args.insert(args.end(), {"--permits", std::to_string(sc.permits)});
+      if (sc.shared_pct > 0) args.insert(args.end(), {"--shared-pct", std::to_string(sc.shared_pct)});
       if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
       if (crew.leases > 0) args.insert(args.end(), {"--leases", std::to_string(crew.leases)});
       if (!crew.lease_hold_ms.empty()) args.insert(args.end(), {"--lease-hold-ms", crew.lease_hold_ms});
@@ -564,9 +565,11 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
                          (sc.writes_in_time && result.stale_writes > 0);
   // A run that shows nothing proves nothing: every worker must have run to
   // its end, and a safe scenario must have taken some lock (a violation is
-  // its own evidence); one with a target must have reached it.
+  // its own evidence) — with readers, some of them together; one with a
+  // target must have reached it.
+  const bool readers_shared = sc.shared_pct == 0 || result.shared_overlaps > 0;
   const bool ran = exits.killed == 0 && exits.failed == 0 && slow_failures == 0 &&
-                   (sc.expect == Expect::violation || result.acquisitions > 0) &&
+                   (sc.expect == Expect::violation || (result.acquisitions > 0 && readers_shared)) &&
                    (!sc.majority_down || outage_failures > 0) &&
                    result.acquisitions >= static_cast<std::size_t>(target);
   // Leases: every attempt took its lease, and none was lost (a majority
@@ -610,6 +613,10 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   j["workers_killed"] = exits.killed;
   j["workers_failed"] = exits.failed;
   if (!sc.sabotage.empty()) j["sabotage"] = sc.sabotage;
+  if (sc.shared_pct > 0) {
+    j["shared_pct"] = sc.shared_pct;
+    j["readers_shared"] = readers_shared;
+  }
   if (leases_wanted > 0) {
     j["leases_wanted"] = leases_wanted;
     j["leases_taken"] = leases_taken;
@@ -684,6 +691,14 @@ int main(int argc, char** argv) {
                   "", j.value("leases_taken", std::size_t{0}), j.value("leases_wanted", std::size_t{0}),
                   j.value("leases_failed", std::size_t{0}), j.value("leases_lost", std::size_t{0}),
                   j.value("leases_lost_unexplained", std::size_t{0}));
+    }
+    if (j.contains("shared_pct")) {
+      std::printf("%-22s read locks %zu of %zu windows (%lld %% asked), %zu reader pairs held together, %zu reads, "
+                  "%zu torn%s\n",
+                  "", j.value("shared_windows", std::size_t{0}), j.value("windows", std::size_t{0}),
+                  j.value("shared_pct", 0LL), j.value("shared_overlaps", std::size_t{0}),
+                  j.value("reads", std::size_t{0}), j.value("torn_reads", std::size_t{0}),
+                  j.value("readers_shared", true) ? "" : ": NO READERS SHARED");
     }
     if (j.contains("max_grant_gap_bound_ms") || j.value("fair", false)) {
       std::printf("%-22s longest gap between grants %lld ms (at %.1f s; bound %lld ms), %lld ms after the last "

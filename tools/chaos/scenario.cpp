@@ -579,6 +579,24 @@ std::vector<Scenario> build() {
        .proxied = true,
        .group_b = 4,
        .permits = 3});
+  add({.name = "rwlock-kill-1-restart",
+       .about = "a read-write lock among six processes, 60 % of turns readers (readers share, a writer alone), "
+                "kill -9 one master and restart it with its data",
+       .appendfsync_always = true,
+       .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0}, d); },
+       .shared_pct = 60});
+  add({.name = "rwlock-partition",
+       .about = "a read-write lock among eight processes, 60 % of turns readers; masters 4 and 5 cut off from "
+                "half the clients",
+       .workers = 8,
+       .nemesis = [](int d, std::mt19937&) {
+         std::vector<Action> plan;
+         proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.2), at(d, 0.7));
+         return plan;
+       },
+       .proxied = true,
+       .group_b = 4,
+       .shared_pct = 60});
   add(slow_replies_scenario("broken-no-elapsed",
                             "broken client: validity ignores the round's duration; slow replies must show overlaps",
                             "no_elapsed"));
@@ -619,6 +637,13 @@ std::vector<Scenario> build() {
       "permit_majority");
   permit_majority.permits = 2;
   add(std::move(permit_majority));
+  add({.name = "broken-read-ignores-writer",
+       .about = "broken client: a reader checks and marks a lock key of its own, never meeting a writer; half the "
+                "turns readers, no faults; must show readers and writers at once and torn reads",
+       .expect = Expect::violation,
+       .sabotage = "read_ignores_writer",
+       .nemesis = no_faults,
+       .shared_pct = 50});
   add({.name = "broken-no-quarantine",
        .about = "broken client: ignores the restart quarantine; must show overlaps",
        .expect = Expect::violation,

@@ -132,6 +132,14 @@ struct Scenario {
   // ("R/permit<i>": its windows, its counter), so more than P holders at
   // once show as overlaps.
   int permits = 0;
+  // shared_pct: each turn of the counter loop takes a read lock
+  // (AcquireOptions::shared) with this probability (%), else a write lock
+  // of the same name. Readers may hold together, never with a writer: a
+  // reader-writer overlap is an overlap, and a reader that sees the counter
+  // change during its hold a torn read. A safe scenario with readers passes
+  // only if some readers did share (shared_overlaps > 0): else it proved
+  // nothing about read locks. Not with `permits` or `fair`.
+  int shared_pct = 0;
   // max_grant_gap_ms: liveness — the longest time without a grant of any
   // lock (between consecutive "ok" events, from the first grant to the
   // stop) must stay below this, and every client must get the lock at
