@@ -408,6 +408,17 @@ class Progress {
   redlock::BootClock::time_point next_read_{}, next_report_;
 };
 
+// intent_lapse: how long a waiting writer's intent outlives its last round
+// on a master where nothing takes it back — about 2 × max(wake_safety_net,
+// 4 × fair_grace) (AcquireOptions::shared; the workers keep the defaults),
+// plus the two node timeouts its round's send and reply may take, plus
+// 250 ms of scheduling on a loaded machine.
+std::chrono::milliseconds intent_lapse(const Scenario& sc) {
+  const redlock::Options o;
+  return 2 * std::max(o.wake_safety_net, 4 * o.fair_grace) + 2 * std::chrono::milliseconds{sc.node_timeout_ms} +
+         std::chrono::milliseconds{250};
+}
+
 // timeline draws the run. A million windows are no picture (hundreds of MB
 // that no browser draws): past kMaxDrawnWindows only the overlapping ones
 // are drawn, with every fault, and the title says so.
@@ -518,10 +529,16 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   // Quiescence: resumed masters run what was queued for them (late SETs and
   // the releases behind them); give them a moment to do so. A master
   // restarted with its data more than twice max_ttl ago holds no key of
-  // before its kill any more: its keys count.
+  // before its kill any more: its keys count. With readers, a writer's
+  // intent ({R}:writers) may stay behind as designed — one stamped on a
+  // master whose answer came after its round was decided is never taken
+  // back — and lapses by itself: the keys get that long to go.
   const std::chrono::milliseconds grace{2 * sc.max_ttl_ms};
+  const auto settled_by = redlock::BootClock::now() + std::max(std::chrono::milliseconds{1000},
+                                                               sc.shared_pct > 0 ? intent_lapse(sc)
+                                                                                 : std::chrono::milliseconds{0});
   std::size_t leaked = bed.leaked_keys(grace);
-  for (int i = 0; i < 100 && leaked > 0; ++i) {
+  while (leaked > 0 && redlock::BootClock::now() < settled_by) {
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
     leaked = bed.leaked_keys(grace);
   }
