@@ -530,9 +530,9 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   // the releases behind them); give them a moment to do so. A master
   // restarted with its data more than twice max_ttl ago holds no key of
   // before its kill any more: its keys count. With readers, a writer's
-  // intent ({R}:writers) may stay behind as designed — one stamped on a
-  // master whose answer came after its round was decided is never taken
-  // back — and lapses by itself: the keys get that long to go.
+  // intent ({R}:writers) may stay behind as designed — on a master its
+  // leave did not reach (killed, cut off) — and lapses by itself: the keys
+  // get that long to go.
   const std::chrono::milliseconds grace{2 * sc.max_ttl_ms};
   const auto settled_by = redlock::BootClock::now() + std::max(std::chrono::milliseconds{1000},
                                                                sc.shared_pct > 0 ? intent_lapse(sc)
