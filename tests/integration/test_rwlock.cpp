@@ -282,6 +282,69 @@ TEST_CASE("shared: what does not go with a read lock is refused, naming it") {
   CHECK(bad.error().message.find("shared: a read lock has no permit") != std::string::npos);
 }
 
+TEST_CASE("status shows readers and the writers waiting on them; `redlock status` prints them") {
+  RedisGroup g(3);
+  auto a = client_for(g);
+  auto b = client_for(g);
+  auto w = client_for(g);
+  auto r1 = a->acquire("shelf", {.ttl = 20000ms, .shared = true});
+  auto r2 = b->acquire("shelf", {.ttl = 10000ms, .shared = true});
+  REQUIRE(r1.ok());
+  REQUIRE(r2.ok());
+  AcquireOptions write;
+  write.ttl = 10000ms;
+  write.wait = 15000ms;
+  auto writer = w->acquire_async("shelf", write);
+  REQUIRE(on_every(g, [](const RedisServer& s) { return s.command({"ZCARD", key("shelf", "writers")}).integer == 1; }));
+
+  auto st = a->status("shelf");
+  REQUIRE_MESSAGE(st.ok(), st.error().to_string());
+  CHECK(st->shared);
+  CHECK_FALSE(st->held);
+  CHECK(st->token.empty());
+  CHECK(st->readers == 2);
+  CHECK(st->writers_waiting == 1);
+  CHECK(st->ttl > 15000ms);  // the latest reader's end
+  for (const NodeHolding& n : st->nodes) {
+    CHECK(n.state == NodeHolding::State::shared);
+    CHECK(n.readers == 2);
+    CHECK(n.writers_waiting == 1);
+  }
+
+  auto json_out = cli(op({"status", "shelf", "--json"}, g));
+  CHECK(json_out.exit_code == 0);
+  const json j = json_of(json_out);
+  CHECK(j["shared"] == true);
+  CHECK(j["held"] == false);
+  CHECK(j["readers"] == 2);
+  CHECK(j["writers_waiting"] == 1);
+  CHECK(j["token"].is_null());
+  CHECK(j["nodes"][0]["state"] == "shared");
+  CHECK(j["nodes"][0]["readers"] == 2);
+  auto human = cli(op({"status", "shelf"}, g));
+  CHECK(human.exit_code == 0);
+  INFO(human.out);
+  CHECK(human.out.find("\"shelf\" is held by readers (2 on a majority) on 3 of 3 masters") != std::string::npos);
+  CHECK(human.out.find("writers waiting: 1 on a majority") != std::string::npos);
+  CHECK(human.out.find("2, 1 writer waiting") != std::string::npos);
+  CHECK(human.out.find("~readers") == std::string::npos);
+
+  // The readers leave: the writer holds it, alone.
+  CHECK(a->release(*r1)->released);
+  CHECK(b->release(*r2)->released);
+  auto won = writer.get();
+  REQUIRE_MESSAGE(won.ok(), won.error().to_string());
+  REQUIRE(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("shelf", "writers")}).integer == 0; }));
+  auto after = a->status("shelf");
+  REQUIRE(after.ok());
+  CHECK(after->held);
+  CHECK_FALSE(after->shared);
+  CHECK(after->token == won->token);
+  CHECK(after->readers == 0);
+  CHECK(after->writers_waiting == 0);
+  CHECK(w->release(*won)->released);
+}
+
 TEST_CASE("examples/rwlock_catalog: readers read together, a writer never with anyone") {
   RedisGroup group(5);
   TempDir tmp;
