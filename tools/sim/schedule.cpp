@@ -268,6 +268,8 @@ class Schedule {
   bool start_lapse_check();
   void lapse_try(SimClient& hc, SimClient& wc, const std::string& resource);
   void lapse_back(SimClient& c, const std::string& resource, Result<Lock> r);
+  bool start_writer_check();
+  void relay_turn(SimClient& c);
 
   // Survey workload.
   template <class R>
@@ -327,6 +329,10 @@ class Schedule {
   // the acquires of the check still out.
   Nanos lapse_killed_ = 0;
   std::size_t lapse_out_ = 0;
+  // rwlock's writer check: its loops still running (readers, the writer),
+  // and whether the writer has its answer (the readers then stop).
+  std::size_t writer_out_ = 0;
+  bool writer_done_ = false;
   std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
@@ -1545,8 +1551,99 @@ std::size_t Schedule::add_hold(std::size_t client, const std::string& resource, 
   h.start = world_.now();
   h.end_local = SimRuntime::from_time_point(lock.validity_deadline);
   h.tail = tail;
+  h.permit = lock.permit;
+  h.shared = lock.shared;
   holds_.push_back(std::move(h));
   return holds_.size() - 1;
+}
+
+// The writer check (rwlock): readers take turns on relay_resource without
+// a gap — each holds relay_hold, takes it again at once, started
+// relay_stagger apart — so that some reader always holds it; a writer
+// comes, waits at most writer_wait and must get it: its intent stops new
+// readers, so it waits only for the readers that held when it landed
+// (docs/design.md, "Writer preference"). A writer that stamps no intent
+// (the no_writer_intent variant) waits for a gap that never comes.
+const std::string relay_resource = "relay";
+constexpr milliseconds relay_ttl{300};
+constexpr Nanos relay_hold = ms(120);
+constexpr Nanos relay_stagger = ms(40);
+constexpr milliseconds writer_wait{2000};
+
+// start_writer_check: false when there are too few clients (fewer than
+// three: two readers and a writer).
+bool Schedule::start_writer_check() {
+  std::vector<SimClient*> pool;
+  for (auto& c : clients_) {
+    if (!c->closed && c->actors.empty()) pool.push_back(c.get());
+  }
+  if (pool.size() < 3) return false;
+  const std::size_t readers = std::min<std::size_t>(pool.size() - 1, 3);
+  writer_out_ = readers + 1;
+  writer_done_ = false;
+  for (std::size_t i = 0; i < readers; ++i) {
+    SimClient& rc = *pool[i + 1];
+    world_.post(world_.now() + relay_stagger * static_cast<Nanos>(i), &rc.proc, [this, &rc] { relay_turn(rc); });
+  }
+  SimClient& wc = *pool[0];
+  const Nanos writer_at = world_.now() + relay_stagger * static_cast<Nanos>(readers) + relay_hold;
+  world_.post(writer_at, &wc.proc, [this, &wc] {
+    AcquireOptions wo;
+    wo.ttl = relay_ttl;
+    wo.wait = writer_wait;
+    const Nanos asked = world_.now();
+    wc.engine->acquire(relay_resource, wo, counted<Result<Lock>>(wc, [this, &wc, asked](Result<Lock> r) {
+                         result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+                         writer_done_ = true;
+                         if (!r) {
+                           violation("liveness",
+                                     "writer check: c" + std::to_string(wc.index) + "'s writer waited " +
+                                         std::to_string((world_.now() - asked) / ns_per_ms) + " ms for " +
+                                         relay_resource + " while readers took turns on it, and never got it: " +
+                                         r.error().to_string(),
+                                     world_.now());
+                           --writer_out_;
+                           return;
+                         }
+                         ++result_.grants;
+                         const std::size_t hold = add_hold(wc.index, relay_resource, *r, true);
+                         wc.after(ms(5), [this, &wc, hold, lock = std::move(*r)] {
+                           holds_[hold].released = std::min(holds_[hold].released, world_.now());
+                           wc.engine->release(lock.resource, lock.token,
+                                              counted<Result<ReleaseResult>>(wc, [this](Result<ReleaseResult>) {
+                                                --writer_out_;
+                                              }));
+                         });
+                       }));
+  });
+  return true;
+}
+
+// relay_turn: a reader's next turn on the relay, until the writer has its
+// answer.
+void Schedule::relay_turn(SimClient& c) {
+  if (writer_done_) {
+    --writer_out_;
+    return;
+  }
+  AcquireOptions ro;
+  ro.ttl = relay_ttl;
+  ro.wait = writer_wait;
+  ro.shared = true;
+  c.engine->acquire(relay_resource, ro, counted<Result<Lock>>(c, [this, &c](Result<Lock> r) {
+                      result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
+                      if (!r) return relay_turn(c);
+                      ++result_.grants;
+                      const std::size_t hold = add_hold(c.index, relay_resource, *r, true);
+                      c.after(relay_hold, [this, &c, hold, lock = std::move(*r)] {
+                        holds_[hold].released = std::min(holds_[hold].released, world_.now());
+                        c.engine->release(lock.resource, lock.token,
+                                          counted<Result<ReleaseResult>>(c, [this, &c](Result<ReleaseResult>) {
+                                            relay_turn(c);
+                                          }),
+                                          {}, std::nullopt, true);
+                      });
+                    }));
 }
 
 // order_acquired: a waiter of the order check is back; granted, it holds
@@ -2033,6 +2130,13 @@ ScheduleResult Schedule::run() {
     fair_until_ = std::max(fair_until_, world_.now() + ms(static_cast<double>(
                                             detail::fair_life(clients_.front()->config.options).count()) *
                                             (1 + 2 * rate_budget)));
+  }
+  if (workload_ == Workload::rwlock && !opt_.beyond && tail_done_ == loops && start_writer_check()) {
+    const Nanos writer_end = world_.now() + ms(static_cast<double>(2 * writer_wait.count())) + ms(1000);
+    while (writer_out_ > 0 && world_.now() < writer_end) world_.run_until(world_.now() + ms(10));
+    if (writer_out_ > 0) {
+      violation("liveness", "writer check: " + std::to_string(writer_out_) + " loops still at it", world_.now());
+    }
   }
   world_.run_until(world_.now() + ms(100));
   check_leaks();
