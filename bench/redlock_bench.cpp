@@ -153,7 +153,7 @@ Metrics run_latency(uv_loop_t* loop, AsyncClient& client, const std::string& bas
 Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& base, long concurrency, double seconds,
                        std::vector<long long>& samples);
 Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
-                    double seconds, std::vector<long long>& samples);
+                    std::uint32_t permits, double seconds, std::vector<long long>& samples);
 Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,
                    std::vector<long long>& samples);
 Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
@@ -299,7 +299,7 @@ Args parse_args(int argc, char** argv) {
       ->type_name("NAME")
       ->capture_default_str();
   CLI::Option* fair = app.add_flag("--fair", a.fair, "handoff-crowd: acquire with AcquireOptions::fair (fair order)");
-  CLI::Option* permits = app.add_option("--permits", a.permits, "latency: the resource is a semaphore of P permits")
+  CLI::Option* permits = app.add_option("--permits", a.permits, "latency, handoff: the resource is a semaphore of P permits")
                              ->type_name("P")
                              ->check(CLI::Range(1, 100));
   CLI::Option* shared = app.add_flag("--shared", a.shared, "latency: each acquire is a read lock");
@@ -342,8 +342,8 @@ Args parse_args(int argc, char** argv) {
       throw CLI::RequiredError("--events is required by --scenario handoff-crowd", CLI::ExitCodes::RequiredError);
     if (fair->count() > 0 && a.scenario != "handoff-crowd")
       throw CLI::ValidationError("--fair", "applies to --scenario handoff-crowd only");
-    if (permits->count() > 0 && a.scenario != "latency")
-      throw CLI::ValidationError("--permits", "applies to --scenario latency only");
+    if (permits->count() > 0 && a.scenario != "latency" && a.scenario != "handoff")
+      throw CLI::ValidationError("--permits", "applies to --scenario latency and handoff only");
     if (shared->count() > 0 && (a.scenario != "latency" || permits->count() > 0))
       throw CLI::ValidationError("--shared", "applies to --scenario latency only, without --permits");
   } catch (const CLI::ParseError& e) {
@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
   } else if (args.scenario == "throughput") {
     m = run_throughput(&loop, *clients[0], base, args.concurrency, args.seconds, samples);
   } else if (args.scenario == "handoff") {
-    m = run_handoff(&loop, *clients[0], *clients[1], base, args.seconds, samples);
+    m = run_handoff(&loop, *clients[0], *clients[1], base, args.permits, args.seconds, samples);
   } else if (args.scenario == "handoff-crowd") {
     m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.fair, args.seconds, args.events_path,
                           samples);

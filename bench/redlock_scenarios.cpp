@@ -247,10 +247,19 @@ Run measure_chains(uv_loop_t* loop, AsyncClient& client, const std::string& base
 // ---------------------------------------------------------------------------
 // handoff: a holder and a waiter on one resource.
 
+// With permits P > 0 the resource is a semaphore of P permits: the holder
+// takes all P, the waiter waits for one, the holder gives back one (the
+// handoff between permits), and the rest after the waiter's turn.
 class Handoff {
  public:
-  Handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, std::string resource, Run& run)
-      : holder_(holder), waiter_(waiter), resource_(std::move(resource)), run_(run), rng_(std::random_device{}()) {
+  Handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, std::string resource, std::uint32_t permits,
+          Run& run)
+      : holder_(holder),
+        waiter_(waiter),
+        resource_(std::move(resource)),
+        permits_(permits),
+        run_(run),
+        rng_(std::random_device{}()) {
     uv_timer_init(loop, &timer_);
     timer_.data = this;
   }
@@ -280,20 +289,33 @@ class Handoff {
         static_cast<std::uint64_t>(delay.count()), 0);
   }
 
+  redlock::AcquireOptions opts(milliseconds wait = milliseconds{0}) const {
+    redlock::AcquireOptions o = acquire_opts(lock_ttl, wait);
+    o.permits = permits_;
+    return o;
+  }
+
   void cycle() {
     if (clk::now() >= deadline_) {
       done_ = true;
       return;
     }
-    holder_.acquire(resource_, acquire_opts(lock_ttl), [this](Result<Lock> r) {
+    take();
+  }
+
+  // take: the holder's next lock (or permit: it takes every one of them),
+  // then the waiter comes.
+  void take() {
+    holder_.acquire(resource_, opts(), [this](Result<Lock> r) {
       if (!r) {
         note_error(run_, "holder acquire: " + r.error().to_string());
-        return after(milliseconds{10}, &Handoff::cycle);
+        return release_rest(&Handoff::retry_cycle);
       }
-      holder_token_ = std::move(r->token);
+      held_.push_back(std::move(*r));
+      if (held_.size() < std::max<std::uint32_t>(permits_, 1)) return take();
       released_ = waited_ = false;
       waiter_lock_.reset();
-      waiter_.acquire(resource_, acquire_opts(lock_ttl, handoff_wait), [this](Result<Lock> w) {
+      waiter_.acquire(resource_, opts(handoff_wait), [this](Result<Lock> w) {
         waiter_at_ = clk::now();
         waited_ = true;
         if (w) {
@@ -308,9 +330,24 @@ class Handoff {
     });
   }
 
+  void retry_cycle() { after(milliseconds{10}, &Handoff::cycle); }
+
+  // release_rest gives back what the holder still holds, then `then`.
+  void release_rest(void (Handoff::*then)()) {
+    if (held_.empty()) return (this->*then)();
+    const Lock lock = std::move(held_.back());
+    held_.pop_back();
+    holder_.release(lock, [this, then](Result<ReleaseResult> rr) {
+      if (std::string why = release_problem(rr); !why.empty()) note_error(run_, "holder release: " + why);
+      release_rest(then);
+    });
+  }
+
   void release_holder() {
     release_called_at_ = clk::now();
-    holder_.release(resource_, holder_token_, [this](Result<ReleaseResult> rr) {
+    const Lock lock = std::move(held_.front());
+    held_.erase(held_.begin());
+    holder_.release(lock, [this](Result<ReleaseResult> rr) {
       released_at_ = clk::now();
       released_ = true;
       if (std::string why = release_problem(rr); !why.empty()) note_error(run_, "holder release: " + why);
@@ -319,7 +356,7 @@ class Handoff {
   }
 
   void record() {
-    if (!waiter_lock_) return after(milliseconds{0}, &Handoff::cycle);
+    if (!waiter_lock_) return release_rest(&Handoff::cycle);
     const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(waiter_at_ - released_at_).count();
     run_.samples.push_back(std::max<long long>(gap, 0));
     from_call_.push_back(
@@ -330,31 +367,32 @@ class Handoff {
     // the ones after it that did not take the lock (bench/CONTRACT.md).
     attempts_ += waiter_lock_->attempts;
     failed_attempts_ += std::max(waiter_lock_->attempts - 2, 0);
-    waiter_.release(resource_, waiter_lock_->token, [this](Result<ReleaseResult> rr) {
+    waiter_.release(*waiter_lock_, [this](Result<ReleaseResult> rr) {
       if (std::string why = release_problem(rr); !why.empty()) note_error(run_, "waiter release: " + why);
-      cycle();
+      release_rest(&Handoff::cycle);
     });
   }
 
   AsyncClient& holder_;
   AsyncClient& waiter_;
   std::string resource_;
+  std::uint32_t permits_;
   Run& run_;
   std::mt19937 rng_;
   uv_timer_t timer_;
   void (Handoff::*then_)() = nullptr;
   clk::time_point deadline_{}, released_at_{}, release_called_at_{}, waiter_at_{};
   std::vector<long long> from_call_;
-  std::string holder_token_;
+  std::vector<Lock> held_;  // the holder's lock, or its permits
   std::optional<Lock> waiter_lock_;
   bool released_ = false, waited_ = false, done_ = false;
   long long failed_attempts_ = 0, attempts_ = 0;
 };
 
 Run measure_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
-                    double seconds) {
+                    std::uint32_t permits, double seconds) {
   Run run;
-  Handoff h(loop, holder, waiter, resource, run);
+  Handoff h(loop, holder, waiter, resource, permits, run);
   const clk::time_point t0 = clk::now();
   h.start(t0 + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(seconds)));
   while (!h.done()) uv_run(loop, UV_RUN_ONCE);
@@ -867,8 +905,8 @@ Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& 
 }
 
 Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
-                    double seconds, std::vector<long long>& samples) {
-  return finish(measure_handoff(loop, holder, waiter, resource, seconds), samples);
+                    std::uint32_t permits, double seconds, std::vector<long long>& samples) {
+  return finish(measure_handoff(loop, holder, waiter, resource, permits, seconds), samples);
 }
 
 Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,

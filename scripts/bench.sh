@@ -20,7 +20,7 @@
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
 #                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls,
-#                   latency-semaphore, latency-shared,
+#                   latency-semaphore, latency-shared, handoff-semaphore,
 #                   handoff-crowd-1, handoff-crowd-8, handoff-crowd-64,
 #                   handoff-crowd-256, handoff-crowd-1-fair,
 #                   handoff-crowd-8-fair, handoff-crowd-64-fair,
@@ -48,6 +48,10 @@
 # the floor no permits; the report sets it against redlock's own mutex
 # latency of the same run. latency-shared is the same with read locks (the
 # program's --shared: read_acquire, read_release), redlock only as well.
+# handoff-semaphore is the handoff scenario on a semaphore of 2 permits
+# (--permits 2): the holder takes both, the waiter waits for one, the
+# holder gives one back — the handoff between permits; against redlock's
+# own mutex handoff of the same run.
 #
 # handoff: a holder and a waiter on one resource; the sample is the holder's
 # release returning → the waiter's acquire returning. The floor does the
@@ -137,7 +141,7 @@ DOCS_DIR=${BENCH_DOCS_DIR:-docs/benchmarks}
 OUT=$BUILD_DIR/bench-out
 
 ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-paused degraded-proxy-0ms degraded-slow-2ms latency-tls
-               latency-semaphore latency-shared
+               latency-semaphore latency-shared handoff-semaphore
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
                leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32)
@@ -371,6 +375,7 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
   case $scen in
     throughput) args+=(--concurrency "$concurrency") ;;
     memory) args+=(--locks "$locks") ;;
+    handoff) [[ $label == handoff-semaphore ]] && args+=(--permits 2) ;;
     latency)
       samples=$OUT/samples/$sys.$label.r$round.txt
       args+=(--samples "$samples")
@@ -641,6 +646,7 @@ for ((round = 1; round <= rounds; round++)); do
         nodes=$NODES_TLS
         ;;
       latency-semaphore | latency-shared) scen=latency ;;
+      handoff-semaphore) scen=handoff ;;
       degraded-proxy-0ms | degraded-slow-2ms)
         ((want_slow)) || continue
         scen=latency
@@ -653,6 +659,7 @@ for ((round = 1; round <= rounds; round++)); do
       [[ $label == latency-tls && $sys == node-redlock ]] && continue  # the floor has its own TLS
       [[ $label == latency-semaphore && $sys != redlock ]] && continue  # semaphores: redlock's alone
       [[ $label == latency-shared && $sys != redlock ]] && continue  # read locks: redlock's alone
+      [[ $label == handoff-semaphore && $sys != redlock ]] && continue  # semaphores: redlock's alone
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"

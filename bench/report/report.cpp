@@ -60,7 +60,7 @@ const std::vector<std::string> kSystems = {"redlock", "node-redlock", "floor"};
 const std::vector<std::string> kScenarioOrder = {"latency",           "throughput",        "handoff",
                                                  "memory",            "degraded-1-paused", "degraded-2-paused",
                                                  "degraded-proxy-0ms", "degraded-slow-2ms", "latency-tls",
-                                                 "latency-semaphore", "latency-shared",
+                                                 "latency-semaphore", "latency-shared", "handoff-semaphore",
                                                  "handoff-crowd-1",   "handoff-crowd-8",   "handoff-crowd-64",
                                                  "handoff-crowd-256", "handoff-crowd-1-fair", "handoff-crowd-8-fair",
                                                  "handoff-crowd-64-fair", "handoff-crowd-256-fair", "leases-100k",
@@ -107,6 +107,9 @@ const std::vector<Target> kTargets = {
     // ... and a read lock's too.
     {"read lock latency p50 vs the mutex's p50", "latency-shared", "redlock", "p50_us", "latency", "redlock", "p50_us",
      true, 1.3, false},
+    // ... and a permit handed from one holder to a waiter as a lock is.
+    {"handoff between permits p50 vs the mutex's handoff p50", "handoff-semaphore", "redlock",
+     "from_release_call_p50_us", "handoff", "redlock", "from_release_call_p50_us", true, 1.3, false},
     // Issue 31: a lone waiter reacts to a release within 0.5 ms, and within
     // 2× the floor's two round trips (release, then the waiter's SET) —
     // timed from the release call: from its return, both systems' waiters
