@@ -18,6 +18,57 @@ std::size_t shared_count(const ResourceStatus& st) {
   }));
 }
 
+// permits_json: a semaphore's permits, each as a lock of its own.
+json permits_json(const ResourceStatus& st) {
+  json out = json::array();
+  for (std::size_t i = 0; i < st.permit_status.size(); ++i) {
+    const ResourceStatus& p = st.permit_status[i];
+    json nodes = json::array();
+    for (const NodeHolding& n : p.nodes) {
+      const bool held = n.state == NodeHolding::State::held;
+      const bool read = n.state != NodeHolding::State::unreachable && n.state != NodeHolding::State::wrong_type;
+      nodes.push_back({{"address", n.address},
+                       {"state", state_name(n.state)},
+                       {"token", held ? json(n.token) : json(nullptr)},
+                       {"ttl_ms", held ? json(n.ttl.count()) : json(nullptr)},
+                       {"fence", read ? json(n.fence) : json(nullptr)},
+                       {"error", n.error.empty() ? json(nullptr) : json(n.error)}});
+    }
+    out.push_back({{"permit", i},
+                   {"held", p.held},
+                   {"token", p.token.empty() ? json(nullptr) : json(p.token)},
+                   {"owner", owner_json(p.owner)},
+                   {"agreeing", p.agreeing},
+                   {"ttl_ms", p.held ? json(p.ttl.count()) : json(nullptr)},
+                   {"free_nodes", p.free_nodes},
+                   {"nodes", nodes}});
+  }
+  return out;
+}
+
+// permits_human: "… is a semaphore of P permits: H held, F free", and a
+// line per permit.
+std::string permits_human(const ResourceStatus& st) {
+  std::size_t held = 0, free = 0;
+  for (const ResourceStatus& p : st.permit_status) {
+    held += p.held ? 1 : 0;
+    free += !p.held && p.agreeing == 0 && p.free_nodes >= p.quorum ? 1 : 0;
+  }
+  std::string out = quote(st.resource) + " is a semaphore of " + std::to_string(st.permits) + " permits: " +
+                    std::to_string(held) + " held by a majority, " + std::to_string(free) + " free (quorum " +
+                    std::to_string(st.quorum) + ")\n";
+  Table table({"PERMIT", "HOLDER", "TOKEN", "TTL", "MASTERS"});
+  for (std::size_t i = 0; i < st.permit_status.size(); ++i) {
+    const ResourceStatus& p = st.permit_status[i];
+    std::string masters = p.held || p.agreeing > 0 ? std::to_string(p.agreeing) + " of " + std::to_string(p.nodes.size())
+                                                   : "free on " + std::to_string(p.free_nodes);
+    table.add({std::to_string(i), p.held && p.owner ? owner_text(*p.owner) : (p.held ? "?" : "-"),
+               p.token.empty() ? "-" : short_token(p.token),
+               p.held ? (p.ttl.count() < 0 ? "no expiry" : fmt_ms(p.ttl.count())) : "-", std::move(masters)});
+  }
+  return out + table.render();
+}
+
 }  // namespace
 
 int run_status(const Args& a) {
@@ -107,10 +158,16 @@ int run_status(const Args& a) {
               {"shared", st.shared},
               {"readers", st.readers},
               {"writers_waiting", st.writers_waiting},
+              {"permits", st.permits},
+              {"permit_status", permits_json(st)},
               {"nodes", nodes}};
   put_name(out, "resource", st.resource);
   std::string human;
-  if (st.held) {
+  if (known && st.permits > 0) {
+    // A semaphore: its permits say who holds it; the masters' table below
+    // is about the name's own lock key, which a semaphore does not use.
+    human = permits_human(st);
+  } else if (st.held) {
     const std::string holder =
         st.owner ? owner_text(*st.owner) + " (token " + short_token(st.token) + ")" : short_token(st.token);
     human = quote(st.resource) + " is held by " + holder + " on " + std::to_string(st.agreeing) + " of " +
@@ -162,6 +219,7 @@ int run_status(const Args& a) {
     human += "fair queue: " + std::to_string(st.lapsed) +
              " lapsed place(s) that no waiter serves (dead waiters; removed by the next fair round)\n";
   }
+  if (known && st.permits > 0) human += "each master, for the name's own lock key (a semaphore holds its permits):\n";
   human += table.render();
   return finish(use_json(a.g, false), out, human, known ? kExitOk : kExitNotDone);
 }

@@ -268,7 +268,9 @@ return released
 // in that order, before "lapsed"; a set that cannot be read (an ACL
 // without ZRANGE) counts none; one that is no sorted set is wrongtype.
 // The lock key then holds the readers' mark (readers_mark, src/keys.hpp)
-// as its value.
+// as its value. KEYS[7] (optional): a semaphore's permits key; where it
+// holds a count (up to six digits), "permits P " comes first of all
+// (anything else there, or a key that cannot be read, says nothing).
 inline constexpr std::string_view inspect_script = R"lua(
 local function wrongtype(key)
   local kind = redis.pcall('TYPE', key)['ok'] or 'unknown'
@@ -280,6 +282,10 @@ for i = 1, 2 do
   if type(got[i]) == 'table' then return wrongtype(KEYS[i]) end
 end
 local rw = ''
+if KEYS[7] then
+  local p = redis.pcall('GET', KEYS[7])
+  if type(p) == 'string' and #p <= 6 and string.find(p, '^[1-9][0-9]*$') then rw = 'permits ' .. p .. ' ' end
+end
 for i = 5, 6 do
   local live = 0
   local all = KEYS[i] and redis.pcall('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES') or {}

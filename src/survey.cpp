@@ -7,6 +7,7 @@
 
 #include "keys.hpp"
 #include "sabotage.hpp"
+#include "scripts.hpp"
 
 namespace redlock::detail {
 
@@ -108,37 +109,77 @@ void Reports::one_less() {
   if (--live_ == 0 && on_idle) on_idle();
 }
 
+// holdings: each node's inspect answer, as a ResourceStatus of `resource`
+// (summarized).
+ResourceStatus Reports::holdings(std::string resource, std::vector<SurveyAnswer>& answers) const {
+  ResourceStatus st;
+  st.resource = std::move(resource);
+  st.nodes.resize(answers.size());
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    NodeHolding& h = st.nodes[i];
+    SurveyAnswer& a = answers[sabotage().survey_slots ? (i + 1) % answers.size() : i];
+    h.address = nodes_.address(i);
+    h.rtt = a.rtt;
+    h.quarantined = a.quarantined;
+    if (!a.answered) {
+      h.error = std::move(a.text);
+    } else if (a.reply_type == ReplyView::Type::error) {
+      h.error = "error reply: " + a.text;
+    } else if (a.reply_type != ReplyView::Type::string) {
+      h.error = "unexpected reply to the inspect script";
+    } else {
+      parse_inspect(a.text, h);
+    }
+  }
+  summarize(st);
+  return st;
+}
+
 void Reports::status(std::string resource, StatusDone done) {
   if (closing_) return answer_closed(std::move(done));
   std::string key = lock_key(prefix_, resource);
-  std::vector<std::string> more{fence_key_of(key), queue_key_of(key), expiry_key_of(key), readers_key_of(key),
-                                writers_key_of(key)};
+  std::vector<std::string> more{fence_key_of(key),   queue_key_of(key),   expiry_key_of(key),
+                                readers_key_of(key), writers_key_of(key), permits_key(prefix_, resource)};
   Call call{.command = CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
   survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                               std::vector<SurveyAnswer> answers) mutable {
     if (closing_) return done(closed_error());
-    ResourceStatus st;
-    st.resource = std::move(resource);
-    st.nodes.resize(answers.size());
-    for (std::size_t i = 0; i < answers.size(); ++i) {
-      NodeHolding& h = st.nodes[i];
-      SurveyAnswer& a = answers[sabotage().survey_slots ? (i + 1) % answers.size() : i];
-      h.address = nodes_.address(i);
-      h.rtt = a.rtt;
-      h.quarantined = a.quarantined;
-      if (!a.answered) {
-        h.error = std::move(a.text);
-      } else if (a.reply_type == ReplyView::Type::error) {
-        h.error = "error reply: " + a.text;
-      } else if (a.reply_type != ReplyView::Type::string) {
-        h.error = "unexpected reply to the inspect script";
-      } else {
-        parse_inspect(a.text, h);
-      }
-    }
-    summarize(st);
-    done(std::move(st));
+    ResourceStatus st = holdings(resource, answers);
+    if (st.permits == 0) return done(std::move(st));
+    permits_status(std::move(st), std::move(done));
   });
+}
+
+// permits_status: a semaphore's status — each of its permits surveyed as
+// a lock of its own (its key and fence counter), all at once; done once
+// the last is in (or at once with Errc::closed if the client closes
+// meanwhile).
+void Reports::permits_status(ResourceStatus st, StatusDone done) {
+  struct Pending {
+    ResourceStatus st;
+    StatusDone done;
+    std::size_t left;
+    bool answered = false;
+  };
+  const std::size_t p = st.permits;
+  auto pending = std::make_shared<Pending>(Pending{std::move(st), std::move(done), p});
+  pending->st.permit_status.resize(p);
+  for (std::size_t i = 0; i < p; ++i) {
+    std::string key = permit_key(prefix_, pending->st.resource, i);
+    std::vector<std::string> more{fence_key_of(key)};
+    survey(Call{.command = CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)},
+           [this, pending, i](std::vector<SurveyAnswer> answers) {
+             if (pending->answered) return;
+             if (closing_) {
+               pending->answered = true;
+               return pending->done(closed_error());
+             }
+             pending->st.permit_status[i] = holdings(pending->st.resource, answers);
+             if (--pending->left > 0) return;
+             pending->answered = true;
+             pending->done(std::move(pending->st));
+           });
+  }
 }
 
 void Reports::nodes(NodesDone done) {
@@ -202,6 +243,7 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
   out.lapsed = 0;
   out.readers = 0;
   out.writers_waiting = 0;
+  out.permits = 0;
   out.queue_head.clear();
   const std::string_view all = text;
   auto unexpected = [&] {
@@ -211,14 +253,15 @@ bool parse_inspect(std::string_view text, NodeHolding& out) {
     out.lapsed = 0;
     out.readers = 0;
     out.writers_waiting = 0;
+    out.permits = 0;
     out.queue_head.clear();
     return false;
   };
-  // "readers COUNT ", "writers COUNT " (read locks, writers waiting on
-  // them), then "lapsed COUNT " (waiters whose place lapsed, still in the
+  // "permits P " (a semaphore's), "readers COUNT ", "writers COUNT " (read
+  // locks, writers waiting on them), then "lapsed COUNT " (waiters whose place lapsed, still in the
   // fair queue), each only when there are any.
-  if (!take_count(text, "readers", out.readers) || !take_count(text, "writers", out.writers_waiting) ||
-      !take_count(text, "lapsed", out.lapsed)) {
+  if (!take_count(text, "permits", out.permits) || !take_count(text, "readers", out.readers) ||
+      !take_count(text, "writers", out.writers_waiting) || !take_count(text, "lapsed", out.lapsed)) {
     return unexpected();
   }
   if (text.starts_with("queue ")) {
@@ -301,6 +344,16 @@ void summarize_queue(ResourceStatus& status) {
   status.lapsed = quorum_reports(status, &NodeHolding::lapsed);
   status.readers = quorum_reports(status, &NodeHolding::readers);
   status.writers_waiting = quorum_reports(status, &NodeHolding::writers_waiting);
+  // A semaphore's P: one a majority says (no master may make a report
+  // survey more permits than a semaphore may have).
+  std::map<std::size_t, std::size_t> permits;
+  for (const NodeHolding& n : status.nodes) {
+    if (!n.quarantined && n.permits > 0) ++permits[n.permits];
+  }
+  status.permits = 0;
+  for (const auto& [p, count] : permits) {
+    if (p <= max_permits && quorum_says(count, status.nodes.size(), status.quorum)) status.permits = p;
+  }
   std::map<std::string_view, std::size_t> heads;
   for (const NodeHolding& n : status.nodes) {
     if (!n.quarantined && n.queued > 0 && !n.queue_head.empty()) ++heads[n.queue_head];

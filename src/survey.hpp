@@ -85,7 +85,8 @@ class Reports {
   Reports& operator=(const Reports&) = delete;
 
   // status: every node's view of `resource` (the inspect script: its lock
-  // key, fence counter and fair queue), summarized.
+  // key, fence counter, fair queue, readers and writers, and its permits
+  // key), summarized; for a semaphore, then each permit's too.
   void status(std::string resource, StatusDone done);
   // nodes: PING every node; report it with what its last handshake read.
   void nodes(NodesDone done);
@@ -100,6 +101,8 @@ class Reports {
   void answer_closed(Done done);
   void survey(Call call, Survey::Done done);
   void one_less();
+  ResourceStatus holdings(std::string resource, std::vector<SurveyAnswer>& answers) const;
+  void permits_status(ResourceStatus st, StatusDone done);
 
   Runtime& runtime_;
   NodeSet& nodes_;

@@ -93,6 +93,9 @@ struct REDLOCK_API NodesReport {
 //                entries of the resource's readers set whose end is after
 //                the master's now; 0: none, or not read (an ACL without
 //                ZRANGE)
+//   permits      the resource is a semaphore of that many permits, by this
+//                master's permits key ({…}:permits, AcquireOptions::permits);
+//                0: none, or not read
 //   writers_waiting  writers waiting on those readers: live intents in
 //                the resource's writers set (docs/design.md, "Writer
 //                preference"); while there is one, no new reader joins
@@ -115,6 +118,7 @@ struct REDLOCK_API NodeHolding {
   std::size_t lapsed = 0;
   std::size_t readers = 0;
   std::size_t writers_waiting = 0;
+  std::size_t permits = 0;
 };
 
 // ResourceStatus — every master's view of one resource, and the verdict.
@@ -147,6 +151,17 @@ struct REDLOCK_API NodeHolding {
 //   readers      the live readers a majority reports at least (the
 //                quorum-th largest nodes[i].readers, as for queued)
 //   writers_waiting  the waiting writers a majority reports at least
+//   permits      a semaphore: its number of permits, as a majority of the
+//                counted masters report it (0: not a semaphore, or no
+//                majority says so; a count above the most a semaphore may
+//                have, 100, is not believed)
+//   permit_status  a semaphore: one status per permit, in permit order —
+//                each permit is a lock of its own, so each says who holds
+//                it on each master and whether a majority agrees (`held`,
+//                `token`, `owner`, `agreeing`, `ttl`; `nodes[i].fence`: the
+//                permit's fence counter there); empty when
+//                `permits` is 0. The resource's own lock key is none of
+//                them: a semaphore never uses it.
 struct REDLOCK_API ResourceStatus {
   std::string resource;
   std::vector<NodeHolding> nodes;
@@ -163,6 +178,8 @@ struct REDLOCK_API ResourceStatus {
   bool shared = false;
   std::size_t readers = 0;
   std::size_t writers_waiting = 0;
+  std::size_t permits = 0;
+  std::vector<ResourceStatus> permit_status;
 };
 
 // state_name returns "free", "held", "shared", "unreachable" or

@@ -200,6 +200,81 @@ TEST_CASE("two permits leased by one client, whose extensions fall due together,
   }
 }
 
+TEST_CASE("status of a semaphore: its permits, each with its holder as a majority sees it; `redlock status` too") {
+  RedisGroup group(3);
+  auto a = client_for(group, [](Options& o) { o.owner = "alpha"; });
+  auto b = client_for(group, [](Options& o) { o.owner = "beta"; });
+  auto first = a->acquire("pool", {.ttl = 20000ms, .permits = 3});
+  auto second = b->acquire("pool", {.ttl = 20000ms, .permits = 3});
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  // Every master has both permits (an acquire is decided by a majority).
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (group[i].command({"GET", permit_key("pool", *first->permit)}).str != first->token ||
+          group[i].command({"GET", permit_key("pool", *second->permit)}).str != second->token) {
+        return false;
+      }
+    }
+    return true;
+  }));
+
+  auto st = a->status("pool");
+  REQUIRE_MESSAGE(st.ok(), st.error().to_string());
+  CHECK(st->permits == 3);
+  REQUIRE(st->permit_status.size() == 3);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    const ResourceStatus& p = st->permit_status[i];
+    CAPTURE(i);
+    if (i == *first->permit || i == *second->permit) {
+      const Lock& holder = i == *first->permit ? *first : *second;
+      CHECK(p.held);
+      CHECK(p.token == holder.token);
+      CHECK(p.agreeing == 3);
+      CHECK(p.ttl > 15000ms);
+      REQUIRE(p.owner.has_value());
+      CHECK(p.owner->label == (i == *first->permit ? "alpha" : "beta"));
+    } else {
+      CHECK_FALSE(p.held);
+      CHECK(p.free_nodes == 3);
+    }
+  }
+  CHECK_FALSE(st->held);  // the name's own lock key: a semaphore never uses it
+
+  auto json_out = cli(op({"status", "pool", "--json"}, group));
+  CHECK(json_out.exit_code == 0);
+  const json j = json_of(json_out);
+  CHECK(j["permits"] == 3);
+  REQUIRE(j["permit_status"].size() == 3);
+  CHECK(j["permit_status"][*first->permit]["token"] == first->token);
+  CHECK(j["permit_status"][*first->permit]["held"] == true);
+  CHECK(j["permit_status"][*first->permit]["owner"]["label"] == "alpha");
+  auto human = cli(op({"status", "pool"}, group));
+  CHECK(human.exit_code == 0);
+  INFO(human.out);
+  CHECK(human.out.find("\"pool\" is a semaphore of 3 permits: 2 held by a majority, 1 free (quorum 2)") !=
+        std::string::npos);
+  CHECK(human.out.find(":alpha") != std::string::npos);
+  CHECK(human.out.find("free on 3") != std::string::npos);
+
+  // A lock that is no semaphore shows no permits; a permits key that lies
+  // (more than a semaphore may have, or on a minority) is not believed.
+  auto plain = a->status("plain");
+  REQUIRE(plain.ok());
+  CHECK(plain->permits == 0);
+  CHECK(plain->permit_status.empty());
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].command({"SET", "redlock:{liar}:permits", "100000"});
+  group[0].command({"SET", "redlock:{minority}:permits", "4"});
+  for (const char* name : {"liar", "minority"}) {
+    auto lied = a->status(name);
+    REQUIRE(lied.ok());
+    CHECK(lied->permits == 0);
+    CHECK(lied->permit_status.empty());
+  }
+  CHECK(a->release(*first)->released);
+  CHECK(b->release(*second)->released);
+}
+
 TEST_CASE("examples/semaphore_workers: six workers share two permits, never more than two at once") {
   RedisGroup group(5);
   TempDir tmp;

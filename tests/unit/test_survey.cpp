@@ -325,6 +325,42 @@ TEST_CASE("parse_inspect: readers and writers waiting come first; the readers' m
   }
 }
 
+TEST_CASE("parse_inspect and summarize: a semaphore's permits, first of all; believed from a majority, up to 100") {
+  NodeHolding h;
+  REQUIRE(parse_inspect("permits 3 -2 0", h));
+  CHECK(h.permits == 3);
+  CHECK(h.state == NodeHolding::State::free);
+  NodeHolding both;  // never both in practice; the order is fixed all the same
+  REQUIRE(parse_inspect("permits 2 readers 1 900 0 ~readers", both));
+  CHECK(both.permits == 2);
+  CHECK(both.readers == 1);
+  for (const char* bad : {"permits 0 -2 0", "readers 1 permits 2 -2 0", "permits x -2 0"}) {
+    CAPTURE(bad);
+    NodeHolding b;
+    CHECK_FALSE(parse_inspect(bad, b));
+    CHECK(b.permits == 0);
+  }
+  auto says = [](std::size_t p, bool quarantined = false) {
+    NodeHolding n;
+    n.state = NodeHolding::State::free;
+    n.permits = p;
+    n.quarantined = quarantined;
+    return n;
+  };
+  ResourceStatus st;
+  st.nodes = {says(3), says(3), says(3), says(2), says(0)};
+  summarize(st);
+  CHECK(st.permits == 3);
+  ResourceStatus minority;  // 2 of 5 say 4, quarantined ones do not count
+  minority.nodes = {says(4), says(4), says(4, true), says(0), says(0)};
+  summarize(minority);
+  CHECK(minority.permits == 0);
+  ResourceStatus too_many;  // no master makes a report survey more than 100 permits
+  too_many.nodes = {says(101), says(101), says(101)};
+  summarize(too_many);
+  CHECK(too_many.permits == 0);
+}
+
 TEST_CASE("summarize: readers on a majority make it shared, with the readers and writers a majority reports") {
   auto shared = [](std::size_t readers, long long ttl, std::size_t writers = 0) {
     NodeHolding h;
