@@ -47,6 +47,7 @@ class JsonLines final : public redlock::Observer {
     }
     emit({{"event", "round"},
           {"op", redlock::op_kind_name(e.op)},
+          {"kind", redlock::lock_kind_name(e.kind)},
           {"resource", e.resource},
           {"ok", e.ok},
           {"code", e.ok ? json(nullptr) : json(redlock::errc_name(e.code))},

@@ -67,6 +67,17 @@ std::string prometheus_text(const redlock::Stats& s) {
     for (const auto& [outcome, n] : outcomes)
       out << "redlock_rounds_total{op=\"" << op.name << "\",outcome=\"" << outcome << "\"} " << n << '\n';
   }
+  counter(out, "redlock_kind_acquire_rounds_total",
+          "Acquire rounds of read locks and of semaphore permits (in redlock_rounds_total too), by outcome.");
+  const std::pair<const char*, const redlock::RoundCounts&> kinds[] = {{"read_lock", s.read_lock_acquire_rounds},
+                                                                        {"permit", s.permit_acquire_rounds}};
+  for (const auto& [kind, rounds] : kinds) {
+    const std::pair<const char*, std::uint64_t> outcomes[] = {
+        {"ok", rounds.ok}, {"held", rounds.held}, {"no_quorum", rounds.no_quorum}, {"too_late", rounds.too_late},
+        {"other", rounds.other}};
+    for (const auto& [outcome, n] : outcomes)
+      out << "redlock_kind_acquire_rounds_total{kind=\"" << kind << "\",outcome=\"" << outcome << "\"} " << n << '\n';
+  }
   out << "# HELP redlock_operation_duration_seconds Operations from the call to their completion.\n"
          "# TYPE redlock_operation_duration_seconds histogram\n";
   for (const Op& op : ops) {

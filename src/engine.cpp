@@ -106,6 +106,7 @@ LockKeys semaphore_keys_of(const std::string& prefix, std::string resource, std:
   LockKeys keys;
   keys.key = permits_key(prefix, resource);
   keys.channel = permits_channel(prefix, resource);
+  keys.permit = true;
   keys.permit_keys.reserve(permits);
   for (std::size_t i = 0; i < permits; ++i) keys.permit_keys.push_back(permit_key(prefix, resource, i));
   keys.resource = std::move(resource);
@@ -115,6 +116,7 @@ LockKeys permit_keys_of(const std::string& prefix, std::string resource, std::si
   LockKeys keys;
   keys.key = permit_key(prefix, resource, slot);
   keys.channel = permits_channel(prefix, resource);
+  keys.permit = true;
   keys.resource = std::move(resource);
   return keys;
 }

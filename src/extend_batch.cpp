@@ -22,6 +22,12 @@ using std::chrono::duration_cast;
 
 namespace {
 
+// kind_of: what a lease is, for the telemetry.
+LockKind kind_of(const Extendee& lease) {
+  if (lease.extend_shared()) return LockKind::read_lock;
+  return lease.extend_permit() != no_permit ? LockKind::permit : LockKind::lock;
+}
+
 // key_suffix: what follows a lease's "{resource}" in its key — a lock's
 // constant suffix, or a permit's made in `scratch` (the batch's hot path
 // builds no string for a lock).
@@ -317,9 +323,9 @@ class ExtendRound final : public ReplySink {
       if (verdict == Verdict::yes) {
         if (t != nullptr) {
           if (t->observed()) {
-            t->round(OpKind::extend, lease->extend_resource(), nullptr, 1, elapsed, outcomes_of(i));
+            t->round(OpKind::extend, kind_of(*lease), lease->extend_resource(), nullptr, 1, elapsed, outcomes_of(i));
           } else {
-            t->round(OpKind::extend, lease->extend_resource(), nullptr, 1, elapsed, none);
+            t->round(OpKind::extend, kind_of(*lease), lease->extend_resource(), nullptr, 1, elapsed, none);
           }
           t->finished(OpKind::extend, latency);
         }
@@ -329,7 +335,7 @@ class ExtendRound final : public ReplySink {
       std::vector<NodeOutcome> nodes = outcomes_of(i);
       Error e = round_error(verdict, m.votes, nodes, clock, true);
       if (t != nullptr) {
-        t->round(OpKind::extend, lease->extend_resource(), &e, 1, elapsed, nodes);
+        t->round(OpKind::extend, kind_of(*lease), lease->extend_resource(), &e, 1, elapsed, nodes);
         t->finished(OpKind::extend, latency);
       }
       e.nodes = std::move(nodes);

@@ -142,7 +142,7 @@ void Operation::close() {
 
 void Operation::tell_round(OpKind op, const Error* failure, int attempt, microseconds elapsed,
                            const std::vector<NodeOutcome>& nodes) const noexcept {
-  if (Telemetry* t = engine_.telemetry()) t->round(op, keys_.resource, failure, attempt, elapsed, nodes);
+  if (Telemetry* t = engine_.telemetry()) t->round(op, keys_.kind(), keys_.resource, failure, attempt, elapsed, nodes);
 }
 
 void Operation::tell_finished(OpKind op) noexcept {

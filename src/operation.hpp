@@ -43,9 +43,11 @@ struct LockKeys {
   std::vector<std::string> permit_keys;  // a semaphore's acquire: permit i's key at i
   std::string channel;                // where a release is announced ("": channel_of(key))
   bool shared = false;                // a read lock's (its entry in {…}:readers)
+  bool permit = false;                // a semaphore's: its acquire, or a permit's extend or release
 
   bool multi() const noexcept { return !more_keys.empty(); }
   bool semaphore() const noexcept { return !permit_keys.empty(); }
+  LockKind kind() const noexcept { return shared ? LockKind::read_lock : permit ? LockKind::permit : LockKind::lock; }
   std::string channel_name() const;
   // release_call deletes `value` wherever it still is. `announce`: publish
   // on each key's channel (a release of a held lock); a rollback of a failed

@@ -31,6 +31,15 @@ std::string_view op_kind_name(OpKind kind) noexcept {
   return "unknown";
 }
 
+std::string_view lock_kind_name(LockKind kind) noexcept {
+  switch (kind) {
+    case LockKind::lock: return "lock";
+    case LockKind::read_lock: return "read_lock";
+    case LockKind::permit: return "permit";
+  }
+  return "unknown";
+}
+
 Observer::~Observer() = default;
 void Observer::on_connection(const ConnectionEvent&) {}
 void Observer::on_quarantine(const QuarantineEvent&) {}
@@ -99,25 +108,41 @@ void Telemetry::quarantine(std::size_t node, bool entered, std::chrono::millisec
   tell([&](Observer& o) { o.on_quarantine(QuarantineEvent{node, nodes_[node].address, entered, remaining, reason}); });
 }
 
-void Telemetry::round(OpKind op, std::string_view resource, const Error* failure, int attempt,
-                      std::chrono::microseconds elapsed, const std::vector<NodeOutcome>& nodes) noexcept {
-  Rounds& r = rounds_[index_of(op)];
+namespace {
+
+void count(Telemetry::Rounds& r, const Error* failure) noexcept {
   if (failure == nullptr) {
     r.ok.fetch_add(1, relaxed);
-  } else {
-    switch (failure->code) {
-      case Errc::held:
-      case Errc::not_held: r.held.fetch_add(1, relaxed); break;
-      case Errc::no_quorum: r.no_quorum.fetch_add(1, relaxed); break;
-      case Errc::validity_too_short:
-      case Errc::too_late: r.too_late.fetch_add(1, relaxed); break;
-      default: r.other.fetch_add(1, relaxed); break;
-    }
+    return;
+  }
+  switch (failure->code) {
+    case Errc::held:
+    case Errc::not_held: r.held.fetch_add(1, relaxed); break;
+    case Errc::no_quorum: r.no_quorum.fetch_add(1, relaxed); break;
+    case Errc::validity_too_short:
+    case Errc::too_late: r.too_late.fetch_add(1, relaxed); break;
+    default: r.other.fetch_add(1, relaxed); break;
+  }
+}
+
+RoundCounts load(const Telemetry::Rounds& r) noexcept {
+  return {r.ok.load(relaxed), r.held.load(relaxed), r.no_quorum.load(relaxed), r.too_late.load(relaxed),
+          r.other.load(relaxed)};
+}
+
+}  // namespace
+
+void Telemetry::round(OpKind op, LockKind kind, std::string_view resource, const Error* failure, int attempt,
+                      std::chrono::microseconds elapsed, const std::vector<NodeOutcome>& nodes) noexcept {
+  count(rounds_[index_of(op)], failure);
+  if (op == OpKind::acquire && kind != LockKind::lock) {
+    count(kind == LockKind::read_lock ? read_lock_acquires_ : permit_acquires_, failure);
   }
   if (!observer_) return;
   tell([&](Observer& o) {
     RoundEvent ev;
     ev.op = op;
+    ev.kind = kind;
     ev.resource = resource;
     ev.ok = failure == nullptr;
     ev.code = failure == nullptr ? Errc::internal : failure->code;
@@ -160,14 +185,14 @@ Stats Telemetry::snapshot() const {
   RoundCounts* counts[3] = {&s.acquire_rounds, &s.extend_rounds, &s.release_rounds};
   LatencyHistogram* hist[3] = {&s.acquire_latency, &s.extend_latency, &s.release_latency};
   for (std::size_t op = 0; op < 3; ++op) {
-    const Rounds& r = rounds_[op];
-    *counts[op] = {r.ok.load(relaxed), r.held.load(relaxed), r.no_quorum.load(relaxed), r.too_late.load(relaxed),
-                   r.other.load(relaxed)};
+    *counts[op] = load(rounds_[op]);
     const Histogram& h = latency_[op];
     for (std::size_t i = 0; i < LatencyHistogram::buckets; ++i) hist[op]->counts[i] = h.counts[i].load(relaxed);
     hist[op]->count = h.count.load(relaxed);
     hist[op]->sum = std::chrono::microseconds{static_cast<long long>(h.sum_us.load(relaxed))};
   }
+  s.read_lock_acquire_rounds = load(read_lock_acquires_);
+  s.permit_acquire_rounds = load(permit_acquires_);
   s.leases_extended = leases_extended_.load(relaxed);
   s.leases_lost = leases_lost_.load(relaxed);
   s.wake_ups = wake_ups_.load(relaxed);

@@ -39,7 +39,7 @@ class Telemetry {
   void quarantine(std::size_t node, bool entered, std::chrono::milliseconds remaining,
                   std::string_view reason) noexcept;
   // round: one decided round; `failure` null when it succeeded.
-  void round(OpKind op, std::string_view resource, const Error* failure, int attempt,
+  void round(OpKind op, LockKind kind, std::string_view resource, const Error* failure, int attempt,
              std::chrono::microseconds elapsed, const std::vector<NodeOutcome>& nodes) noexcept;
   // finished: an operation completed (its latency, call to completion).
   void finished(OpKind op, std::chrono::microseconds elapsed) noexcept;
@@ -49,11 +49,12 @@ class Telemetry {
 
   Stats snapshot() const;
 
- private:
   using Counter = std::atomic<std::uint64_t>;
   struct Rounds {
     Counter ok{0}, held{0}, no_quorum{0}, too_late{0}, other{0};
   };
+
+ private:
   struct Histogram {
     std::array<Counter, LatencyHistogram::buckets> counts{};
     Counter count{0}, sum_us{0};
@@ -72,6 +73,7 @@ class Telemetry {
 
   std::shared_ptr<Observer> observer_;
   Rounds rounds_[3];
+  Rounds read_lock_acquires_, permit_acquires_;  // also in rounds_[acquire]
   Histogram latency_[3];
   Counter leases_extended_{0}, leases_lost_{0}, wake_ups_{0};
   std::vector<Node> nodes_;  // sized once; never resized (atomics)

@@ -72,15 +72,23 @@ enum class OpKind : std::uint8_t { acquire, extend, release };
 // op_kind_name: "acquire", "extend", "release".
 REDLOCK_API std::string_view op_kind_name(OpKind kind) noexcept;
 
+// LockKind — what a round is about: a lock (also a read-write lock's
+// writer), a read lock (AcquireOptions::shared) or a semaphore's permit
+// (AcquireOptions::permits).
+enum class LockKind : std::uint8_t { lock, read_lock, permit };
+// lock_kind_name: "lock", "read_lock", "permit".
+REDLOCK_API std::string_view lock_kind_name(LockKind kind) noexcept;
 // RoundEvent — one round was decided: an acquire attempt (each retry is a
 // round; a fenced acquire's attempt counts once, with both phases), an
 // extend, or a release (once, with every retry round folded in). `ok`:
 // acquire and extend won a majority in time; release left the lock free.
 // `code` says why not when !ok (held, not_held, no_quorum,
 // validity_too_short, too_late, …). `attempt`: 1 for an operation's first
-// round. `nodes`: every master's outcome.
+// round. `nodes`: every master's outcome. `kind`: of a lock, a read lock
+// or a permit.
 struct RoundEvent {
   OpKind op = OpKind::acquire;
+  LockKind kind = LockKind::lock;
   std::string_view resource;
   bool ok = false;
   Errc code = Errc::internal;
@@ -161,6 +169,10 @@ struct NodeStats {
 // Stats — a client's counters since it was created.
 struct Stats {
   RoundCounts acquire_rounds, extend_rounds, release_rounds;
+  // The acquire rounds of read locks and of permits, apart (they are in
+  // acquire_rounds too): how often readers, or a semaphore's waiters, find
+  // it held.
+  RoundCounts read_lock_acquire_rounds, permit_acquire_rounds;
   LatencyHistogram acquire_latency, extend_latency, release_latency;
   std::uint64_t leases_extended = 0;
   std::uint64_t leases_lost = 0;

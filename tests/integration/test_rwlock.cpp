@@ -295,7 +295,11 @@ TEST_CASE("status shows readers and the writers waiting on them; `redlock status
   write.ttl = 10000ms;
   write.wait = 15000ms;
   auto writer = w->acquire_async("shelf", write);
-  REQUIRE(on_every(g, [](const RedisServer& s) { return s.command({"ZCARD", key("shelf", "writers")}).integer == 1; }));
+  // On every master (an acquire is decided by a majority: the rest land after).
+  REQUIRE(on_every(g, [](const RedisServer& s) {
+    return s.command({"ZCARD", key("shelf", "writers")}).integer == 1 &&
+           s.command({"ZCARD", key("shelf", "readers")}).integer == 2;
+  }));
 
   auto st = a->status("shelf");
   REQUIRE_MESSAGE(st.ok(), st.error().to_string());
@@ -329,6 +333,10 @@ TEST_CASE("status shows readers and the writers waiting on them; `redlock status
   CHECK(human.out.find("2, 1 writer waiting") != std::string::npos);
   CHECK(human.out.find("~readers") == std::string::npos);
 
+  // The stats tell the read locks' acquires apart; the writer's are a lock's.
+  CHECK(a->stats().read_lock_acquire_rounds.ok == 1);
+  CHECK(w->stats().read_lock_acquire_rounds.ok + w->stats().read_lock_acquire_rounds.held == 0);
+  CHECK(w->stats().acquire_rounds.held >= 1);
   // The readers leave: the writer holds it, alone.
   CHECK(a->release(*r1)->released);
   CHECK(b->release(*r2)->released);

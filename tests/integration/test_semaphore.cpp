@@ -240,6 +240,8 @@ TEST_CASE("status of a semaphore: its permits, each with its holder as a majorit
     }
   }
   CHECK_FALSE(st->held);  // the name's own lock key: a semaphore never uses it
+  CHECK(a->stats().permit_acquire_rounds.ok == 1);
+  CHECK(a->stats().read_lock_acquire_rounds.ok == 0);
 
   auto json_out = cli(op({"status", "pool", "--json"}, group));
   CHECK(json_out.exit_code == 0);

@@ -29,7 +29,8 @@ struct Recorder final : Observer {
                    std::to_string(e.remaining.count()) + " " + std::string(e.reason));
   }
   void on_round(const RoundEvent& e) override {
-    seen.push_back(std::string(op_kind_name(e.op)) + " " + std::string(e.resource) + " " +
+    const std::string kind = e.kind == LockKind::lock ? "" : " " + std::string(lock_kind_name(e.kind));
+    seen.push_back(std::string(op_kind_name(e.op)) + kind + " " + std::string(e.resource) + " " +
                    (e.ok ? "ok" : std::string(errc_name(e.code))) + " #" + std::to_string(e.attempt) + " " +
                    std::to_string(e.nodes->size()) + " nodes");
   }
@@ -73,14 +74,14 @@ TEST_CASE("rounds are counted by outcome, per operation; the observer hears each
   const Error no_quorum = make_error(Errc::no_quorum, "no quorum");
   const Error late = make_error(Errc::validity_too_short, "short");
   const Error closed = make_error(Errc::closed, "closed");
-  t.round(OpKind::acquire, "r", nullptr, 1, microseconds{10}, nodes);
-  t.round(OpKind::acquire, "r", &held, 2, microseconds{10}, nodes);
-  t.round(OpKind::acquire, "r", &no_quorum, 3, microseconds{10}, nodes);
-  t.round(OpKind::acquire, "r", &late, 4, microseconds{10}, nodes);
-  t.round(OpKind::acquire, "r", &closed, 5, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::lock, "r", nullptr, 1, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::lock, "r", &held, 2, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::lock, "r", &no_quorum, 3, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::lock, "r", &late, 4, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::lock, "r", &closed, 5, microseconds{10}, nodes);
   const Error not_held = make_error(Errc::not_held, "gone");
-  t.round(OpKind::extend, "r", &not_held, 1, microseconds{10}, nodes);
-  t.round(OpKind::release, "r", nullptr, 1, microseconds{10}, nodes);
+  t.round(OpKind::extend, LockKind::lock, "r", &not_held, 1, microseconds{10}, nodes);
+  t.round(OpKind::release, LockKind::lock, "r", nullptr, 1, microseconds{10}, nodes);
   const Stats s = t.snapshot();
   CHECK(s.acquire_rounds.ok == 1);
   CHECK(s.acquire_rounds.held == 1);
@@ -93,6 +94,31 @@ TEST_CASE("rounds are counted by outcome, per operation; the observer hears each
   CHECK(rec->seen[0] == "acquire r ok #1 3 nodes");
   CHECK(rec->seen[1] == "acquire r redlock.held #2 3 nodes");
   CHECK(rec->seen[5] == "extend r redlock.not_held #1 3 nodes");
+  CHECK(s.read_lock_acquire_rounds.ok + s.read_lock_acquire_rounds.held == 0);
+  CHECK(s.permit_acquire_rounds.ok + s.permit_acquire_rounds.held == 0);
+}
+
+TEST_CASE("read locks' and permits' rounds: their kind in the event, their acquires counted apart as well") {
+  auto rec = std::make_shared<Recorder>();
+  Telemetry t(rec, {"a:1"});
+  const std::vector<NodeOutcome> nodes(1);
+  const Error held = make_error(Errc::held, "held");
+  t.round(OpKind::acquire, LockKind::read_lock, "r", nullptr, 1, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::read_lock, "r", &held, 2, microseconds{10}, nodes);
+  t.round(OpKind::acquire, LockKind::permit, "s", &held, 1, microseconds{10}, nodes);
+  t.round(OpKind::release, LockKind::permit, "s", nullptr, 1, microseconds{10}, nodes);
+  const Stats s = t.snapshot();
+  CHECK(s.acquire_rounds.ok == 1);
+  CHECK(s.acquire_rounds.held == 2);
+  CHECK(s.read_lock_acquire_rounds.ok == 1);
+  CHECK(s.read_lock_acquire_rounds.held == 1);
+  CHECK(s.permit_acquire_rounds.held == 1);
+  CHECK(s.permit_acquire_rounds.ok == 0);  // the release is no acquire
+  CHECK(s.release_rounds.ok == 1);
+  REQUIRE(rec->seen.size() == 4);
+  CHECK(rec->seen[0] == "acquire read_lock r ok #1 1 nodes");
+  CHECK(rec->seen[2] == "acquire permit s redlock.held #1 1 nodes");
+  CHECK(lock_kind_name(LockKind::lock) == "lock");
 }
 
 TEST_CASE("connections: handshakes and drops of the lock connection are counted; subscribers are only told") {
@@ -149,7 +175,7 @@ TEST_CASE("leases and wake-ups are counted and told; an observer that throws cha
 TEST_CASE("without an observer the counters still count") {
   Telemetry t(nullptr, {"a:1"});
   CHECK_FALSE(t.observed());
-  t.round(OpKind::release, "r", nullptr, 1, microseconds{5}, std::vector<NodeOutcome>(1));
+  t.round(OpKind::release, LockKind::lock, "r", nullptr, 1, microseconds{5}, std::vector<NodeOutcome>(1));
   t.woken("r");
   CHECK(t.snapshot().release_rounds.ok == 1);
   CHECK(t.snapshot().wake_ups == 1);
