@@ -82,7 +82,6 @@ struct REDLOCK_API LockTerms {
   std::chrono::milliseconds validity{0};
   BootClock::time_point validity_deadline{};
   std::chrono::microseconds elapsed{0};  // duration of the deciding round
-  int attempts = 0;                      // acquire rounds tried (1 for extend)
   // The fencing token (AcquireOptions::fence), 0 without fencing: strictly
   // greater than the fence of every earlier fenced holder of this resource
   // (of each of the resources of a MultiLock: one fence for the set).
@@ -95,6 +94,9 @@ struct REDLOCK_API LockTerms {
   // The outcomes of the deciding round, one per node — only with
   // Options::node_outcomes on; empty otherwise.
   std::vector<NodeOutcome> nodes;
+  // Acquire rounds tried (1 for extend). Last: a Lock's own small fields
+  // fill the padding after it (a held Lock is 144 bytes, not 152).
+  int attempts = 0;
 
   // valid says whether the validity deadline is still ahead.
   bool valid() const noexcept { return BootClock::now() < validity_deadline; }
@@ -105,13 +107,13 @@ struct REDLOCK_API LockTerms {
 // Lock — one resource held on a majority of nodes (Client::acquire,
 // AsyncClient::acquire).
 struct REDLOCK_API Lock : LockTerms {
-  std::string resource;
   // A permit of the semaphore `resource` (AcquireOptions::permits): which
   // one, 0 to P − 1; none for a lock. Extend and release act on it.
   std::optional<std::uint32_t> permit;
   // A read lock (AcquireOptions::shared): held with other readers, never
   // with a writer. Extend and release act on this reader's own entry.
   bool shared = false;
+  std::string resource;
 };
 
 // MultiLock — several resources held together (acquire_many): on each
