@@ -115,6 +115,12 @@ Call AcquireOperation::attempt_call() const {
     call.more_keys.assign(keys_.permit_keys.begin() + 1, keys_.permit_keys.end());
     call.more_keys.push_back(keys_.key);
     call.more_args = {std::to_string(keys_.permit_keys.size()), std::to_string(first_slot_)};
+    if (fence_) {
+      // Phase 1 of a fenced permit: each master reads the counter of the
+      // permit it gives, in the same step.
+      for (const std::string& key : keys_.permit_keys) call.more_keys.push_back(fence_key_of(key));
+      call.more_args.emplace_back("fence");
+    }
     return call;
   }
   if (keys_.shared) {
@@ -314,7 +320,13 @@ void AcquireOperation::evaluate() {
   const QuorumTally tally = round_->tally();
   const RoundClock clock = clock_of(ttl_, elapsed, true);
   const Verdict verdict = decide(tally, &clock);
-  if (verdict == Verdict::yes && keys_.semaphore()) return grant_permit(clock, at, elapsed);
+  if (verdict == Verdict::yes && keys_.semaphore()) {
+    if (state_ == State::fencing) return grant_permit(fence_slot_, clock, at, elapsed);
+    const auto slot = static_cast<std::size_t>(round_->leading_permit());
+    sem_cleanup(static_cast<long long>(slot), round_->outcomes(), round_->permit_votes());
+    if (fence_ && !cancelled_) return start_permit_fence(slot);
+    return grant_permit(slot, clock, at, elapsed);
+  }
   if (verdict == Verdict::yes) {
     if (cancelled_) {
       // Taken after all, but the caller has gone: give it back (a real
@@ -411,21 +423,49 @@ void AcquireOperation::give_back(const LockKeys& held) {
       ->detach();
 }
 
-// grant_permit: a semaphore's attempt won the permit a quorum of masters
-// gave it. Whatever else it took elsewhere is cleaned up; a caller that
-// cancelled meanwhile gets nothing, and the permit is released (waiters
-// told).
-void AcquireOperation::grant_permit(const RoundClock& clock, TimePoint at, microseconds elapsed) {
-  const long long slot = round_->leading_permit();
-  sem_cleanup(slot, round_->outcomes(), round_->permit_votes());
+// grant_permit: a semaphore's attempt won permit `slot` (a quorum of
+// masters gave it; fenced: and confirmed its fence). What it took
+// elsewhere was cleaned up already; a caller that cancelled meanwhile gets
+// nothing, and the permit is released (waiters told).
+void AcquireOperation::grant_permit(std::size_t slot, const RoundClock& clock, TimePoint at, microseconds elapsed) {
   if (cancelled_) {
-    give_back({.resource = keys_.resource, .key = keys_.permit_keys[static_cast<std::size_t>(slot)], .channel = keys_.channel});
+    give_back({.resource = keys_.resource, .key = keys_.permit_keys[slot], .channel = keys_.channel});
     return finish(cancelled_error());
   }
   tell_round(OpKind::acquire, nullptr, attempts_, elapsed, round_->outcomes());
-  Lock lock = grant(std::move(keys_.resource), std::move(token_), ttl_, clock, at, elapsed, attempts_, 0);
+  Lock lock = grant(std::move(keys_.resource), std::move(token_), ttl_, clock, at, elapsed, attempts_, fence_value_);
   lock.permit = static_cast<std::uint32_t>(slot);
   finish(std::move(lock));
+}
+
+// start_permit_fence: a fenced semaphore acquire won permit `slot`; phase 2
+// is the mutex's on that permit's key and fence counter (fence_raise), F
+// one above the highest counter of it that the masters which gave it read
+// — a quorum, which meets every quorum an earlier holder of the permit
+// raised its counter on (docs/design.md, "Semaphores").
+void AcquireOperation::start_permit_fence(std::size_t slot) {
+  const auto counter = static_cast<std::uint64_t>(std::max(round_->permit_counter(slot), 0LL));
+  if (counter >= max_fence) {
+    std::vector<NodeOutcome> nodes = take_outcomes();
+    rollback();
+    Error e = make_error(Errc::no_quorum, "fence counter of " + keys_.resource + " permit " + std::to_string(slot) +
+                                              " is " + std::to_string(counter) + ", at or above 2^53 (" +
+                                              std::to_string(max_fence) + "): fences are exact only below it; refused");
+    e.nodes = std::move(nodes);
+    return fail(std::move(e));
+  }
+  fence_value_ = counter + 1;
+  fence_slot_ = slot;
+  drop_round();
+  waiter_.step({.kind = Waiter::Kind::fence});
+  to(State::fencing);
+  const std::string& key = keys_.permit_keys[slot];
+  launch({.command = CommandId::fence_raise,
+          .key = key,
+          .arg1 = token_,
+          .arg2 = std::to_string(fence_value_),
+          .more_keys = {fence_key_of(key)}},
+         RoundMode::majority);
 }
 
 // retry_after_failure: the attempt failed; the waiter plans the next

@@ -189,7 +189,8 @@ class AcquireOperation final : public Operation, public WakeListener {
   // sem_cleanup: delete this attempt's value from every permit but `keep`
   // (-1: all) on every master that may hold it elsewhere.
   void sem_cleanup(long long keep, const std::vector<NodeOutcome>& attempt, const std::vector<std::int16_t>& votes);
-  void grant_permit(const RoundClock& clock, TimePoint at, microseconds elapsed);
+  void grant_permit(std::size_t slot, const RoundClock& clock, TimePoint at, microseconds elapsed);
+  void start_permit_fence(std::size_t slot);
   bool permits_differ(const std::vector<NodeOutcome>& nodes) const;
   void give_back(const LockKeys& held);
   void abort_attempt();
@@ -227,6 +228,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   std::chrono::system_clock::time_point t1_wall_{};  // only for the broken wall_clock variant
   int attempts_ = 0;
   std::uint64_t fence_value_ = 0;  // F, once phase 1 won
+  std::size_t fence_slot_ = 0;     // a fenced semaphore's: the permit phase 1 won
   std::size_t first_slot_ = 0;     // a semaphore's attempt: the permit each master tries first
   Waiter waiter_;
 };

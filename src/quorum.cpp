@@ -197,9 +197,10 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
       unexpected(event, out);
     }
   } else if (command == CommandId::sem_acquire) {
-    // [1, permit] (range-checked by the round, which knows P) or
-    // [0, soonest PTTL]: every permit held.
-    if (r.type == ReplyView::Type::array && r.item_count == 2 && r.items[0] == 1) {
+    // [1, permit] (range-checked by the round, which knows P), fenced
+    // [1, permit, its fence counter], or [0, soonest PTTL]: every permit
+    // held.
+    if (r.type == ReplyView::Type::array && (r.item_count == 2 || r.item_count == 3) && r.items[0] == 1) {
       out.outcome = Outcome::ok;
     } else if (r.type == ReplyView::Type::array && r.item_count == 2 && r.items[0] == 0) {
       held_by_another(r.items[1], out);
@@ -246,12 +247,23 @@ void classify(CommandId command, const NodeEvent& event, NodeOutcome& out) {
 QuorumRound::QuorumRound(Transport& transport, Call call, RoundRule rule, RoundListener* listener)
     : call_(std::move(call)), tally_(transport.size(), rule), listener_(listener) {
   if (call_.command == CommandId::sem_acquire) {
-    // P permit keys, then the permits key: KEYS[1] and the more_keys.
-    permits_.assign(call_.more_keys.size(), tally_);
+    // P permit keys, then the permits key: KEYS[1] and the more_keys; a
+    // fenced acquire's P fence counters after them.
+    const bool fenced = call_.more_args.size() > 2;
+    permits_.assign(fenced ? call_.more_keys.size() / 2 : call_.more_keys.size(), tally_);
     votes_.assign(transport.size(), -1);
+    if (fenced) counters_.assign(transport.size(), 0);
   }
   outcomes_.resize(transport.size());
   for (std::size_t i = 0; i < outcomes_.size(); ++i) outcomes_[i].address = transport.address(i);
+}
+
+long long QuorumRound::permit_counter(std::size_t permit) const noexcept {
+  long long counter = 0;
+  for (std::size_t i = 0; i < votes_.size() && i < counters_.size(); ++i) {
+    if (votes_[i] >= 0 && static_cast<std::size_t>(votes_[i]) == permit) counter = std::max(counter, counters_[i]);
+  }
+  return counter;
 }
 
 QuorumRound* QuorumRound::launch(Transport& transport, Call call, RoundRule rule, RoundListener* listener,
@@ -324,8 +336,12 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
       if (permit < 0 || static_cast<std::size_t>(permit) >= permits_.size()) {
         out.outcome = Outcome::error;
         out.error = "unexpected reply: permit " + std::to_string(permit) + " of " + std::to_string(permits_.size());
+      } else if (!counters_.empty() && (event.reply.item_count != 3 || event.reply.items[2] < 0)) {
+        out.outcome = Outcome::error;  // a fenced permit without its counter: no fence can be drawn from it
+        out.error = "unexpected reply: permit " + std::to_string(permit) + " without its fence counter";
       } else {
         votes_[slot] = static_cast<std::int16_t>(permit);
+        if (!counters_.empty()) counters_[slot] = event.reply.items[2];
       }
     }
     if (out.outcome == Outcome::ok && !one_vote(yes_servers_, event.server)) {

@@ -178,6 +178,9 @@ class QuorumRound final : public ReplySink {
   // before any); permit_votes: per node, the permit it took (-1: none).
   long long leading_permit() const noexcept { return static_cast<long long>(leading_); }
   const std::vector<std::int16_t>& permit_votes() const noexcept { return votes_; }
+  // permit_counter: a fenced semaphore acquire's highest fence counter of
+  // `permit` among the masters that gave it (0 when none told one).
+  long long permit_counter(std::size_t permit) const noexcept;
   // outcomes: one per node; `pending` for nodes with no event yet.
   const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
   const Call& call() const noexcept { return call_; }
@@ -220,6 +223,7 @@ class QuorumRound final : public ReplySink {
   std::vector<FairPlace> places_;  // fair_acquire: per node, once any answered
   std::vector<QuorumTally> permits_;  // sem_acquire: one tally per permit
   std::vector<std::int16_t> votes_;   // sem_acquire: per node, the permit it took (-1: none)
+  std::vector<long long> counters_;   // fenced sem_acquire: per node, that permit's fence counter
   std::size_t leading_ = 0;
   bool launching_ = true;
   bool detached_ = false;

@@ -620,14 +620,20 @@ inline constexpr std::string_view fair_leave_script = join_text<fair_lapse, fair
 
 // sem_acquire: KEYS[1..P] the permit keys (slot 0 first), KEYS[P + 1] the
 // permits key ({…}:permits, never expiring: the P of every client of the
-// name); ARGV[1] value, ARGV[2] ttl ms, ARGV[3] P, ARGV[4] the slot to try
-// first (0-based; the others follow in order, wrapping round).
+// name), and for a fenced acquire (ARGV[5] 'fence') KEYS[P + 2 .. 2P + 1]
+// the permits' fence counters (slot 0 first); ARGV[1] value, ARGV[2] ttl
+// ms, ARGV[3] P, ARGV[4] the slot to try first (0-based; the others
+// follow in order, wrapping round).
 // A permits key that says another P → an error naming both, nothing set;
-// none → it is written. The first free slot is set (SET NX PX) → [1, slot];
-// every slot held → [0, the soonest PTTL among them] (-1 when none of
-// them expires), nothing set.
+// none → it is written. The first free slot is set (SET NX PX) → [1, slot],
+// fenced: [1, slot, that slot's fence counter] (phase 1 of a fenced
+// permit: read in the same atomic step; a counter at or above 2^53, or no
+// integer, is refused as fenced_acquire refuses it, nothing set); every
+// slot held → [0, the soonest PTTL among them] (-1 when none of them
+// expires), nothing set.
 inline constexpr std::string_view sem_acquire_script = R"lua(
-local p = #KEYS - 1
+local fenced = ARGV[5] == 'fence'
+local p = fenced and (#KEYS - 1) / 2 or #KEYS - 1
 local declared = redis.call('GET', KEYS[p + 1])
 if declared ~= ARGV[3] then
   if declared then
@@ -639,7 +645,21 @@ end
 local first = tonumber(ARGV[4])
 for k = 0, p - 1 do
   local i = (first + k) % p + 1
-  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, i - 1} end
+  if fenced then
+    local counter = 0
+    local raw = redis.call('GET', KEYS[p + 1 + i])
+    if raw then
+      counter = tonumber(raw)
+      if not counter then return redis.error_reply('fence counter ' .. KEYS[p + 1 + i] .. ' is not a number') end
+      if not (counter < 9007199254740992) or counter ~= math.floor(counter) then
+        return redis.error_reply('fence counter ' .. KEYS[p + 1 + i] .. ' is at or above 2^53 (9007199254740992) ' ..
+          'or not an integer: fences are exact only below 2^53; refused, never rounded')
+      end
+    end
+    if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, i - 1, counter} end
+  elseif redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, i - 1}
+  end
 end
 local soonest = -1
 for i = 1, p do

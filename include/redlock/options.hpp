@@ -222,9 +222,12 @@ struct REDLOCK_API AcquireOptions {
   // same P: the masters keep it, and an acquire that gives another fails
   // with invalid_argument naming both. 0 (the default): a lock. A permit
   // is extended and released as a lock is (the Lock carries its permit),
-  // also as a Lease (not a reentrant one); not with `token`, `fence` or
-  // `fair`, nor for acquire_many (invalid_argument). A semaphore's names are its own: a lock of the
-  // same name is another thing.
+  // also as a Lease (not a reentrant one). With `fence`, each permit has a
+  // fence counter of its own: Lock::fence is strictly above that of every
+  // earlier fenced holder of the same permit (a store behind permit i
+  // rejects a stale holder of i by it). Not with `token` or `fair`, nor for
+  // acquire_many (invalid_argument). A semaphore's names are its own: a
+  // lock of the same name is another thing.
   std::uint32_t permits = 0;
   // A read lock: `resource`'s readers share it, and hold it with no
   // writer — a writer being any lock of that name (acquire without

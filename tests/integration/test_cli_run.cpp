@@ -1419,6 +1419,12 @@ TEST_CASE("run --permits: two commands run at once under a semaphore of 2, a thi
   const json& freed = c["permit"] == a["permit"] ? a : b;
   CHECK(c["acquired_at_us"].get<long long>() >= freed["released_at_us"].get<long long>());
   CHECK((r1.out.find("started 0") != std::string::npos || r1.out.find("started 1") != std::string::npos));
+  // With --fence, CMD gets its permit's fence too.
+  auto fenced = cli(run_args(g, {"--permits", "2", "--fence", "--json"}, "encoders",
+                             "echo permit=$REDLOCK_PERMIT fence=$REDLOCK_FENCE"));
+  CHECK(fenced.exit_code == 0);
+  CHECK(fenced.out.find("fence=0") == std::string::npos);
+  CHECK(fenced.out.find("fence=1") != std::string::npos);
   // Out of range: a usage error before anything is connected.
   CHECK(cli(run_args(g, {"--permits", "0"}, "encoders", "true")).exit_code == 2);
   CHECK(cli(run_args(g, {"--permits", "101"}, "encoders", "true")).exit_code == 2);

@@ -80,9 +80,9 @@ TEST_CASE("a semaphore's permits number is every client's: another number is ref
   REQUIRE_FALSE(too_many.ok());
   CHECK(too_many.error().code == Errc::invalid_argument);
   CHECK(too_many.error().message.find("permits: 101 (at most 100)") != std::string::npos);
-  auto with_fence = b->acquire("pool", {.fence = true, .permits = 3});
-  REQUIRE_FALSE(with_fence.ok());
-  CHECK(with_fence.error().code == Errc::invalid_argument);
+  auto fair = b->acquire("pool", {.fair = true, .permits = 3});
+  REQUIRE_FALSE(fair.ok());
+  CHECK(fair.error().code == Errc::invalid_argument);
 }
 
 TEST_CASE("masters that pick different permits: the permit a majority gave wins, the others are cleaned up") {
@@ -198,6 +198,61 @@ TEST_CASE("two permits leased by one client, whose extensions fall due together,
   for (const auto* l : {&*first, &*second}) {
     CHECK(group[1].command({"GET", permit_key("pair", *l->permit())}).str == l->token());
   }
+}
+
+TEST_CASE("a fenced permit: its fence rises with each holder of that permit, each permit a counter of its own") {
+  RedisGroup group(3);
+  auto a = client_for(group);
+  auto b = client_for(group);
+  const AcquireOptions fenced{.ttl = 10000ms, .fence = true, .permits = 2};
+  auto first = a->acquire("pool", fenced);
+  REQUIRE_MESSAGE(first.ok(), first.error().to_string());
+  auto second = b->acquire("pool", fenced);
+  REQUIRE_MESSAGE(second.ok(), second.error().to_string());
+  REQUIRE(first->permit.has_value());
+  REQUIRE(second->permit.has_value());
+  CHECK(first->permit != second->permit);
+  // Each permit's first holder: fence 1 of that permit's counter.
+  CHECK(first->fence == 1);
+  CHECK(second->fence == 1);
+  const auto counter = [&](std::uint32_t permit) {
+    return "redlock:{pool}:permit" + std::to_string(permit) + ":fence";
+  };
+  CHECK(eventually([&] {
+    std::size_t raised = 0;
+    for (std::size_t i = 0; i < group.size(); ++i) raised += group[i].command({"GET", counter(*first->permit)}).str == "1";
+    return raised >= 2;
+  }));
+  // The next holder of the first permit gets a fence above its last
+  // holder's: a store behind that permit tells a stale writer by it.
+  const std::uint32_t freed = *first->permit;
+  CHECK(a->release(*first)->released);
+  auto third = a->acquire("pool", fenced);
+  REQUIRE_MESSAGE(third.ok(), third.error().to_string());
+  CHECK(third->permit == freed);
+  CHECK(third->fence == 2);
+  // Unfenced holders of a permit leave its counter alone; a fenced one
+  // after them still rises above the last fenced holder's.
+  CHECK(a->release(*third)->released);
+  auto plain = a->acquire("pool", {.ttl = 10000ms, .permits = 2});
+  REQUIRE(plain.ok());
+  CHECK(plain->fence == 0);
+  CHECK(a->release(*plain)->released);
+  auto fourth = a->acquire("pool", fenced);
+  REQUIRE(fourth.ok());
+  CHECK(fourth->permit == freed);
+  CHECK(fourth->fence == 3);
+  CHECK(a->release(*fourth)->released);
+  CHECK(b->release(*second)->released);
+  // A counter that cannot be a fence is refused, never rounded.
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    group[i].command({"SET", counter(0), "9007199254740992"});
+    group[i].command({"SET", counter(1), "9007199254740992"});
+  }
+  auto refused = a->acquire("pool", fenced);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().to_string().find("at or above 2^53") != std::string::npos);
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{pool}:permit[0-9]:lock") == 0; }));
 }
 
 TEST_CASE("status of a semaphore: its permits, each with its holder as a majority sees it; `redlock status` too") {

@@ -333,7 +333,7 @@ class Schedule {
   // and whether the writer has its answer (the readers then stop).
   std::size_t writer_out_ = 0;
   bool writer_done_ = false;
-  std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's store accepted
+  std::map<std::string, std::uint64_t> store_;  // fenced: the highest fence each resource's (permit's) store accepted
   std::uint64_t stale_writes_ = 0;
   std::vector<std::pair<Nanos, std::string>> faults_;
   std::size_t planning_ = 0;  // the index of the fault plan_faults() draws now
@@ -907,8 +907,10 @@ void Schedule::next(SimClient& c) {
     set.push_back(resources_[r.below(resources_.size())]);
     ao.fence = workload_ == Workload::fenced;
     ao.permits = permits_;
-    // (Drawn only for rwlock: the other workloads' plans stay.)
+    // (Drawn only for rwlock and semaphore: the other workloads' plans
+    // stay.) Half a semaphore's acquires are fenced: a fence per permit.
     ao.shared = workload_ == Workload::rwlock && r.chance(0.6);
+    if (workload_ == Workload::semaphore) ao.fence = r.chance(0.5);
     c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
                         acquired(c, set, std::move(res), false);
                       }));
@@ -968,7 +970,7 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
     if (fenced) {
       // The protected store: rejects a write whose fence is below the
       // highest it accepted (examples/fenced_store.hpp).
-      std::uint64_t& top = store_[res];
+      std::uint64_t& top = store_[c.lock->permit ? res + " permit " + std::to_string(*c.lock->permit) : res];
       if (c.lock->fence < top) {
         ++stale_writes_;
       } else {
