@@ -84,6 +84,14 @@ Scenario slow_replies_scenario(std::string name, std::string about, std::string 
   return s;
 }
 
+// group_0_loses_4_5: masters 4 and 5 blackholed for client group 0 from
+// 20 % to 70 % of the run (the semaphore and read-write partitions).
+std::vector<Action> group_0_loses_4_5(int d, std::mt19937&) {
+  std::vector<Action> plan;
+  proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.2), at(d, 0.7));
+  return plan;
+}
+
 // stale_bytes: bytes sent on a connection the client has since dropped
 // still reach the master, after everything sent on its replacement (issue
 // 12). Client group 0 never reaches masters 4 and 5 (blackholed), and
@@ -571,11 +579,7 @@ std::vector<Scenario> build() {
   add({.name = "semaphore-partition",
        .about = "a semaphore of 3 permits among eight processes; masters 4 and 5 cut off from half the clients",
        .workers = 8,
-       .nemesis = [](int d, std::mt19937&) {
-         std::vector<Action> plan;
-         proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.2), at(d, 0.7));
-         return plan;
-       },
+       .nemesis = group_0_loses_4_5,
        .proxied = true,
        .group_b = 4,
        .permits = 3});
@@ -589,11 +593,7 @@ std::vector<Scenario> build() {
        .about = "a read-write lock among eight processes, 60 % of turns readers; masters 4 and 5 cut off from "
                 "half the clients",
        .workers = 8,
-       .nemesis = [](int d, std::mt19937&) {
-         std::vector<Action> plan;
-         proxy_for(plan, {3, 4}, "0", "blackhole=1", at(d, 0.2), at(d, 0.7));
-         return plan;
-       },
+       .nemesis = group_0_loses_4_5,
        .proxied = true,
        .group_b = 4,
        .shared_pct = 60});
