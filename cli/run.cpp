@@ -90,7 +90,6 @@ int run_command(const Globals& g, const RunArgs& a) {
     throw UsageError("--fair and --fence: give only one of them (a fair lock takes no fencing token)");
   if (!a.permits.empty()) {
     lo.acquire.permits = static_cast<std::uint32_t>(parse_int("--permits", a.permits, 1, 100));
-    if (a.fair) throw UsageError("--permits and --fair: give only one of them (permits are not taken in fair order yet)");
   }
   if (a.shared) {
     if (a.exclusive) throw UsageError("--shared and --exclusive: give only one of them");

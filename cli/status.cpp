@@ -219,7 +219,10 @@ int run_status(const Args& a) {
     human += "fair queue: " + std::to_string(st.lapsed) +
              " lapsed place(s) that no waiter serves (dead waiters; removed by the next fair round)\n";
   }
-  if (known && st.permits > 0) human += "each master, for the name's own lock key (a semaphore holds its permits):\n";
+  if (known && st.permits > 0) {
+    human += std::string("each master, for the name's own lock key (a semaphore holds its permits)") +
+             (queue_nodes > 0 ? " and the semaphore's fair queue" : "") + ":\n";
+  }
   human += table.render();
   return finish(use_json(a.g, false), out, human, known ? kExitOk : kExitNotDone);
 }

@@ -106,7 +106,8 @@ milliseconds AcquireOperation::wait_left(TimePoint at) const {
 }
 
 Call AcquireOperation::attempt_call() const {
-  const std::string ttl = std::to_string(ttl_.count());
+  std::string ttl = std::to_string(ttl_.count());
+  if (fair_) return fair_call(std::move(ttl));
   if (keys_.semaphore()) {
     // Every permit's key, then the permits key; each master takes the
     // first free permit from first_slot_ on (src/scripts.hpp).
@@ -145,23 +146,6 @@ Call AcquireOperation::attempt_call() const {
             .more_keys = {writers_key_of(keys_.key)},
             .more_args = {intent_id_, std::to_string(fair_life(options()).count())}};
   }
-  if (fair_) {
-    // The waiter's place lapses `fair_life` after this round unless its
-    // next round comes first; a waiter that died is out of every queue by
-    // then, and the queue key dies with its last live waiter. (The broken
-    // variant keeps the place for the whole wait and the TTL: a killed
-    // waiter with a long wait blocks every fair try for that long.)
-    const long long life = sabotage().no_queue_lapse
-                               ? wait_left(engine_.runtime().now()).count() + ttl_.count()
-                               : fair_life(options()).count();
-    return {.command = CommandId::fair_acquire,
-            .key = keys_.key,
-            .arg1 = token_,
-            .arg2 = ttl,
-            .more_keys = {queue_key_of(keys_.key), turn_key_of(keys_.key), expiry_key_of(keys_.key)},
-            .more_args = {fair_id_, std::to_string(ticket_), std::to_string(options().fair_grace.count()),
-                          std::to_string(life), tries_once_ ? "1" : "0"}};
-  }
   if (fence_) {
     return {.command = CommandId::fenced_acquire, .key = keys_.key, .arg1 = token_, .arg2 = ttl, .more_keys = fenced_keys()};
   }
@@ -173,6 +157,33 @@ Call AcquireOperation::attempt_call() const {
   // the broken "reused value" variant keeps for retries.
   const bool maybe_present = caller_token_ || (sabotage().reused_value && attempts_ > 1);
   return {.command = maybe_present ? CommandId::acquire : CommandId::set_nx, .key = keys_.key, .arg1 = token_, .arg2 = ttl};
+}
+
+// fair_call: a fair waiter's attempt — of a lock, or of any permit of a
+// semaphore (its permits key first, its permit keys after the queue's;
+// src/scripts.hpp, fair_permits).
+Call AcquireOperation::fair_call(std::string ttl) const {
+  // The waiter's place lapses `fair_life` after this round unless its
+  // next round comes first; a waiter that died is out of every queue by
+  // then, and the queue key dies with its last live waiter. (The broken
+  // variant keeps the place for the whole wait and the TTL: a killed
+  // waiter with a long wait blocks every fair try for that long.)
+  const long long life = sabotage().no_queue_lapse ? wait_left(engine_.runtime().now()).count() + ttl_.count()
+                                                   : fair_life(options()).count();
+  Call call{.command = CommandId::fair_acquire,
+            .key = keys_.key,
+            .arg1 = token_,
+            .arg2 = std::move(ttl),
+            .more_keys = {queue_key_of(keys_.key), turn_key_of(keys_.key), expiry_key_of(keys_.key)},
+            .more_args = {fair_id_, std::to_string(ticket_), std::to_string(options().fair_grace.count()),
+                          std::to_string(life), tries_once_ ? "1" : "0"}};
+  if (keys_.semaphore()) {
+    call.more_keys.insert(call.more_keys.end(), keys_.permit_keys.begin(), keys_.permit_keys.end());
+    call.more_args.push_back(std::to_string(keys_.permit_keys.size()));
+    call.more_args.push_back(std::to_string(first_slot_));
+    call.more_args.push_back(keys_.channel_name());
+  }
+  return call;
 }
 
 void AcquireOperation::start_attempt() {
@@ -488,11 +499,14 @@ void AcquireOperation::leave_queue() {
   // A round that told no ticket may still have queued the waiter somewhere
   // (a master that answered late); a try never joins anywhere.
   if (!fair_ || fair_id_.empty() || tries_once_) return;
+  // A semaphore's waiter names its permits (the first as the lock key):
+  // where any is free, the next waiter is named.
   Call call{.command = CommandId::fair_leave,
-            .key = keys_.key,
+            .key = keys_.semaphore() ? keys_.permit_keys.front() : keys_.key,
             .arg1 = fair_id_,
-            .arg2 = channel_of(keys_.key),
+            .arg2 = keys_.channel_name(),
             .more_keys = {queue_key_of(keys_.key), expiry_key_of(keys_.key)}};
+  if (keys_.semaphore()) call.more_keys.insert(call.more_keys.end(), keys_.permit_keys.begin() + 1, keys_.permit_keys.end());
   QuorumRound::launch(engine_.transport(), std::move(call), lock_rule(RoundMode::release, engine_.transport().size()),
                       nullptr)
       ->detach();

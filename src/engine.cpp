@@ -54,7 +54,6 @@ std::string check_permits(const AcquireOptions& opts) {
     return "permits: " + std::to_string(opts.permits) + " (at most " + std::to_string(max_permits) + ")";
   }
   if (!opts.token.empty()) return "permits: needs a value drawn by the library (no token)";
-  if (opts.fair) return "permits: not with fair";
   return {};
 }
 

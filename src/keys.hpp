@@ -10,6 +10,8 @@
 //   permit fence  {prefix}{{resource}}:permit<i>:fence
 //   permits       {prefix}{{resource}}:permits      the semaphore's P
 //   permits channel {prefix}{{resource}}:permits:released
+//   permits queue {prefix}{{resource}}:permits:queue  (and :permits:turn,
+//                 :permits:expiry: a semaphore's fair waiters)
 //   readers       {prefix}{{resource}}:readers      (read locks: each reader's expiry)
 //   writers       {prefix}{{resource}}:writers      (writers waiting on readers)
 //   marker key    redlock-marker                  one per master (data loss)
@@ -120,10 +122,23 @@ inline std::string channel_of(std::string_view lock_key) { return sibling_of(loc
 // fence_key_of is the fence counter of a lock key (…}:lock → …}:fence).
 inline std::string fence_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":fence"); }
 
-// queue_key_of / turn_key_of: a fair acquire's queue and turn key
-// (…}:lock → …}:queue, …}:turn; src/scripts.hpp, "Fair order").
-inline std::string queue_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":queue"); }
-inline std::string turn_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":turn"); }
+// fair_base_of: the stem of the fair queue's names for a lock key
+// (…}:lock → …}) or for a semaphore's permit key or permits key
+// (…}:permit<i>:lock, …}:permits → …}:permits): the first '}' ends the
+// resource, since the prefix holds no brace and the resource no '}'. A
+// lock and a semaphore of one name queue apart.
+inline std::string fair_base_of(std::string_view key) {
+  const std::size_t brace = key.find('}');
+  std::string out(key.substr(0, brace + 1));
+  if (key.substr(brace + 1).starts_with(":permit")) out += ":permits";
+  return out;
+}
+
+// queue_key_of / turn_key_of: the fair queue and turn key of a lock (…}:queue,
+// …}:turn) or of a semaphore's permits (…}:permits:queue, …}:permits:turn);
+// src/scripts.hpp, "Fair order".
+inline std::string queue_key_of(std::string_view key) { return fair_base_of(key) + ":queue"; }
+inline std::string turn_key_of(std::string_view key) { return fair_base_of(key) + ":turn"; }
 // readers_key_of / writers_key_of: a read-write lock's sorted sets — the
 // readers by the master's time when each one's hold ends, and the writers
 // that wait, by when each one's intent lapses (docs/design.md, "Read-write
@@ -137,6 +152,6 @@ inline constexpr std::string_view readers_mark = "~readers";
 
 // expiry_key_of: the sorted set of a fair queue's waiters by the master's
 // time when each one's place lapses unless its next round comes first.
-inline std::string expiry_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":expiry"); }
+inline std::string expiry_key_of(std::string_view key) { return fair_base_of(key) + ":expiry"; }
 
 }  // namespace redlock::detail

@@ -54,10 +54,11 @@ Call LockKeys::release_call(const std::string& value, bool announce) const {
     return call;
   }
   if (announce && !multi() && is_fair_token(value)) {
+    // (a permit's: its key, its semaphore's queue and channel)
     return {.command = CommandId::fair_release,
             .key = key,
             .arg1 = value,
-            .arg2 = channel_of(key),
+            .arg2 = channel_name(),
             .more_keys = {queue_key_of(key), expiry_key_of(key)},
             .more_args = {std::string(fair_waiter_of(value))}};
   }

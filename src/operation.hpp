@@ -195,6 +195,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   void give_back(const LockKeys& held);
   void abort_attempt();
   Call attempt_call() const;
+  Call fair_call(std::string ttl) const;
   std::vector<std::string> fenced_keys() const;
   Error cancelled_error() const;
   void finish(Result<Lock> r);

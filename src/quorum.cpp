@@ -135,11 +135,13 @@ void held_by_another(long long pttl, NodeOutcome& out) {
                            : "held by another token (PTTL " + std::to_string(pttl) + " ms: expiry unknown)";
 }
 
-// fair_reply: a fair acquire's [taken, ticket, pttl, rank] with a ticket a
-// master holds exactly (below 2^53, as fences); any other ticket is no
-// answer, and no waiter carries it to the other masters' queues.
+// fair_reply: a fair acquire's [taken, ticket, pttl, rank] (a semaphore's:
+// and the permit taken) with a ticket a master holds exactly (below 2^53,
+// as fences); any other ticket is no answer, and no waiter carries it to
+// the other masters' queues. (Whether the permit is there, and in range,
+// the round checks: it knows whether it asked for one.)
 bool fair_reply(const ReplyView& r) {
-  return r.type == ReplyView::Type::array && r.item_count == 4 && r.items[1] >= 0 &&
+  return r.type == ReplyView::Type::array && (r.item_count == 4 || r.item_count == 5) && r.items[1] >= 0 &&
          static_cast<std::uint64_t>(r.items[1]) < max_fence;
 }
 
@@ -253,6 +255,11 @@ QuorumRound::QuorumRound(Transport& transport, Call call, RoundRule rule, RoundL
     permits_.assign(fenced ? call_.more_keys.size() / 2 : call_.more_keys.size(), tally_);
     votes_.assign(transport.size(), -1);
     if (fenced) counters_.assign(transport.size(), 0);
+  } else if (call_.command == CommandId::fair_acquire && call_.more_args.size() > fair_lock_args) {
+    // A semaphore's fair acquire: the permits key, the queue's three keys,
+    // then the P permit keys (src/scripts.hpp, fair_permits).
+    permits_.assign(call_.more_keys.size() - 3, tally_);
+    votes_.assign(transport.size(), -1);
   }
   outcomes_.resize(transport.size());
   for (std::size_t i = 0; i < outcomes_.size(); ++i) outcomes_[i].address = transport.address(i);
@@ -332,7 +339,8 @@ void QuorumRound::on_node_event(std::size_t slot, const NodeEvent& event) {
   if (first) {
     classify(call_.command, event, out);
     if (!permits_.empty() && out.outcome == Outcome::ok) {
-      const long long permit = event.reply.items[1];
+      const bool fair = call_.command == CommandId::fair_acquire;
+      const long long permit = fair ? (event.reply.item_count == 5 ? event.reply.items[4] : -1) : event.reply.items[1];
       if (permit < 0 || static_cast<std::size_t>(permit) >= permits_.size()) {
         out.outcome = Outcome::error;
         out.error = "unexpected reply: permit " + std::to_string(permit) + " of " + std::to_string(permits_.size());

@@ -270,7 +270,9 @@ return released
 // The lock key then holds the readers' mark (readers_mark, src/keys.hpp)
 // as its value. KEYS[7] (optional): a semaphore's permits key; where it
 // holds a count (up to six digits), "permits P " comes first of all
-// (anything else there, or a key that cannot be read, says nothing).
+// (anything else there, or a key that cannot be read, says nothing);
+// KEYS[8] and KEYS[9] (optional) the semaphore's fair queue and expiry
+// set: where KEYS[7] holds a count, the queue reported is theirs.
 inline constexpr std::string_view inspect_script = R"lua(
 local function wrongtype(key)
   local kind = redis.pcall('TYPE', key)['ok'] or 'unknown'
@@ -282,9 +284,13 @@ for i = 1, 2 do
   if type(got[i]) == 'table' then return wrongtype(KEYS[i]) end
 end
 local rw = ''
+local qk, ek = KEYS[3], KEYS[4]
 if KEYS[7] then
   local p = redis.pcall('GET', KEYS[7])
-  if type(p) == 'string' and #p <= 6 and string.find(p, '^[1-9][0-9]*$') then rw = 'permits ' .. p .. ' ' end
+  if type(p) == 'string' and #p <= 6 and string.find(p, '^[1-9][0-9]*$') then
+    rw = 'permits ' .. p .. ' '
+    if KEYS[9] then qk, ek = KEYS[8], KEYS[9] end
+  end
 end
 for i = 5, 6 do
   local live = 0
@@ -302,18 +308,18 @@ for i = 5, 6 do
 end
 local queue = ''
 local n = 0
-for i = 3, 4 do
-  local c = KEYS[i] and redis.pcall('ZCARD', KEYS[i]) or 0
+for i, key in ipairs({qk or false, ek or false}) do
+  local c = key and redis.pcall('ZCARD', key) or 0
   if type(c) == 'table' then
-    if string.sub(c['err'] or '', 1, 9) == 'WRONGTYPE' then return wrongtype(KEYS[i]) end
+    if string.sub(c['err'] or '', 1, 9) == 'WRONGTYPE' then return wrongtype(key) end
     c = 0
   end
-  if i == 3 then n = c end
+  if i == 1 then n = c end
 end
 if n > 0 then
   local live, head = n, nil
-  local members = redis.pcall('ZRANGE', KEYS[3], 0, -1)
-  local stamps = KEYS[4] and redis.pcall('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+  local members = redis.pcall('ZRANGE', qk, 0, -1)
+  local stamps = ek and redis.pcall('ZRANGE', ek, 0, -1, 'WITHSCORES')
   if type(members) == 'table' and not members['err'] and type(stamps) == 'table' and not stamps['err'] then
     local clock = redis.call('TIME')
     local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -464,11 +470,83 @@ local function lapse(queue, expiry)
 end
 )lua";
 
+// sem_declare: declare(key, p) — a semaphore's permits key holds the P of
+// every client of the name (never expiring). One that says another P →
+// an error reply naming both (the caller returns it, nothing set); none →
+// P is written; the same P → nil.
+inline constexpr std::string_view sem_declare = R"lua(
+local function declare(key, p)
+  local declared = redis.call('GET', key)
+  if declared == p then return nil end
+  if declared then
+    return redis.error_reply('semaphore ' .. key .. ' has ' .. declared .. ' permits; this client asked for ' ..
+      p .. ' (every client of a semaphore must give the same number)')
+  end
+  redis.call('SET', key, p)
+end
+)lua";
+
+// fair_permits: what "the lock" is to fair_acquire — grab() sets it (true
+// if taken), free_in() is its PTTL (-2: free) and answer(reply, dequeued)
+// shapes a reply. For a lock, KEYS[1]. For a semaphore (ARGV[8] = P), any
+// of the permit keys KEYS[5 .. P + 4] (from ARGV[9] on, wrapping round):
+// free while any is free, else the soonest PTTL (-1 when none expires);
+// the reply gains the permit taken (-1: none); and a queued waiter that
+// took a permit where another is still free names the next two of the
+// queue on the channel (ARGV[10]), as a release would: they need not wait
+// for one.
+inline constexpr std::string_view fair_permits = R"lua(
+local grab, free_in, answer
+if ARGV[8] then
+  local p = #KEYS - 4
+  local refused = declare(KEYS[1], ARGV[8])
+  if refused then return refused end
+  local slot = -1
+  grab = function()
+    local first = tonumber(ARGV[9])
+    for k = 0, p - 1 do
+      local i = (first + k) % p
+      if redis.call('SET', KEYS[5 + i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+        slot = i
+        return true
+      end
+    end
+    return false
+  end
+  free_in = function()
+    local soonest = -1
+    for i = 5, 4 + p do
+      local t = redis.call('PTTL', KEYS[i])
+      if t == -2 then return -2 end
+      if t >= 0 and (soonest < 0 or t < soonest) then soonest = t end
+    end
+    return soonest
+  end
+  answer = function(r, dequeued)
+    r[5] = slot
+    if dequeued and free_in() == -2 then
+      local next = redis.call('ZRANGE', KEYS[2], 0, 1)
+      if next[1] then redis.pcall('PUBLISH', ARGV[10], 'turn ' .. next[1] .. ' ' .. (next[2] or '-')) end
+    end
+    return r
+  end
+else
+  grab = function() return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) end
+  free_in = function() return redis.call('PTTL', KEYS[1]) end
+  answer = function(r) return r end
+end
+)lua";
+
 // fair_acquire: KEYS[1] lock key, KEYS[2] queue, KEYS[3] turn key, KEYS[4]
 // expiry set; ARGV[1] value, ARGV[2] ttl ms, ARGV[3] waiter id, ARGV[4]
 // ticket ("0": none yet), ARGV[5] grace ms, ARGV[6] life ms (how long the
 // waiter's place outlives this round: longer than its longest sleep plus
 // two node timeouts), ARGV[7] "1" for a try (no wait): it never joins.
+// A semaphore's fair acquire (fair_permits, above) gives ARGV[8] P,
+// ARGV[9] the permit to try first and ARGV[10] its channel; KEYS[1] is its
+// permits key and KEYS[5 .. P + 4] its permit keys: "the lock" below is
+// then any free permit, and every reply has a fifth item, the permit
+// taken (-1: none).
 // → [taken, ticket, PTTL of the lock key (-2: free), rank]:
 //   lapsed waiters go first (fair_lapse): a try, or anyone, never waits
 //     behind a waiter that sends no more rounds for longer than its life;
@@ -495,8 +573,11 @@ end
 // head check every 2 × grace, so the next check finds the turn over
 // rather than starting a new one for the same dead head.
 // Lua numbers are doubles: tickets stay far below 2^53 (one per arrival).
+// fair_lock_args: how many ARGV a lock's fair acquire has after the value
+// and the ttl (ARGV[3..7]); a semaphore's has three more.
+inline constexpr std::size_t fair_lock_args = 5;
 inline constexpr std::string_view fair_acquire_body = R"lua(
-local lock, queue, turn, expiry, me = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3]
+local queue, turn, expiry, me = KEYS[2], KEYS[3], KEYS[4], ARGV[3]
 local ticket = tonumber(ARGV[4])
 local head
 local front = lapse(queue, expiry)[1]
@@ -509,12 +590,12 @@ local function not_taken(pttl, rank)
     redis.call('PEXPIRE', queue, life)
     redis.call('PEXPIRE', expiry, life)
   end
-  return {0, ticket, pttl, rank or redis.call('ZRANK', queue, me)}
+  return answer({0, ticket, pttl, rank or redis.call('ZRANK', queue, me)})
 end
 local function taken()
   redis.call('ZREM', queue, me)
   redis.call('ZREM', expiry, me)
-  return {1, ticket, -2, 0}
+  return answer({1, ticket, -2, 0}, true)
 end
 if ticket == 0 and ARGV[7] ~= '1' then
   local rank = redis.call('ZRANK', queue, me)
@@ -523,10 +604,8 @@ end
 if ticket == 0 then
   -- An empty front (lapse's) is an empty queue: no last to read.
   local last = front and redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES') or {}
-  if not last[2] and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {1, 0, -2, 0}
-  end
-  if ARGV[7] == '1' then return {0, 0, redis.call('PTTL', lock), -1} end
+  if not last[2] and grab() then return answer({1, 0, -2, 0}) end
+  if ARGV[7] == '1' then return answer({0, 0, free_in(), -1}) end
   if last[2] then
     ticket = tonumber(last[2]) + 1
   else
@@ -542,10 +621,10 @@ else
   end
 end
 if head == me then
-  if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then return taken() end
-  return not_taken(redis.call('PTTL', lock), 0)
+  if grab() then return taken() end
+  return not_taken(free_in(), 0)
 end
-local pttl = redis.call('PTTL', lock)
+local pttl = free_in()
 if pttl == -2 then
   head = head or redis.call('ZRANGE', queue, 0, 0)[1]
   if head and head ~= me then
@@ -562,11 +641,11 @@ if pttl == -2 then
       redis.call('SET', turn, head .. ' ' .. string.format('%d', clock() + grace), 'PX', 4 * grace)
     end
   end
-  if head == me and redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then return taken() end
+  if head == me and grab() then return taken() end
 end
 return not_taken(pttl)
 )lua";
-inline constexpr std::string_view fair_acquire_script = join_text<fair_lapse, fair_acquire_body>::value;
+inline constexpr std::string_view fair_acquire_script = join_text<fair_lapse, sem_declare, fair_permits, fair_acquire_body>::value;
 
 // fair_release: KEYS[1] lock key, KEYS[2] queue, KEYS[3] expiry set;
 // ARGV[1] value, ARGV[2] the release channel, ARGV[3] the waiter id of the
@@ -594,16 +673,21 @@ return 1
 )lua";
 inline constexpr std::string_view fair_release_script = join_text<fair_lapse, fair_release_body>::value;
 
-// fair_leave: KEYS[1] lock key, KEYS[2] queue, KEYS[3] expiry set; ARGV[1]
-// waiter id, ARGV[2] the release channel. A fair waiter that gives up (its
-// wait ran out, cancelled, the client closing) leaves the queue; if the
-// lock is free, it may have been the head whose turn it was: the new live
-// head is named as a release names it. → :1 (left), :0 (was not queued
-// here).
+// fair_leave: KEYS[1] lock key, KEYS[2] queue, KEYS[3] expiry set (a
+// semaphore's: KEYS[1] its first permit key, KEYS[4 ..] the others);
+// ARGV[1] waiter id, ARGV[2] the release channel. A fair waiter that gives
+// up (its wait ran out, cancelled, the client closing) leaves the queue;
+// if the lock (a permit) is free, it may have been the head whose turn it
+// was: the new live head is named as a release names it. → :1 (left), :0
+// (was not queued here).
 inline constexpr std::string_view fair_leave_body = R"lua(
 redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local free = redis.call('EXISTS', KEYS[1]) == 0
+for i = 4, #KEYS do
+  free = free or redis.call('EXISTS', KEYS[i]) == 0
+end
+if free then
   local next = lapse(KEYS[2], KEYS[3])
   if next[1] then redis.pcall('PUBLISH', ARGV[2], 'turn ' .. next[1] .. ' ' .. (next[2] or '-')) end
 end
@@ -631,17 +715,11 @@ inline constexpr std::string_view fair_leave_script = join_text<fair_lapse, fair
 // integer, is refused as fenced_acquire refuses it, nothing set); every
 // slot held → [0, the soonest PTTL among them] (-1 when none of them
 // expires), nothing set.
-inline constexpr std::string_view sem_acquire_script = R"lua(
+inline constexpr std::string_view sem_acquire_body = R"lua(
 local fenced = ARGV[5] == 'fence'
 local p = fenced and (#KEYS - 1) / 2 or #KEYS - 1
-local declared = redis.call('GET', KEYS[p + 1])
-if declared ~= ARGV[3] then
-  if declared then
-    return redis.error_reply('semaphore ' .. KEYS[p + 1] .. ' has ' .. declared .. ' permits; this client asked for ' ..
-      ARGV[3] .. ' (every client of a semaphore must give the same number)')
-  end
-  redis.call('SET', KEYS[p + 1], ARGV[3])
-end
+local refused = declare(KEYS[p + 1], ARGV[3])
+if refused then return refused end
 local first = tonumber(ARGV[4])
 for k = 0, p - 1 do
   local i = (first + k) % p + 1
@@ -668,6 +746,7 @@ for i = 1, p do
 end
 return {0, soonest}
 )lua";
+inline constexpr std::string_view sem_acquire_script = join_text<sem_declare, sem_acquire_body>::value;
 
 // sem_cleanup: KEYS the permit keys (slot 0 first); ARGV[1] value, ARGV[2]
 // the slot to keep (-1: none). Deletes our value from every other slot:

@@ -138,8 +138,12 @@ ResourceStatus Reports::holdings(std::string resource, std::vector<SurveyAnswer>
 void Reports::status(std::string resource, StatusDone done) {
   if (closing_) return answer_closed(std::move(done));
   std::string key = lock_key(prefix_, resource);
+  std::string permits = permits_key(prefix_, resource);
+  std::string permits_queue = queue_key_of(permits);
+  std::string permits_expiry = expiry_key_of(permits);
   std::vector<std::string> more{fence_key_of(key),   queue_key_of(key),   expiry_key_of(key),
-                                readers_key_of(key), writers_key_of(key), permits_key(prefix_, resource)};
+                                readers_key_of(key), writers_key_of(key), std::move(permits),
+                                std::move(permits_queue), std::move(permits_expiry)};
   Call call{.command = CommandId::inspect, .key = std::move(key), .more_keys = std::move(more)};
   survey(std::move(call), [this, resource = std::move(resource), done = std::move(done)](
                               std::vector<SurveyAnswer> answers) mutable {

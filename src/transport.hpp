@@ -23,10 +23,10 @@ struct ReplyView {
   long long integer = 0;
   std::string_view str;  // status, string and error text
   // array of integers only (the fenced acquire's [1, counter] or
-  // [0, counter, pttl], a fair acquire's [taken, ticket, pttl, rank]): its
-  // elements, and how many (0 for any other array, or one longer than
-  // items holds).
-  std::array<long long, 4> items{};
+  // [0, counter, pttl], a fair acquire's [taken, ticket, pttl, rank], a
+  // fair semaphore's with the permit after them): its elements, and how
+  // many (0 for any other array, or one longer than items holds).
+  std::array<long long, 5> items{};
   std::uint8_t item_count = 0;
 };
 

@@ -48,6 +48,14 @@ inline std::unique_ptr<Client> client_for(const RedisGroup& group, const std::fu
   return client_for(group.urls(), tune);
 }
 
+// clients_for: `n` Clients over the group, each tuned alike.
+inline std::vector<std::unique_ptr<Client>> clients_for(const RedisGroup& group, std::size_t n,
+                                                        const std::function<void(Options&)>& tune = {}) {
+  std::vector<std::unique_ptr<Client>> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back(client_for(group, tune));
+  return out;
+}
+
 // AsyncBed — an AsyncClient (see config_for) on a private loop that the
 // test runs itself.
 struct AsyncBed {
@@ -131,13 +139,23 @@ inline void patient(Options& o) {
   o.stall_timeout = std::chrono::milliseconds{3000};
 }
 
-// queued_everywhere: `n` waiters in the fair queue of `resource` on every
-// master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set).
-inline bool queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {
+// zcard_everywhere: the sorted set `key` has `n` members on every master.
+inline bool zcard_everywhere(RedisGroup& group, const std::string& key, long long n) {
   for (std::size_t i = 0; i < group.size(); ++i) {
-    if (group[i].command({"ZCARD", "redlock:{" + resource + "}:queue"}).integer != n) return false;
+    if (group[i].command({"ZCARD", key}).integer != n) return false;
   }
   return true;
+}
+
+// queued_everywhere: `n` waiters in the fair queue of `resource` on every
+// master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set);
+// permits_queued_everywhere: in the fair queue of the semaphore `resource`
+// ({prefix}{{resource}}:permits:queue).
+inline bool queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {
+  return zcard_everywhere(group, "redlock:{" + resource + "}:queue", n);
+}
+inline bool permits_queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {
+  return zcard_everywhere(group, "redlock:{" + resource + "}:permits:queue", n);
 }
 
 // subscribers counts the pub/sub subscribers of `channel` on a master.

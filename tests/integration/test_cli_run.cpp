@@ -1404,8 +1404,10 @@ TEST_CASE("run --permits: two commands run at once under a semaphore of 2, a thi
   auto other = cli(run_args(g, {"--permits", "3", "--no-wait"}, "encoders", "echo other-ran"));
   CHECK(other.exit_code == 2);
   CHECK(other.err.find("has 2 permits; this client asked for 3") != std::string::npos);
-  // A waiter runs once a permit is released.
-  Child third(cli_path(), run_args(g, {"--permits", "2", "--wait", "20s", "--json"}, "encoders", "echo third-running"));
+  // A waiter runs once a permit is released — a fair one here (--fair: in
+  // arrival order; a release names it).
+  Child third(cli_path(), run_args(g, {"--permits", "2", "--fair", "--wait", "20s", "--json"}, "encoders", "echo third-running"));
+  REQUIRE(eventually([&] { return permits_queued_everywhere(g, "encoders", 1); }));
   std::ofstream(go.string()) << "go";
   ProcResult r1 = first.wait(), r2 = second.wait(), r3 = third.wait();
   CHECK(r1.exit_code == 0);
@@ -1413,6 +1415,7 @@ TEST_CASE("run --permits: two commands run at once under a semaphore of 2, a thi
   CHECK(r3.exit_code == 0);
   CHECK(r3.out.find("third-running") != std::string::npos);
   const json a = report_of(r1), b = report_of(r2), c = report_of(r3);
+  CHECK(c["token"].get<std::string>().front() == 'Q');
   CHECK(a["permits"] == 2);
   CHECK(a["permit"] != b["permit"]);
   // Its permit was one of theirs, taken after that one was released.

@@ -36,8 +36,7 @@ const std::string far_future = "99999999999999";
 TEST_CASE("fair waiters of three clients get the lock in the order they came, each woken by the release before") {
   RedisGroup group(5);
   auto holder = client_for(group);
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int c = 0; c < 3; ++c) clients.push_back(client_for(group, no_polling));
+  std::vector<std::unique_ptr<Client>> clients = clients_for(group, 3, no_polling);
   auto held = holder->acquire("fair", {.ttl = 30000ms, .fair = true});
   REQUIRE(held.ok());
   CHECK(held->token.front() == 'Q');

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -80,9 +82,163 @@ TEST_CASE("a semaphore's permits number is every client's: another number is ref
   REQUIRE_FALSE(too_many.ok());
   CHECK(too_many.error().code == Errc::invalid_argument);
   CHECK(too_many.error().message.find("permits: 101 (at most 100)") != std::string::npos);
-  auto fair = b->acquire("pool", {.fair = true, .permits = 3});
+  auto fair = b->acquire("pool", {.fence = true, .fair = true, .permits = 3});
   REQUIRE_FALSE(fair.ok());
   CHECK(fair.error().code == Errc::invalid_argument);
+  // A fair waiter is told the same, at its first attempt.
+  auto fair_other = b->acquire("pool", {.ttl = 10000ms, .wait = 5000ms, .fair = true, .permits = 2});
+  REQUIRE_FALSE(fair_other.ok());
+  CHECK(fair_other.error().code == Errc::invalid_argument);
+  CHECK(fair_other.error().attempts == 1);
+  CHECK(fair_other.error().to_string().find("has 3 permits; this client asked for 2") != std::string::npos);
+}
+
+namespace {
+
+// FairSeat — a fair waiter for a permit on a thread of its own: it holds
+// what it got until told to give it back.
+struct FairSeat {
+  Client& client;
+  std::optional<Result<Lock>> got;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool give_back = false;
+  std::jthread thread;
+
+  FairSeat(Client& c, std::string resource, AcquireOptions opts) : client(c) {
+    // (the thread is the last member: it is joined first, after release())
+    thread = std::jthread([this, resource = std::move(resource), opts] {
+      Result<Lock> r = client.acquire(resource, opts);
+      std::unique_lock<std::mutex> lock(mu);
+      got.emplace(std::move(r));
+      cv.notify_all();
+      cv.wait(lock, [&] { return give_back; });
+      if (got->ok()) (void)client.release(**got);
+    });
+  }
+  bool granted() {
+    std::lock_guard<std::mutex> lock(mu);
+    return got.has_value() && got->ok();
+  }
+  bool ended() {
+    std::lock_guard<std::mutex> lock(mu);
+    return got.has_value();
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu);
+    give_back = true;
+    cv.notify_all();
+  }
+  ~FairSeat() { release(); }
+};
+
+
+}  // namespace
+
+TEST_CASE("fair permits: waiters get permits in the order they came, one per freed permit; a try does not pass them") {
+  RedisGroup group(5);
+  auto holder = client_for(group);
+  std::vector<std::unique_ptr<Client>> clients = clients_for(group, 3, no_polling);
+  const AcquireOptions fair{.ttl = 30000ms, .wait = 20000ms, .fair = true, .permits = 2};
+  auto h1 = holder->acquire("pool", {.ttl = 30000ms, .fair = true, .permits = 2});
+  auto h2 = holder->acquire("pool", {.ttl = 30000ms, .fair = true, .permits = 2});
+  REQUIRE_MESSAGE(h1.ok(), h1.error().to_string());
+  REQUIRE_MESSAGE(h2.ok(), h2.error().to_string());
+  CHECK(h1->token.front() == 'Q');
+  REQUIRE(eventually([&] { return group.keys_everywhere("redlock:{pool}:permit[01]:lock") == 2 * group.size(); }));
+
+  constexpr int waiters = 5;
+  std::vector<std::unique_ptr<FairSeat>> seats;
+  for (int w = 0; w < waiters; ++w) {
+    seats.push_back(std::make_unique<FairSeat>(*clients[static_cast<std::size_t>(w % 3)], "pool", fair));
+    // The next comes once this one has joined the queue on every master.
+    REQUIRE(eventually([&] { return permits_queued_everywhere(group, "pool", w + 1); }));
+  }
+  // A try while waiters queue and every permit is held: fails at once,
+  // joins nothing.
+  auto try_now = holder->acquire("pool", {.ttl = 30000ms, .fair = true, .permits = 2});
+  REQUIRE_FALSE(try_now.ok());
+  CHECK(try_now.error().code == Errc::held);
+  CHECK(permits_queued_everywhere(group, "pool", waiters));
+  // status shows the semaphore's queue: its length and its head, in the
+  // library and in `redlock status`.
+  auto st = holder->status("pool");
+  REQUIRE(st.ok());
+  CHECK(st->permits == 2);
+  CHECK(st->queued == static_cast<std::size_t>(waiters));
+  CHECK(st->queue_head.size() == 16);
+  auto human = cli(op({"status", "pool"}, group));
+  CHECK(human.exit_code == 0);
+  INFO(human.out);
+  CHECK(human.out.find("is a semaphore of 2 permits: 2 held by a majority") != std::string::npos);
+  CHECK(human.out.find("fair queue: 5 waiting (head ") != std::string::npos);
+
+  // Each freed permit goes to the first waiter still waiting, and to no
+  // one behind it.
+  const auto only_granted = [&](int upto) {
+    for (int w = 0; w < waiters; ++w) {
+      if (seats[static_cast<std::size_t>(w)]->granted() != (w < upto)) return false;
+    }
+    return true;
+  };
+  REQUIRE(holder->release(*h1)->released);
+  REQUIRE(eventually([&] { return seats[0]->granted(); }));
+  CHECK(only_granted(1));
+  REQUIRE(holder->release(*h2)->released);
+  REQUIRE(eventually([&] { return seats[1]->granted(); }));
+  CHECK(only_granted(2));
+  for (int w = 0; w + 2 < waiters; ++w) {
+    seats[static_cast<std::size_t>(w)]->release();
+    REQUIRE(eventually([&] { return seats[static_cast<std::size_t>(w + 2)]->granted(); }));
+    CHECK(seats[static_cast<std::size_t>(w)]->ended());
+  }
+  // Never more than two held at once, each a permit of its own.
+  std::set<std::uint32_t> held;
+  for (int w = waiters - 2; w < waiters; ++w) held.insert(*(*seats[static_cast<std::size_t>(w)]->got)->permit);
+  CHECK(held == std::set<std::uint32_t>{0, 1});
+  for (auto& seat : seats) seat->release();
+  seats.clear();
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{pool}:permits:queue") == 0; }));
+  CHECK(eventually([&] { return group.keys_everywhere("redlock:{pool}:permit[0-9]*") == 0; }));
+}
+
+TEST_CASE("fair permits: two permits freed together reach the first two waiters at once, the second named by the first's take") {
+  RedisGroup group(3);
+  auto holder = client_for(group);
+  // The grace is longer than the waits: the second waiter cannot be moved
+  // by a turn running out, nor by polling — only by being named.
+  const auto tune = [](Options& o) {
+    no_polling(o);
+    o.fair_grace = 30000ms;
+  };
+  auto a = client_for(group, tune);
+  auto b = client_for(group, tune);
+  const AcquireOptions fair{.ttl = 30000ms, .wait = 60000ms, .fair = true, .permits = 2};
+  auto h1 = holder->acquire("twin", {.ttl = 30000ms, .permits = 2});
+  auto h2 = holder->acquire("twin", {.ttl = 30000ms, .permits = 2});
+  REQUIRE(h1.ok());
+  REQUIRE(h2.ok());
+  REQUIRE(eventually([&] { return group.keys_everywhere("redlock:{twin}:permit[01]:lock") == 2 * group.size(); }));
+  FairSeat first(*a, "twin", fair);
+  REQUIRE(eventually([&] { return permits_queued_everywhere(group, "twin", 1); }));
+  FairSeat second(*b, "twin", fair);
+  REQUIRE(eventually([&] { return permits_queued_everywhere(group, "twin", 2); }));
+  // Both permits go at once, before either waiter moves; then a release by
+  // a holder that was not fair names nobody: the head (rank 0) tries. It
+  // takes one permit; where the other is still free, that take names the
+  // second waiter as the new head — nothing else would before its grace,
+  // its safety net or the holder's TTL, all 30 s or more away.
+  for (std::size_t m = 0; m < group.size(); ++m) {
+    group[m].command({"DEL", "redlock:{twin}:permit0:lock", "redlock:{twin}:permit1:lock"});
+  }
+  for (std::size_t m = 0; m < group.size(); ++m) {
+    group[m].command({"PUBLISH", "redlock:{twin}:permits:released", h1->token});
+  }
+  REQUIRE(eventually([&] { return first.granted(); }));
+  CHECK(eventually([&] { return second.granted(); }, 5000ms));
+  if (first.granted() && second.granted()) CHECK((*first.got)->permit != (*second.got)->permit);
+  first.release();
+  second.release();
 }
 
 TEST_CASE("masters that pick different permits: the permit a majority gave wins, the others are cleaned up") {

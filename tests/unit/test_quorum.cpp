@@ -218,7 +218,7 @@ TEST_CASE("classify: a fair acquire's [taken, ticket, pttl, rank]") {
   NodeEvent ev;
   ev.kind = EventKind::reply;
   auto fair = [&](std::array<long long, 4> items) {
-    ev.reply = {ReplyView::Type::array, 0, {}, items, 4};
+    ev.reply = {ReplyView::Type::array, 0, {}, {items[0], items[1], items[2], items[3], 0}, 4};
     NodeOutcome out;
     classify(CommandId::fair_acquire, ev, out);
     return out;
@@ -234,12 +234,12 @@ TEST_CASE("classify: a fair acquire's [taken, ticket, pttl, rank]") {
   CHECK(ahead.holder_ttl.count() == 0);
   CHECK(ahead.error == "free, but 3 waiter(s) ahead in the fair queue");
   CHECK(fair({0, 4, -2, -1}).error == "free, but waiters are queued (fair order)");
-  ev.reply = {ReplyView::Type::array, 0, {}, {1, 0, 0, 0}, 3};
+  ev.reply = {ReplyView::Type::array, 0, {}, {1, 0, 0, 0, 0}, 3};
   NodeOutcome short_reply;
   classify(CommandId::fair_acquire, ev, short_reply);
   CHECK(short_reply.outcome == Outcome::error);
   // A quarantined master's yes is no vote; its fair release still released.
-  ev.reply = {ReplyView::Type::array, 0, {}, {1, 3, -2, 0}, 4};
+  ev.reply = {ReplyView::Type::array, 0, {}, {1, 3, -2, 0, 0}, 4};
   ev.quarantined = true;
   NodeOutcome q;
   classify(CommandId::fair_acquire, ev, q);
@@ -267,6 +267,31 @@ TEST_CASE("a fair round's ticket is the highest proposed, its rank the place a m
   CHECK_FALSE(round->tally().success());
   CHECK(round->max_counter() == 5);
   CHECK(round->quorum_rank() == 1);
+  round->detach();
+}
+
+TEST_CASE("a semaphore's fair round counts each master's yes for the permit in the fifth item; one without it is no vote") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  // Five masters: permits 1, 1, 0 taken; one says taken without a permit
+  // (a lock's reply shape); one says taken with a permit out of range.
+  const std::vector<std::vector<long long>> replies{
+      {1, 4, -2, 0, 1}, {1, 4, -2, 0, 1}, {1, 4, -2, 0, 0}, {1, 4, -2, 0}, {1, 4, -2, 0, 2}};
+  FakeTransport fake(&loop, 5, [&](std::size_t node, const Call&) { return redlock::test::array_reply(replies[node]); });
+  Call call{.command = CommandId::fair_acquire, .key = "{s}:permits", .arg1 = "t", .arg2 = "1000"};
+  call.more_keys = {"{s}:permits:queue", "{s}:permits:turn", "{s}:permits:expiry", "{s}:permit0:lock", "{s}:permit1:lock"};
+  call.more_args = {"w", "4", "250", "5000", "0", "2", "0", "{s}:permits:released"};
+  QuorumRound* round = QuorumRound::launch(fake, std::move(call), lock_rule(RoundMode::majority, fake.size()), nullptr);
+  CHECK(redlock::test::run_and_close(&loop) == 0);
+  CHECK(round->decided());
+  // Permit 1 has two yes of five: no quorum (a lock's tally would count 5).
+  CHECK_FALSE(round->tally().success());
+  CHECK(round->tally().ok() == 2);
+  CHECK(round->leading_permit() == 1);
+  CHECK(round->permit_votes() == std::vector<std::int16_t>{1, 1, 0, -1, -1});
+  CHECK(round->outcomes()[3].outcome == Outcome::error);
+  CHECK(round->outcomes()[4].error == "unexpected reply: permit 2 of 2");
+  CHECK(round->max_counter() == 4);
   round->detach();
 }
 

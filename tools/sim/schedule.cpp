@@ -34,6 +34,7 @@
 #include "operation.hpp"
 #include "scripts.hpp"
 #include "sha1.hpp"
+#include "token.hpp"
 #include "survey.hpp"
 
 namespace redlock::sim {
@@ -76,8 +77,9 @@ Options sim_options(bool quarantine, bool wake_ups, std::size_t extend_batch_max
 // A semaphore's permits are lock keys too ("…}:permit<i>:lock").
 bool is_lock_key(std::string_view key) { return key.ends_with(":lock"); }
 // is_fair_key: a fair acquire's queue, turn key or expiry set (src/keys.hpp).
+// A semaphore's are "…}:permits:queue" and so on.
 bool is_fair_key(std::string_view key) {
-  return key.ends_with("}:queue") || key.ends_with("}:turn") || key.ends_with("}:expiry");
+  return key.ends_with(":queue") || key.ends_with(":turn") || key.ends_with(":expiry");
 }
 
 std::string fmt_time(Nanos t) {
@@ -908,9 +910,14 @@ void Schedule::next(SimClient& c) {
     ao.fence = workload_ == Workload::fenced;
     ao.permits = permits_;
     // (Drawn only for rwlock and semaphore: the other workloads' plans
-    // stay.) Half a semaphore's acquires are fenced: a fence per permit.
+    // stay.) Half a semaphore's acquires are fenced: a fence per permit;
+    // of the others, half wait in fair order (a try among them too).
     ao.shared = workload_ == Workload::rwlock && r.chance(0.6);
-    if (workload_ == Workload::semaphore) ao.fence = r.chance(0.5);
+    if (workload_ == Workload::semaphore) {
+      ao.fence = r.chance(0.5);
+      ao.fair = !ao.fence && r.chance(0.5);
+      if (ao.fair) note_fair(ao);
+    }
     c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
                         acquired(c, set, std::move(res), false);
                       }));
@@ -949,6 +956,7 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
     return think(c);
   }
   ++result_.grants;
+  if (workload_ == Workload::semaphore && detail::is_fair_token(r->token)) ++result_.fair_grants;
   c.lock = std::move(*r);
   c.more.assign(resources.begin() + 1, resources.end());
   c.held.clear();
@@ -2142,7 +2150,7 @@ ScheduleResult Schedule::run() {
   }
   world_.run_until(world_.now() + ms(100));
   check_leaks();
-  if (workload_ == Workload::fair) {
+  if (workload_ == Workload::fair || (workload_ == Workload::semaphore && result_.fair_acquires > 0)) {
     // Every fair wait and its TTL are over: no queue or turn key may stay.
     world_.run_until(std::max(world_.now(), fair_until_ + ms(100)));
     check_fair_keys();

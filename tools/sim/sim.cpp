@@ -228,6 +228,10 @@ int main(int argc, char** argv) {
                  " nodes reports, " + std::to_string(r.closes) + " closed with " + std::to_string(r.closed_out) +
                  " callbacks out";
       }
+      if (r.workload == Workload::semaphore) {
+        counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
+                 " granted)";
+      }
       if (r.workload == Workload::fair) {
         counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
                  " granted), " + std::to_string(r.order_checked) + " waiters in the order check";

@@ -648,6 +648,64 @@ TEST_CASE("fair_acquire, a try (ARGV[7] 1): takes a free lock nobody queues for;
   CHECK(sim.cmd({"EXISTS", turn}) == I(0));
 }
 
+TEST_CASE("fair_acquire of a semaphore: the head takes any free permit; its take names the next where another is free") {
+  Sim sim;
+  const std::string permits = "redlock:{pool}:permits", channel_p = "redlock:{pool}:permits:released";
+  const std::vector<std::string> slot{"redlock:{pool}:permit0:lock", "redlock:{pool}:permit1:lock"};
+  const std::string queue = scripts::queue_key_of(permits), turn = scripts::turn_key_of(permits),
+                    expiry = scripts::expiry_key_of(permits);
+  // One queue for the semaphore, apart from the lock's of the same name;
+  // a permit's key names the same.
+  CHECK(queue == "redlock:{pool}:permits:queue");
+  CHECK(scripts::queue_key_of(slot[1]) == queue);
+  CHECK(scripts::expiry_key_of(slot[0]) == "redlock:{pool}:permits:expiry");
+  CHECK(scripts::queue_key_of("redlock:{pool}:lock") == "redlock:{pool}:queue");
+  const auto fair = [&](const std::string& value, const std::string& waiter, const std::string& ticket,
+                        const std::string& p = "2", const std::string& try_only = "0") {
+    // ttl 1000, grace 250, a place's life 5000, P, start at permit 0
+    return sim.evalsha(scripts::fair_acquire_script, {permits, queue, turn, expiry, slot[0], slot[1]},
+                       {value, "1000", waiter, ticket, "250", "5000", try_only, p, "0", channel_p});
+  };
+  // Nobody queued: the first two take a permit each at once, the permit in
+  // the fifth item.
+  CHECK(fair("Qh1", "h", "0") == A({I(1), I(0), I(-2), I(0), I(0)}));
+  CHECK(sim.cmd({"GET", permits}) == B("2"));
+  CHECK(fair("Qg1", "g", "0") == A({I(1), I(0), I(-2), I(0), I(1)}));
+  // Every permit held: a and b join, told the soonest PTTL; a try joins
+  // nothing.
+  CHECK(fair("Qa1", "a", "0") == A({I(0), I(1), I(1000), I(0), I(-1)}));
+  CHECK(fair("Qb1", "b", "0") == A({I(0), I(2), I(1000), I(1), I(-1)}));
+  CHECK(fair("Qt1", "t", "0", "2", "1") == A({I(0), I(0), I(1000), I(-1), I(-1)}));
+  // Another P is refused, nothing written.
+  const Reply other = fair("Qx1", "x", "0", "3");
+  CHECK(is_error_starting(other, "semaphore redlock:{pool}:permits has 2 permits; this client asked for 3"));
+  CHECK(sim.cmd({"ZCARD", queue}) == I(2));
+  // Both permits freed by releases that were not fair (no announcement):
+  // b, not the head, may not take one — it starts a's turn.
+  sim.cmd({"DEL", slot[0], slot[1]});
+  CHECK(fair("Qb2", "b", "2") == A({I(0), I(2), I(-2), I(1), I(-1)}));
+  CHECK(sim.cmd({"EXISTS", turn}) == I(1));
+  // The head takes permit 0; permit 1 is still free, so its take names b.
+  sim.published.clear();
+  CHECK(fair("Qa2", "a", "1") == A({I(1), I(1), I(-2), I(0), I(0)}));
+  CHECK(sim.published == std::vector<std::pair<std::string, std::string>>{{channel_p, "turn b -"}});
+  // b takes the last; nobody is left to name.
+  sim.published.clear();
+  CHECK(fair("Qb3", "b", "2") == A({I(1), I(2), I(-2), I(0), I(1)}));
+  CHECK(sim.published.empty());
+  CHECK(sim.cmd({"EXISTS", queue}) == I(0));
+  // A fair release of a permit names the semaphore's queue's head; a
+  // leave where a permit is free names the next.
+  CHECK(fair("Qc1", "c", "0") == A({I(0), I(1), I(1000), I(0), I(-1)}));
+  CHECK(fair("Qd1", "d", "0") == A({I(0), I(2), I(1000), I(1), I(-1)}));
+  sim.published.clear();
+  CHECK(sim.evalsha(scripts::fair_release_script, {slot[0], queue, expiry}, {"Qa2", channel_p, "a"}) == I(1));
+  CHECK(sim.published == std::vector<std::pair<std::string, std::string>>{{channel_p, "turn c d"}});
+  sim.published.clear();
+  CHECK(sim.evalsha(scripts::fair_leave_script, {slot[0], queue, expiry, slot[1]}, {"c", channel_p}) == I(1));
+  CHECK(sim.published == std::vector<std::pair<std::string, std::string>>{{channel_p, "turn d -"}});
+}
+
 TEST_CASE("fair scripts: two waiters queue in ticket order; the release names them; the leave names the next") {
   Sim sim;
   const std::string queue = scripts::queue_key_of(lock), turn = scripts::turn_key_of(lock),
