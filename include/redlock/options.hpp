@@ -225,9 +225,11 @@ struct REDLOCK_API AcquireOptions {
   // also as a Lease (not a reentrant one). With `fence`, each permit has a
   // fence counter of its own: Lock::fence is strictly above that of every
   // earlier fenced holder of the same permit (a store behind permit i
-  // rejects a stale holder of i by it). Not with `token` or `fair`, nor for
-  // acquire_many (invalid_argument). A semaphore's names are its own: a
-  // lock of the same name is another thing.
+  // rejects a stale holder of i by it). With `fair`, waiters get permits
+  // in the order they came (one queue per semaphore; not with `fence`, as
+  // for a lock). Not with `token`, nor for acquire_many
+  // (invalid_argument). A semaphore's names are its own: a lock of the
+  // same name is another thing (its fair queue too).
   std::uint32_t permits = 0;
   // A read lock: `resource`'s readers share it, and hold it with no
   // writer — a writer being any lock of that name (acquire without

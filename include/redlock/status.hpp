@@ -75,7 +75,7 @@ struct REDLOCK_API NodesReport {
 //   quarantined  the master restarted recently: its answer does not count
 //   queued       how many live fair waiters wait in the resource's fair
 //                queue on this master ({prefix}{resource}:queue, a sorted
-//                set): those whose place has not lapsed (each round of a
+//                set; a semaphore's: {…}:permits:queue): those whose place has not lapsed (each round of a
 //                waiter stamps it a bounded time ahead in {…}:expiry;
 //                docs/design.md, "Fair order"); 0: no live waiter, no
 //                queue, or not read — unreachable, wrong_type, or a user

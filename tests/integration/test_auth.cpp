@@ -285,6 +285,19 @@ TEST_CASE("fair order needs the rule's fair permissions: without them a clear er
   REQUIRE_MESSAGE(next.ok(), next.error().to_string());
   CHECK(server.command({"ZCARD", "redlock:{acl-fair}:queue"}).integer == 0);
   CHECK(client->release(*next)->released);
+  // A semaphore in fair order needs nothing more: a permit taken, a
+  // waiter queued, served by the permit's release, and gone from the queue.
+  AcquireOptions fair_permit = fair;
+  fair_permit.permits = 1;
+  auto permit = client->acquire("acl-fair-sem", fair_permit);
+  REQUIRE_MESSAGE(permit.ok(), permit.error().to_string());
+  auto permit_waiter = client->acquire_async("acl-fair-sem", fair_permit);
+  REQUIRE(eventually([&] { return server.command({"ZCARD", "redlock:{acl-fair-sem}:permits:queue"}).integer == 1; }));
+  CHECK(client->release(*permit)->released);
+  auto next_permit = permit_waiter.get();
+  REQUIRE_MESSAGE(next_permit.ok(), next_permit.error().to_string());
+  CHECK(server.command({"ZCARD", "redlock:{acl-fair-sem}:permits:queue"}).integer == 0);
+  CHECK(client->release(*next_permit)->released);
 }
 
 TEST_CASE("read locks need the rule's read permissions: without them a clear error and nothing left; with them readers, and a writer's intent") {
