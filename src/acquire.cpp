@@ -38,6 +38,8 @@ AcquireOperation::AcquireOperation(Engine& engine, LockKeys keys, AcquireOptions
       tries_once_(opts.wait <= milliseconds{0}),
       writer_(!tries_once_ && !caller_token_ && !fence_ && !fair_ && !keys_.multi() && !keys_.semaphore() &&
               !keys_.shared),
+      stamper_(!tries_once_ && !caller_token_ && (fence_ || fair_) && !keys_.multi() && !keys_.semaphore() &&
+               !keys_.shared),
       waiter_(engine, *this, keys_, wait_deadline_, fair_, tries_once_, caller_token_) {}
 
 // step — the transition function. Inputs that cannot be acted on in the
@@ -199,7 +201,7 @@ void AcquireOperation::start_attempt() {
       *value = fair_token(fair_id_, *value);
     }
     // A writer's name among the intents: drawn once, as a fair waiter's.
-    if (writer_ && intent_id_.empty()) intent_id_ = value->substr(fair_id_size, fair_id_size);
+    if ((writer_ || stamper_) && intent_id_.empty()) intent_id_ = value->substr(fair_id_size, fair_id_size);
     // The token (a plain draw in base64url), then the owner, in the buffer
     // of the attempt before (a retry allocates nothing more than its
     // draw), sized to fit: the lock keeps this buffer.
@@ -210,6 +212,7 @@ void AcquireOperation::start_attempt() {
     // permits to spare their masters seldom split their votes.
     first_slot_ = engine_.runtime().random_below(keys_.permit_keys.size());
   }
+  if (stamper_ && attempts_ > 0) stamp_intent();
   ++attempts_;
   waiter_.step({.kind = Waiter::Kind::sent});  // reads no clock: the hot path
   to(State::attempting);
@@ -221,6 +224,26 @@ void AcquireOperation::start_attempt() {
   // ends (leave_intent; on each connection the leave comes after the stamp).
   if (call.command == CommandId::write_acquire) intent_sent_ = true;
   launch(std::move(call), RoundMode::majority);
+}
+
+// stamp_intent: a fenced or fair writer's retry is preceded by its intent
+// alone — write_acquire without a value, which sets nothing and stamps the
+// intent only where readers hold or other writers wait (src/scripts.hpp):
+// new readers then wait behind it, as behind a plain writer's. Down each
+// connection ahead of the attempt; nobody reads its answers (leave_intent
+// takes the stamps back as the writer ends, wherever they landed).
+void AcquireOperation::stamp_intent() {
+  if (sabotage().no_writer_intent) return;
+  intent_sent_ = true;
+  QuorumRound::launch(engine_.transport(),
+                      {.command = CommandId::write_acquire,
+                       .key = keys_.key,
+                       .arg1 = std::string(),
+                       .arg2 = std::to_string(ttl_.count()),
+                       .more_keys = {writers_key_of(keys_.key)},
+                       .more_args = {intent_id_, std::to_string(fair_life(options()).count())}},
+                      lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
+      ->detach();
 }
 
 // start_fence_phase: phase 1 reached a majority; F = the highest counter any
@@ -514,12 +537,13 @@ void AcquireOperation::leave_queue() {
 
 // leave_intent: a writer's intent may be on any master its retries
 // reached; as it ends it takes it back everywhere (where that was the last
-// intent and no writer holds, the readers held back are told). A win took
-// it back where it won: only the other masters are sent to.
+// intent and no writer holds, the readers held back are told). A plain
+// writer's win took it back where it won: only the other masters are sent
+// to. (A stamper's win took nothing back.)
 void AcquireOperation::leave_intent(bool took) {
   if (!intent_sent_) return;
   std::vector<bool> skip;
-  if (took && round_ != nullptr) {
+  if (took && writer_ && round_ != nullptr) {
     const std::vector<NodeOutcome>& nodes = round_->outcomes();
     skip.resize(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) skip[i] = nodes[i].outcome == Outcome::ok;

@@ -196,6 +196,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   void abort_attempt();
   Call attempt_call() const;
   Call fair_call(std::string ttl) const;
+  void stamp_intent();
   std::vector<std::string> fenced_keys() const;
   Error cancelled_error() const;
   void finish(Result<Lock> r);
@@ -216,7 +217,12 @@ class AcquireOperation final : public Operation, public WakeListener {
   // intent; intent_id_ names it there (16 hex digits, drawn at the first
   // attempt), intent_sent_ once a write_acquire went out (a master may
   // stamp it even where its answer comes too late to count).
+  // A fenced or fair acquire of one lock that waits (a stamper) cannot
+  // tell readers from its replies: each of its retries is preceded, on
+  // every connection, by a stamp alone (write_acquire without a value),
+  // which stamps its intent only where readers hold or intents wait.
   bool writer_;
+  bool stamper_;
   bool readers_seen_ = false;
   bool intent_sent_ = false;
   std::string fair_id_;   // fair: its id in the queues (16 hex digits, drawn at the first attempt)

@@ -869,7 +869,9 @@ inline constexpr std::string_view read_release_script = join_text<rw_common, rea
 
 // write_acquire: KEYS[1] lock key, KEYS[2] writers; ARGV[1] value, ARGV[2]
 // ttl ms, ARGV[3] the writer's id, ARGV[4] life ms. The retry of a plain
-// acquire that waits, once it met readers. Set if free (SET NX PX), its intent gone → +OK.
+// acquire that waits, once it met readers; with an empty value, the stamp
+// alone that goes ahead of a fenced or fair writer's retry (nothing set:
+// no value is empty). Set if free (SET NX PX), its intent gone → +OK.
 // Held → :PTTL. Held by readers, or with writers' intents already here
 // (readers are about), the writer stamps its intent to lapse `life` ms
 // from now unless its next round comes first (a writer that died stops
@@ -878,7 +880,7 @@ inline constexpr std::string_view read_release_script = join_text<rw_common, rea
 // what a plain waiter's retry needs (SET, GET, PTTL, TIME: the minimal
 // ACL of docs/security.md); the sorted-set commands only with readers.
 inline constexpr std::string_view write_acquire_body = R"lua(
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if ARGV[1] ~= '' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('PTTL', KEYS[2]) ~= -2 then redis.call('ZREM', KEYS[2], ARGV[3]) end
   return redis.status_reply('OK')
 end

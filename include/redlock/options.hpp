@@ -238,9 +238,10 @@ struct REDLOCK_API AcquireOptions {
   // true time no writer's validity overlaps any reader's, under the
   // mutex's assumptions and with as many failed masters (docs/design.md,
   // "Read-write locks"). Each reader has its own expiry on each master.
-  // Writer preference: a writer that waits (wait > 0, a value drawn by the
-  // library) and finds readers stamps its intent on the masters from its
-  // second attempt on, and no new reader joins while it is there (it
+  // Writer preference: a writer of this one name that waits (wait > 0, a
+  // value drawn by the library; plain, fenced or fair) and finds readers
+  // stamps its intent on the masters from its second attempt on, and no
+  // new reader joins while it is there (it
   // lapses about 2 × max(wake_safety_net, 4 × fair_grace) after the
   // writer's last attempt). Extend and release act on the reader's entry
   // (Lock::shared), also as a Lease (not a reentrant one). Not with

@@ -183,6 +183,40 @@ TEST_CASE("a waiting writer's intent stops new readers; it is taken back when th
   CHECK(late->release(*after)->released);
 }
 
+TEST_CASE("a fenced or a fair writer's intent stops new readers too; once it holds, its intent is gone from every master") {
+  for (const bool fenced : {true, false}) {
+    CAPTURE(fenced);
+    RedisGroup g(3);
+    auto a = client_for(g);
+    // Its intent would lapse 2 × 10 s + 2 node timeouts after its last
+    // round: long after this test, unless the writer takes it back.
+    auto w = client_for(g, [](Options& o) { o.wake_safety_net = 10000ms; });
+    auto late = client_for(g);
+    auto reader = a->acquire("books", {.ttl = 20000ms, .shared = true});
+    REQUIRE(reader.ok());
+    REQUIRE(readers_everywhere(g, "books", 1));
+    const AcquireOptions wo{.ttl = 10000ms, .wait = 15000ms, .fence = fenced, .fair = !fenced};
+    auto writer = std::async(std::launch::async, [&] { return w->acquire("books", wo); });
+    // Its retry is preceded by its intent alone, stamped where the readers
+    // hold: no new reader joins.
+    CHECK(on_every(g, [](const RedisServer& s) { return s.command({"ZCARD", key("books", "writers")}).integer == 1; }));
+    auto refused = late->acquire("books", {.ttl = 10000ms, .shared = true});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::held);
+    CHECK(a->release(*reader)->released);
+    auto won = writer.get();
+    REQUIRE_MESSAGE(won.ok(), won.error().to_string());
+    CHECK((won->fence > 0) == fenced);
+    if (!fenced) CHECK(won->token.front() == 'Q');  // a fair token (a drawn one may start with Q too)
+    // Its win took nothing back: the leave does, on every master.
+    CHECK(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("books", "writers")}).integer == 0; }));
+    CHECK(w->release(*won)->released);
+    auto after = late->acquire("books", {.ttl = 10000ms, .shared = true});
+    REQUIRE_MESSAGE(after.ok(), after.error().to_string());
+    CHECK(late->release(*after)->released);
+  }
+}
+
 TEST_CASE("a writer that gives up takes its intent back, and a waiting reader is let in without its TTL") {
   RedisGroup g(3);
   auto a = client_for(g);

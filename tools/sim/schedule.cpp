@@ -1597,10 +1597,14 @@ bool Schedule::start_writer_check() {
   }
   SimClient& wc = *pool[0];
   const Nanos writer_at = world_.now() + relay_stagger * static_cast<Nanos>(readers) + relay_hold;
-  world_.post(writer_at, &wc.proc, [this, &wc] {
+  // A plain, a fenced or a fair writer: each must stop new readers.
+  const std::uint64_t kind = plan_.below(3);
+  world_.post(writer_at, &wc.proc, [this, &wc, kind] {
     AcquireOptions wo;
     wo.ttl = relay_ttl;
     wo.wait = writer_wait;
+    wo.fence = kind == 1;
+    wo.fair = kind == 2;
     const Nanos asked = world_.now();
     wc.engine->acquire(relay_resource, wo, counted<Result<Lock>>(wc, [this, &wc, asked](Result<Lock> r) {
                          result_.rounds += static_cast<std::uint64_t>(r ? r->attempts : r.error().attempts);
