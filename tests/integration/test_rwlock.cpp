@@ -42,6 +42,15 @@ bool readers_everywhere(RedisGroup& g, const std::string& resource, long long n)
   return on_every(g, [&](const RedisServer& s) { return s.command({"ZCARD", key(resource, "readers")}).integer == n; });
 }
 
+// held_read: a read lock of `resource` that `c` holds for 20 s, its entry
+// on every master.
+Lock held_read(Client& c, RedisGroup& g, const std::string& resource) {
+  auto reader = c.acquire(resource, {.ttl = 20000ms, .shared = true});
+  REQUIRE(reader.ok());
+  REQUIRE(readers_everywhere(g, resource, 1));
+  return std::move(*reader);
+}
+
 }  // namespace
 
 TEST_CASE("readers share a name; a writer waits until the last reader has released, then takes it") {
@@ -192,9 +201,7 @@ TEST_CASE("a fenced or a fair writer's intent stops new readers too; once it hol
     // round: long after this test, unless the writer takes it back.
     auto w = client_for(g, [](Options& o) { o.wake_safety_net = 10000ms; });
     auto late = client_for(g);
-    auto reader = a->acquire("books", {.ttl = 20000ms, .shared = true});
-    REQUIRE(reader.ok());
-    REQUIRE(readers_everywhere(g, "books", 1));
+    Lock reader = held_read(*a, g, "books");
     const AcquireOptions wo{.ttl = 10000ms, .wait = 15000ms, .fence = fenced, .fair = !fenced};
     auto writer = std::async(std::launch::async, [&] { return w->acquire("books", wo); });
     // Its retry is preceded by its intent alone, stamped where the readers
@@ -203,7 +210,7 @@ TEST_CASE("a fenced or a fair writer's intent stops new readers too; once it hol
     auto refused = late->acquire("books", {.ttl = 10000ms, .shared = true});
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().code == Errc::held);
-    CHECK(a->release(*reader)->released);
+    CHECK(a->release(reader)->released);
     auto won = writer.get();
     REQUIRE_MESSAGE(won.ok(), won.error().to_string());
     CHECK((won->fence > 0) == fenced);
@@ -224,9 +231,7 @@ TEST_CASE("a writer that gives up takes its intent back, and a waiting reader is
   // round: 6.1 s after it started at the soonest.
   auto w = client_for(g, [](Options& o) { o.wake_safety_net = 3000ms; });
   auto r = client_for(g);
-  auto reader = a->acquire("queue", {.ttl = 20000ms, .shared = true});
-  REQUIRE(reader.ok());
-  REQUIRE(readers_everywhere(g, "queue", 1));
+  Lock reader = held_read(*a, g, "queue");
   auto writer = std::async(std::launch::async, [&] { return w->acquire("queue", {.ttl = 10000ms, .wait = 1500ms}); });
   CHECK(on_every(g, [](const RedisServer& s) { return s.command({"ZCARD", key("queue", "writers")}).integer == 1; }));
   // A reader that waits behind the intent, for less than the intent would
@@ -239,7 +244,7 @@ TEST_CASE("a writer that gives up takes its intent back, and a waiting reader is
   REQUIRE_MESSAGE(in.ok(), in.error().to_string());
   CHECK(on_every(g, [](const RedisServer& s) { return s.command({"EXISTS", key("queue", "writers")}).integer == 0; }));
   CHECK(r->release(*in)->released);
-  CHECK(a->release(*reader)->released);
+  CHECK(a->release(reader)->released);
 }
 
 TEST_CASE("an intent whose time has passed stops no reader; a writer's value is never taken for the mark") {
