@@ -576,6 +576,13 @@ std::vector<Scenario> build() {
        .appendfsync_always = true,
        .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0}, d); },
        .permits = 2});
+  add({.name = "semaphore-fair-kill-1-restart",
+       .about = "semaphore-kill-1-restart with every acquire in fair order (one queue for both permits; a taken "
+                "permit names the next waiter where the other is free)",
+       .appendfsync_always = true,
+       .nemesis = [](int d, std::mt19937&) { return kill_and_restart({0}, d); },
+       .fair = true,
+       .permits = 2});
   add({.name = "semaphore-partition",
        .about = "a semaphore of 3 permits among eight processes; masters 4 and 5 cut off from half the clients",
        .workers = 8,
