@@ -94,7 +94,8 @@ struct REDLOCK_API FencedValue {
 
 // FencedStoreOptions — bounds on the store's connection.
 struct REDLOCK_API FencedStoreOptions {
-  // Each of: connecting (with AUTH and SELECT), and one command's reply.
+  // The most each of these blocks the caller: connecting (then AUTH and
+  // SELECT each), sending a command, waiting for its reply. Above 0.
   std::chrono::milliseconds timeout{2000};
 };
 
@@ -110,9 +111,10 @@ struct REDLOCK_API FencedStoreOptions {
 class REDLOCK_API FencedStore {
  public:
   // connect opens the connection: redis:// or unix:// (user, password and
-  // db as in NodeAddress); rediss:// is refused with Errc::config (this
-  // connection has no TLS). Errc::store when the server is down or refuses
-  // the AUTH or SELECT.
+  // db as in NodeAddress); rediss:// (this connection has no TLS) and a
+  // timeout not above 0 are refused with Errc::config. Errc::store when the
+  // server is down or refuses the AUTH or SELECT. The caller owns the store;
+  // destroying it closes the connection.
   static Result<std::unique_ptr<FencedStore>> connect(const NodeAddress& store, FencedStoreOptions options = {});
   ~FencedStore();
   FencedStore(const FencedStore&) = delete;
