@@ -10,7 +10,7 @@
 // It reads the fence from REDLOCK_FENCE (and REDLOCK_TOKEN) as `redlock run`
 // sets them, reads the value (HMGET), sleeps --work-ms (simulated work,
 // default 10), then writes value + 1 through the store's fenced
-// check-and-set (FencedStore::write). Only the lock keeps two of these from
+// check-and-set (redlock::FencedStore::write). Only the lock keeps two of these from
 // interleaving; only the fence stops a write that reaches the store after a
 // later holder's.
 //
@@ -82,7 +82,7 @@
 #include <string>
 #include <thread>
 
-#include "fenced_store.hpp"
+#include "redlock/fenced_store.hpp"
 
 namespace {
 
@@ -145,8 +145,8 @@ bool append_line(const std::string& path, const std::string& line) {
 }
 
 struct Args {
-  std::string host, key, log, fault_log, stall_file, delay_file;
-  int port = 0;
+  redlock::NodeAddress store;
+  std::string key, log, fault_log, stall_file, delay_file;
   std::uint64_t work_ms = 10, stall_ms = 3000, delay_ms = 1500;
 };
 
@@ -161,8 +161,8 @@ std::optional<std::string> parse_args(int argc, char** argv, Args& a) {
       const auto colon = s.rfind(':');
       const auto port = colon == std::string::npos ? std::nullopt : whole(s.c_str() + colon + 1);
       if (!port || *port == 0 || *port > 65535 || colon == 0) return "--store: expected HOST:PORT, got '" + s + "'";
-      a.host = s.substr(0, colon);
-      a.port = static_cast<int>(*port);
+      a.store.host = s.substr(0, colon);
+      a.store.port = static_cast<int>(*port);
     } else if (opt == "--key") {
       a.key = val;
     } else if (opt == "--log") {
@@ -181,7 +181,7 @@ std::optional<std::string> parse_args(int argc, char** argv, Args& a) {
       return "unknown option " + opt;
     }
   }
-  if (a.host.empty() || a.key.empty() || a.log.empty()) return "--store, --key and --log are required";
+  if (a.store.host.empty() || a.key.empty() || a.log.empty()) return "--store, --key and --log are required";
   if ((!a.stall_file.empty() || !a.delay_file.empty()) && a.fault_log.empty())
     return "--stall-file and --delay-file need --fault-log (where their helpers log)";
   if (!a.fault_log.empty() && a.fault_log == a.log) return "--fault-log must differ from --log";
@@ -288,8 +288,9 @@ Helper claim_helper(const std::string& path) {
 [[noreturn]] void run_delay_helper(const Args& a, pid_t cmd, std::uint64_t fence, std::uint64_t read,
                                    std::int64_t issued_us, std::int64_t issued_mono) {
   sleep_ms(a.delay_ms);  // the modelled network delay
-  redlock::examples::FencedStore store(a.host, a.port, a.key);
-  const auto w = store.write(fence, std::to_string(read + 1));
+  auto store = redlock::FencedStore::connect(a.store);
+  const auto w = store ? (*store)->write(a.key, fence, std::to_string(read + 1))
+                       : redlock::Result<redlock::FencedWrite>(store.error());
   const std::int64_t delivered_us = unix_us(), delivered_mono = mono_us();
   nlohmann::json line = holder_fields(fence);
   line["kind"] = "delayed_write";
@@ -302,12 +303,12 @@ Helper claim_helper(const std::string& path) {
   line["wrote"] = read + 1;
   line["pid"] = static_cast<long>(getpid());
   line["cmd_pid"] = static_cast<long>(cmd);
-  if (w.error.empty()) {
-    line["accepted"] = w.accepted;
-    line["highest"] = w.highest;
+  if (w) {
+    line["accepted"] = w->accepted;
+    line["highest"] = w->highest;
   } else {
     line["accepted"] = nullptr;
-    line["error"] = w.error;
+    line["error"] = w.error().to_string();
   }
   ::_exit(append_line(a.fault_log, line.dump()) ? 0 : 1);
 }
@@ -331,15 +332,20 @@ int main(int argc, char** argv) {
   const char* token = std::getenv("REDLOCK_TOKEN");
   if (token == nullptr || *token == '\0') return usage("REDLOCK_TOKEN is not set (run me under `redlock run --fence`)");
 
-  redlock::examples::FencedStore store(a.host, a.port, a.key);
-  const auto before = store.read();
-  if (!before.error.empty()) {
-    std::cerr << "fenced_increment: " << before.error << "\n";
+  auto connected = redlock::FencedStore::connect(a.store);
+  if (!connected) {
+    std::cerr << "fenced_increment: " << connected.error().to_string() << "\n";
     return 1;
   }
-  const auto read = whole(before.value.c_str());
-  if (!before.value.empty() && !read) {
-    std::cerr << "fenced_increment: the value in " << a.key << " is not a counter: '" << before.value << "'\n";
+  redlock::FencedStore& store = **connected;
+  const auto before = store.read(a.key);
+  if (!before) {
+    std::cerr << "fenced_increment: " << before.error().to_string() << "\n";
+    return 1;
+  }
+  const auto read = whole(before->value.c_str());
+  if (!before->value.empty() && !read) {
+    std::cerr << "fenced_increment: the value in " << a.key << " is not a counter: '" << before->value << "'\n";
     return 1;
   }
   const std::uint64_t value = read.value_or(0);
@@ -392,10 +398,10 @@ int main(int argc, char** argv) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&deferred, sig);
   sigprocmask(SIG_BLOCK, &deferred, &previous);
   const std::int64_t t = unix_us(), t_mono = mono_us();
-  const auto w = store.write(*fence, std::to_string(value + 1));
+  const auto w = store.write(a.key, *fence, std::to_string(value + 1));
   int rc = 0;
-  if (!w.error.empty()) {
-    std::cerr << "fenced_increment: " << w.error << "\n";
+  if (!w) {
+    std::cerr << "fenced_increment: " << w.error().to_string() << "\n";
     rc = 1;
   } else {
     nlohmann::json line = holder_fields(*fence);
@@ -403,14 +409,14 @@ int main(int argc, char** argv) {
     line["t_mono_us"] = t_mono;
     line["read"] = value;
     line["wrote"] = value + 1;
-    line["accepted"] = w.accepted;
-    line["highest"] = w.highest;
+    line["accepted"] = w->accepted;
+    line["highest"] = w->highest;
     line["pid"] = static_cast<long>(getpid());
     if (!append_line(a.log, line.dump())) {
       std::cerr << "fenced_increment: cannot append to " << a.log << ": " << std::strerror(errno) << "\n";
       rc = 1;
     } else {
-      rc = w.accepted ? 0 : 3;
+      rc = w->accepted ? 0 : 3;
     }
   }
   sigprocmask(SIG_SETMASK, &previous, nullptr);

@@ -1,6 +1,7 @@
-// fenced_writer — a lock holder that writes to a fenced store, driven line
-// by line on stdin; the integration tests use it to pause a real holder
-// (SIGSTOP) past its validity and show that its late write is refused.
+// fenced_writer — a lock holder that writes to a fenced store
+// (redlock/fenced_store.hpp), driven line by line on stdin; the integration
+// tests use it to pause a real holder (SIGSTOP) past its validity and show
+// that its late write is refused.
 //
 //   fenced_writer --nodes URL,... --store 127.0.0.1:PORT --resource NAME [--ttl MS]
 //
@@ -8,16 +9,17 @@
 //   acquire        take RESOURCE with a fencing token (one attempt):
 //                  {"acquired": true, "fence": F, "valid": true} or
 //                  {"acquired": false, "error": "..."}
-//   write VALUE    write VALUE to the store with the fence taken (without
-//                  checking the lock first, as a holder that was paused right
-//                  after its check would): {"accepted": bool, "highest": H}
+//   write VALUE    write VALUE to the store's key store:RESOURCE with the
+//                  fence taken (without checking the lock first, as a holder
+//                  that was paused right after its check would):
+//                  {"accepted": bool, "highest": H}, or {"error": "..."}
+//                  (before any acquire: fence 0 is no fence, refused)
 //   quit           exit 0
 // Exit 2 on a usage error, 1 when the store or the nodes are unusable.
 #include <cstdio>
 #include <iostream>
 #include <string>
 
-#include "fenced_store.hpp"
 #include "redlock/redlock.hpp"
 
 namespace {
@@ -60,8 +62,8 @@ int main(int argc, char** argv) {
     }
   }
   if (nodes.empty() || store.empty() || resource.empty()) return usage("--nodes, --store and --resource are required");
-  const auto colon = store.rfind(':');
-  if (colon == std::string::npos) return usage("--store: expected HOST:PORT, got " + store);
+  auto store_address = redlock::parse_node_url("redis://" + store);
+  if (!store_address) return usage("--store: expected HOST:PORT: " + store_address.error().message);
 
   redlock::Config config;
   auto parsed = redlock::parse_node_list(nodes);
@@ -70,11 +72,12 @@ int main(int argc, char** argv) {
   config.options.quarantine = false;  // the tests' masters were just started
   auto client = redlock::Client::create(std::move(config));
   if (!client) return usage(client.error().to_string());
-  redlock::examples::FencedStore fenced(store.substr(0, colon), std::stoi(store.substr(colon + 1)), "store:" + resource);
-  if (!fenced.error().empty()) {
-    std::cerr << "fenced_writer: " << fenced.error() << "\n";
+  auto fenced = redlock::FencedStore::connect(*store_address);
+  if (!fenced) {
+    std::cerr << "fenced_writer: " << fenced.error().to_string() << "\n";
     return 1;
   }
+  const std::string key = "store:" + resource;
 
   std::uint64_t fence = 0;
   std::string line;
@@ -90,12 +93,12 @@ int main(int argc, char** argv) {
         std::cout << "{\"acquired\": false, \"error\": " << quoted(lock.error().to_string()) << "}" << std::endl;
       }
     } else if (line.rfind("write ", 0) == 0) {
-      const auto w = fenced.write(fence, line.substr(6));
-      if (!w.error.empty()) {
-        std::cout << "{\"error\": " << quoted(w.error) << "}" << std::endl;
+      const auto w = (*fenced)->write(key, fence, line.substr(6));
+      if (!w) {
+        std::cout << "{\"error\": " << quoted(w.error().to_string()) << "}" << std::endl;
       } else {
-        std::cout << "{\"accepted\": " << (w.accepted ? "true" : "false") << ", \"highest\": " << w.highest << "}"
-                  << std::endl;
+        std::cout << "{\"accepted\": " << (w->accepted ? "true" : "false") << ", \"highest\": " << w->highest
+                  << "}" << std::endl;
       }
     } else {
       std::cout << "{\"error\": " << quoted("unknown command: " + line) << "}" << std::endl;

@@ -21,6 +21,7 @@ std::string_view errc_name(Errc code) noexcept {
     case Errc::internal: return "redlock.internal";
     case Errc::lost: return "redlock.lost";
     case Errc::cancelled: return "redlock.cancelled";
+    case Errc::store: return "redlock.store";
   }
   return "redlock.unknown";
 }

@@ -30,6 +30,7 @@ bool curable(Errc code) noexcept {
     case Errc::closed:
     case Errc::internal:
     case Errc::cancelled:
+    case Errc::store:
       return false;
   }
   return false;

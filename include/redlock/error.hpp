@@ -40,6 +40,8 @@ enum class Errc : std::uint8_t {
   internal,            // a bug or resource exhaustion inside the library (out of memory, uv error)
   lost,                // a lease was lost: an extension was refused or came too late, or its deadline passed
   cancelled,           // the caller cancelled a waiting acquire (AcquireOptions::cancel)
+  store,               // a FencedStore could not be reached, timed out, or answered with an error or a
+                       // reply of the wrong shape (fenced_store.hpp)
 };
 
 // errc_name returns the stable id of a code, e.g. "redlock.no_quorum".

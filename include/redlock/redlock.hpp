@@ -6,6 +6,7 @@
 #include "redlock/clock.hpp"
 #include "redlock/config.hpp"
 #include "redlock/error.hpp"
+#include "redlock/fenced_store.hpp"
 #include "redlock/lease.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/mutex.hpp"

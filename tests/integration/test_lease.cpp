@@ -15,7 +15,6 @@
 #include <stop_token>
 #include <thread>
 
-#include "fenced_store.hpp"
 #include "helpers.hpp"
 #include "support/process.hpp"
 
@@ -453,18 +452,21 @@ TEST_CASE("a holder paused (SIGSTOP) past its validity writes with its old fence
     next = client->lock("doc", {.acquire = {.ttl = 2000ms, .fence = true}});
     return next.ok();
   }, 5000ms));
-  examples::FencedStore store("127.0.0.1", store_server.port(), "store:doc");
-  REQUIRE(store.error().empty());
-  const auto w = store.write(next->fence(), "from the new holder");
-  REQUIRE(w.error.empty());
-  CHECK(w.accepted);
+  auto store = FencedStore::connect(*parse_node_url(store_server.url()));
+  REQUIRE_MESSAGE(store.ok(), store.error().to_string());
+  const auto w = (*store)->write("store:doc", next->fence(), "from the new holder");
+  REQUIRE_MESSAGE(w.ok(), w.error().to_string());
+  CHECK(w->accepted);
 
   writer.continue_process();
   const std::string late = writer.ask("write from the paused holder");
   CHECK(late.find("\"accepted\": false") != std::string::npos);
   CHECK(late.find("\"highest\": " + std::to_string(next->fence())) != std::string::npos);
-  const auto now = store.read();
-  CHECK(now.highest == next->fence());
+  const auto now = (*store)->read("store:doc");
+  REQUIRE(now.ok());
+  CHECK(now->highest == next->fence());
+  CHECK(now->value == "from the new holder");
+  CHECK(now->rejected == 1);
   CHECK(writer.quit() == 0);
 }
 

@@ -3,9 +3,10 @@
 # install` installs: the build is installed into a DESTDIR in a temp dir,
 # consumer/consumer.cpp is built from it twice — with pkg-config (redlock.pc,
 # PKG_CONFIG_SYSROOT_DIR) and with CMake (find_package(redlock), target
-# redlock::redlock) — and both binaries take and release a lock on three
-# redis-servers this test starts on free loopback ports (stopped by pid,
-# also on failure). Also checks that the man page, the bash completion, the
+# redlock::redlock) — and both binaries take a fenced lock on three
+# redis-servers, write with its fence to a fourth (the fenced store), and
+# release the lock; this test starts the servers on free loopback ports
+# (stopped by pid, also on failure). Also checks that the man page, the bash completion, the
 # CMake package and the redlock command were installed.
 #
 #   test_install.sh BUILD_DIR
@@ -74,16 +75,18 @@ installed -path '*/share/bash-completion/completions/redlock' -type f
 installed -path '*/cmake/redlock/redlockConfig.cmake'
 installed -path '*/cmake/redlock/redlockConfigVersion.cmake'
 installed -name 'libredlock.so.*' -type f
+installed -path '*/include/redlock/fenced_store.hpp'
 libdir=$(dirname "$(find "$root" -name 'libredlock.so.*' -type f)")
 log "installed redlock $version into $root"
 
 # runs_installed NAME BINARY: BINARY resolves libredlock from the DESTDIR
-# (never a copy installed elsewhere) and locks and unlocks on the masters.
+# (never a copy installed elsewhere), locks on the masters, writes to the
+# store and unlocks.
 runs_installed() {
   local name=$1 binary=$2 lib
   lib=$(LD_LIBRARY_PATH=$libdir ldd "$binary" | awk '$1 ~ /^libredlock\.so/ { print $3 }')
   [[ $lib == "$libdir"/* ]] || die "$name: $binary resolves libredlock to '${lib:-nothing}', not $libdir"
-  step "$name: run" "$work/$name-run.log" env LD_LIBRARY_PATH="$libdir" "$binary" "$nodes"
+  step "$name: run" "$work/$name-run.log" env LD_LIBRARY_PATH="$libdir" "$binary" "$nodes" "$store"
   log "$name: $(cat "$work/$name-run.log")"
 }
 
@@ -95,6 +98,9 @@ for i in 1 2 3; do
   urls+=("redis://127.0.0.1:$MASTER_PORT")
 done
 nodes=$(IFS=,; printf '%s' "${urls[*]}")
+start_master any "$work/redis-store" || die "could not start the fenced store's redis-server"
+master_pids+=("$MASTER_PID")
+store="redis://127.0.0.1:$MASTER_PORT"
 
 # ---- pkg-config ----
 pc_dir=$(dirname "${pcs[0]}")

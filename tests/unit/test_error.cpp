@@ -27,6 +27,7 @@ TEST_CASE("error codes have stable ids") {
   CHECK(errc_name(Errc::internal) == "redlock.internal");
   CHECK(errc_name(Errc::lost) == "redlock.lost");
   CHECK(errc_name(Errc::cancelled) == "redlock.cancelled");
+  CHECK(errc_name(Errc::store) == "redlock.store");
 }
 
 TEST_CASE("outcome names are the CLI's words") {

@@ -977,7 +977,7 @@ void Schedule::acquired(SimClient& c, std::vector<std::string> resources, Result
     holds_.push_back(std::move(h));
     if (fenced) {
       // The protected store: rejects a write whose fence is below the
-      // highest it accepted (examples/fenced_store.hpp).
+      // highest it accepted (redlock/fenced_store.hpp).
       std::uint64_t& top = store_[c.lock->permit ? res + " permit " + std::to_string(*c.lock->permit) : res];
       if (c.lock->fence < top) {
         ++stale_writes_;
