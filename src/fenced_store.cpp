@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "resp.hpp"
 #include "scripts.hpp"
 #include "sha1.hpp"
 
@@ -115,7 +116,7 @@ struct FencedStore::Impl {
     const redisReply* r = reply->get();
     if (r->type == REDIS_REPLY_STATUS && std::string_view(r->str, r->len) == "OK") return {};
     ctx.reset();
-    return failure(what, r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "unexpected reply");
+    return failure(what, r->type == REDIS_REPLY_ERROR ? detail::resp::server_text({r->str, r->len}) : "unexpected reply");
   }
 };
 
@@ -153,7 +154,7 @@ Result<FencedWrite> FencedStore::write(std::string_view key, std::uint64_t fence
   }
   if (!reply) return std::move(reply).error();
   const redisReply* r = reply->get();
-  if (r->type == REDIS_REPLY_ERROR) return impl_->failure("write", std::string(r->str, r->len));
+  if (r->type == REDIS_REPLY_ERROR) return impl_->failure("write", detail::resp::server_text({r->str, r->len}));
   if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
       (r->element[0]->integer == 0 || r->element[0]->integer == 1)) {
     const bool accepted = r->element[0]->integer == 1;
@@ -168,7 +169,7 @@ Result<FencedValue> FencedStore::read(std::string_view key) {
   auto reply = impl_->command("read", {"HMGET", key, "fence", "value", "rejected"});
   if (!reply) return std::move(reply).error();
   const redisReply* r = reply->get();
-  if (r->type == REDIS_REPLY_ERROR) return impl_->failure("read", std::string(r->str, r->len));
+  if (r->type == REDIS_REPLY_ERROR) return impl_->failure("read", detail::resp::server_text({r->str, r->len}));
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return impl_->failure("read", "unexpected reply to HMGET");
   const std::array<const redisReply*, 3> fields{r->element[0], r->element[1], r->element[2]};
   FencedValue v;

@@ -430,6 +430,27 @@ std::string fake_error(FakeMaster::Mode mode) {
 
 }  // namespace
 
+TEST_CASE("a fenced store that answers a long error full of control bytes is quoted short and clean") {
+  // Every command: an error of 64 KiB with escapes and bells in it.
+  const std::string hostile = "-ERR " + std::string(65536, 'x') + "\x1b[31m\x07\r\n";
+  Listener store([&](int c) {
+    char chunk[4096];
+    while (::read(c, chunk, sizeof chunk) > 0) (void)!::write(c, hostile.data(), hostile.size());
+    ::close(c);
+  });
+  auto opened = FencedStore::connect(*parse_node_url(store.url()));
+  REQUIRE(opened.ok());
+  auto w = (*opened)->write("k", 1, "v");
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().code == Errc::store);
+  const std::string text = w.error().to_string();
+  CHECK(text.size() < 1024);
+  CHECK(std::none_of(text.begin(), text.end(), [](char ch) { return ch == '\x1b' || ch == '\x07'; }));
+  auto r = (*opened)->read("k");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().to_string().size() < 1024);
+}
+
 TEST_CASE("a master that vanishes in the middle of a reply is an error outcome, not a crash") {
   const std::string why = fake_error(FakeMaster::Mode::cut_reply);
   CAPTURE(why);
