@@ -141,12 +141,7 @@ Call AcquireOperation::attempt_call() const {
     // readers wait behind it (src/scripts.hpp, write_acquire). A writer
     // that never met one retries with the plain SET NX: a crowd of writers
     // costs the masters nothing more.
-    return {.command = CommandId::write_acquire,
-            .key = keys_.key,
-            .arg1 = token_,
-            .arg2 = ttl,
-            .more_keys = {writers_key_of(keys_.key)},
-            .more_args = {intent_id_, std::to_string(fair_life(options()).count())}};
+    return write_call(token_, std::move(ttl));
   }
   if (fence_) {
     return {.command = CommandId::fenced_acquire, .key = keys_.key, .arg1 = token_, .arg2 = ttl, .more_keys = fenced_keys()};
@@ -235,15 +230,20 @@ void AcquireOperation::start_attempt() {
 void AcquireOperation::stamp_intent() {
   if (sabotage().no_writer_intent) return;
   intent_sent_ = true;
-  QuorumRound::launch(engine_.transport(),
-                      {.command = CommandId::write_acquire,
-                       .key = keys_.key,
-                       .arg1 = std::string(),
-                       .arg2 = std::to_string(ttl_.count()),
-                       .more_keys = {writers_key_of(keys_.key)},
-                       .more_args = {intent_id_, std::to_string(fair_life(options()).count())}},
+  QuorumRound::launch(engine_.transport(), write_call(std::string(), std::to_string(ttl_.count())),
                       lock_rule(RoundMode::release, engine_.transport().size()), nullptr)
       ->detach();
+}
+
+// write_call: a writer's write_acquire with `value` (empty: its intent
+// alone), its intent to lapse fair_life after this round.
+Call AcquireOperation::write_call(std::string value, std::string ttl) const {
+  return {.command = CommandId::write_acquire,
+          .key = keys_.key,
+          .arg1 = std::move(value),
+          .arg2 = std::move(ttl),
+          .more_keys = {writers_key_of(keys_.key)},
+          .more_args = {intent_id_, std::to_string(fair_life(options()).count())}};
 }
 
 // start_fence_phase: phase 1 reached a majority; F = the highest counter any

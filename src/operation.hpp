@@ -197,6 +197,7 @@ class AcquireOperation final : public Operation, public WakeListener {
   Call attempt_call() const;
   Call fair_call(std::string ttl) const;
   void stamp_intent();
+  Call write_call(std::string value, std::string ttl) const;
   std::vector<std::string> fenced_keys() const;
   Error cancelled_error() const;
   void finish(Result<Lock> r);
