@@ -147,15 +147,30 @@ inline bool zcard_everywhere(RedisGroup& group, const std::string& key, long lon
   return true;
 }
 
+// zcard_on_majority: the sorted set `key` has `n` members on a majority of
+// the masters. A fair waiter is queued only where it did not take the lock:
+// a master that a holder's win went without (a late handshake on a loaded
+// machine) has the lock free, and there the head takes it each round, and
+// each round rolls it back (a minority).
+inline bool zcard_on_majority(RedisGroup& group, const std::string& key, long long n) {
+  std::size_t have = 0;
+  for (std::size_t i = 0; i < group.size(); ++i) have += group[i].command({"ZCARD", key}).integer == n ? 1 : 0;
+  return have > group.size() / 2;
+}
+
 // queued_everywhere: `n` waiters in the fair queue of `resource` on every
 // master (src/keys.hpp: {prefix}{{resource}}:queue, a sorted set);
 // permits_queued_everywhere: in the fair queue of the semaphore `resource`
-// ({prefix}{{resource}}:permits:queue).
+// ({prefix}{{resource}}:permits:queue); permits_queued_on_majority: there,
+// on a majority.
 inline bool queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {
   return zcard_everywhere(group, "redlock:{" + resource + "}:queue", n);
 }
 inline bool permits_queued_everywhere(RedisGroup& group, const std::string& resource, long long n) {
   return zcard_everywhere(group, "redlock:{" + resource + "}:permits:queue", n);
+}
+inline bool permits_queued_on_majority(RedisGroup& group, const std::string& resource, long long n) {
+  return zcard_on_majority(group, "redlock:{" + resource + "}:permits:queue", n);
 }
 
 // subscribers counts the pub/sub subscribers of `channel` on a master.
