@@ -111,6 +111,13 @@ void AsyncClient::status(std::string resource, StatusCallback done) {
   core_->status(std::move(resource), std::move(done));
 }
 
+void AsyncClient::leader(std::string name, LeaderCallback done) {
+  if (std::string problem = detail::check_resource(name); !problem.empty()) {
+    return done(make_error(Errc::invalid_argument, std::move(problem)));
+  }
+  core_->leader(std::move(name), std::move(done));
+}
+
 void AsyncClient::nodes(NodesCallback done) {
   core_->probe(std::move(done));
 }

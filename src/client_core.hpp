@@ -86,6 +86,14 @@ class ClientCore final {
   // while they are on their way, like every other operation.
   void status(std::string resource, StatusCallback done) { reports_.status(std::move(resource), std::move(done)); }
   void probe(NodesCallback done) { reports_.nodes(std::move(done)); }
+  // leader, proclaim, resign: an election's rounds (src/leader.cpp).
+  void leader(std::string name, LeaderCallback done) { reports_.leader(std::move(name), std::move(done)); }
+  void proclaim(detail::Reports::Proclaim p, std::function<void(Result<void>)> done) {
+    reports_.proclaim(std::move(p), std::move(done));
+  }
+  void resign(std::string name, std::string token, std::function<void(Result<void>)> done) {
+    reports_.resign(std::move(name), std::move(token), std::move(done));
+  }
 
   void close(std::function<void()> on_closed) { close_.close(std::move(on_closed)); }
 

@@ -14,6 +14,8 @@
 //                 :permits:expiry: a semaphore's fair waiters)
 //   readers       {prefix}{{resource}}:readers      (read locks: each reader's expiry)
 //   writers       {prefix}{{resource}}:writers      (writers waiting on readers)
+//   leader        {prefix}{{resource}}:leader       (elections: the leader's record)
+//   leader news   {prefix}{{resource}}:leader:news  (elections: a channel)
 //   marker key    redlock-marker                  one per master (data loss)
 //   marker server {redlock-marker}:server         the run id that wrote it
 //
@@ -121,6 +123,11 @@ inline std::string channel_of(std::string_view lock_key) { return sibling_of(loc
 
 // fence_key_of is the fence counter of a lock key (…}:lock → …}:fence).
 inline std::string fence_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":fence"); }
+
+// leader_key_of / leader_channel_of: an election's record and its news
+// channel, of the lock key its leaders hold (…}:leader, …}:leader:news).
+inline std::string leader_key_of(std::string_view lock_key) { return sibling_of(lock_key, ":leader"); }
+inline std::string leader_channel_of(std::string_view lock_key) { return sibling_of(lock_key, ":leader:news"); }
 
 // fair_base_of: the stem of the fair queue's names for a lock key
 // (…}:lock → …}) or for a semaphore's permit key or permits key

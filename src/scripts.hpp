@@ -43,10 +43,13 @@ enum class CommandId : std::uint8_t {
   read_release,
   write_acquire,
   write_leave,
+  leader_proclaim,
+  leader_read,
+  leader_resign,
   set_nx,
   ping
 };
-inline constexpr std::size_t script_count = 21;  // every id before set_nx
+inline constexpr std::size_t script_count = 24;  // every id before set_nx
 
 // max_permits — the most permits a semaphore may have: every acquire names
 // each permit's key (KEYS), and a round keeps one tally per permit.
@@ -911,24 +914,117 @@ return 1
 )lua";
 inline constexpr std::string_view write_leave_script = join_text<rw_common, write_leave_body>::value;
 
+// ---- Elections (docs/design.md, "Elections") ------------------------------
+// A leader of R is the fenced holder of R's lock whose record
+// ({prefix}{{R}}:leader) names it: one string, "TERM REV SINCE TOKLEN
+// IDLEN " then the token, the identity and the value (binary: lengths, not
+// separators, delimit them). TERM is the lease's fence, REV the leader's
+// count of its proclaims, SINCE the master's time (ms) of the term's first
+// proclaim there. The record has no TTL, as the fence counter has none: it
+// is read only together with the lock, and counts only where the lock holds
+// its token, so a leader that died leaves a record that says "last
+// leader", never "leader". Every script below calls only GET, SET, DEL,
+// PTTL, TIME and PUBLISH (docs/security.md: the base rule).
+//
+// leader_record: record(text) → term, rev, since, token, identity, value
+// (nil when the text has not that shape: someone else's key).
+inline constexpr std::string_view leader_record = R"lua(
+local function record(text)
+  if type(text) ~= 'string' then return nil end
+  local term, rev, since, tl, il, at = string.match(text, '^(%d+) (%d+) (%d+) (%d+) (%d+) ()')
+  if not at then return nil end
+  tl, il = tonumber(tl), tonumber(il)
+  if at + tl + il - 1 > #text then return nil end
+  return tonumber(term), tonumber(rev), tonumber(since), string.sub(text, at, at + tl - 1),
+    string.sub(text, at + tl, at + tl + il - 1), string.sub(text, at + tl + il)
+end
+local function ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+)lua";
+
+// leader_proclaim: KEYS[1] lock key, KEYS[2] record; ARGV[1] the leader's
+// token, ARGV[2] its term, ARGV[3] rev, ARGV[4] identity, ARGV[5] value,
+// ARGV[6] the news channel. Only where the lock holds the token (→ :0
+// elsewhere: a master that lost the key, or never had it, gives no vote).
+// A record of a higher term stays (:0: a newer leader's; only a master
+// that lost the lock's key and not the record's can hold one). The same
+// term and token with a higher rev stays too: this proclaim came late, the
+// newer value is kept (:1, the round counts it: the leader is proclaimed
+// there). Otherwise the record is written — SINCE kept for the same term
+// and token — and the term published → :1.
+inline constexpr std::string_view leader_proclaim_body = R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local since = nil
+local term, rev, at, token = record(redis.call('GET', KEYS[2]))
+local mine = tonumber(ARGV[2])
+if term and term > mine then return 0 end
+if term == mine and token == ARGV[1] then
+  if rev > tonumber(ARGV[3]) then return 1 end
+  since = at
+end
+since = since or ms()
+redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. string.format('%d', since) .. ' ' .. #ARGV[1] .. ' ' ..
+  #ARGV[4] .. ' ' .. ARGV[1] .. ARGV[4] .. ARGV[5])
+redis.pcall('PUBLISH', ARGV[6], ARGV[2])
+return 1
+)lua";
+inline constexpr std::string_view leader_proclaim_script = join_text<leader_record, leader_proclaim_body>::value;
+
+// leader_read: KEYS[1] lock key, KEYS[2] record. Reads, changes nothing:
+// "PTTL LED VLEN RLEN " then the lock's value (VLEN bytes, none when
+// free: PTTL -2) and the record (RLEN bytes, as stored). LED: how long the
+// record's term has led by this master's clock (now − SINCE), -1 without a
+// record of that shape. A key of another type: "wrongtype KEY".
+inline constexpr std::string_view leader_read_body = R"lua(
+local got = {}
+for i = 1, 2 do
+  got[i] = redis.pcall('GET', KEYS[i])
+  if type(got[i]) == 'table' then return 'wrongtype ' .. KEYS[i] end
+  got[i] = got[i] or ''
+end
+local led = -1
+local _, _, since = record(got[2])
+if since then led = math.max(ms() - since, 0) end
+return redis.call('PTTL', KEYS[1]) .. ' ' .. string.format('%d', led) .. ' ' .. #got[1] .. ' ' .. #got[2] .. ' ' ..
+  got[1] .. got[2]
+)lua";
+inline constexpr std::string_view leader_read_script = join_text<leader_record, leader_read_body>::value;
+
+// leader_resign: KEYS[1] record; ARGV[1] the leader's token, ARGV[2] the
+// news channel. Where the record names the token it is deleted and "0"
+// published (no leader) → :1; elsewhere → :0 (a newer leader's record, or
+// none, stays). The lock itself goes by the lease's release, after.
+inline constexpr std::string_view leader_resign_body = R"lua(
+local _, _, _, token = record(redis.call('GET', KEYS[1]))
+if token ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.pcall('PUBLISH', ARGV[2], '0')
+return 1
+)lua";
+inline constexpr std::string_view leader_resign_script = join_text<leader_record, leader_resign_body>::value;
+
 inline constexpr std::array<std::string_view, script_count> script_bodies{
     acquire_script,        extend_script,       release_script,       fenced_acquire_script,
     fence_raise_script,    multi_acquire_script, multi_extend_script, multi_release_script,
     inspect_script,        marker_script,        extend_batch_script, fair_acquire_script,
     fair_release_script,   fair_leave_script,    sem_acquire_script,  sem_cleanup_script,
     read_acquire_script,   read_extend_script,   read_release_script, write_acquire_script,
-    write_leave_script};
+    write_leave_script,    leader_proclaim_script, leader_read_script, leader_resign_script};
 
 // script_names: each script's name, as docs/security.md lists them.
 inline constexpr std::array<std::string_view, script_count> script_names{
     "acquire",      "extend",       "release",      "fenced_acquire", "fence_raise",  "multi_acquire", "multi_extend",
     "multi_release", "inspect",     "marker",       "extend_batch",   "fair_acquire", "fair_release",  "fair_leave",
-    "sem_acquire",   "sem_cleanup",  "read_acquire", "read_extend",    "read_release", "write_acquire", "write_leave"};
+    "sem_acquire",   "sem_cleanup",  "read_acquire", "read_extend",    "read_release", "write_acquire", "write_leave",
+    "leader_proclaim", "leader_read", "leader_resign"};
 
 static_assert(script_names[static_cast<std::size_t>(CommandId::write_leave)] == "write_leave" &&
               script_names[static_cast<std::size_t>(CommandId::sem_cleanup)] == "sem_cleanup" &&
               script_names[static_cast<std::size_t>(CommandId::fair_leave)] == "fair_leave" &&
-              script_names[static_cast<std::size_t>(CommandId::extend_batch)] == "extend_batch");
+              script_names[static_cast<std::size_t>(CommandId::extend_batch)] == "extend_batch" &&
+              script_names[static_cast<std::size_t>(CommandId::leader_resign)] == "leader_resign");
 
 inline constexpr bool is_script(CommandId id) { return id != CommandId::set_nx && id != CommandId::ping; }
 // is_release: a release, of one key or several, or a fair waiter leaving

@@ -91,15 +91,6 @@ Error closed_error() { return make_error(Errc::closed, "the client was closed");
 
 }  // namespace
 
-template <class Done>
-void Reports::answer_closed(Done done) {
-  ++live_;
-  runtime_.post([this, done = std::move(done)] {
-    done(closed_error());
-    one_less();
-  });
-}
-
 void Reports::survey(Call call, Survey::Done done) {
   ++live_;
   Survey::launch(runtime_, nodes_, std::move(call), std::move(done), [this] { one_less(); });

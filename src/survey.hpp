@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "redlock/election.hpp"
 #include "redlock/status.hpp"
 #include "node_set.hpp"
 #include "quorum.hpp"
@@ -90,6 +91,26 @@ class Reports {
   void status(std::string resource, StatusDone done);
   // nodes: PING every node; report it with what its last handshake read.
   void nodes(NodesDone done);
+
+  // An election's rounds (src/leader.cpp; docs/design.md, "Elections").
+  // leader: every node's leader_read of `resource`, judged by
+  // leader_verdict; Errc::no_quorum when fewer than a quorum could tell.
+  using LeaderDone = std::function<void(Result<LeaderStatus>)>;
+  void leader(std::string resource, LeaderDone done);
+  // proclaim: the record written on every node where the lock holds the
+  // leader's token (leader_proclaim); ok once a quorum wrote it, else
+  // Errc::no_quorum naming how many did.
+  struct Proclaim {
+    std::string resource, token;
+    std::uint64_t term = 0, rev = 0;
+    std::string identity, value;
+  };
+  using VoidDone = std::function<void(Result<void>)>;
+  void proclaim(Proclaim p, VoidDone done);
+  // resign: the record deleted on every node where it names `token`
+  // (leader_resign); ok whatever each node said (a node that missed it
+  // keeps a record no lock backs: it reads as the last leader).
+  void resign(std::string resource, std::string token, VoidDone done);
   void close() noexcept { closing_ = true; }
   // live: reports owed (surveys not yet freed, closed answers not yet given).
   std::size_t live() const noexcept { return live_; }
@@ -98,7 +119,13 @@ class Reports {
 
  private:
   template <class Done>
-  void answer_closed(Done done);
+  void answer_closed(Done done) {
+    ++live_;
+    runtime_.post([this, done = std::move(done)] {
+      done(make_error(Errc::closed, "the client was closed"));
+      one_less();
+    });
+  }
   void survey(Call call, Survey::Done done);
   void one_less();
   ResourceStatus holdings(std::string resource, std::vector<SurveyAnswer>& answers) const;

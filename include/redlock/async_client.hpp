@@ -6,7 +6,8 @@
 // The operations, with the same arguments on both: acquire, try_acquire,
 // extend, release (a Lock, or resource and token), acquire_many,
 // extend_many, release_many (a MultiLock, or resources and token), lock,
-// lock_many (T: AsyncLease here, Lease on a Client), status and nodes.
+// lock_many (T: AsyncLease here, Lease on a Client), status, nodes and
+// leader.
 //
 // Callback contract (as hiredis states its own): every operation that was
 // started completes exactly once, by calling its callback on the loop thread,
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "redlock/config.hpp"
+#include "redlock/election.hpp"
 #include "redlock/error.hpp"
 #include "redlock/export.hpp"
 #include "redlock/lease.hpp"
@@ -49,6 +51,7 @@ using MultiLockCallback = std::function<void(Result<MultiLock>)>;
 using StatusCallback = std::function<void(Result<ResourceStatus>)>;
 using NodesCallback = std::function<void(Result<NodesReport>)>;
 using LeaseCallback = std::function<void(Result<AsyncLease>)>;
+using LeaderCallback = std::function<void(Result<LeaderStatus>)>;
 
 // AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
 // thread-safe: every member must be called on the loop's thread. Move and
@@ -122,6 +125,12 @@ class REDLOCK_API AsyncClient {
   // complete with Errc::closed like every other operation.
   void status(std::string resource, StatusCallback done);
   void nodes(NodesCallback done);
+  // leader reads who leads the election `name` (election.hpp): every
+  // master's lock and leader record, judged by a majority. No leader is a
+  // LeaderStatus without one, not an error; fewer than a majority of
+  // masters answering is Errc::no_quorum. Waits as status does; errors as
+  // status.
+  void leader(std::string name, LeaderCallback done);
 
   // close stops accepting operations, completes the pending ones with
   // Errc::closed, and closes every handle; on_closed runs (on the loop) once

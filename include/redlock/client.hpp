@@ -43,6 +43,7 @@
 
 #include "redlock/async_client.hpp"
 #include "redlock/config.hpp"
+#include "redlock/election.hpp"
 #include "redlock/error.hpp"
 #include "redlock/export.hpp"
 #include "redlock/lease.hpp"
@@ -126,6 +127,21 @@ class REDLOCK_API Client {
   Result<NodesReport> nodes();
   std::future<Result<NodesReport>> nodes_async();
 
+  // Elections (election.hpp). campaign runs for leader of `name` and
+  // returns once elected: the lease on `name` taken with a fence (the
+  // term), then the leader's record written on a majority. While waiting
+  // it retries what waiting can cure — held by another leader (it waits
+  // for the release or the TTL, woken by notifications), no quorum, too
+  // little validity, a record that reached too few masters — backing off
+  // after a failure that was no "held"; until opts.wait has passed
+  // (Errc::held, or that round's error) or opts.cancel (Errc::cancelled).
+  // Errors: those, invalid_argument (a bad name, identity or value size,
+  // ttl; on the loop thread), closed. Blocking only.
+  Result<Leadership> campaign(std::string_view name, CampaignOptions opts = {});
+  // leader: who leads `name` now (AsyncClient::leader).
+  Result<LeaderStatus> leader(std::string_view name);
+  std::future<Result<LeaderStatus>> leader_async(std::string_view name);
+
   // config returns the validated config in use.
   const Config& config() const noexcept;
 
@@ -134,8 +150,13 @@ class REDLOCK_API Client {
   Stats stats() const;
 
  private:
+  friend class Leadership;
   struct Impl;
   REDLOCK_LOCAL explicit Client(std::unique_ptr<Impl> impl) noexcept;
+  // A leadership's rounds: its record written (leader_proclaim) or
+  // deleted (leader_resign) on every master (src/election.cpp).
+  REDLOCK_LOCAL Result<void> write_record(const Leadership& l, std::uint64_t rev, const std::string& value);
+  REDLOCK_LOCAL Result<void> delete_record(const Leadership& l);
   std::unique_ptr<Impl> impl_;
 };
 

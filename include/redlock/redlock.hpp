@@ -5,6 +5,7 @@
 #include "redlock/client.hpp"
 #include "redlock/clock.hpp"
 #include "redlock/config.hpp"
+#include "redlock/election.hpp"
 #include "redlock/error.hpp"
 #include "redlock/fenced_store.hpp"
 #include "redlock/lease.hpp"

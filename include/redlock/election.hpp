@@ -1,0 +1,156 @@
+// redlock/election.hpp — leader election over the same N masters: one
+// leader of a name at a time, its term, its identity and its value, and
+// who reads them.
+//
+// A leader of `name` is the fenced holder of the lock `name` (a Lease with
+// AcquireOptions::fence) whose record on the masters names it: the term is
+// the lease's fence — strictly greater than every earlier leader's — and
+// the record (identity, value) is written only where the lock holds the
+// leader's token. It leads while its lease is valid: it is deposed on the
+// lease's own deadline (lease.hpp: never later than the moment another
+// candidate could take the lock), when the client closes, or when it
+// resigns. Anyone may read who leads (Client::leader, AsyncClient::leader):
+// a leader counts only where a majority of the masters hold its token in
+// the lock and name it in the record (docs/design.md, "Elections").
+//
+//   redlock::CampaignOptions c{.value = "10.0.0.7:8080"};
+//   redlock::Result<redlock::Leadership> lead = client->campaign("scheduler", c);
+//   if (lead) {
+//     while (!lead->stop_token().stop_requested()) do_leader_work(lead->term());
+//   }  // resigned when `lead` goes
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "redlock/error.hpp"
+#include "redlock/export.hpp"
+#include "redlock/lease.hpp"
+
+namespace redlock {
+
+class Client;
+
+// LeaderInfo — a leader as the masters' records tell it.
+//   identity  who it says it is (CampaignOptions::identity)
+//   term      its lease's fence: every later leader's is greater
+//   value     what it proclaimed last (CampaignOptions::value, proclaim)
+//   led_for   how long its term has run, by a master's clock
+//   token     its lease's value (status shows it as the lock's holder)
+struct REDLOCK_API LeaderInfo {
+  std::string identity;
+  std::uint64_t term = 0;
+  std::string value;
+  std::chrono::milliseconds led_for{0};
+  std::string token;
+};
+
+// LeaderStatus — one reading of an election (Client::leader).
+//   leader      the leader now: a majority of the masters hold its token in
+//               the lock and name it in the record; none: no leader
+//   last        without a leader: the newest record any master keeps — the
+//               last leader known (it died, resigned, or never got a
+//               majority); none if no master has one
+//   expires_in  with a leader: how long until its lock runs out on a
+//               majority unless it is extended (a leader extends long
+//               before; a dead one does not — look again then)
+//   quorum      masters needed; answered: masters that answered (a reading
+//               with fewer than a quorum is an error, not "no leader")
+struct REDLOCK_API LeaderStatus {
+  std::string name;
+  std::optional<LeaderInfo> leader;
+  std::optional<LeaderInfo> last;
+  std::chrono::milliseconds expires_in{0};
+  std::size_t quorum = 0;
+  std::size_t answered = 0;
+};
+
+// max_identity_size, max_leader_value_size: the largest identity and value
+// a campaign may give (invalid_argument beyond).
+inline constexpr std::size_t max_identity_size = 1024;
+inline constexpr std::size_t max_leader_value_size = 64 * 1024;
+
+// CampaignOptions — how to run for leader of a name.
+//   identity    who this candidate is; empty: its owner ("host:pid", with
+//               Options::owner's label: "host:pid:label")
+//   value       what it tells as leader (an address, say); proclaim changes it
+//   ttl         its lease's TTL (zero: Options::default_ttl): a dead leader
+//               is replaced about this long after it died
+//   wait        how long campaign() waits to be elected: `forever` (the
+//               default) until elected or cancelled; zero: one try
+//   cancel      ends the wait (Errc::cancelled)
+//   on_deposed  told once, on the client's loop thread, why the leadership
+//               ended when it was lost — the lease lost (its deadline passed,
+//               an extension refused) or the client closed; not on resign().
+//               As LeaseOptions::on_lost: short, non-blocking.
+struct REDLOCK_API CampaignOptions {
+  static constexpr std::chrono::milliseconds forever = std::chrono::milliseconds::max();
+  std::string identity;
+  std::string value;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds wait = forever;
+  std::stop_token cancel;
+  LostCallback on_deposed;
+};
+
+// Leadership — this process leads a name (Client::campaign). Move-only;
+// destroying it resigns (waiting as Lease::release does, never throwing).
+// Every member may be called from any thread, except that proclaim and
+// resign block (not on the client's loop thread: invalid_argument there).
+// The Client must outlive it.
+class REDLOCK_API Leadership {
+ public:
+  Leadership() noexcept;  // empty: leads nothing
+  ~Leadership();
+  Leadership(Leadership&& other) noexcept;
+  Leadership& operator=(Leadership&& other) noexcept;
+  Leadership(const Leadership&) = delete;
+  Leadership& operator=(const Leadership&) = delete;
+
+  // leading: elected, not deposed, not resigned, before the lease's
+  // deadline (lease.hpp: valid()). Act as leader only while it is true.
+  bool leading() const noexcept { return lease_.valid(); }
+  bool empty() const noexcept { return lease_.empty(); }
+  const std::string& name() const noexcept { return name_; }
+  // term: this leadership's term (its lease's fence); pass it along with
+  // every write the leader makes (fenced_store.hpp).
+  std::uint64_t term() const noexcept { return lease_.fence(); }
+  const std::string& identity() const noexcept { return identity_; }
+  // value: the value last proclaimed (by campaign or proclaim).
+  const std::string& value() const noexcept { return value_; }
+  // stop_token is requested once the leadership is lost (on_deposed's
+  // moment), not on resign().
+  std::stop_token stop_token() const noexcept { return lease_.stop_token(); }
+  // deposed says why the leadership was lost (empty while it is not).
+  std::optional<Error> deposed() const { return lease_.lost(); }
+  const Lease& lease() const noexcept { return lease_; }
+
+  // proclaim makes `value` this leader's value on the masters where it
+  // still holds the lock, and tells observers. Errors: not_held (empty,
+  // resigned), lost (deposed), no_quorum (fewer than a majority wrote it;
+  // the old value may still be read), invalid_argument (too large; on the
+  // loop thread), closed.
+  Result<void> proclaim(std::string value);
+  // resign ends the leadership: the record goes (observers are told "no
+  // leader"), then the lease is released (a waiting candidate is woken).
+  // Afterwards the Leadership is empty. Errors: as Lease::release.
+  Result<void> resign();
+
+ private:
+  friend class Client;
+  REDLOCK_LOCAL Leadership(Client& client, std::string name, std::string identity, std::string value,
+                           Lease lease) noexcept;
+
+  Client* client_ = nullptr;
+  std::string name_;
+  std::string identity_;
+  std::string value_;
+  std::uint64_t rev_ = 1;  // proclaims so far (the campaign's is the first)
+  Lease lease_;
+};
+
+}  // namespace redlock

@@ -1,0 +1,208 @@
+// test_election.cpp — leader election (redlock/election.hpp) against five
+// real masters: a campaign elects one leader at a time, terms only grow,
+// observers read the leader a majority backs (identity, term, value) and
+// "no leader" otherwise, proclaim changes the value, resign hands over at
+// once, and a leader whose lock is gone is deposed — told, stop token
+// requested — and never read as leader again.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "helpers.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+LeaderStatus read_leader(Client& c, const std::string& name) {
+  auto st = c.leader(name);
+  REQUIRE_MESSAGE(st.ok(), st.error().to_string());
+  return *st;
+}
+
+Leadership elected(Client& c, const std::string& name, CampaignOptions opts) {
+  auto l = c.campaign(name, std::move(opts));
+  REQUIRE_MESSAGE(l.ok(), l.error().to_string());
+  return std::move(*l);
+}
+
+}  // namespace
+
+TEST_CASE("a campaign elects; observers read its identity, term and value; a second candidate waits") {
+  RedisGroup g(5);
+  auto a = client_for(g), b = client_for(g, [](Options& o) { o.owner = "b-label"; }), watcher = client_for(g);
+
+  CHECK_FALSE(read_leader(*watcher, "sched").leader);
+  CHECK_FALSE(read_leader(*watcher, "sched").last);
+
+  Leadership lead = elected(*a, "sched", {.identity = "node-a", .value = "10.0.0.1:80", .ttl = 5s});
+  CHECK(lead.leading());
+  CHECK(lead.term() >= 1);
+  const LeaderStatus st = read_leader(*watcher, "sched");
+  REQUIRE(st.leader);
+  CHECK(st.leader->identity == "node-a");
+  CHECK(st.leader->value == "10.0.0.1:80");
+  CHECK(st.leader->term == lead.term());
+  CHECK(st.leader->token == lead.lease().token());
+  CHECK(st.expires_in > 0ms);
+  CHECK(st.expires_in <= 5s);
+  CHECK(st.quorum == 3);
+  CHECK(st.answered == 5);
+  // The leader holds the lock of the name: status shows it.
+  auto held = watcher->status("sched");
+  REQUIRE(held.ok());
+  CHECK(held->token == lead.lease().token());
+
+  // Another candidate that may wait 300 ms is told "held".
+  auto other = b->campaign("sched", {.value = "b", .wait = 300ms});
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == Errc::held);
+
+  // A candidate waiting for good is elected once the leader resigns, at a
+  // higher term, under its owner's name when it gives no identity.
+  auto next = std::async(std::launch::async, [&] { return b->campaign("sched", {.value = "b"}); });
+  CHECK(next.wait_for(200ms) == std::future_status::timeout);
+  const std::uint64_t first_term = lead.term();
+  REQUIRE(lead.resign().ok());
+  CHECK(lead.empty());
+  auto second = next.get();
+  REQUIRE_MESSAGE(second.ok(), second.error().to_string());
+  CHECK(second->term() > first_term);
+  CHECK(second->identity().ends_with(":b-label"));
+  const LeaderStatus now = read_leader(*watcher, "sched");
+  REQUIRE(now.leader);
+  CHECK(now.leader->term == second->term());
+  CHECK(now.leader->value == "b");
+}
+
+TEST_CASE("proclaim changes the leader's value; resign leaves no leader and no record") {
+  RedisGroup g(5);
+  auto a = client_for(g), watcher = client_for(g);
+  Leadership lead = elected(*a, "svc", {.identity = "a", .value = "v1"});
+  REQUIRE(lead.proclaim("v2").ok());
+  CHECK(lead.value() == "v2");
+  LeaderStatus st = read_leader(*watcher, "svc");
+  REQUIRE(st.leader);
+  CHECK(st.leader->value == "v2");
+  CHECK(st.leader->term == lead.term());
+  // Values and identities are bytes: NUL, newline, non-UTF-8, blanks.
+  const std::string odd("a b\n\0\xff", 6);
+  REQUIRE(lead.proclaim(odd).ok());
+  st = read_leader(*watcher, "svc");
+  REQUIRE(st.leader);
+  CHECK(st.leader->value == odd);
+  // Too large: refused before anything is sent; the old value stays.
+  auto big = lead.proclaim(std::string(max_leader_value_size + 1, 'x'));
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().code == Errc::invalid_argument);
+  CHECK(lead.value() == odd);
+
+  REQUIRE(lead.resign().ok());
+  st = read_leader(*watcher, "svc");
+  CHECK_FALSE(st.leader);
+  CHECK_FALSE(st.last);  // the record went with the resign
+  CHECK(lead.proclaim("v3").error().code == Errc::not_held);
+  CHECK(lead.resign().error().code == Errc::not_held);
+}
+
+TEST_CASE("a leader whose lock is gone is deposed: told, its stop token requested, read as the last leader only") {
+  RedisGroup g(5);
+  auto a = client_for(g), watcher = client_for(g);
+  std::promise<Error> told;
+  Leadership lead = elected(*a, "dep", {.identity = "a",
+                                        .value = "v",
+                                        .ttl = 900ms,
+                                        .on_deposed = [&told](const Error& e) { told.set_value(e); }});
+  // Somebody deletes the lock everywhere (an operator, a bug): the next
+  // extension finds it gone and the leadership is lost.
+  for (std::size_t i = 0; i < g.size(); ++i) g[i].command({"DEL", "redlock:{dep}:lock"});
+  auto why = told.get_future();
+  REQUIRE(why.wait_for(5s) == std::future_status::ready);
+  CHECK(why.get().code == Errc::lost);
+  CHECK(lead.stop_token().stop_requested());
+  CHECK_FALSE(lead.leading());
+  REQUIRE(lead.deposed());
+  const LeaderStatus st = read_leader(*watcher, "dep");
+  CHECK_FALSE(st.leader);
+  REQUIRE(st.last);
+  CHECK(st.last->identity == "a");
+  CHECK(st.last->term == lead.term());
+  CHECK(lead.proclaim("x").error().code == Errc::lost);
+}
+
+TEST_CASE("a plain holder of the name is no leader; a record no majority backs is only the last leader") {
+  RedisGroup g(5);
+  auto a = client_for(g), watcher = client_for(g);
+  auto plain = a->acquire("mixed", {.ttl = 5s});
+  REQUIRE(plain.ok());
+  LeaderStatus st = read_leader(*watcher, "mixed");
+  CHECK_FALSE(st.leader);
+  CHECK_FALSE(st.last);
+  // A record naming the holder's token on two masters only (a minority):
+  // "TERM REV SINCE TOKLEN IDLEN " then token, identity, value.
+  const std::string& token = plain->token;
+  const std::string record = "7 1 0 " + std::to_string(token.size()) + " 1 " + token + "xval";
+  for (std::size_t i = 0; i < 2; ++i) g[i].command({"SET", "redlock:{mixed}:leader", record});
+  st = read_leader(*watcher, "mixed");
+  CHECK_FALSE(st.leader);
+  REQUIRE(st.last);
+  CHECK(st.last->term == 7);
+  CHECK(st.last->identity == "x");
+  CHECK(st.last->value == "val");
+  // On three it is a leader (the lock holds its token there).
+  g[2].command({"SET", "redlock:{mixed}:leader", record});
+  st = read_leader(*watcher, "mixed");
+  REQUIRE(st.leader);
+  CHECK(st.leader->term == 7);
+  // Garbage in the record on the others is no record, not an error.
+  g[3].command({"SET", "redlock:{mixed}:leader", "99999999999999999999 1 0 1 1 ab"});
+  g[4].command({"SET", "redlock:{mixed}:leader", "1 1 0 500 1 short"});
+  st = read_leader(*watcher, "mixed");
+  REQUIRE(st.leader);
+  CHECK(st.leader->term == 7);
+  // A list at the record's name: that master cannot tell; the rest can.
+  g[4].command({"DEL", "redlock:{mixed}:leader"});
+  g[4].command({"RPUSH", "redlock:{mixed}:leader", "x"});
+  st = read_leader(*watcher, "mixed");
+  CHECK(st.answered == 4);
+  REQUIRE(st.leader);
+}
+
+TEST_CASE("without a majority of masters the leader is unknown, not absent") {
+  RedisGroup g(5);
+  auto a = client_for(g), watcher = client_for(g);
+  Leadership lead = elected(*a, "dark", {.identity = "a"});
+  for (std::size_t i = 0; i < 3; ++i) g[i].kill();
+  auto st = watcher->leader("dark");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == Errc::no_quorum);
+  CHECK(st.error().message.find("2 of 5 masters answered, 3 needed") != std::string::npos);
+}
+
+TEST_CASE("campaign refuses what it cannot use, and a cancelled wait ends it") {
+  RedisGroup g(3);
+  auto a = client_for(g), b = client_for(g);
+  auto bad = a->campaign("x", {.identity = std::string(max_identity_size + 1, 'i')});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::invalid_argument);
+  CHECK(a->campaign("x", {.wait = -1ms}).error().code == Errc::invalid_argument);
+  CHECK(a->campaign("bad}name", {}).error().code == Errc::invalid_argument);
+  CHECK(a->leader("bad}name").error().code == Errc::invalid_argument);
+
+  Leadership lead = elected(*a, "x", {});
+  std::stop_source stop;
+  auto waiting = std::async(std::launch::async, [&] { return b->campaign("x", {.cancel = stop.get_token()}); });
+  CHECK(waiting.wait_for(200ms) == std::future_status::timeout);
+  stop.request_stop();
+  REQUIRE(waiting.wait_for(5s) == std::future_status::ready);
+  auto r = waiting.get();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::cancelled);
+  CHECK(lead.leading());
+}
