@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client_core.hpp"
+#include "leader_watch.hpp"
 #include "keys.hpp"
 
 namespace redlock {
@@ -116,6 +117,18 @@ void AsyncClient::leader(std::string name, LeaderCallback done) {
     return done(make_error(Errc::invalid_argument, std::move(problem)));
   }
   core_->leader(std::move(name), std::move(done));
+}
+
+Result<LeaderWatch> AsyncClient::observe(std::string name, LeaderWatchCallback on_change) {
+  if (std::string problem = detail::check_resource(name); !problem.empty()) {
+    return make_error(Errc::invalid_argument, std::move(problem));
+  }
+  auto link = std::make_shared<detail::WatchLink>();
+  const std::uint64_t id = core_->observe(std::move(name), link, std::move(on_change));
+  std::lock_guard<std::mutex> lock(link->mu);
+  // (unless the watch already ended: a client closing)
+  if (!link->stopped.load()) link->teardown = [core = core_, id] { core->unobserve(id); };
+  return LeaderWatch(link);
 }
 
 void AsyncClient::nodes(NodesCallback done) {

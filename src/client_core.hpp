@@ -94,6 +94,14 @@ class ClientCore final {
   void resign(std::string name, std::string token, std::function<void(Result<void>)> done) {
     reports_.resign(std::move(name), std::move(token), std::move(done));
   }
+  // observe: a LeaderWatcher of `name`; `link`'s teardown is set by the
+  // caller (AsyncClient: on this loop; Client: posted to it).
+  std::uint64_t observe(std::string name, std::shared_ptr<detail::WatchLink> link, LeaderWatchCallback callback) {
+    const Options& o = config_.options;
+    return reports_.observe(std::move(name), o.retry_delay + o.retry_jitter, 10 * o.wake_safety_net, std::move(link),
+                            std::move(callback));
+  }
+  void unobserve(std::uint64_t id) { reports_.unobserve(id); }
 
   void close(std::function<void()> on_closed) { close_.close(std::move(on_closed)); }
 

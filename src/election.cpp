@@ -6,7 +6,9 @@
 
 #include "client_core.hpp"
 #include "client_impl.hpp"
+#include "keys.hpp"
 #include "leader.hpp"
+#include "leader_watch.hpp"
 #include "survey.hpp"
 
 namespace redlock {
@@ -100,6 +102,29 @@ std::future<Result<LeaderStatus>> Client::leader_async(std::string_view name) {
       });
 }
 
+Result<LeaderWatch> Client::observe(std::string_view name, LeaderWatchCallback on_change) {
+  if (std::string problem = detail::check_resource(std::string(name)); !problem.empty()) {
+    return make_error(Errc::invalid_argument, std::move(problem));
+  }
+  auto link = std::make_shared<detail::WatchLink>();
+  Impl* impl = impl_.get();
+  impl->post([impl, link, name = std::string(name), on_change = std::move(on_change)]() mutable {
+    if (!impl->async) return;
+    const std::uint64_t id = impl->async->core_->observe(std::move(name), link, std::move(on_change));
+    std::lock_guard<std::mutex> lock(link->mu);
+    // A stop from another thread reaches the loop by a post, while the
+    // client lives (its lease host's post is cleared as it goes).
+    link->teardown = [host = impl->host, impl, id] {
+      std::lock_guard<std::mutex> alive(host->mu);
+      if (!host->post) return;
+      impl->post([impl, id] {
+        if (impl->async) impl->async->core_->unobserve(id);
+      });
+    };
+  });
+  return LeaderWatch(link);
+}
+
 Result<void> Client::write_record(const Leadership& l, std::uint64_t rev, const std::string& value) {
   detail::Reports::Proclaim p{.resource = l.name_,
                               .token = l.lease_.token(),
@@ -117,6 +142,37 @@ Result<void> Client::delete_record(const Leadership& l) {
                                          AsyncClient& c, std::function<void(Result<void>)> done) mutable {
     c.core_->resign(std::move(name), std::move(token), std::move(done));
   });
+}
+
+// ---- LeaderWatch ---------------------------------------------------------------
+
+LeaderWatch::LeaderWatch() noexcept = default;
+LeaderWatch::~LeaderWatch() { stop(); }
+LeaderWatch::LeaderWatch(LeaderWatch&& other) noexcept = default;
+LeaderWatch& LeaderWatch::operator=(LeaderWatch&& other) noexcept {
+  if (this != &other) {
+    stop();
+    link_ = std::move(other.link_);
+  }
+  return *this;
+}
+
+void LeaderWatch::stop() noexcept {
+  if (!link_) return;
+  link_->stopped.store(true);
+  std::function<void()> teardown;
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    teardown = std::move(link_->teardown);
+    link_->teardown = nullptr;
+  }
+  if (teardown) teardown();
+}
+
+bool LeaderWatch::active() const noexcept {
+  if (!link_ || link_->stopped.load()) return false;
+  std::lock_guard<std::mutex> lock(link_->mu);
+  return static_cast<bool>(link_->teardown);
 }
 
 // ---- Leadership ----------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "keys.hpp"
+#include "leader_watch.hpp"
 #include "quorum.hpp"
 #include "scripts.hpp"
 #include "survey.hpp"
@@ -200,6 +201,41 @@ void Reports::resign(std::string resource, std::string token, VoidDone done) {
     if (closing_) return answer_closed(std::move(done));
     done(Result<void>{});
   });
+}
+
+std::uint64_t Reports::observe(std::string resource, std::chrono::milliseconds retry,
+                               std::chrono::milliseconds safety_net, std::shared_ptr<WatchLink> link,
+                               LeaderWatchCallback callback) {
+  const std::uint64_t id = ++next_watch_;
+  std::string channel = leader_channel_of(lock_key(prefix_, resource));
+  auto w = std::make_shared<LeaderWatcher>(*this, runtime_, nodes_, std::move(resource), std::move(channel), retry,
+                                           safety_net, std::move(link), std::move(callback));
+  watchers_.emplace(id, w);
+  if (closing_) {
+    // (as every call after close(): Errc::closed, on a later loop turn)
+    ++live_;
+    runtime_.post([this, id] {
+      unobserve(id, true);
+      one_less();
+    });
+    return id;
+  }
+  w->start();
+  return id;
+}
+
+void Reports::unobserve(std::uint64_t id, bool closed) {
+  const auto it = watchers_.find(id);
+  if (it == watchers_.end()) return;
+  std::shared_ptr<LeaderWatcher> w = std::move(it->second);
+  watchers_.erase(it);
+  w->end(closed);
+}
+
+void Reports::close() {
+  closing_ = true;
+  auto watchers = std::exchange(watchers_, {});
+  for (auto& [id, w] : watchers) w->end(true);
 }
 
 }  // namespace redlock::detail

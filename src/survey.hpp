@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +21,9 @@
 #include "transport.hpp"
 
 namespace redlock::detail {
+
+class LeaderWatcher;
+struct WatchLink;
 
 // SurveyAnswer — the first event of one node, copied out of the event.
 //   answered     a reply came (reply_type / text / integer hold it)
@@ -111,7 +115,14 @@ class Reports {
   // (leader_resign); ok whatever each node said (a node that missed it
   // keeps a record no lock backs: it reads as the last leader).
   void resign(std::string resource, std::string token, VoidDone done);
-  void close() noexcept { closing_ = true; }
+  // observe starts a LeaderWatcher of `resource` (src/leader_watch.hpp)
+  // linked to `link`; unobserve ends it (no-op once ended). close() ends
+  // every watcher, telling each Errc::closed.
+  std::uint64_t observe(std::string resource, std::chrono::milliseconds retry, std::chrono::milliseconds safety_net,
+                        std::shared_ptr<WatchLink> link, LeaderWatchCallback callback);
+  // (`closed`: its callback is told Errc::closed first)
+  void unobserve(std::uint64_t id, bool closed = false);
+  void close();
   // live: reports owed (surveys not yet freed, closed answers not yet given).
   std::size_t live() const noexcept { return live_; }
   // on_idle runs when live() drops to 0.
@@ -136,6 +147,8 @@ class Reports {
   std::string prefix_;
   std::size_t live_ = 0;
   bool closing_ = false;
+  std::map<std::uint64_t, std::shared_ptr<LeaderWatcher>> watchers_;
+  std::uint64_t next_watch_ = 0;
 };
 
 // parse_inspect fills `out` (state, token, ttl, fence, queued, queue_head)

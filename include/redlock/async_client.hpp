@@ -131,6 +131,11 @@ class REDLOCK_API AsyncClient {
   // masters answering is Errc::no_quorum. Waits as status does; errors as
   // status.
   void leader(std::string name, LeaderCallback done);
+  // observe watches the election `name` (election.hpp: LeaderWatch): the
+  // callback is told the first reading, then every change, on this loop,
+  // until the LeaderWatch is stopped or destroyed (on this loop) or the
+  // client closes. Errors: invalid_argument (a bad name; nothing started).
+  Result<LeaderWatch> observe(std::string name, LeaderWatchCallback on_change);
 
   // close stops accepting operations, completes the pending ones with
   // Errc::closed, and closes every handle; on_closed runs (on the loop) once

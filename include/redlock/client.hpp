@@ -141,6 +141,10 @@ class REDLOCK_API Client {
   // leader: who leads `name` now (AsyncClient::leader).
   Result<LeaderStatus> leader(std::string_view name);
   std::future<Result<LeaderStatus>> leader_async(std::string_view name);
+  // observe watches the election `name` (AsyncClient::observe; the
+  // callback runs on the client's loop thread); stop or destroy the
+  // LeaderWatch from any thread. Errors: invalid_argument.
+  Result<LeaderWatch> observe(std::string_view name, LeaderWatchCallback on_change);
 
   // config returns the validated config in use.
   const Config& config() const noexcept;

@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -33,7 +35,12 @@
 
 namespace redlock {
 
+class AsyncClient;
 class Client;
+
+namespace detail {
+struct WatchLink;
+}
 
 // LeaderInfo — a leader as the masters' records tell it.
 //   identity  who it says it is (CampaignOptions::identity)
@@ -67,6 +74,46 @@ struct REDLOCK_API LeaderStatus {
   std::chrono::milliseconds expires_in{0};
   std::size_t quorum = 0;
   std::size_t answered = 0;
+};
+
+// LeaderWatchCallback — told, on the client's loop thread, each reading of
+// a watched election that differs from the last one told (observe): a
+// leader elected, deposed, resigned or replaced, a new value, "no leader";
+// or an error (no quorum of masters answering), once, until a reading
+// succeeds again. Never a term lower than one it was told. Short and
+// non-blocking, as every callback on the loop; it may stop the watch.
+using LeaderWatchCallback = std::function<void(const Result<LeaderStatus>&)>;
+
+// LeaderWatch — an observation of one election (Client::observe,
+// AsyncClient::observe): the callback is told the first reading, then
+// every change. It is pub/sub, not polling: a master publishes on the
+// election's channel when a leader proclaims or resigns, and the watch
+// reads again then; one that dies publishes nothing, so the watch also
+// reads when the leader's lock would run out unless extended
+// (LeaderStatus::expires_in), and every safety net (10 ×
+// Options::wake_safety_net) in case a message was lost. Destroying it, or
+// stop(), ends it: no call of the callback starts afterwards (one already
+// running may finish). From a Client, any thread; from an AsyncClient, the
+// loop thread. When the client closes, the callback is told Errc::closed
+// once, and the watch is over. Move-only.
+class REDLOCK_API LeaderWatch {
+ public:
+  LeaderWatch() noexcept;
+  ~LeaderWatch();
+  LeaderWatch(LeaderWatch&& other) noexcept;
+  LeaderWatch& operator=(LeaderWatch&& other) noexcept;
+  LeaderWatch(const LeaderWatch&) = delete;
+  LeaderWatch& operator=(const LeaderWatch&) = delete;
+
+  void stop() noexcept;
+  // active: started and neither stopped nor ended by the client's close.
+  bool active() const noexcept;
+
+ private:
+  friend class Client;
+  friend class AsyncClient;
+  REDLOCK_LOCAL explicit LeaderWatch(std::shared_ptr<detail::WatchLink> link) noexcept : link_(std::move(link)) {}
+  std::shared_ptr<detail::WatchLink> link_;
 };
 
 // max_identity_size, max_leader_value_size: the largest identity and value

@@ -12,10 +12,13 @@
 #include <string>
 #include <thread>
 
+#include "cli_harness.hpp"
 #include "helpers.hpp"
+#include "redlock/fenced_store.hpp"
 
 using namespace redlock;
 using namespace redlock::test;
+using namespace redlock::test::cli_harness;
 using namespace std::chrono_literals;
 
 namespace {
@@ -205,4 +208,30 @@ TEST_CASE("campaign refuses what it cannot use, and a cancelled wait ends it") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Errc::cancelled);
   CHECK(lead.leading());
+}
+
+TEST_CASE("examples/leader_worker: one copy leads; killed, the other takes over at a higher term; the store keeps it") {
+  RedisGroup g(5);
+  RedisServer store_server;
+  TempDir tmp;
+  const EnvVars env{{"REDLOCK_CONFIG", config_file(tmp, g)}};
+  Child first(program("REDLOCK_LEADER_EXAMPLE"), {"beat", store_server.url()}, env);
+  REQUIRE(first.wait_for("leader, term"));
+  Child second(program("REDLOCK_LEADER_EXAMPLE"), {"beat", store_server.url(), "3"}, env);
+  auto store = FencedStore::connect(*parse_node_url(store_server.url()));
+  REQUIRE(store.ok());
+  REQUIRE(eventually([&] { return (*store)->read("beat:beat")->highest >= 1; }));
+  const std::uint64_t first_term = (*store)->read("beat:beat")->highest;
+  CHECK(second.out_so_far().find("leader") == std::string::npos);  // it waits
+  first.signal(SIGKILL);
+  (void)first.wait();
+  // The lease's TTL is 2 s: the second leads within about that.
+  ProcResult r = second.wait(std::chrono::seconds(30));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("leader, term") != std::string::npos);
+  CHECK(r.out.find("done") != std::string::npos);
+  const FencedValue v = *(*store)->read("beat:beat");
+  CHECK(v.highest > first_term);
+  CHECK(v.value == "1");  // its last beat, under its term
 }

@@ -1198,3 +1198,54 @@ TEST_CASE("fail_over: a lagging replica — new run_id, a long uptime, the keys 
                                   {"e2", "1000", sim.master.run_id()});
   CHECK(after.elements.at(0) == B("replaced"));
 }
+
+TEST_CASE("leader_proclaim: only where the lock holds the token; a late older proclaim keeps the newer value") {
+  Sim sim;
+  const std::string record = scripts::leader_key_of(lock);
+  const std::string news = scripts::leader_channel_of(lock);
+  auto proclaim = [&](const std::string& token, const std::string& term, const std::string& rev, const std::string& value) {
+    return sim.evalsha(scripts::leader_proclaim_script, {lock, record}, {token, term, rev, "id", value, news});
+  };
+  auto read = [&] { return sim.evalsha(scripts::leader_read_script, {lock, record}, {}); };
+  CHECK(proclaim("t1", "3", "1", "v") == I(0));  // no lock: no record
+  CHECK(sim.cmd({"GET", record}) == nil);
+  CHECK(read() == B("-2 -1 0 0 "));
+  REQUIRE(sim.cmd({"SET", lock, "t1", "PX", "1000"}) == S("OK"));
+  CHECK(proclaim("t1", "3", "1", "v1") == I(1));
+  const std::string since = std::to_string(sim.now);
+  CHECK(sim.cmd({"GET", record}) == B("3 1 " + since + " 2 2 t1idv1"));
+  REQUIRE(sim.published.size() == 1);
+  CHECK(sim.published[0] == std::pair<std::string, std::string>{news, "3"});
+  sim.now += 250;
+  CHECK(read() == B("750 250 2 " + std::to_string(("3 1 " + since + " 2 2 t1idv1").size()) + " t13 1 " + since +
+                    " 2 2 t1idv1"));
+  CHECK(proclaim("t1", "3", "3", "v3") == I(1));
+  CHECK(proclaim("t1", "3", "2", "v2") == I(1));  // late: counted, but the newer value stays
+  CHECK(sim.cmd({"GET", record}) == B("3 3 " + since + " 2 2 t1idv3"));  // and SINCE is the term's first
+  // Another token, or a lower term, is refused; a record of a higher term stays.
+  CHECK(proclaim("t2", "4", "1", "x") == I(0));
+  REQUIRE(sim.cmd({"SET", record, "9 1 5 2 2 t9idv9"}) == S("OK"));
+  CHECK(proclaim("t1", "3", "4", "v4") == I(0));
+  CHECK(sim.cmd({"GET", record}) == B("9 1 5 2 2 t9idv9"));
+  // Someone else's value at the record's name is overwritten by the holder.
+  REQUIRE(sim.cmd({"SET", record, "not a record"}) == S("OK"));
+  CHECK(proclaim("t1", "3", "5", "v5") == I(1));
+  CHECK(sim.cmd({"GET", record}) == B("3 5 " + std::to_string(sim.now) + " 2 2 t1idv5"));
+}
+
+TEST_CASE("leader_resign: deletes only its own record and says so on the channel; leader_read names a wrong type") {
+  Sim sim;
+  const std::string record = scripts::leader_key_of(lock);
+  const std::string news = scripts::leader_channel_of(lock);
+  REQUIRE(sim.cmd({"SET", record, "3 1 5 2 2 t1idv1"}) == S("OK"));
+  CHECK(sim.evalsha(scripts::leader_resign_script, {record}, {"t2", news}) == I(0));
+  CHECK(sim.cmd({"GET", record}) == B("3 1 5 2 2 t1idv1"));
+  CHECK(sim.published.empty());
+  CHECK(sim.evalsha(scripts::leader_resign_script, {record}, {"t1", news}) == I(1));
+  CHECK(sim.cmd({"GET", record}) == nil);
+  REQUIRE(sim.published.size() == 1);
+  CHECK(sim.published[0] == std::pair<std::string, std::string>{news, "0"});
+  CHECK(sim.evalsha(scripts::leader_resign_script, {record}, {"t1", news}) == I(0));  // twice: nothing more
+  REQUIRE(sim.cmd({"ZADD", record, "1", "m"}) == I(1));
+  CHECK(sim.evalsha(scripts::leader_read_script, {lock, record}, {}) == B("wrongtype " + record));
+}

@@ -1,0 +1,107 @@
+// leader_watch.cpp — see leader_watch.hpp.
+#include "leader_watch.hpp"
+
+#include <algorithm>
+
+#include "survey.hpp"
+
+namespace redlock::detail {
+
+using std::chrono::milliseconds;
+
+LeaderWatcher::LeaderWatcher(Reports& reports, Runtime& runtime, Transport& transport, std::string name,
+                             std::string channel, milliseconds retry, milliseconds safety_net,
+                             std::shared_ptr<WatchLink> link, LeaderWatchCallback callback)
+    : reports_(reports),
+      transport_(transport),
+      name_(std::move(name)),
+      channel_(std::move(channel)),
+      retry_(retry),
+      safety_net_(safety_net),
+      link_(std::move(link)),
+      callback_(std::move(callback)),
+      timer_(runtime.timer([this] { read(); })) {}
+
+void LeaderWatcher::start() {
+  // Without pub/sub (wake-ups off, or no subscriber possible) the watch
+  // reads every retry period instead: slower to see, never blind.
+  polling_ = transport_.watch(channel_, this) == WatchState::unavailable;
+  watching_ = !polling_;
+  read();
+}
+
+void LeaderWatcher::end(bool closed) {
+  if (ended_) return;
+  if (closed && !link_->stopped.load()) tell(make_error(Errc::closed, "the client was closed"));
+  ended_ = true;
+  timer_->stop();
+  if (watching_) transport_.unwatch(channel_, this);
+  watching_ = false;
+  std::lock_guard<std::mutex> lock(link_->mu);
+  link_->teardown = nullptr;
+}
+
+void LeaderWatcher::on_wake(Why, std::string_view) {
+  if (ended_) return;
+  if (reading_) {
+    again_ = true;
+    return;
+  }
+  read();
+}
+
+void LeaderWatcher::read() {
+  if (ended_) return;
+  if (link_->stopped.load()) return end(false);  // a Client's stop, seen here first
+  timer_->stop();
+  reading_ = true;
+  again_ = false;
+  reports_.leader(name_, [self = shared_from_this()](Result<LeaderStatus> r) { self->on_read(std::move(r)); });
+}
+
+void LeaderWatcher::on_read(Result<LeaderStatus> r) {
+  reading_ = false;
+  if (ended_) return;
+  if (link_->stopped.load()) return end(false);
+  milliseconds next = polling_ ? std::min(safety_net_, retry_ * 10) : safety_net_;
+  if (r) {
+    backoff_ = milliseconds{0};
+    // A dead leader publishes nothing: look again when its lock would run
+    // out unless extended (a live one has extended it long before).
+    if (r->leader) next = std::min(next, r->expires_in + milliseconds{1});
+  } else {
+    backoff_ = std::clamp(backoff_ * 2, retry_, safety_net_);
+    next = backoff_;
+  }
+  tell(r);
+  if (ended_) return;  // the callback stopped it
+  if (again_) return read();
+  timer_->start(next);
+}
+
+void LeaderWatcher::tell(const Result<LeaderStatus>& r) {
+  if (link_->stopped.load() || !callback_) return;
+  if (!r) {
+    if (told_ == Told::error) return;
+    told_ = Told::error;
+  } else {
+    std::optional<std::tuple<std::uint64_t, std::string, std::string, std::string>> now;
+    if (r->leader) {
+      // Never a term lower than one told: a reading that raced a newer
+      // leader's election (no majority can back the older one since).
+      if (r->leader->term < highest_term_) return;
+      now.emplace(r->leader->term, r->leader->token, r->leader->identity, r->leader->value);
+      highest_term_ = r->leader->term;
+    }
+    if (told_ == Told::reading && now == last_) return;
+    told_ = Told::reading;
+    last_ = std::move(now);
+  }
+  try {
+    callback_(r);
+  } catch (...) {
+    // (a callback's exception is dropped, as an Observer's)
+  }
+}
+
+}  // namespace redlock::detail
