@@ -32,7 +32,7 @@ void LeaderWatcher::start() {
 
 void LeaderWatcher::end(bool closed) {
   if (ended_) return;
-  if (closed && !link_->stopped.load()) tell(make_error(Errc::closed, "the client was closed"));
+  if (closed && !link_->stopped.load()) call(make_error(Errc::closed, "the client was closed"));
   ended_ = true;
   timer_->stop();
   if (watching_) transport_.unwatch(channel_, this);
@@ -97,6 +97,11 @@ void LeaderWatcher::tell(const Result<LeaderStatus>& r) {
     told_ = Told::reading;
     last_ = std::move(now);
   }
+  call(r);
+}
+
+void LeaderWatcher::call(const Result<LeaderStatus>& r) {
+  if (!callback_) return;
   try {
     callback_(r);
   } catch (...) {

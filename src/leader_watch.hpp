@@ -58,7 +58,10 @@ class LeaderWatcher final : public WakeListener, public std::enable_shared_from_
  private:
   void read();
   void on_read(Result<LeaderStatus> r);
+  // tell: `r` to the callback unless it says what the last told said;
+  // call: to the callback, whatever it says.
   void tell(const Result<LeaderStatus>& r);
+  void call(const Result<LeaderStatus>& r);
 
   Reports& reports_;
   Transport& transport_;

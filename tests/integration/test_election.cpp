@@ -7,6 +7,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
 #include <chrono>
 #include <future>
 #include <string>
@@ -234,4 +237,154 @@ TEST_CASE("examples/leader_worker: one copy leads; killed, the other takes over 
   const FencedValue v = *(*store)->read("beat:beat");
   CHECK(v.highest > first_term);
   CHECK(v.value == "1");  // its last beat, under its term
+}
+
+namespace {
+
+// Readings — what a watch's callback was told, in order, awaited by the test.
+struct Readings {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result<LeaderStatus>> seen;
+
+  LeaderWatchCallback callback() {
+    return [this](const Result<LeaderStatus>& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.push_back(r);
+      cv.notify_all();
+    };
+  }
+  // next: the reading after the first `n` (waits up to `bound` for it).
+  std::optional<Result<LeaderStatus>> next(std::size_t n, std::chrono::milliseconds bound = 10s) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, bound, [&] { return seen.size() > n; })) return std::nullopt;
+    return seen[n];
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.size();
+  }
+};
+
+// no_safety_net: a watch whose only reasons to read again are messages and
+// the leader's lock expiry (its safety net is 10 minutes).
+void no_safety_net(Options& o) { o.wake_safety_net = 60s; }
+
+}  // namespace
+
+TEST_CASE("observe: told the first reading, then each election, new value and resignation as it is published") {
+  RedisGroup g(5);
+  auto a = client_for(g), b = client_for(g), watcher = client_for(g, no_safety_net);
+  Readings r;
+  auto watch = watcher->observe("obs", r.callback());
+  REQUIRE(watch.ok());
+  auto first = r.next(0);
+  REQUIRE(first);
+  REQUIRE(first->ok());
+  CHECK_FALSE((*first)->leader);
+
+  Leadership lead = elected(*a, "obs", {.identity = "a", .value = "v1", .ttl = 30s});
+  auto elected_seen = r.next(1);
+  REQUIRE(elected_seen);
+  REQUIRE(elected_seen->ok());
+  REQUIRE((*elected_seen)->leader);
+  CHECK((*elected_seen)->leader->identity == "a");
+  CHECK((*elected_seen)->leader->term == lead.term());
+
+  REQUIRE(lead.proclaim("v2").ok());
+  auto value_seen = r.next(2);
+  REQUIRE(value_seen);
+  REQUIRE((*value_seen)->leader);
+  CHECK((*value_seen)->leader->value == "v2");
+
+  const std::uint64_t old_term = lead.term();
+  auto next = std::async(std::launch::async, [&] { return b->campaign("obs", {.identity = "b"}); });
+  REQUIRE(lead.resign().ok());
+  // "no leader" (the resign's message), then b — or b at once, if its
+  // election came first: never a term below one told.
+  std::uint64_t highest = 0;
+  for (std::size_t i = 3;; ++i) {
+    auto seen = r.next(i);
+    REQUIRE(seen);
+    REQUIRE(seen->ok());
+    if (!(*seen)->leader) continue;
+    CHECK((*seen)->leader->term >= highest);
+    highest = (*seen)->leader->term;
+    if ((*seen)->leader->identity == "b") break;
+  }
+  auto b_lead = next.get();
+  REQUIRE(b_lead.ok());
+  CHECK(highest == b_lead->term());
+  CHECK(highest > old_term);
+
+  // Stopped: nothing more is told. A second watch hears what the first would have.
+  watch->stop();
+  CHECK_FALSE(watch->active());
+  const std::size_t told = r.size();
+  Readings other;
+  auto second = watcher->observe("obs", other.callback());
+  REQUIRE(second.ok());
+  REQUIRE(other.next(0));
+  REQUIRE(b_lead->proclaim("last").ok());
+  auto last = other.next(1);
+  REQUIRE(last);
+  REQUIRE((*last)->leader);
+  CHECK((*last)->leader->value == "last");
+  CHECK(r.size() == told);
+}
+
+TEST_CASE("observe: a leader that dies is seen gone when its lock runs out, though it publishes nothing") {
+  RedisGroup g(5);
+  RedisServer store;
+  TempDir tmp;
+  auto watcher = client_for(g, no_safety_net);
+  Readings r;
+  auto watch = watcher->observe("beat", r.callback());
+  REQUIRE(watch.ok());
+  REQUIRE(r.next(0));
+  Child worker(program("REDLOCK_LEADER_EXAMPLE"), {"beat", store.url()}, {{"REDLOCK_CONFIG", config_file(tmp, g)}});
+  REQUIRE(worker.wait_for("leader, term"));
+  std::size_t n = 1;
+  auto seen = r.next(n);
+  REQUIRE(seen);
+  REQUIRE((*seen)->leader);
+  const std::uint64_t term = (*seen)->leader->term;
+  CHECK((*seen)->leader->value.starts_with("pid "));
+  worker.signal(SIGKILL);
+  (void)worker.wait();
+  // Its lease's TTL is 2 s: the watch reads again when it would run out.
+  seen = r.next(++n, 10s);
+  REQUIRE(seen);
+  REQUIRE(seen->ok());
+  CHECK_FALSE((*seen)->leader);
+  REQUIRE((*seen)->last);
+  CHECK((*seen)->last->term == term);
+}
+
+TEST_CASE("observe: an error is told once; the client's close ends the watch with Errc::closed") {
+  RedisGroup g(3);
+  auto watcher = client_for(g, [](Options& o) {
+    o.retry_delay = 20ms;
+    o.wake_safety_net = 200ms;  // the watch's safety net: 2 s
+  });
+  Readings r;
+  auto watch = watcher->observe("dark", r.callback());
+  REQUIRE(watch.ok());
+  REQUIRE(r.next(0));
+  CHECK(watcher->observe("bad}name", r.callback()).error().code == Errc::invalid_argument);
+  // Two of three masters gone: unknown, told once however often it reads.
+  g[0].kill();
+  g[1].kill();
+  // (No message comes from masters that died: the safety net reads.)
+  auto down = r.next(1);
+  REQUIRE(down);
+  REQUIRE_FALSE(down->ok());
+  CHECK(down->error().code == Errc::no_quorum);
+  watcher.reset();
+  auto closed = r.next(2);
+  REQUIRE(closed);
+  REQUIRE_FALSE(closed->ok());
+  CHECK(closed->error().code == Errc::closed);
+  CHECK(r.size() == 3);
+  CHECK_FALSE(watch->active());
 }
