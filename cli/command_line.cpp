@@ -238,6 +238,18 @@ Commands build(CLI::App& app, Args& a) {
                   "\nExamples:\n  redlock nodes\n  until redlock nodes >/dev/null; do sleep 0.5; done   # wait for a usable quorum\n"
                   "  redlock nodes --watch --interval 500ms\n"
                   "  redlock nodes --watch --json | jq -c '{usable, can_lock}'\n");
+
+  c.leader = app.add_subcommand("leader", "Show who leads the election NAME: identity, term, value, how long");
+  resource(c.leader, a.resource);
+  c.leader->add_flag("--watch", a.watch,
+                     "Print each change as the masters publish it, until interrupted; --json: one JSON line each");
+  c.leader->footer(std::string(kGlobalHelp) +
+                   "\nA leader is the fenced holder of the lock NAME whose record a majority of\n"
+                   "the masters keep (a program's Client::campaign); its term is its fence.\n"
+                   "\nExit status: 0 a leader, 1 no leader, 69 unknown (too few masters answered).\n"
+                   "--watch: 0 when SIGINT or SIGTERM ends it or stdout is closed.\n"
+                   "\nExamples:\n  redlock leader scheduler\n  redlock leader scheduler --json | jq -r .leader.value\n"
+                   "  redlock leader scheduler --watch\n");
   return c;
 }
 
@@ -261,7 +273,7 @@ CLI::App* parse_into(CLI::App& app, const Commands& c, Args& a, int argc, char**
     if (rest[0].starts_with('-')) throw UsageError("unknown option " + quote(rest[0]));
     if (app.get_subcommands().empty())
       throw UsageError("unknown command " + quote(rest[0]) +
-                       " (expected acquire, extend, release, run, status or nodes)");
+                       " (expected acquire, extend, release, run, status, nodes or leader)");
     throw UsageError("unexpected argument " + quote(rest[0]));
   }
   a.token_given = c.token->count() > 0;
@@ -277,7 +289,7 @@ CLI::App* parse_into(CLI::App& app, const Commands& c, Args& a, int argc, char**
         if (v.empty()) throw UsageError(o->get_name() + ": must not be empty");
     }
   }
-  for (CLI::App* cmd : {c.acquire, c.extend, c.release, c.run, c.status, c.nodes})
+  for (CLI::App* cmd : {c.acquire, c.extend, c.release, c.run, c.status, c.nodes, c.leader})
     if (cmd->parsed()) return cmd;
   return nullptr;
 }
@@ -316,7 +328,7 @@ Scan scan(const CLI::App& app, const Commands& c, int argc, char** argv) {
       continue;
     }
     if (s.command == nullptr) {
-      for (const CLI::App* sub : {c.acquire, c.extend, c.release, c.run, c.status, c.nodes})
+      for (const CLI::App* sub : {c.acquire, c.extend, c.release, c.run, c.status, c.nodes, c.leader})
         if (sub->get_name() == arg) s.command = sub;
       if (s.command == nullptr) return s;
       continue;

@@ -21,6 +21,7 @@ struct Commands {
   CLI::App* run = nullptr;
   CLI::App* status = nullptr;
   CLI::App* nodes = nullptr;
+  CLI::App* leader = nullptr;
 };
 
 // build declares every option and subcommand of `app`, parsed into `a`.

@@ -20,7 +20,7 @@ struct Args {
   bool quiet = false;        // acquire: -q, nothing printed when the lock is held elsewhere
   std::string shell_command; // run -c: run through sh -c
   std::string ttl, wait;     // acquire/extend: raw text, validated by parse_duration
-  bool watch = false;        // nodes --watch
+  bool watch = false;        // nodes --watch, leader --watch
   std::string interval;      // nodes --interval (only with --watch)
   RunArgs run;
 };
@@ -33,5 +33,7 @@ int run_release(const Args& a);
 int run_status(const Args& a);
 // nodes [--watch] (nodes.cpp).
 int run_nodes(const Args& a);
+// leader NAME [--watch] (leader.cpp).
+int run_leader(const Args& a);
 
 }  // namespace redlock::cli

@@ -8,6 +8,7 @@
 //   redlock run     [options] RESOURCE -c 'SHELL COMMAND'
 //   redlock status  RESOURCE
 //   redlock nodes   [--watch [--interval DURATION]]
+//   redlock leader  NAME [--watch]
 //
 // Nodes come from --nodes, else --config, else REDLOCK_NODES, else
 // REDLOCK_CONFIG. Output: one JSON object (--json; the default for acquire,
@@ -99,7 +100,8 @@ int run(int argc, char** argv, std::string& usage_help) {
   if (cmd == c.run) return guarded("run", [&] { return run_command(a.g, a.run); });
   if (cmd == c.status) return guarded("status", [&] { return run_status(a); });
   if (cmd == c.nodes) return guarded("nodes", [&] { return run_nodes(a); });
-  throw UsageError("no command given (expected acquire, extend, release, run, status or nodes)");
+  if (cmd == c.leader) return guarded("leader", [&] { return run_leader(a); });
+  throw UsageError("no command given (expected acquire, extend, release, run, status, nodes or leader)");
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   const char* file = std::getenv("REDLOCK_CONFIG");
   auto config = file != nullptr ? redlock::load_config_file(file) : redlock::config_from_env();
   auto store_at = redlock::parse_node_url(argv[2]);
-  if (!config || !store_at) return std::fprintf(stderr, "bad REDLOCK_NODES or STORE_URL\n"), 2;
+  if (!config || !store_at)  // says what is wrong, never a password
+    return std::fprintf(stderr, "%s\n", (!config ? config.error() : store_at.error()).to_string().c_str()), 2;
   auto client = redlock::Client::create(*config);
   auto store = redlock::FencedStore::connect(*store_at);
   if (!client || !store) return std::fprintf(stderr, "cannot connect\n"), 1;

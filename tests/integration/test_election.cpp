@@ -388,3 +388,51 @@ TEST_CASE("observe: an error is told once; the client's close ends the watch wit
   CHECK(r.size() == 3);
   CHECK_FALSE(watch->active());
 }
+
+TEST_CASE("redlock leader: the leader in JSON and words, exit 0; none: 1; bytes escaped; --watch one line per change") {
+  RedisGroup g(5);
+  auto a = client_for(g);
+  ProcResult none = cli(op({"leader", "sched", "--json"}, g));
+  CHECK(none.exit_code == 1);
+  json j = json::parse(none.out);
+  CHECK(j["leader"].is_null());
+  CHECK(j["known"] == true);
+  CHECK(j["quorum"] == 3);
+
+  const std::string odd("id\n\xff", 4);
+  Leadership lead = elected(*a, "sched", {.identity = odd, .value = "10.0.0.1:80"});
+  ProcResult led = cli(op({"leader", "sched", "--json"}, g));
+  CHECK(led.exit_code == 0);
+  j = json::parse(led.out);
+  CHECK(j["leader"]["term"] == lead.term());
+  CHECK(j["leader"]["value"] == "10.0.0.1:80");
+  CHECK(j["leader"]["token"] == lead.lease().token());
+  CHECK(j["leader"]["identity"].get<std::string>().find("\\xff") != std::string::npos);  // escaped, not raw
+  ProcResult human = cli(op({"leader", "sched"}, g));
+  INFO("human: " << human.out);
+  CHECK(human.exit_code == 0);
+  CHECK(human.out.find("led by \"id\\x0a\\xff\", term " + std::to_string(lead.term())) != std::string::npos);
+  CHECK(cli(op({"leader", "sched", "--interval", "1s"}, g)).exit_code == 2);
+  CHECK(cli(op({"leader", "bad}name"}, g)).exit_code == 2);
+
+  Child watch(program("REDLOCK_CLI"), op({"leader", "sched", "--watch", "--json"}, g));
+  auto line = watch.read_line();
+  REQUIRE(line);
+  CHECK(json::parse(*line)["leader"]["term"] == lead.term());
+  REQUIRE(lead.proclaim("v2").ok());
+  line = watch.read_line();
+  REQUIRE(line);
+  CHECK(json::parse(*line)["leader"]["value"] == "v2");
+  REQUIRE(lead.resign().ok());
+  line = watch.read_line();
+  REQUIRE(line);
+  CHECK(json::parse(*line)["leader"].is_null());
+  watch.signal(SIGTERM);
+  ProcResult end = watch.wait();
+  CHECK(end.exit_code == 0);
+  // Two of five masters answer: unknown, exit 69.
+  for (std::size_t i = 0; i < 3; ++i) g[i].kill();
+  ProcResult dark = cli(op({"leader", "sched", "--json"}, g));
+  CHECK(dark.exit_code == 69);
+  CHECK(json::parse(dark.out)["known"] == false);
+}
