@@ -66,9 +66,10 @@ expect() {
   done
 }
 
-subcommands=(acquire extend release run status nodes)
+subcommands=(acquire extend release run status nodes leader)
 expect "redlock " "${subcommands[@]/#/+}" =${#subcommands[@]}
 expect "redlock r" +release +run -acquire
+expect "redlock leader --" +--watch +--json -run
 expect "redlock --nodes redis://127.0.0.1:7001 " +run +nodes
 expect "redlock --" +--nodes +--config +--json +--help +--version -run
 expect "redlock run --" +--ttl +--wait +--no-wait +--fence +--fair +--conflict-exit-code +--lost-exit-code \
