@@ -8,11 +8,15 @@
 #include <uv.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "redis_server.hpp"
 #include "redlock/redlock.hpp"
@@ -146,6 +150,31 @@ inline bool zcard_everywhere(RedisGroup& group, const std::string& key, long lon
   }
   return true;
 }
+
+// Readings — what a watch's callback was told, in order, awaited by the test.
+struct Readings {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result<LeaderStatus>> seen;
+
+  LeaderWatchCallback callback() {
+    return [this](const Result<LeaderStatus>& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.push_back(r);
+      cv.notify_all();
+    };
+  }
+  // next: the reading after the first `n` (waits up to `bound` for it).
+  std::optional<Result<LeaderStatus>> next(std::size_t n, std::chrono::milliseconds bound = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, bound, [&] { return seen.size() > n; })) return std::nullopt;
+    return seen[n];
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.size();
+  }
+};
 
 // zcard_on_majority: the sorted set `key` has `n` members on a majority of
 // the masters. A fair waiter is queued only where it did not take the lock:

@@ -179,6 +179,29 @@ TEST_CASE("a user with exactly the documented ACL rule can do everything; one co
     CHECK(read->queue_head == "0123abcd4567ef01");
     REQUIRE(server.command({"ACL", "SETUSER", "locker", "-zcard", "-zrange"}).str == "OK");  // the rule alone
   }
+  {
+    // An election's scripts call nothing beyond the rule either: campaign,
+    // proclaim, a reading, a watch told on the news channel, resign.
+    Readings told;
+    auto watch = client->observe("acl-leader", told.callback());
+    REQUIRE(watch.ok());
+    REQUIRE(told.next(0));
+    auto lead = client->campaign("acl-leader", {.identity = "acl", .value = "v1"});
+    REQUIRE_MESSAGE(lead.ok(), lead.error().to_string());
+    REQUIRE(lead->proclaim("v2").ok());
+    auto who = client->leader("acl-leader");
+    REQUIRE_MESSAGE(who.ok(), who.error().to_string());
+    REQUIRE(who->leader);
+    CHECK(who->leader->value == "v2");
+    REQUIRE(lead->resign().ok());
+    bool heard_none = false;
+    for (std::size_t i = 1; !heard_none; ++i) {
+      auto r = told.next(i);
+      REQUIRE(r);
+      REQUIRE_MESSAGE(r->ok(), r->error().to_string());
+      heard_none = !(*r)->leader && i > 1;
+    }
+  }
   auto nodes = client->nodes();
   REQUIRE(nodes.ok());
   CHECK(nodes->nodes.at(0).error.empty());

@@ -241,31 +241,6 @@ TEST_CASE("examples/leader_worker: one copy leads; killed, the other takes over 
 
 namespace {
 
-// Readings — what a watch's callback was told, in order, awaited by the test.
-struct Readings {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Result<LeaderStatus>> seen;
-
-  LeaderWatchCallback callback() {
-    return [this](const Result<LeaderStatus>& r) {
-      std::lock_guard<std::mutex> lock(mu);
-      seen.push_back(r);
-      cv.notify_all();
-    };
-  }
-  // next: the reading after the first `n` (waits up to `bound` for it).
-  std::optional<Result<LeaderStatus>> next(std::size_t n, std::chrono::milliseconds bound = 10s) {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!cv.wait_for(lock, bound, [&] { return seen.size() > n; })) return std::nullopt;
-    return seen[n];
-  }
-  std::size_t size() {
-    std::lock_guard<std::mutex> lock(mu);
-    return seen.size();
-  }
-};
-
 // no_safety_net: a watch whose only reasons to read again are messages and
 // the leader's lock expiry (its safety net is 10 minutes).
 void no_safety_net(Options& o) { o.wake_safety_net = 60s; }
