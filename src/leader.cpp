@@ -208,7 +208,7 @@ std::uint64_t Reports::observe(std::string resource, std::chrono::milliseconds r
                                LeaderWatchCallback callback) {
   const std::uint64_t id = ++next_watch_;
   std::string channel = leader_channel_of(lock_key(prefix_, resource));
-  auto w = std::make_shared<LeaderWatcher>(*this, runtime_, nodes_, std::move(resource), std::move(channel), retry,
+  auto w = std::make_shared<LeaderWatcher>(*this, id, runtime_, nodes_, std::move(resource), std::move(channel), retry,
                                            safety_net, std::move(link), std::move(callback));
   watchers_.emplace(id, w);
   if (closing_) {

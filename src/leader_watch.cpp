@@ -9,10 +9,11 @@ namespace redlock::detail {
 
 using std::chrono::milliseconds;
 
-LeaderWatcher::LeaderWatcher(Reports& reports, Runtime& runtime, Transport& transport, std::string name,
-                             std::string channel, milliseconds retry, milliseconds safety_net,
+LeaderWatcher::LeaderWatcher(Reports& reports, std::uint64_t id, Runtime& runtime, Transport& transport,
+                             std::string name, std::string channel, milliseconds retry, milliseconds safety_net,
                              std::shared_ptr<WatchLink> link, LeaderWatchCallback callback)
     : reports_(reports),
+      id_(id),
       transport_(transport),
       name_(std::move(name)),
       channel_(std::move(channel)),
@@ -52,7 +53,9 @@ void LeaderWatcher::on_wake(Why, std::string_view) {
 
 void LeaderWatcher::read() {
   if (ended_) return;
-  if (link_->stopped.load()) return end(false);  // a Client's stop, seen here first
+  // A Client's stop, seen here before its post: out of the reports (which
+  // may free this: nothing after).
+  if (link_->stopped.load()) return reports_.unobserve(id_);
   timer_->stop();
   reading_ = true;
   again_ = false;
@@ -62,7 +65,7 @@ void LeaderWatcher::read() {
 void LeaderWatcher::on_read(Result<LeaderStatus> r) {
   reading_ = false;
   if (ended_) return;
-  if (link_->stopped.load()) return end(false);
+  if (link_->stopped.load()) return reports_.unobserve(id_);
   milliseconds next = polling_ ? std::min(safety_net_, retry_ * 10) : safety_net_;
   if (r) {
     backoff_ = milliseconds{0};

@@ -43,7 +43,9 @@ class LeaderWatcher final : public WakeListener, public std::enable_shared_from_
  public:
   // `retry`: the first backoff after a failed reading; `safety_net`: the
   // longest time between two readings.
-  LeaderWatcher(Reports& reports, Runtime& runtime, Transport& transport, std::string name, std::string channel,
+  // `id`: its key in `reports` (a stop seen here first ends it there).
+  LeaderWatcher(Reports& reports, std::uint64_t id, Runtime& runtime, Transport& transport, std::string name,
+                std::string channel,
                 std::chrono::milliseconds retry, std::chrono::milliseconds safety_net,
                 std::shared_ptr<WatchLink> link, LeaderWatchCallback callback);
   LeaderWatcher(const LeaderWatcher&) = delete;
@@ -64,6 +66,7 @@ class LeaderWatcher final : public WakeListener, public std::enable_shared_from_
   void call(const Result<LeaderStatus>& r);
 
   Reports& reports_;
+  std::uint64_t id_;
   Transport& transport_;
   std::string name_, channel_;
   std::chrono::milliseconds retry_, safety_net_, backoff_{0};

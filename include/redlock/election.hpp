@@ -146,7 +146,8 @@ struct REDLOCK_API CampaignOptions {
 
 // Leadership — this process leads a name (Client::campaign). Move-only;
 // destroying it resigns (waiting as Lease::release does, never throwing).
-// Every member may be called from any thread, except that proclaim and
+// Its members may be called from any thread, one at a time while proclaim
+// or resign runs (they change value() and the handle); proclaim and
 // resign block (not on the client's loop thread: invalid_argument there).
 // The Client must outlive it.
 class REDLOCK_API Leadership {
