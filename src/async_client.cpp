@@ -119,6 +119,13 @@ void AsyncClient::leader(std::string name, LeaderCallback done) {
   core_->leader(std::move(name), std::move(done));
 }
 
+void AsyncClient::campaign(std::string name, CampaignOptions opts, LeadershipCallback done) {
+  if (std::string problem = detail::check_resource(name); !problem.empty()) {
+    return done(make_error(Errc::invalid_argument, std::move(problem)));
+  }
+  core_->campaign(std::move(name), std::move(opts), std::move(done));
+}
+
 Result<LeaderWatch> AsyncClient::observe(std::string name, LeaderWatchCallback on_change) {
   if (std::string problem = detail::check_resource(name); !problem.empty()) {
     return make_error(Errc::invalid_argument, std::move(problem));

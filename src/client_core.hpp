@@ -7,12 +7,14 @@
 
 #include <uv.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "redlock/async_client.hpp"
+#include "campaign.hpp"
 #include "client_close.hpp"
 #include "engine.hpp"
 #include "lease_service.hpp"
@@ -42,9 +44,12 @@ class ClientCore final {
         std::lock_guard<std::mutex> lock(lease_host_->mu);
         lease_host_->post = nullptr;  // leases still held are lost below; a later release has nothing to go through
       }
+      // Campaigns backing off end now (closed); the rest as what they wait for does.
+      const auto campaigns = campaigns_;
+      for (const auto& [key, c] : campaigns) c->close();
       leases_.close();
     };
-    close_.busy = [this] { return leases_.live() != 0 || deferred_ != 0; };
+    close_.busy = [this] { return leases_.live() != 0 || deferred_ != 0 || !campaigns_.empty(); };
     leases_.on_idle = [this] { maybe_finish(); };
     close_.finished = [this] {
       resume_.close();
@@ -94,6 +99,33 @@ class ClientCore final {
   void resign(std::string name, std::string token, std::function<void(Result<void>)> done) {
     reports_.resign(std::move(name), std::move(token), std::move(done));
   }
+  // campaign: a Campaign of `name` (src/campaign.hpp) whose lease links
+  // to `host` (the blocking Client's; null: this core's, for an
+  // AsyncLeadership).
+  void campaign(std::string name, CampaignOptions opts, std::shared_ptr<detail::LeaseHost> host,
+                detail::Campaign::Done done) {
+    if (close_.closing()) return complete_later(closed_error(), std::move(done));
+    const std::uint64_t key = ++next_campaign_;
+    auto c = std::make_shared<detail::Campaign>(runtime_, leases_, reports_, config_.options,
+                                                host ? std::move(host) : lease_host_, std::move(name), std::move(opts),
+                                                std::move(done), [this, key] {
+                                                  campaigns_.erase(key);
+                                                  maybe_finish();
+                                                });
+    campaigns_.emplace(key, c);
+    c->start();
+  }
+  void campaign(std::string name, CampaignOptions opts, LeadershipCallback done) {
+    std::string identity = opts.identity, value = opts.value, named = name;
+    campaign(std::move(name), std::move(opts), nullptr,
+             [this, named = std::move(named), identity = std::move(identity), value = std::move(value),
+              done = std::move(done)](Result<std::shared_ptr<detail::LeaseState>> r) mutable {
+               if (!r) return done(std::move(r).error());
+               std::string id = identity.empty() ? detail::identity_of((*r)->token()) : std::move(identity);
+               done(AsyncLeadership(this, lease_host_, std::move(named), std::move(id), std::move(value),
+                                    AsyncLease(std::move(*r))));
+             });
+  }
   // observe: a LeaderWatcher of `name`; `link`'s teardown is set by the
   // caller (AsyncClient: on this loop; Client: posted to it).
   std::uint64_t observe(std::string name, std::shared_ptr<detail::WatchLink> link, LeaderWatchCallback callback) {
@@ -104,6 +136,19 @@ class ClientCore final {
   void unobserve(std::uint64_t id) { reports_.unobserve(id); }
 
   void close(std::function<void()> on_closed) { close_.close(std::move(on_closed)); }
+
+  // complete_later: `done` gets `e` on a later loop turn, never on the
+  // caller's stack; counted, so that close() waits for it.
+  template <class Done>
+  void complete_later(Error e, Done done) {
+    ++deferred_;
+    runtime_.post([this, e = std::move(e), done = std::move(done)]() mutable {
+      done(std::move(e));  // the count keeps the core alive through it
+      --deferred_;
+      maybe_finish();
+    });
+  }
+
 
   // owner_gone: the AsyncClient was destroyed.
   void owner_gone() {
@@ -118,18 +163,6 @@ class ClientCore final {
 
   static Error closed_error() { return make_error(Errc::closed, "the client was closed"); }
 
-  // complete_later: `done` gets `e` on a later loop turn, never on the
-  // caller's stack; counted, so that close() waits for it.
-  template <class Done>
-  void complete_later(Error e, Done done) {
-    ++deferred_;
-    runtime_.post([this, e = std::move(e), done = std::move(done)]() mutable {
-      done(std::move(e));  // the count keeps the core alive through it
-      --deferred_;
-      maybe_finish();
-    });
-  }
-
   void maybe_finish() { close_.maybe_finish(); }
 
   Config config_;
@@ -142,6 +175,8 @@ class ClientCore final {
   detail::LeaseService leases_{engine_};  // after the engine, which it uses
   detail::Reports reports_{runtime_, nodes_, config_.options.prefix};
   detail::ClientClose close_{runtime_, engine_, nodes_, reports_};  // the order of the close, and its end
+  std::map<std::uint64_t, std::shared_ptr<detail::Campaign>> campaigns_;
+  std::uint64_t next_campaign_ = 0;
   AsyncClient* owner_ = nullptr;
   std::shared_ptr<detail::LeaseHost> lease_host_ = std::make_shared<detail::LeaseHost>();
   std::size_t deferred_ = 0;  // complete_later's completions still to come

@@ -1,9 +1,7 @@
 // election.cpp — Client's elections (client.hpp, election.hpp): campaign,
 // leader, and a Leadership's proclaim and resign, over the lease service
 // and Reports' election rounds (src/leader.cpp).
-#include <algorithm>
-#include <condition_variable>
-
+#include "campaign.hpp"
 #include "client_core.hpp"
 #include "client_impl.hpp"
 #include "keys.hpp"
@@ -13,84 +11,23 @@
 
 namespace redlock {
 
-namespace {
-
-// campaign_round: the longest lock() wait of one round of a campaign; a
-// campaign that waits longer runs more rounds (a fresh attempt, which also
-// re-reads the options' deadline and the cancel token).
-constexpr milliseconds campaign_round{60000};
-
-// identity_of: the identity a campaign names when it gives none — its
-// lease value's owner, "host:pid" or "host:pid:label" (Options::owner).
-std::string identity_of(const std::string& token) {
-  const std::optional<Owner> o = owner_of(token);
-  if (!o) return {};
-  return o->host + ":" + std::to_string(o->pid) + (o->label.empty() ? "" : ":" + o->label);
-}
-
-// pause sleeps `d` unless `cancel` is requested first (→ false).
-bool pause(milliseconds d, const std::stop_token& cancel) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock<std::mutex> lock(mu);
-  return !cv.wait_for(lock, cancel, d, [] { return false; }) && !cancel.stop_requested();
-}
-
-}  // namespace
 
 Result<Leadership> Client::campaign(std::string_view name, CampaignOptions opts) {
   if (impl_->on_loop_thread()) return Impl::on_loop_error("campaign");
-  if (std::string problem = detail::leader_problem(opts.identity, opts.value); !problem.empty()) {
-    return make_error(Errc::invalid_argument, "campaign for " + std::string(name) + ": " + problem);
+  if (std::string problem = detail::check_resource(std::string(name)); !problem.empty()) {
+    return make_error(Errc::invalid_argument, std::move(problem));
   }
-  if (opts.wait < milliseconds{0}) return make_error(Errc::invalid_argument, "campaign: wait must not be negative");
-  const bool forever = opts.wait == CampaignOptions::forever;
-  const auto until = std::chrono::steady_clock::now() + (forever ? milliseconds{0} : opts.wait);
-  const Options& o = config().options;
-  milliseconds backoff{0};
-  for (;;) {
-    const milliseconds left =
-        forever ? campaign_round
-                : std::max(milliseconds{0}, std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now()));
-    LeaseOptions lo;
-    lo.acquire.ttl = opts.ttl;
-    lo.acquire.wait = std::min(left, campaign_round);
-    lo.acquire.fence = true;
-    lo.acquire.cancel = opts.cancel;
-    lo.on_lost = opts.on_deposed;
-    Result<Lease> lease = lock(name, std::move(lo));
-    Error why;
-    if (lease) {
-      std::string identity = opts.identity.empty() ? identity_of(lease->token()) : opts.identity;
-      Leadership l(*this, std::string(name), std::move(identity), opts.value, std::move(*lease));
-      Result<void> written = write_record(l, 1, opts.value);
-      if (written) return l;
-      why = std::move(written).error();
-      // Not proclaimed on a majority: no leader observers can see. Take
-      // the record back where it landed, and give the lock back.
-      (void)delete_record(l);
-      (void)l.lease_.release();
-      l.lease_ = Lease();
-    } else {
-      why = std::move(lease).error();
-    }
-    const bool curable = why.code == Errc::held || why.code == Errc::no_quorum ||
-                         why.code == Errc::validity_too_short || why.code == Errc::too_late;
-    if (!curable) return why;
-    if (!forever && std::chrono::steady_clock::now() >= until) return why;
-    // "held": lock() waited for the holder already; anything else is a
-    // cluster in trouble: back off, growing up to the safety net's period.
-    if (why.code == Errc::held) {
-      backoff = milliseconds{0};
-      continue;
-    }
-    backoff = std::clamp(backoff * 2, o.retry_delay + o.retry_jitter, std::max(o.wake_safety_net, o.retry_delay));
-    milliseconds sleep = backoff;
-    if (!forever) sleep = std::min(sleep, std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now()));
-    if (sleep > milliseconds{0} && !pause(sleep, opts.cancel)) {
-      return make_error(Errc::cancelled, "campaign for " + std::string(name) + " cancelled by the caller");
-    }
-  }
+  std::string identity = opts.identity, value = opts.value;
+  Result<std::shared_ptr<detail::LeaseState>> won =
+      impl_->call<std::shared_ptr<detail::LeaseState>>(
+               [host = impl_->host, name = std::string(name), opts = std::move(opts)](
+                   AsyncClient& c, std::function<void(Result<std::shared_ptr<detail::LeaseState>>)> done) mutable {
+                 c.core_->campaign(std::move(name), std::move(opts), host, std::move(done));
+               })
+          .get();
+  if (!won) return std::move(won).error();
+  if (identity.empty()) identity = detail::identity_of((*won)->token());
+  return Leadership(*this, std::string(name), std::move(identity), std::move(value), Lease(std::move(*won)));
 }
 
 Result<LeaderStatus> Client::leader(std::string_view name) { return leader_async(name).get(); }
@@ -175,16 +112,85 @@ bool LeaderWatch::active() const noexcept {
   return static_cast<bool>(link_->teardown);
 }
 
+// ---- AsyncLeadership ------------------------------------------------------------
+
+AsyncLeadership::AsyncLeadership() noexcept = default;
+
+AsyncLeadership::AsyncLeadership(ClientCore* core, std::shared_ptr<detail::LeaseHost> host, std::string name,
+                                 std::string identity, std::string value, AsyncLease lease) noexcept
+    : LeadershipView(std::move(name), std::move(identity), std::move(value), std::move(lease)),
+      core_(core),
+      host_(std::move(host)) {}
+
+AsyncLeadership::~AsyncLeadership() {
+  if (!lease_.empty()) resign({});
+}
+
+AsyncLeadership::AsyncLeadership(AsyncLeadership&& other) noexcept = default;
+
+AsyncLeadership& AsyncLeadership::operator=(AsyncLeadership&& other) noexcept {
+  if (this == &other) return *this;
+  if (!lease_.empty()) resign({});
+  LeadershipView::operator=(std::move(other));
+  core_ = other.core_;
+  host_ = std::move(other.host_);
+  return *this;
+}
+
+bool AsyncLeadership::alive() const {
+  if (!host_) return false;
+  std::lock_guard<std::mutex> lock(host_->mu);
+  return static_cast<bool>(host_->post);
+}
+
+void AsyncLeadership::proclaim(std::string value, std::function<void(Result<void>)> done) {
+  if (!done) done = [](Result<void>) {};
+  const bool alive_now = alive();
+  auto refuse = [&](Error e) {
+    if (alive_now) return core_->complete_later(std::move(e), std::move(done));
+    done(std::move(e));
+  };
+  if (lease_.empty()) return refuse(make_error(Errc::not_held, "proclaim: this leadership is empty (resigned, or never elected)"));
+  if (std::string problem = detail::leader_problem(identity_, value); !problem.empty()) {
+    return refuse(make_error(Errc::invalid_argument, "proclaim on " + name_ + ": " + problem));
+  }
+  if (std::optional<Error> lost = lease_.lost()) return refuse(std::move(*lost));
+  if (!alive_now) return refuse(make_error(Errc::closed, "the client was closed"));
+  value_ = value;
+  core_->proclaim({.resource = name_,
+                   .token = lease_.token(),
+                   .term = term(),
+                   .rev = ++rev_,
+                   .identity = identity_,
+                   .value = std::move(value)},
+                  std::move(done));
+}
+
+void AsyncLeadership::resign(std::function<void(Result<void>)> done) {
+  if (!done) done = [](Result<void>) {};
+  if (lease_.empty()) {
+    Error e = make_error(Errc::not_held, "resign: this leadership is empty (resigned, or never elected)");
+    if (alive()) return core_->complete_later(std::move(e), std::move(done));
+    return done(std::move(e));
+  }
+  // The record first (observers hear "no leader" at once), then the lock.
+  auto lease = std::make_shared<AsyncLease>(std::move(lease_));
+  auto release = [lease, done = std::move(done)]() mutable {
+    lease->release([done = std::move(done)](Result<ReleaseResult> r) {
+      if (!r) return done(std::move(r).error());
+      done(Result<void>{});
+    });
+  };
+  if (!alive()) return release();
+  core_->resign(name_, lease->token(), [release = std::move(release)](Result<void>) mutable { release(); });
+}
+
 // ---- Leadership ----------------------------------------------------------------
 
 Leadership::Leadership() noexcept = default;
 
 Leadership::Leadership(Client& client, std::string name, std::string identity, std::string value, Lease lease) noexcept
-    : client_(&client),
-      name_(std::move(name)),
-      identity_(std::move(identity)),
-      value_(std::move(value)),
-      lease_(std::move(lease)) {}
+    : LeadershipView(std::move(name), std::move(identity), std::move(value), std::move(lease)), client_(&client) {}
 
 Leadership::~Leadership() {
   if (!lease_.empty()) (void)resign();
@@ -195,12 +201,8 @@ Leadership::Leadership(Leadership&& other) noexcept = default;
 Leadership& Leadership::operator=(Leadership&& other) noexcept {
   if (this == &other) return *this;
   if (!lease_.empty()) (void)resign();
+  LeadershipView::operator=(std::move(other));
   client_ = other.client_;
-  name_ = std::move(other.name_);
-  identity_ = std::move(other.identity_);
-  value_ = std::move(other.value_);
-  rev_ = other.rev_;
-  lease_ = std::move(other.lease_);
   return *this;
 }
 

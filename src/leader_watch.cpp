@@ -35,7 +35,9 @@ void LeaderWatcher::end(bool closed) {
   if (ended_) return;
   if (closed && !link_->stopped.load()) call(make_error(Errc::closed, "the client was closed"));
   ended_ = true;
-  timer_->stop();
+  // Its handle goes now, not when the last hold on it does (a reading's
+  // callback kept until the client is freed): a closed client leaves none.
+  timer_.reset();  // (allowed inside its own fire)
   if (watching_) transport_.unwatch(channel_, this);
   watching_ = false;
   std::lock_guard<std::mutex> lock(link_->mu);

@@ -182,7 +182,10 @@ void WakeHub::wake(const std::string& channel, WakeListener::Why why, std::strin
 void WakeHub::close(std::function<void()> on_closed) {
   closing_ = true;
   lingering_.clear();
-  if (linger_timer_) linger_timer_->stop();
+  // The timer goes now, not with the hub: a closed client leaves no
+  // handle open on its loop (a channel unwatched just before the close
+  // made it).
+  linger_timer_.reset();
   on_closed_ = std::move(on_closed);
   if (open_subscribers_ == 0) {
     if (on_closed_) std::exchange(on_closed_, nullptr)();

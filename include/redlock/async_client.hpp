@@ -6,8 +6,9 @@
 // The operations, with the same arguments on both: acquire, try_acquire,
 // extend, release (a Lock, or resource and token), acquire_many,
 // extend_many, release_many (a MultiLock, or resources and token), lock,
-// lock_many (T: AsyncLease here, Lease on a Client), status, nodes and
-// leader.
+// lock_many (T: AsyncLease here, Lease on a Client), status, nodes,
+// leader, and campaign (T: AsyncLeadership here, Leadership on a Client;
+// blocking only on a Client).
 //
 // Callback contract (as hiredis states its own): every operation that was
 // started completes exactly once, by calling its callback on the loop thread,
@@ -52,6 +53,7 @@ using StatusCallback = std::function<void(Result<ResourceStatus>)>;
 using NodesCallback = std::function<void(Result<NodesReport>)>;
 using LeaseCallback = std::function<void(Result<AsyncLease>)>;
 using LeaderCallback = std::function<void(Result<LeaderStatus>)>;
+using LeadershipCallback = std::function<void(Result<AsyncLeadership>)>;
 
 // AsyncClient — the Redlock algorithm over N masters on one uv loop. Not
 // thread-safe: every member must be called on the loop's thread. Move and
@@ -131,6 +133,10 @@ class REDLOCK_API AsyncClient {
   // masters answering is Errc::no_quorum. Waits as status does; errors as
   // status.
   void leader(std::string name, LeaderCallback done);
+  // campaign runs for leader of `name` (Client::campaign, election.hpp):
+  // `done` gets the AsyncLeadership once elected, or the error that ended
+  // the campaign (its wait over, cancelled, invalid, closed).
+  void campaign(std::string name, CampaignOptions opts, LeadershipCallback done);
   // observe watches the election `name` (election.hpp: LeaderWatch): the
   // callback is told the first reading, then every change, on this loop,
   // until the LeaderWatch is stopped or destroyed (on this loop) or the

@@ -9,7 +9,9 @@
 // leader's token. It leads while its lease is valid: it is deposed on the
 // lease's own deadline (lease.hpp: never later than the moment another
 // candidate could take the lock), when the client closes, or when it
-// resigns. Anyone may read who leads (Client::leader, AsyncClient::leader):
+// resigns. Client::campaign blocks; AsyncClient::campaign calls back with
+// an AsyncLeadership. Anyone may read who leads (Client::leader,
+// AsyncClient::leader) and watch it change (observe):
 // a leader counts only where a majority of the masters hold its token in
 // the lock and name it in the record (docs/design.md, "Elections").
 //
@@ -37,8 +39,10 @@ namespace redlock {
 
 class AsyncClient;
 class Client;
+class ClientCore;
 
 namespace detail {
+struct LeaseHost;
 struct WatchLink;
 }
 
@@ -74,6 +78,75 @@ struct REDLOCK_API LeaderStatus {
   std::chrono::milliseconds expires_in{0};
   std::size_t quorum = 0;
   std::size_t answered = 0;
+};
+
+// LeadershipView — what a leadership tells, for both handles: Leadership
+// (Client) and AsyncLeadership (AsyncClient), over their lease (Lease,
+// AsyncLease).
+//   leading    elected, not deposed, not resigned, before the lease's
+//              deadline (lease.hpp: valid()): act as leader only while true
+//   term       its lease's fence; pass it with every write the leader makes
+//              (fenced_store.hpp)
+//   value      the value last proclaimed
+//   stop_token requested once the leadership is lost (on_deposed's moment),
+//              not on resign; deposed says why (empty while it is not)
+template <class L>
+class LeadershipView {
+ public:
+  bool leading() const noexcept { return lease_.valid(); }
+  bool empty() const noexcept { return lease_.empty(); }
+  const std::string& name() const noexcept { return name_; }
+  std::uint64_t term() const noexcept { return lease_.fence(); }
+  const std::string& identity() const noexcept { return identity_; }
+  const std::string& value() const noexcept { return value_; }
+  std::stop_token stop_token() const noexcept { return lease_.stop_token(); }
+  std::optional<Error> deposed() const { return lease_.lost(); }
+  const L& lease() const noexcept { return lease_; }
+
+ protected:
+  LeadershipView() noexcept = default;
+  LeadershipView(std::string name, std::string identity, std::string value, L lease) noexcept
+      : name_(std::move(name)), identity_(std::move(identity)), value_(std::move(value)), lease_(std::move(lease)) {}
+  ~LeadershipView() = default;
+  LeadershipView(LeadershipView&&) noexcept = default;
+  LeadershipView& operator=(LeadershipView&&) noexcept = default;
+
+  std::string name_;
+  std::string identity_;
+  std::string value_;
+  std::uint64_t rev_ = 1;  // proclaims so far (the campaign's is the first)
+  L lease_;
+};
+
+// AsyncLeadership — a Leadership from AsyncClient::campaign: the same
+// members, on the client's loop thread only, and nothing blocks: proclaim
+// and resign take a callback (may be empty), called once on a later loop
+// turn with what the blocking forms return. Destroying it starts the
+// resign and does not wait for it. Once the client is closed the
+// leadership is over (deposed: "the client was closed"); proclaim and
+// resign then answer Errc::closed.
+class REDLOCK_API AsyncLeadership : public LeadershipView<AsyncLease> {
+ public:
+  AsyncLeadership() noexcept;
+  ~AsyncLeadership();
+  AsyncLeadership(AsyncLeadership&& other) noexcept;
+  AsyncLeadership& operator=(AsyncLeadership&& other) noexcept;
+  AsyncLeadership(const AsyncLeadership&) = delete;
+  AsyncLeadership& operator=(const AsyncLeadership&) = delete;
+
+  // value() is the value of the last proclaim started.
+  void proclaim(std::string value, std::function<void(Result<void>)> done = {});
+  void resign(std::function<void(Result<void>)> done = {});
+
+ private:
+  friend class ClientCore;
+  REDLOCK_LOCAL AsyncLeadership(ClientCore* core, std::shared_ptr<detail::LeaseHost> host, std::string name,
+                                std::string identity, std::string value, AsyncLease lease) noexcept;
+  // alive: the core still runs (its lease host's post is set until it closes).
+  REDLOCK_LOCAL bool alive() const;
+
+  ClientCore* core_ = nullptr;
+  std::shared_ptr<detail::LeaseHost> host_;
 };
 
 // LeaderWatchCallback — told, on the client's loop thread, each reading of
@@ -150,7 +223,7 @@ struct REDLOCK_API CampaignOptions {
 // or resign runs (they change value() and the handle); proclaim and
 // resign block (not on the client's loop thread: invalid_argument there).
 // The Client must outlive it.
-class REDLOCK_API Leadership {
+class REDLOCK_API Leadership : public LeadershipView<Lease> {
  public:
   Leadership() noexcept;  // empty: leads nothing
   ~Leadership();
@@ -158,24 +231,6 @@ class REDLOCK_API Leadership {
   Leadership& operator=(Leadership&& other) noexcept;
   Leadership(const Leadership&) = delete;
   Leadership& operator=(const Leadership&) = delete;
-
-  // leading: elected, not deposed, not resigned, before the lease's
-  // deadline (lease.hpp: valid()). Act as leader only while it is true.
-  bool leading() const noexcept { return lease_.valid(); }
-  bool empty() const noexcept { return lease_.empty(); }
-  const std::string& name() const noexcept { return name_; }
-  // term: this leadership's term (its lease's fence); pass it along with
-  // every write the leader makes (fenced_store.hpp).
-  std::uint64_t term() const noexcept { return lease_.fence(); }
-  const std::string& identity() const noexcept { return identity_; }
-  // value: the value last proclaimed (by campaign or proclaim).
-  const std::string& value() const noexcept { return value_; }
-  // stop_token is requested once the leadership is lost (on_deposed's
-  // moment), not on resign().
-  std::stop_token stop_token() const noexcept { return lease_.stop_token(); }
-  // deposed says why the leadership was lost (empty while it is not).
-  std::optional<Error> deposed() const { return lease_.lost(); }
-  const Lease& lease() const noexcept { return lease_; }
 
   // proclaim makes `value` this leader's value on the masters where it
   // still holds the lock, and tells observers. Errors: not_held (empty,
@@ -194,11 +249,6 @@ class REDLOCK_API Leadership {
                            Lease lease) noexcept;
 
   Client* client_ = nullptr;
-  std::string name_;
-  std::string identity_;
-  std::string value_;
-  std::uint64_t rev_ = 1;  // proclaims so far (the campaign's is the first)
-  Lease lease_;
 };
 
 }  // namespace redlock

@@ -12,6 +12,7 @@
 #include <vector>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -410,4 +411,96 @@ TEST_CASE("redlock leader: the leader in JSON and words, exit 0; none: 1; bytes 
   ProcResult dark = cli(op({"leader", "sched", "--json"}, g));
   CHECK(dark.exit_code == 69);
   CHECK(json::parse(dark.out)["known"] == false);
+}
+
+TEST_CASE("AsyncClient::campaign: elected in a callback; a waiting one elected on the resign; a bounded one told held") {
+  RedisGroup g(5);
+  AsyncBed bed(g);
+  auto watcher = client_for(g);
+  std::optional<AsyncLeadership> first, second;
+  std::optional<Errc> third;
+  std::uint64_t first_term = 0;
+  bool proclaimed = false, resigned = false;
+  bed.client->campaign("async", {.identity = "one", .value = "v1"}, [&](Result<AsyncLeadership> r) {
+    CHECK(r.ok());
+    if (!r) return bed.client->close();
+    first.emplace(std::move(*r));
+    first_term = first->term();
+    CHECK(first->leading());
+    CHECK(first->identity() == "one");
+    bed.client->campaign("async", {.identity = "two"}, [&](Result<AsyncLeadership> r2) {
+      CHECK(r2.ok());
+      if (!r2) return bed.client->close();
+      second.emplace(std::move(*r2));
+      CHECK(second->term() > first_term);
+      second->proclaim("v2", [&](Result<void> p) {
+        CHECK(p.ok());
+        proclaimed = p.ok();
+        bed.client->close();
+      });
+    });
+    bed.client->campaign("async", {.wait = 100ms}, [&](Result<AsyncLeadership> r3) {
+      CHECK_FALSE(r3.ok());
+      if (!r3) third = r3.error().code;
+      first->resign([&](Result<void> done) {
+        CHECK(done.ok());
+        resigned = done.ok();
+      });
+    });
+  });
+  bed.run();
+  CHECK(third == Errc::held);
+  CHECK(resigned);
+  CHECK(proclaimed);
+  REQUIRE(first);
+  CHECK(first->empty());
+  REQUIRE(second);
+  REQUIRE(second->deposed());  // the client closed under it
+  CHECK(second->deposed()->code == Errc::lost);
+  // Its lock and record stay until the TTL: read as the leader meanwhile.
+  const LeaderStatus st = read_leader(*watcher, "async");
+  REQUIRE(st.leader);
+  CHECK(st.leader->identity == "two");
+  CHECK(st.leader->value == "v2");
+  second.reset();  // a resign with the client closed: nothing to send it with
+  CHECK(bed.closed_clean());
+}
+
+TEST_CASE("AsyncClient::campaign: the close ends a campaign that backs off, with Errc::closed") {
+  RedisGroup g(3);
+  AsyncBed bed(g, [](Options& o) { o.retry_delay = 5000ms; });  // a backoff far longer than the test
+  g[0].kill();
+  g[1].kill();  // no quorum: the campaign backs off
+  std::optional<Errc> ended;
+  bed.client->campaign("dark", {}, [&](Result<AsyncLeadership> r) {
+    CHECK_FALSE(r.ok());
+    if (!r) ended = r.error().code;
+  });
+  auto closer = bed.client->observe("dark", [&](const Result<LeaderStatus>& r) {
+    // The first reading (unknown: no quorum) comes after the campaign's
+    // first round failed: close then.
+    if (!r) bed.client->close();
+  });
+  REQUIRE(closer.ok());
+  bed.run();
+  CHECK(ended == Errc::closed);
+  CHECK(bed.closed_clean());
+}
+
+TEST_CASE("AsyncClient::observe: a watch ended by the close leaves no handle on the loop") {
+  // (Its channel, unwatched as the client closes, lingers: that timer goes
+  // with the close, not with the client's memory.)
+  RedisGroup g(3);
+  AsyncBed bed(g);
+  bool told = false;
+  auto w = bed.client->observe("exp", [&](const Result<LeaderStatus>& r) {
+    if (!r || told) return;
+    told = true;
+    bed.client->close();
+  });
+  REQUIRE(w.ok());
+  bed.run();
+  CHECK(told);
+  CHECK_FALSE(w->active());
+  CHECK(bed.closed_clean());
 }
