@@ -1,7 +1,10 @@
 // common.cpp — see common.hpp.
 #include "common.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
@@ -227,6 +230,16 @@ int finish(bool as_json, const json& out, const std::string& human, int status) 
     std::cout << human << std::flush;
   }
   return status;
+}
+
+bool write_out(std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
 }
 
 std::string dump_json(const json& j) { return printable_json(j).dump(); }

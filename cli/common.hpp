@@ -169,6 +169,10 @@ bool use_json(const Globals& g, bool default_json);
 // finish prints the JSON object or the human text and returns `status`.
 int finish(bool as_json, const json& out, const std::string& human, int status);
 
+// write_out writes all of `text` to stdout; false once stdout is closed
+// (EPIPE: the watching commands block SIGPIPE) or fails.
+bool write_out(std::string_view text);
+
 // dump_json is the one line a command prints for `j`: strings that are not
 // UTF-8 in their escaped form (escape.hpp), so that it never throws.
 std::string dump_json(const json& j);

@@ -62,17 +62,6 @@ LeaderView view(const std::string& name, const Result<LeaderStatus>& r) {
   return v;
 }
 
-// write_all: all of `text` to stdout; false once stdout is closed.
-bool write_all(std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
 // watch: each reading the library tells (the first, then every change) as
 // one line, until SIGINT or SIGTERM or stdout closing (exit 0).
 int watch(const Globals& g, const std::string& name) {
@@ -117,7 +106,7 @@ int watch(const Globals& g, const std::string& name) {
       LeaderView v = view(name, r);
       v.out["at"] = iso_utc(unix_us_now());
       const std::string line = as_json ? dump_json(v.out) + "\n" : iso_utc(unix_us_now()).substr(11, 8) + "Z " + v.human;
-      if (!write_all(line)) return kExitOk;
+      if (!write_out(line)) return kExitOk;
       if (!r && r.error().code == Errc::closed) return kExitOk;
     }
   }

@@ -65,18 +65,6 @@ NodesView view_nodes(Client& client) {
   return v;
 }
 
-// write_out writes all of `text` to stdout; false once stdout is closed
-// (EPIPE: SIGPIPE is blocked while watching) or fails.
-bool write_out(std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
 // watch_nodes refreshes the report every `interval`, like watch(1), until
 // SIGINT or SIGTERM (exit 0) or until stdout is closed (exit 0: whoever
 // read it has stopped). JSON: one line per refresh; human: the screen is
