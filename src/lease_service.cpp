@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "quorum.hpp"
+#include "sabotage.hpp"
 #include "telemetry.hpp"
 
 namespace redlock::detail {
@@ -193,7 +194,13 @@ void LeaseService::on_timer(LeaseState& s, TimePoint now) {
     }
     return;  // else the verdict lets it go
   }
-  if (now + deadline_margin >= s.deadline()) return on_deadline(s);
+  if (now + deadline_margin >= s.deadline()) {
+    if (!sabotage().deposed_on_notice) return on_deadline(s);
+    // The broken variant: past its deadline the lease goes on extending,
+    // and is lost only when an answer says so (refused, or too late).
+    extend_now(s, now);
+    return wheel().arm(&s, now + engine_.options().retry_delay);
+  }
   if (s.extend_planned) extend_now(s, now);
   if (!s.stopped) arm_deadline(s);  // while the extension travels (or never comes: a cap)
 }

@@ -52,6 +52,8 @@ Sabotage parse() {
       s.read_ignores_writer = true;
     } else if (name == "no_writer_intent") {
       s.no_writer_intent = true;
+    } else if (name == "deposed_on_notice") {
+      s.deposed_on_notice = true;
     } else if (!name.empty()) {
       std::fprintf(stderr, "REDLOCK_SABOTAGE: unknown variant \"%.*s\"\n", static_cast<int>(name.size()),
                    name.data());

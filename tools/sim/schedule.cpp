@@ -25,9 +25,12 @@
 #include <set>
 #include <stop_token>
 
+#include "campaign.hpp"
 #include "client_close.hpp"
+#include "election_check.hpp"
 #include "engine.hpp"
 #include "keys.hpp"
+#include "leader_watch.hpp"
 #include "lease_service.hpp"
 #include "network.hpp"
 #include "node_set.hpp"
@@ -230,6 +233,15 @@ struct SimClient {
   std::vector<std::pair<std::size_t, std::string>> seen;
   std::size_t out = 0;
   bool closed = false, close_done = false;
+  // election workload: the campaign on its way and how to cancel it; the
+  // leadership held (its lease, name, index into the history's terms and
+  // into holds, the revision of its last proclaim).
+  std::shared_ptr<detail::Campaign> campaign;
+  std::stop_source campaign_cancel;
+  std::shared_ptr<detail::LeaseState> leader;
+  std::string leader_name;
+  std::size_t term = 0, term_hold = 0;
+  std::uint64_t rev = 0;
 };
 
 class Schedule {
@@ -272,6 +284,16 @@ class Schedule {
   void lapse_back(SimClient& c, const std::string& resource, Result<Lock> r);
   bool start_writer_check();
   void relay_turn(SimClient& c);
+
+  // Election workload.
+  void election_next(SimClient& c);
+  void campaign(SimClient& c, const std::string& name, CampaignOptions o, bool tail);
+  void elected(SimClient& c, const std::string& name, Result<std::shared_ptr<detail::LeaseState>> r, bool tail,
+               const std::shared_ptr<std::size_t>& slot);
+  void end_term(SimClient& c, std::size_t term, bool deposed);
+  void resign(SimClient& c, std::function<void()> then);
+  void observe_all(SimClient& c);
+  bool observers_settled() const;
 
   // Survey workload.
   template <class R>
@@ -359,6 +381,7 @@ class Schedule {
   std::uint32_t permits_ = 0;  // semaphore: every semaphore's P
   std::vector<std::string> commands_;  // record: every executed command, formatted
   Rng survey_rng_{0};  // survey workload: when reports are asked for, and the close
+  ElectionHistory election_;  // election workload: the terms and the observers' readings
   std::string inspect_sha_;
   ScheduleResult result_;
 };
@@ -888,6 +911,7 @@ void Schedule::next(SimClient& c) {
     c.idle = true;
     return;
   }
+  if (workload_ == Workload::election) return election_next(c);
   Rng& r = world_.rng();
   AcquireOptions ao;
   ao.ttl = milliseconds{r.between(100, workload_ == Workload::mixed || short_ttls_ ? c.max_ttl().count() : 600)};
@@ -1167,6 +1191,13 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
     }
     return;
   }
+  if (workload_ == Workload::election) {
+    CampaignOptions o;
+    o.ttl = c.max_ttl();
+    o.wait = milliseconds{tail_wait / ns_per_ms};
+    const std::string name = resources_[c.tail_pos++];
+    return campaign(c, name, std::move(o), true);
+  }
   AcquireOptions ao;
   ao.ttl = c.max_ttl();
   ao.wait = milliseconds{tail_wait / ns_per_ms};
@@ -1175,6 +1206,194 @@ void Schedule::tail_next(SimClient& c, bool give_up) {
   c.engine->acquire(set[0], ao, counted<Result<Lock>>(c, [this, &c, set](Result<Lock> res) {
                       acquired(c, set, std::move(res), true);
                     }));
+}
+
+// ---- The election workload ---------------------------------------------------
+//
+// Each client campaigns for one of the names with the library's own machine
+// (detail::Campaign over its lease service and reports), leads for up to
+// four TTLs — proclaiming a new value now and then — and resigns, record
+// first, then the lease (as Leadership::resign); deposed, it resigns at
+// once. The history (election_) is judged by check_election; each term is
+// also a checked hold (fenced, a lease), so mutual exclusion on validity
+// and fence order are judged as for locks.
+
+void Schedule::election_next(SimClient& c) {
+  Rng& r = world_.rng();
+  const std::string name = resources_[r.below(resources_.size())];
+  CampaignOptions o;
+  o.ttl = milliseconds{r.between(100, short_ttls_ ? c.max_ttl().count() : 600)};
+  // Some wait for ever (cancelled when the workload stops), some try once.
+  o.wait = r.chance(0.2) ? CampaignOptions::forever
+                         : milliseconds{r.chance(0.2) ? 0 : r.between(1, long_waits_ ? 2000 : 600)};
+  c.campaign_cancel = std::stop_source{};
+  o.cancel = c.campaign_cancel.get_token();
+  if (r.chance(0.15)) {  // cancelled by its caller in the middle
+    world_.post(world_.now() + ms(static_cast<double>(r.between(1, 300))), &c.proc,
+                [stop = c.campaign_cancel]() mutable { stop.request_stop(); });
+  }
+  campaign(c, name, std::move(o), false);
+}
+
+void Schedule::campaign(SimClient& c, const std::string& name, CampaignOptions o, bool tail) {
+  o.identity = "c" + std::to_string(c.index);
+  o.value = o.identity + "." + std::to_string(++c.rev);
+  auto slot = std::make_shared<std::size_t>(SIZE_MAX);  // the term, once elected
+  o.on_deposed = [this, &c, slot, tail](const Error&) {
+    if (*slot == SIZE_MAX) return;  // lost before the campaign told it (elected() sees it)
+    end_term(c, *slot, true);
+    if (!c.leader || c.term != *slot) return;
+    c.after(0, [this, &c, tail] {
+      resign(c, [this, &c, tail] {
+        if (tail) return tail_next(c, false);
+        think(c);
+      });
+    });
+  };
+  c.campaign = std::make_shared<detail::Campaign>(
+      c.rt, *c.lease_service, *c.reports, c.config.options, nullptr, name, std::move(o),
+      [this, &c, name, tail, slot](Result<std::shared_ptr<detail::LeaseState>> r) {
+        elected(c, name, std::move(r), tail, slot);
+      },
+      nullptr);  // (c.campaign keeps it while it backs off; the next one replaces it)
+  c.campaign->start();
+  faults_in_round(c);
+}
+
+void Schedule::elected(SimClient& c, const std::string& name, Result<std::shared_ptr<detail::LeaseState>> r,
+                       bool tail, const std::shared_ptr<std::size_t>& slot) {
+  ++result_.campaigns;
+  ++result_.rounds;
+  bool lost = false;
+  if (r) {
+    std::lock_guard lock((*r)->mu);
+    lost = (*r)->lost;
+  }
+  if (lost) r = make_error(Errc::lost, "deposed before the campaign told it");
+  if (!r) {
+    if (tail) {
+      violation("liveness",
+                "c" + std::to_string(c.index) + " was not elected to free " + name + " within " +
+                    std::to_string(tail_wait / ns_per_ms) + " ms after the heal: " + r.error().to_string(),
+                world_.now());
+      return tail_next(c, true);
+    }
+    return think(c);
+  }
+  ++result_.grants;
+  ++result_.elections;
+  std::shared_ptr<detail::LeaseState> st = std::move(*r);
+  Term t;
+  t.client = c.index;
+  t.name = name;
+  t.identity = "c" + std::to_string(c.index);
+  t.token = std::string(st->token());
+  t.term = st->fence();
+  t.elected = world_.now();
+  *slot = election_.terms.size();
+  c.term = *slot;
+  election_.terms.push_back(std::move(t));
+  Hold h;
+  h.client = c.index;
+  h.resource = name;
+  h.token = std::string(st->token());
+  h.start = world_.now();
+  h.end_local = SimRuntime::from_time_point(st->deadline());
+  h.fence = st->fence();
+  h.fenced = true;
+  h.tail = tail;
+  h.lease = true;
+  c.term_hold = holds_.size();
+  holds_.push_back(std::move(h));
+  c.leader = std::move(st);
+  c.leader_name = name;
+  if (tail) {
+    return c.after(ms(5), [this, &c] { resign(c, [this, &c] { tail_next(c, false); }); });
+  }
+  Rng& rng = world_.rng();
+  const Nanos ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(c.leader->ttl).count();
+  const Nanos lead = static_cast<Nanos>(rng.unit() * 4 * static_cast<double>(ttl));
+  if (rng.chance(0.5)) {  // a new value halfway
+    c.after(lead / 2, [this, &c, lead] {
+      if (!c.leader) return;
+      const std::string value = "c" + std::to_string(c.index) + "." + std::to_string(++c.rev);
+      c.reports->proclaim({.resource = c.leader_name,
+                           .token = std::string(c.leader->token()),
+                           .term = c.leader->fence(),
+                           .rev = c.rev,
+                           .identity = "c" + std::to_string(c.index),
+                           .value = value},
+                          [this](Result<void> w) {
+                            if (w) ++result_.proclaims;
+                          });
+      c.after(lead / 2, [this, &c] { resign(c, [this, &c] { think(c); }); });
+    });
+    return;
+  }
+  c.after(lead, [this, &c] { resign(c, [this, &c] { think(c); }); });
+}
+
+// end_term: the term is over from now (its deposed notice, or the resign
+// beginning); its hold too, reaching as far as the lease's deadline.
+void Schedule::end_term(SimClient& c, std::size_t term, bool deposed) {
+  Term& t = election_.terms[term];
+  if (t.ended != never) return;
+  t.ended = world_.now();
+  t.deposed = deposed;
+  if (c.term != term || !c.leader) return;
+  Hold& h = holds_[c.term_hold];
+  h.released = std::min(h.released, world_.now());
+  h.end_local = std::max(h.end_local, SimRuntime::from_time_point(c.leader->deadline()));
+}
+
+// resign: as Leadership::resign — the record (where it names this lease),
+// then the lease; `then` once both are back.
+void Schedule::resign(SimClient& c, std::function<void()> then) {
+  if (!c.leader) return then();
+  end_term(c, c.term, false);
+  std::shared_ptr<detail::LeaseState> st = std::move(c.leader);
+  c.leader.reset();
+  c.reports->resign(c.leader_name, std::string(st->token()),
+                    [&c, st, then = std::move(then)](Result<void>) mutable {
+                      c.lease_service->release(st, [then = std::move(then)](Result<ReleaseResult>) { then(); });
+                    });
+}
+
+// observe_all: the client watches every name; each reading told goes into
+// the history.
+void Schedule::observe_all(SimClient& c) {
+  const Options& o = c.config.options;
+  for (const std::string& name : resources_) {
+    c.reports->observe(name, o.retry_delay + o.retry_jitter, 10 * o.wake_safety_net,
+                       std::make_shared<detail::WatchLink>(), [this, &c, name](const Result<LeaderStatus>& r) {
+                         if (!r) return;
+                         ++result_.readings;
+                         Reading reading;
+                         reading.observer = c.index;
+                         reading.name = name;
+                         reading.at = world_.now();
+                         if (r->leader) {
+                           reading.leader = true;
+                           reading.term = r->leader->term;
+                           reading.identity = r->leader->identity;
+                         }
+                         election_.readings.push_back(std::move(reading));
+                       });
+  }
+}
+
+// observers_settled: every observer's last reading of every name is "no
+// leader" (the quiet tail's leaders all resigned).
+bool Schedule::observers_settled() const {
+  std::map<std::pair<std::size_t, std::string>, bool> last;
+  for (const Reading& r : election_.readings) last[{r.observer, r.name}] = r.leader;
+  for (const auto& c : clients_) {
+    for (const std::string& name : resources_) {
+      const auto it = last.find({c->index, name});
+      if (it == last.end() || it->second) return false;
+    }
+  }
+  return true;
 }
 
 // crowd_next: the actor's next acquire — a try (wait 0), a short wait that
@@ -2058,6 +2277,7 @@ ScheduleResult Schedule::run() {
       world_.post(ms(static_cast<double>(plan_.between(1, 30))), &c.proc, [this, &a] { crowd_next(a); });
     }
     if (workload_ == Workload::survey) world_.post(ms(1), &c.proc, [this, &c] { survey_next(c); });
+    if (workload_ == Workload::election) world_.post(ms(1), &c.proc, [this, &c] { observe_all(c); });
   }
   if (workload_ == Workload::survey) {
     SimClient& c = *clients_[survey_rng_.below(clients_.size())];
@@ -2079,6 +2299,11 @@ ScheduleResult Schedule::run() {
   const Nanos settle = ms(static_cast<double>(max_ttl.count()) * 1.1) + ms(700);
   world_.run_until(heal + settle);
   stopping_ = true;
+  if (workload_ == Workload::election) {  // campaigns that wait for ever end now
+    for (auto& c : clients_) {
+      world_.post(world_.now(), &c->proc, [&c = *c]() mutable { c.campaign_cancel.request_stop(); });
+    }
+  }
   auto all_idle = [this] {
     return std::all_of(clients_.begin(), clients_.end(), [](const auto& c) { return c->idle; });
   };
@@ -2152,6 +2377,16 @@ ScheduleResult Schedule::run() {
       violation("liveness", "writer check: " + std::to_string(writer_out_) + " loops still at it", world_.now());
     }
   }
+  if (workload_ == Workload::election && tail_done_ == loops) {
+    // Every leader resigned: each observer is told "no leader" (by the
+    // resign's message, or its poll; a lost message by the safety net).
+    const Options& o = clients_.front()->config.options;
+    const Nanos told_by = world_.now() + ms(static_cast<double>(10 * o.wake_safety_net.count())) + ms(1000);
+    while (!observers_settled() && world_.now() < told_by) world_.run_until(world_.now() + ms(10));
+    if (!observers_settled()) {
+      violation("observer", "an observer was not told \"no leader\" after every leader resigned", world_.now());
+    }
+  }
   world_.run_until(world_.now() + ms(100));
   check_leaks();
   if (workload_ == Workload::fair || (workload_ == Workload::semaphore && result_.fair_acquires > 0)) {
@@ -2161,6 +2396,9 @@ ScheduleResult Schedule::run() {
   }
 
   // Shut down so that nothing is left in flight (every operation completes).
+  if (workload_ == Workload::election) {
+    for (auto& c : clients_) world_.post(world_.now(), &c->proc, [&c = *c] { c.reports->close(); });
+  }
   std::size_t closed = 0;
   for (auto& cp : clients_) {
     SimClient& c = *cp;
@@ -2179,6 +2417,14 @@ ScheduleResult Schedule::run() {
   while (closed < clients_.size() && world_.now() < close_end) world_.run_until(world_.now() + ms(10));
 
   check_holds();
+  if (workload_ == Workload::election) {
+    for (const auto& c : clients_) election_.stopped.push_back(c->stopped);
+    election_.terms_trusted_until = first_data_loss_;
+    election_.slack = lost_slack;
+    for (ElectionFinding& f : check_election(election_)) {
+      violation(std::move(f.kind), std::move(f.what), f.at, std::move(f.tokens));
+    }
+  }
   result_.commands = net_->executed();
   result_.wakes = net_->messages_delivered();
   result_.unsolicited = net_->unsolicited_delivered();
@@ -2203,6 +2449,7 @@ const char* workload_name(Workload w) {
     case Workload::survey: return "survey";
     case Workload::semaphore: return "semaphore";
     case Workload::rwlock: return "rwlock";
+    case Workload::election: return "election";
   }
   return "?";
 }
@@ -2210,7 +2457,7 @@ const char* workload_name(Workload w) {
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
                            Workload::leases, Workload::crowd, Workload::fair, Workload::mixed, Workload::survey,
-                           Workload::semaphore, Workload::rwlock}) {
+                           Workload::semaphore, Workload::rwlock, Workload::election}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

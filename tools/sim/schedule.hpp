@@ -65,8 +65,21 @@ namespace redlock::sim {
 //           another and nothing else: a writer's hold overlaps no other
 //           hold on true time. Not in `all` (its seeds keep their
 //           schedules).
+//   election  every client campaigns for one of 1–3 names (detail::Campaign,
+//           the library's own machine: a fenced lease, then the record),
+//           leads for up to four TTLs (proclaiming a new value now and
+//           then), resigns — or is deposed — and campaigns again; some
+//           campaigns wait for ever, some are cancelled. Every client also
+//           observes every name (a LeaderWatcher). The checker
+//           (election_check.hpp): no two leaders of a name at one true
+//           instant (a term is over at its deposed notice or resign), terms
+//           strictly increasing, observers never told an older term and
+//           agreeing on who led each term; the quiet tail: each client is
+//           elected to each name within the tail's wait, and every
+//           observer ends on "no leader". Not in `all` (its seeds keep
+//           their schedules).
 enum class Workload : std::uint8_t {
-  plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey, semaphore, rwlock
+  plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey, semaphore, rwlock, election
 };
 
 const char* workload_name(Workload w);
@@ -140,6 +153,13 @@ struct ScheduleResult {
   std::uint64_t node_reports = 0;
   std::uint64_t closes = 0;
   std::uint64_t closed_out = 0;
+  // election: campaigns ended, of them elected (each a term), proclaims of
+  // a new value that reached a majority, and readings the observers were
+  // told.
+  std::uint64_t campaigns = 0;
+  std::uint64_t elections = 0;
+  std::uint64_t proclaims = 0;
+  std::uint64_t readings = 0;
   std::uint64_t trace_hash = 0;  // 0 unless ScheduleOptions::hash or record
   std::size_t faults_planned = 0;
   std::string swarm;  // with swarm: the fault kinds this schedule enabled

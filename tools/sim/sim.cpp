@@ -116,10 +116,11 @@ int main(int argc, char** argv) {
                  "acquires: the masters' queues, and their order in the quiet tail), mixed (leases of "
                  "clients with different max_ttl; failovers, floods, data loss while long holders stop), "
                  "survey (plain, with status and nodes reports checked, and a client closed mid-run) or "
-                 "semaphore (plain, on semaphores of 1-3 permits: at most P holders at once) or rwlock "
-                 "(plain, with readers: a writer overlaps no other holder)")
+                 "semaphore (plain, on semaphores of 1-3 permits: at most P holders at once), rwlock "
+                 "(plain, with readers: a writer overlaps no other holder) or election (campaigns, "
+                 "leaders, observers: one leader at a time, terms increasing)")
       ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed", "survey",
-                                 "semaphore", "rwlock"}))
+                                 "semaphore", "rwlock", "election"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_option("--order-dead", opt.order_dead,
@@ -189,6 +190,7 @@ int main(int argc, char** argv) {
   std::uint64_t batches = 0, batch_keys = 0, batches_mixed = 0, queued = 0, queued_won = 0;
   std::uint64_t fair_acquires = 0, fair_grants = 0, order_checked = 0, order_schedules = 0, unsolicited = 0;
   std::uint64_t statuses = 0, node_reports = 0, closes = 0, closed_out = 0;
+  std::uint64_t campaigns = 0, elections = 0, proclaims = 0, readings = 0;
   double first_at = -1, last_progress = 0;
   for (std::uint64_t i = 0; schedules == 0 || i < schedules; ++i) {
     if (seconds > 0 && elapsed() >= seconds) break;
@@ -212,6 +214,10 @@ int main(int argc, char** argv) {
     node_reports += r.node_reports;
     closes += r.closes;
     closed_out += r.closed_out;
+    campaigns += r.campaigns;
+    elections += r.elections;
+    proclaims += r.proclaims;
+    readings += r.readings;
     if (verbose) {
       std::string counts;
       if (r.workload == Workload::leases) {
@@ -231,6 +237,10 @@ int main(int argc, char** argv) {
       if (r.workload == Workload::semaphore) {
         counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
                  " granted)";
+      }
+      if (r.workload == Workload::election) {
+        counts = ", " + std::to_string(r.campaigns) + " campaigns (" + std::to_string(r.elections) + " elected), " +
+                 std::to_string(r.proclaims) + " proclaims, " + std::to_string(r.readings) + " observer readings";
       }
       if (r.workload == Workload::fair) {
         counts = ", " + std::to_string(r.fair_acquires) + " fair acquires (" + std::to_string(r.fair_grants) +
@@ -312,6 +322,12 @@ int main(int argc, char** argv) {
   if (opt.workload == Workload::survey) {
     counts_json = ",\"statuses\":" + std::to_string(statuses) + ",\"node_reports\":" + std::to_string(node_reports) +
                   ",\"closes\":" + std::to_string(closes) + ",\"closed_out\":" + std::to_string(closed_out);
+  }
+  // election: campaigns and terms; proclaims that reached a majority; the
+  // readings observers were told.
+  if (opt.workload == Workload::election) {
+    counts_json = ",\"campaigns\":" + std::to_string(campaigns) + ",\"elections\":" + std::to_string(elections) +
+                  ",\"proclaims\":" + std::to_string(proclaims) + ",\"readings\":" + std::to_string(readings);
   }
   std::printf("{\"schedules\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"rounds_per_s\":%.0f,\"rounds_per_cpu_s\":%.0f,\"violations\":%" PRIu64
               ",\"first_violation_seed\":%s,\"seconds_to_first_violation\":%s,\"seconds\":%.3f,"
