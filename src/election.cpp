@@ -14,20 +14,33 @@ namespace redlock {
 
 Result<Leadership> Client::campaign(std::string_view name, CampaignOptions opts) {
   if (impl_->on_loop_thread()) return Impl::on_loop_error("campaign");
+  return campaign_async(name, std::move(opts)).get();
+}
+
+std::future<Result<Leadership>> Client::campaign_async(std::string_view name, CampaignOptions opts) {
+  auto ready = [](Error e) {
+    std::promise<Result<Leadership>> p;
+    p.set_value(std::move(e));
+    return p.get_future();
+  };
+  if (impl_->on_loop_thread()) return ready(Impl::on_loop_error("campaign_async"));
   if (std::string problem = detail::check_resource(std::string(name)); !problem.empty()) {
-    return make_error(Errc::invalid_argument, std::move(problem));
+    return ready(make_error(Errc::invalid_argument, std::move(problem)));
   }
-  std::string identity = opts.identity, value = opts.value;
-  Result<std::shared_ptr<detail::LeaseState>> won =
-      impl_->call<std::shared_ptr<detail::LeaseState>>(
-               [host = impl_->host, name = std::string(name), opts = std::move(opts)](
-                   AsyncClient& c, std::function<void(Result<std::shared_ptr<detail::LeaseState>>)> done) mutable {
-                 c.core_->campaign(std::move(name), std::move(opts), host, std::move(done));
-               })
-          .get();
-  if (!won) return std::move(won).error();
-  if (identity.empty()) identity = detail::identity_of((*won)->token());
-  return Leadership(*this, std::string(name), std::move(identity), std::move(value), Lease(std::move(*won)));
+  // The handle is made on the loop thread as the campaign ends, so that a
+  // future nobody reads still holds a leadership that resigns when it goes.
+  return impl_->call<Leadership>([this, host = impl_->host, name = std::string(name), opts = std::move(opts)](
+                                     AsyncClient& c, std::function<void(Result<Leadership>)> done) mutable {
+    std::string identity = opts.identity, value = opts.value;
+    c.core_->campaign(name, std::move(opts), host,
+                      [this, name, identity = std::move(identity), value = std::move(value),
+                       done = std::move(done)](Result<std::shared_ptr<detail::LeaseState>> won) mutable {
+                        if (!won) return done(std::move(won).error());
+                        if (identity.empty()) identity = detail::identity_of((*won)->token());
+                        done(Leadership(*this, std::move(name), std::move(identity), std::move(value),
+                                        Lease(std::move(*won))));
+                      });
+  });
 }
 
 Result<LeaderStatus> Client::leader(std::string_view name) { return leader_async(name).get(); }
@@ -75,10 +88,18 @@ Result<void> Client::write_record(const Leadership& l, std::uint64_t rev, const 
 }
 
 Result<void> Client::delete_record(const Leadership& l) {
-  return impl_->wait<void>("resign", [name = l.name_, token = l.lease_.token()](
-                                         AsyncClient& c, std::function<void(Result<void>)> done) mutable {
+  auto start = [name = l.name_, token = l.lease_.token()](AsyncClient& c,
+                                                          std::function<void(Result<void>)> done) mutable {
     c.core_->resign(std::move(name), std::move(token), std::move(done));
-  });
+  };
+  // On the loop thread (a leadership that goes there: in a campaign_async
+  // future never read) the deletion is started, not waited for; the
+  // lease's release is posted after it, so it still goes first.
+  if (impl_->on_loop_thread()) {
+    (void)impl_->call<void>(std::move(start));
+    return {};
+  }
+  return impl_->wait<void>("resign", std::move(start));
 }
 
 // ---- LeaderWatch ---------------------------------------------------------------

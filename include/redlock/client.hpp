@@ -136,8 +136,11 @@ class REDLOCK_API Client {
   // after a failure that was no "held"; until opts.wait has passed
   // (Errc::held, or that round's error) or opts.cancel (Errc::cancelled).
   // Errors: those, invalid_argument (a bad name, identity or value size,
-  // ttl; on the loop thread), closed. Blocking only.
+  // ttl; on the loop thread), closed. campaign_async: the same as a
+  // future (a Leadership in a future never read resigns when the future
+  // goes).
   Result<Leadership> campaign(std::string_view name, CampaignOptions opts = {});
+  std::future<Result<Leadership>> campaign_async(std::string_view name, CampaignOptions opts = {});
   // leader: who leads `name` now (AsyncClient::leader).
   Result<LeaderStatus> leader(std::string_view name);
   std::future<Result<LeaderStatus>> leader_async(std::string_view name);

@@ -413,6 +413,53 @@ TEST_CASE("redlock leader: the leader in JSON and words, exit 0; none: 1; bytes 
   CHECK(json::parse(dark.out)["known"] == false);
 }
 
+TEST_CASE("Client::campaign_async: a future of the leadership; one never read resigns when it goes") {
+  RedisGroup g(5);
+  auto a = client_for(g), b = client_for(g), watcher = client_for(g);
+
+  std::future<Result<Leadership>> first = a->campaign_async("futures", {.identity = "a", .ttl = 10s});
+  Result<Leadership> lead = first.get();
+  REQUIRE_MESSAGE(lead.ok(), lead.error().to_string());
+  CHECK(lead->leading());
+  CHECK(lead->identity() == "a");
+
+  // A second candidate's future stays pending while the first leads…
+  std::future<Result<Leadership>> second = b->campaign_async("futures", {.identity = "b", .ttl = 10s});
+  CHECK(second.wait_for(200ms) == std::future_status::timeout);
+  const std::uint64_t first_term = lead->term();
+  REQUIRE(lead->resign().ok());
+  // …and is elected on the resign, far within the first's 10 s TTL.
+  REQUIRE(second.wait_for(5s) == std::future_status::ready);
+  {
+    Result<Leadership> next = second.get();
+    REQUIRE_MESSAGE(next.ok(), next.error().to_string());
+    CHECK(next->term() > first_term);
+    CHECK(read_leader(*watcher, "futures").leader->identity == "b");
+  }  // resigns
+
+  // A future dropped unread: its leadership, once elected, resigns when the
+  // future's state goes — on the loop thread, without waiting there: the
+  // record deleted, then the lock released, long before the 10 s TTL.
+  (void)a->campaign_async("dropped", {.identity = "a-dropped", .ttl = 10s});
+  REQUIRE(eventually(
+      [&] {
+        auto st = watcher->status("dropped");
+        if (!st.ok() || st->free_nodes != 5) return false;
+        std::size_t fenced = 0;  // the fence counter moved: it was elected
+        for (const NodeHolding& n : st->nodes) fenced += n.fence >= 1;
+        return fenced >= 3;
+      },
+      5s));
+  const LeaderStatus gone = read_leader(*watcher, "dropped");
+  CHECK_FALSE(gone.leader);
+  CHECK_FALSE(gone.last);  // no record left on any master
+
+  // On a bad name the future is ready at once with the refusal.
+  std::future<Result<Leadership>> bad = a->campaign_async("", {});
+  REQUIRE(bad.wait_for(0s) == std::future_status::ready);
+  CHECK(bad.get().error().code == Errc::invalid_argument);
+}
+
 TEST_CASE("AsyncClient::campaign: elected in a callback; a waiting one elected on the resign; a bounded one told held") {
   RedisGroup g(5);
   AsyncBed bed(g);
