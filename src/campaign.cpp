@@ -39,36 +39,58 @@ Campaign::Campaign(Runtime& runtime, LeaseService& leases, Reports& reports, con
       opts_(std::move(opts)),
       done_(std::move(done)),
       on_end_(std::move(on_end)),
-      timer_(runtime.timer([this] {
-        if (state_ == State::backing_off) lock_round();
-      })) {}
+      timer_(runtime.timer([this] { step({.kind = Kind::timer}); })) {}
 
-void Campaign::start() {
+void Campaign::step(Event e) {
+  switch (state_) {
+    case State::idle:
+      if (e.kind == Kind::start) return begin();
+      if (e.kind == Kind::refused) return finish(std::move(*e.failure));
+      if (e.kind == Kind::cancel) return finish(cancelled_error(name_));
+      return;
+    case State::locking:
+      // (A cancel reaches the acquire through its own token; a close, as
+      // the lease service closes.)
+      if (e.kind != Kind::leased) return;
+      if (!*e.leased) return failed(std::move(*e.leased).error());
+      lease_ = std::move(**e.leased);
+      return proclaim();
+    case State::proclaiming:
+      if (e.kind != Kind::recorded) return;
+      if (!e.failure) return finish(std::move(lease_));
+      why_ = std::move(*e.failure);
+      return take_back();
+    case State::taking_back:
+      if (e.kind != Kind::taken_back) return;
+      lease_.reset();
+      return failed(std::move(why_));
+    case State::backing_off:
+      if (e.kind == Kind::timer) return lock_round();
+      if (e.kind == Kind::cancel) return finish(cancelled_error(name_));
+      if (e.kind == Kind::close) return finish(make_error(Errc::closed, "the client was closed"));
+      return;
+    case State::done:
+      return;
+  }
+}
+
+void Campaign::begin() {
   std::string problem = leader_problem(opts_.identity, opts_.value);
   if (problem.empty() && opts_.wait < std::chrono::milliseconds{0}) problem = "wait must not be negative";
   if (!problem.empty()) {
     Error e = make_error(Errc::invalid_argument, "campaign for " + name_ + ": " + problem);
-    runtime_.post([self = shared_from_this(), e = std::move(e)]() mutable { self->finish(std::move(e)); });
+    runtime_.post([self = shared_from_this(), e = std::move(e)]() mutable {
+      self->step({.kind = Kind::refused, .failure = std::move(e)});
+    });
     return;
   }
   forever_ = opts_.wait == CampaignOptions::forever;
   if (!forever_) until_ = runtime_.now() + opts_.wait;
   if (opts_.cancel.stop_possible()) {
-    cancel_signal_ = runtime_.signal([this] { on_cancel(); });
+    cancel_signal_ = runtime_.signal([this] { step({.kind = Kind::cancel}); });
     on_cancel_.emplace(opts_.cancel, std::function<void()>([signal = cancel_signal_.get()] { signal->raise(); }));
   }
   lock_round();
-}
-
-void Campaign::close() {
-  if (state_ != State::backing_off) return;  // what is on its way completes with Errc::closed
-  finish(make_error(Errc::closed, "the client was closed"));
-}
-
-void Campaign::on_cancel() {
-  if (state_ == State::backing_off || state_ == State::idle) finish(cancelled_error(name_));
-  // locking: the acquire's own cancel ends it; proclaiming, taking_back:
-  // it ends as soon as they do.
 }
 
 void Campaign::lock_round() {
@@ -83,13 +105,12 @@ void Campaign::lock_round() {
   if (std::string problem = lease_options_problem(lo); !problem.empty()) {
     return finish(make_error(Errc::invalid_argument, "campaign for " + name_ + ": " + problem));
   }
-  leases_.lock({name_}, std::move(lo), {}, host_,
-               [self = shared_from_this()](Result<std::shared_ptr<LeaseState>> r) { self->on_leased(std::move(r)); });
+  leases_.lock({name_}, std::move(lo), {}, host_, [self = shared_from_this()](Result<std::shared_ptr<LeaseState>> r) {
+    self->step({.kind = Kind::leased, .leased = std::move(r)});
+  });
 }
 
-void Campaign::on_leased(Result<std::shared_ptr<LeaseState>> r) {
-  if (!r) return failed(std::move(r).error());
-  lease_ = std::move(*r);
+void Campaign::proclaim() {
   state_ = State::proclaiming;
   identity_ = opts_.identity.empty() ? identity_of(lease_->token()) : opts_.identity;
   reports_.proclaim({.resource = name_,
@@ -98,20 +119,20 @@ void Campaign::on_leased(Result<std::shared_ptr<LeaseState>> r) {
                      .rev = 1,
                      .identity = identity_,
                      .value = opts_.value},
-                    [self = shared_from_this()](Result<void> w) { self->on_recorded(std::move(w)); });
+                    [self = shared_from_this()](Result<void> w) {
+                      Event e{.kind = Kind::recorded};
+                      if (!w) e.failure = std::move(w).error();
+                      self->step(std::move(e));
+                    });
 }
 
-void Campaign::on_recorded(Result<void> r) {
-  if (r) return finish(std::move(lease_));
-  // Not on a majority: no leader observers can see. The record goes where
-  // it landed, then the lock, and the campaign goes on.
-  why_ = std::move(r).error();
+// take_back: the record reached too few masters — no leader observers can
+// see. It goes where it landed, then the lock, and the campaign goes on.
+void Campaign::take_back() {
   state_ = State::taking_back;
   reports_.resign(name_, std::string(lease_->token()), [self = shared_from_this()](Result<void>) {
-    self->leases_.release(self->lease_, [self](Result<ReleaseResult>) {
-      self->lease_.reset();
-      self->failed(std::move(self->why_));
-    });
+    self->leases_.release(self->lease_,
+                          [self](Result<ReleaseResult>) { self->step({.kind = Kind::taken_back}); });
   });
 }
 
@@ -135,7 +156,6 @@ void Campaign::failed(Error why) {
 }
 
 void Campaign::finish(Result<std::shared_ptr<LeaseState>> r) {
-  if (state_ == State::done) return;
   auto self = shared_from_this();  // on_end may drop the owner's hold
   state_ = State::done;
   // Its handles go now, not when the last hold on it does (a callback

@@ -25,7 +25,8 @@ class Reports;
 // value's owner, "host:pid" or "host:pid:label" ("" for a value naming none).
 std::string identity_of(std::string_view token);
 
-// Campaign — states:
+// Campaign — one enum and one transition function, step(Event).
+//   idle          made; `start` checks the options and takes the first lock
 //   locking       the lease's acquire is on its way (it waits, as any
 //                 waiter does, at most one round of the campaign's wait)
 //   proclaiming   held; the record is being written
@@ -52,21 +53,38 @@ class Campaign final : public std::enable_shared_from_this<Campaign> {
 
   // start: the options checked (a problem: invalid_argument, on a later
   // loop turn), then the first acquire.
-  void start();
+  void start() { step({.kind = Kind::start}); }
   // close: the client closes. A backoff ends at once with Errc::closed; an
   // acquire or a record on its way completes with it.
-  void close();
+  void close() { step({.kind = Kind::close}); }
   // identity: the identity the record names (known once leased).
   const std::string& identity() const noexcept { return identity_; }
 
  private:
   enum class State : std::uint8_t { idle, locking, proclaiming, taking_back, backing_off, done };
+  // Event — every input:
+  //   start       the owner starts it
+  //   refused     the options were refused (`failure`), a loop turn later
+  //   leased      the lease's acquire came back (`leased`)
+  //   recorded    the record's round came back (`failure`: on too few)
+  //   taken_back  the record deleted and the lease released
+  //   timer       the backoff passed
+  //   cancel      the caller's cancel token (delivered on the loop)
+  //   close       the client closes
+  enum class Kind : std::uint8_t { start, refused, leased, recorded, taken_back, timer, cancel, close };
+  struct Event {
+    Kind kind;
+    std::optional<Result<std::shared_ptr<LeaseState>>> leased{};
+    std::optional<Error> failure{};
+  };
+  void step(Event e);
+  // The steps' actions (called only from step).
+  void begin();
   void lock_round();
-  void on_leased(Result<std::shared_ptr<LeaseState>> r);
-  void on_recorded(Result<void> r);
+  void proclaim();
+  void take_back();
   void failed(Error why);
   void finish(Result<std::shared_ptr<LeaseState>> r);
-  void on_cancel();
 
   Runtime& runtime_;
   LeaseService& leases_;
