@@ -21,9 +21,30 @@ LeaderWatcher::LeaderWatcher(Reports& reports, std::uint64_t id, Runtime& runtim
       safety_net_(safety_net),
       link_(std::move(link)),
       callback_(std::move(callback)),
-      timer_(runtime.timer([this] { read(); })) {}
+      timer_(runtime.timer([this] { step({.kind = Kind::timer}); })) {}
 
-void LeaderWatcher::start() {
+void LeaderWatcher::step(Event e) {
+  if (e.kind == Kind::end) return finish(e.closed);
+  switch (state_) {
+    case State::idle:
+      if (e.kind == Kind::start) begin();
+      return;
+    case State::reading:
+      if (e.kind == Kind::wake) state_ = State::reading_again;
+      if (e.kind == Kind::read) on_read(*e.reading);
+      return;
+    case State::reading_again:
+      if (e.kind == Kind::read) on_read(*e.reading);
+      return;
+    case State::waiting:
+      if (e.kind == Kind::wake || e.kind == Kind::timer) read();
+      return;
+    case State::ended:
+      return;
+  }
+}
+
+void LeaderWatcher::begin() {
   // Without pub/sub (wake-ups off, or no subscriber possible) the watch
   // reads every retry period instead: slower to see, never blind.
   polling_ = transport_.watch(channel_, this) == WatchState::unavailable;
@@ -31,10 +52,10 @@ void LeaderWatcher::start() {
   read();
 }
 
-void LeaderWatcher::end(bool closed) {
-  if (ended_) return;
+void LeaderWatcher::finish(bool closed) {
+  if (state_ == State::ended) return;
+  state_ = State::ended;
   if (closed && !link_->stopped.load()) call(make_error(Errc::closed, "the client was closed"));
-  ended_ = true;
   // Its handle goes now, not when the last hold on it does (a reading's
   // callback kept until the client is freed): a closed client leaves none.
   timer_.reset();  // (allowed inside its own fire)
@@ -44,29 +65,19 @@ void LeaderWatcher::end(bool closed) {
   link_->teardown = nullptr;
 }
 
-void LeaderWatcher::on_wake(Why, std::string_view) {
-  if (ended_) return;
-  if (reading_) {
-    again_ = true;
-    return;
-  }
-  read();
-}
-
 void LeaderWatcher::read() {
-  if (ended_) return;
   // A Client's stop, seen here before its post: out of the reports (which
-  // may free this: nothing after).
+  // ends it, and may free this: nothing after).
   if (link_->stopped.load()) return reports_.unobserve(id_);
   timer_->stop();
-  reading_ = true;
-  again_ = false;
-  reports_.leader(name_, [self = shared_from_this()](Result<LeaderStatus> r) { self->on_read(std::move(r)); });
+  state_ = State::reading;
+  reports_.leader(name_, [self = shared_from_this()](Result<LeaderStatus> r) {
+    self->step({.kind = Kind::read, .reading = std::move(r)});
+  });
 }
 
-void LeaderWatcher::on_read(Result<LeaderStatus> r) {
-  reading_ = false;
-  if (ended_) return;
+void LeaderWatcher::on_read(const Result<LeaderStatus>& r) {
+  const bool again = state_ == State::reading_again;
   if (link_->stopped.load()) return reports_.unobserve(id_);
   milliseconds next = polling_ ? std::min(safety_net_, retry_ * 10) : safety_net_;
   if (r) {
@@ -79,8 +90,9 @@ void LeaderWatcher::on_read(Result<LeaderStatus> r) {
     next = backoff_;
   }
   tell(r);
-  if (ended_) return;  // the callback stopped it
-  if (again_) return read();
+  if (state_ == State::ended) return;  // the callback stopped it
+  if (again) return read();
+  state_ = State::waiting;
   timer_->start(next);
 }
 

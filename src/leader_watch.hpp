@@ -39,6 +39,14 @@ struct WatchLink {
   std::function<void()> teardown;  // (mu)
 };
 
+// LeaderWatcher — one enum and one transition function, step(Event).
+//   idle           made, not started
+//   reading        a reading is on its way
+//   reading_again  one is on its way and news came meanwhile: read again
+//                  once it is back (what it read may be older than the news)
+//   waiting        the timer is set for the next reading (the leader's lock
+//                  expiry, the safety net, or a backoff after an error)
+//   ended          no more readings, no more calls; the channel unwatched
 class LeaderWatcher final : public WakeListener, public std::enable_shared_from_this<LeaderWatcher> {
  public:
   // `retry`: the first backoff after a failed reading; `safety_net`: the
@@ -51,15 +59,29 @@ class LeaderWatcher final : public WakeListener, public std::enable_shared_from_
   LeaderWatcher(const LeaderWatcher&) = delete;
   LeaderWatcher& operator=(const LeaderWatcher&) = delete;
 
-  void start();
+  void start() { step({.kind = Kind::start}); }
   // end: no more readings, no more calls, the channel unwatched; with
   // `closed`, the callback is told Errc::closed first (once).
-  void end(bool closed);
-  void on_wake(Why why, std::string_view message) override;
+  void end(bool closed) { step({.kind = Kind::end, .closed = closed}); }
+  void on_wake(Why, std::string_view) override { step({.kind = Kind::wake}); }
 
  private:
+  enum class State : std::uint8_t { idle, reading, reading_again, waiting, ended };
+  // Event — every input: start; wake (news on the channel, or its
+  // subscription confirmed or back); timer; read (a reading came back,
+  // `reading`); end (`closed`: the client's close).
+  enum class Kind : std::uint8_t { start, wake, timer, read, end };
+  struct Event {
+    Kind kind;
+    std::optional<Result<LeaderStatus>> reading{};
+    bool closed = false;
+  };
+  void step(Event e);
+  // The steps' actions (called only from step).
+  void begin();
   void read();
-  void on_read(Result<LeaderStatus> r);
+  void on_read(const Result<LeaderStatus>& r);
+  void finish(bool closed);
   // tell: `r` to the callback unless it says what the last told said;
   // call: to the callback, whatever it says.
   void tell(const Result<LeaderStatus>& r);
@@ -73,7 +95,10 @@ class LeaderWatcher final : public WakeListener, public std::enable_shared_from_
   std::shared_ptr<WatchLink> link_;
   LeaderWatchCallback callback_;
   std::unique_ptr<Timer> timer_;
-  bool watching_ = false, polling_ = false, reading_ = false, again_ = false, ended_ = false;
+  State state_ = State::idle;
+  // How it hears of news, fixed at the start: subscribed to the channel, or
+  // polling (wake-ups off, or no subscriber possible).
+  bool watching_ = false, polling_ = false;
   // What was told last: nothing yet, an error, or a reading (leader or none).
   enum class Told : std::uint8_t { nothing, error, reading } told_ = Told::nothing;
   std::optional<std::tuple<std::uint64_t, std::string, std::string, std::string>> last_;  // term, token, identity, value
