@@ -10,6 +10,7 @@
 //                 [--fair]
 //   redlock_bench --nodes URL,... --scenario leases [--leases N] [--hold S]
 //                 [--spread] [--gate FIFO [--stats-before FILE --stats-after FILE]]
+//   redlock_bench --nodes URL,... --scenario failover [--failovers N] [--lease-ttl MS]
 //   [--extend-batch-max N] [--extend-batch-window MS] (any scenario)
 //   (redlock_bench --help)
 //
@@ -111,6 +112,30 @@
 //              only, and none is taken during the hold), cmd_<name>_per_lease_s
 //              and master_cpu_us_per_lease_s (INFO cpu, user + sys). A lost
 //              lease fails the run: exit 3, after the JSON line.
+//   failover   leader election (redlock_failover.cpp): N rounds (--failovers,
+//              default 5) in which a leader process — this program with
+//              --scenario failover-leader, which campaigns with TTL
+//              --lease-ttl (default 1000 ms), says "elected TERM" on stdout
+//              and leads until killed — is SIGKILLed while a standby
+//              (AsyncClient::campaign, waiting) and an observer
+//              (AsyncClient::observe) of this process, on two clients of
+//              their own, run; the kill comes 20 ms + uniform(0..TTL) after
+//              the standby began to campaign (a random phase of the leader's
+//              extension cycle). Per round: failover = kill → the standby
+//              elected; told = kill → the observer told the standby leads
+//              (told_none: → told "no leader", when it was, first); floor =
+//              what the dead leader's lock still had to live at the kill
+//              (once it is reaped, one leader() reading: expires_in, plus
+//              the reading's mid-point − the kill); overhead = failover −
+//              floor. ops = rounds; p*_us = failover; failover_p50_ms /
+//              _max_ms and the same for floor, overhead, told,
+//              told_overhead (told − floor), told_after_elected, told_none;
+//              failover_per_floor_p50 / _max, failover_per_ttl_p50 / _max,
+//              told_none_rounds, ttl_ms; standby_rounds_after_kill_p50 /
+//              _max (the standby's acquire rounds, Stats::acquire_rounds,
+//              from the kill to elected) and standby_held_after_kill (of
+//              them, those that found the lock held). The standby resigns after each
+//              round. Each leader process is reaped; it dies with this one.
 //
 // Exit: 0 with the JSON line; 1 if the masters are unreachable or the run
 // failed (message on stderr); 2 on a usage error; 3 if a lease was lost
@@ -161,6 +186,12 @@ Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::strin
 Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
                    bool spread, const std::string& gate, const std::string& stats_before,
                    const std::string& stats_after, std::vector<long long>& samples);
+// redlock_failover.cpp
+Metrics run_failover(uv_loop_t* loop, AsyncClient& standby, AsyncClient& observer, const std::string& name,
+                     std::vector<std::string> child_args, std::chrono::milliseconds ttl, int rounds,
+                     std::vector<long long>& samples);
+[[noreturn]] void run_failover_leader(uv_loop_t* loop, AsyncClient& client, const std::string& name,
+                                      std::chrono::milliseconds ttl);
 
 [[noreturn]] void die(int code, const std::string& message) {
   std::fprintf(stderr, "redlock_bench: %s\n", message.c_str());
@@ -215,6 +246,8 @@ struct Args {
   bool shared = false;
   long extend_batch_max = static_cast<long>(redlock::Options{}.extend_batch_max);
   long extend_batch_window_ms = static_cast<long>(redlock::Options{}.extend_batch_window.count());
+  int failovers = 5;
+  long lease_ttl_ms = 1000;
 };
 
 // to_json is the one output line of CONTRACT.md.
@@ -246,7 +279,16 @@ std::string to_json(const std::string& scenario, const Metrics& m, std::vector<l
         {"leases", "%.0f"}, {"ttl_ms", "%.0f"}, {"take_seconds", "%.2f"}, {"extend_batch_max", "%.0f"}, {"extend_batch_window_ms", "%.0f"},
         {"bytes_per_lease", "%.1f"}, {"cpu_us_per_lease_s", "%.4g"}, {"commands_per_lease_s", "%.4g"},
         {"requests_per_lease_s", "%.4g"}, {"master_cpu_us_per_lease_s", "%.4g"}, {"leases_extended", "%.0f"},
-        {"extend_failures", "%.0f"}, {"leases_lost", "%.0f"}}) {
+        {"extend_failures", "%.0f"}, {"leases_lost", "%.0f"},
+        {"failovers", "%.0f"}, {"failover_p50_ms", "%.1f"}, {"failover_max_ms", "%.1f"}, {"floor_p50_ms", "%.1f"},
+        {"floor_max_ms", "%.1f"}, {"overhead_p50_ms", "%.1f"}, {"overhead_max_ms", "%.1f"},
+        {"failover_per_floor_p50", "%.4f"}, {"failover_per_floor_max", "%.4f"}, {"failover_per_ttl_p50", "%.3f"},
+        {"failover_per_ttl_max", "%.3f"}, {"told_p50_ms", "%.1f"}, {"told_max_ms", "%.1f"},
+        {"told_overhead_p50_ms", "%.1f"}, {"told_overhead_max_ms", "%.1f"}, {"told_after_elected_p50_ms", "%.2f"},
+        {"told_after_elected_max_ms", "%.2f"}, {"told_none_rounds", "%.0f"}, {"told_none_p50_ms", "%.1f"},
+        {"told_none_max_ms", "%.1f"}, {"standby_rounds_after_kill_p50", "%.0f"},
+        {"standby_rounds_after_kill_max", "%.0f"}, {"standby_held_after_kill_p50", "%.0f"},
+        {"standby_held_after_kill_max", "%.0f"}}) {
     if (const auto it = m.find(name); it != m.end()) {
       std::snprintf(buf, sizeof buf, fmt, it->second);
       out += std::string(", \"") + name + "\": " + buf;
@@ -275,7 +317,8 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--scenario", a.scenario, "What to measure")
       ->type_name("NAME")
       ->required()
-      ->check(CLI::IsMember({"latency", "throughput", "handoff", "memory", "handoff-crowd", "leases"}));
+      ->check(CLI::IsMember(
+          {"latency", "throughput", "handoff", "memory", "handoff-crowd", "leases", "failover", "failover-leader"}));
   app.add_option("--seconds", a.seconds, "Measure this long")
       ->type_name("S")
       ->check(bench::run_seconds(0.001, 1e9, false))
@@ -295,7 +338,8 @@ Args parse_args(int argc, char** argv) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--events", a.events_path, "handoff-crowd: write every acquisition here")->type_name("FILE");
-  app.add_option("--resource", a.resource, "handoff-crowd: the resource the crowd shares")
+  app.add_option("--resource", a.resource,
+                 "handoff-crowd: the resource the crowd shares; failover-leader: the election")
       ->type_name("NAME")
       ->capture_default_str();
   CLI::Option* fair = app.add_flag("--fair", a.fair, "handoff-crowd: acquire with AcquireOptions::fair (fair order)");
@@ -336,8 +380,22 @@ Args parse_args(int argc, char** argv) {
       ->type_name("MS")
       ->check(CLI::Range(0L, 60'000L))
       ->capture_default_str();
+  CLI::Option* failovers = app.add_option("--failovers", a.failovers, "failover: rounds (a leader killed in each)")
+                               ->type_name("N")
+                               ->check(CLI::Range(1, 1000))
+                               ->capture_default_str();
+  CLI::Option* lease_ttl =
+      app.add_option("--lease-ttl", a.lease_ttl_ms, "failover, failover-leader: the candidates' lease TTL in ms")
+          ->type_name("MS")
+          ->check(CLI::Range(100L, 60'000L))
+          ->capture_default_str();
   try {
     app.parse(argc, argv);
+    const bool failover = a.scenario == "failover" || a.scenario == "failover-leader";
+    if (failovers->count() > 0 && a.scenario != "failover")
+      throw CLI::ValidationError("--failovers", "applies to --scenario failover only");
+    if (lease_ttl->count() > 0 && !failover)
+      throw CLI::ValidationError("--lease-ttl", "applies to --scenario failover only");
     if (a.scenario == "handoff-crowd" && a.events_path.empty())
       throw CLI::RequiredError("--events is required by --scenario handoff-crowd", CLI::ExitCodes::RequiredError);
     if (fair->count() > 0 && a.scenario != "handoff-crowd")
@@ -375,8 +433,16 @@ int main(int argc, char** argv) {
   // A hung run must not hang the suite: SIGALRM's default action ends us.
   const double extra = args.scenario == "memory"   ? static_cast<double>(args.locks / 500)
                       : args.scenario == "leases" ? args.hold * (args.spread ? 1.5 : 1.0) + static_cast<double>(args.leases / 500)
-                                                  : 0.0;
-  alarm(static_cast<unsigned>(args.seconds + 120 + extra));
+                      : args.scenario == "failover"
+                          ? args.failovers * (3.0 * static_cast<double>(args.lease_ttl_ms) / 1000 + 5)
+                          : 0.0;
+  // failover-leader leads until it is killed (and dies with its parent);
+  // the alarm ends it if neither happens.
+  if (args.scenario == "failover-leader") {
+    alarm(3600);
+  } else {
+    alarm(static_cast<unsigned>(args.seconds + 120 + extra));
+  }
 
   redlock::Config config;
   config.nodes = std::move(*nodes);
@@ -388,12 +454,16 @@ int main(int argc, char** argv) {
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0) die(1, "uv_loop_init failed");
   std::vector<std::unique_ptr<AsyncClient>> clients;
-  for (int i = 0; i < (args.scenario == "handoff" ? 2 : 1); ++i) {
+  for (int i = 0; i < (args.scenario == "handoff" || args.scenario == "failover" ? 2 : 1); ++i) {
     auto c = AsyncClient::create(&loop, config);
     if (!c) die(2, c.error().to_string());
     clients.push_back(std::move(*c));
   }
   const std::string base = "bench-" + std::to_string(getpid()) + "-" + args.scenario;
+  // The leader process campaigns at once: its runner warmed up already.
+  if (args.scenario == "failover-leader") {
+    run_failover_leader(&loop, *clients[0], args.resource, std::chrono::milliseconds{args.lease_ttl_ms});
+  }
   for (std::size_t i = 0; i < clients.size(); ++i) {
     if (std::string why = check_masters(&loop, *clients[i], base + "-warmup-" + std::to_string(i)); !why.empty()) {
       die(1, why);
@@ -412,6 +482,15 @@ int main(int argc, char** argv) {
   } else if (args.scenario == "handoff-crowd") {
     m = run_handoff_crowd(&loop, *clients[0], args.resource, args.waiters, args.fair, args.seconds, args.events_path,
                           samples);
+  } else if (args.scenario == "failover") {
+    char exe[4096];
+    std::size_t size = sizeof exe;
+    if (const int rc = uv_exepath(exe, &size); rc != 0) die(1, std::string("uv_exepath: ") + uv_strerror(rc));
+    std::vector<std::string> child{std::string(exe, size), "--nodes", args.nodes, "--scenario", "failover-leader",
+                                   "--resource", base + "-election", "--lease-ttl", std::to_string(args.lease_ttl_ms)};
+    if (!args.tls_ca.empty()) child.insert(child.end(), {"--tls-ca", args.tls_ca});
+    m = run_failover(&loop, *clients[0], *clients[1], base + "-election", std::move(child),
+                     std::chrono::milliseconds{args.lease_ttl_ms}, args.failovers, samples);
   } else if (args.scenario == "leases") {
     m = run_leases(&loop, *clients[0], base, args.leases, args.hold, args.spread, args.gate, args.stats_before,
                    args.stats_after, samples);

@@ -4,10 +4,11 @@
 #
 #   scripts/bench.sh [--quick] [--rounds N] [--seconds S] [--locks N]
 #                    [--concurrency C] [--leases N] [--hold S]
+#                    [--failovers N] [--failover-ttl MS]
 #                    [--scenarios LIST] [--no-build]
 #
 #   --quick         1 round, 1 s per run, 10000 locks for memory, 2000
-#                   leases held 5 s
+#                   leases held 5 s, 3 failovers with a 500 ms TTL
 #   --rounds N      rounds (default 5); every round runs every scenario, and
 #                   inside a scenario the systems back to back (interleaved:
 #                   redlock, node-redlock, floor), so drift of the machine
@@ -17,6 +18,10 @@
 #   --concurrency C workers of the throughput scenario (default 64)
 #   --leases N      leases held in the leases scenarios (default 100000)
 #   --hold S        seconds the leases are held (default 60; at least 1)
+#   --failovers N   leaders killed per run of the failover scenario
+#                   (default 5)
+#   --failover-ttl MS  the candidates' lease TTL in the failover scenario
+#                   (default 1000; 100..60000)
 #   --scenarios L   comma-separated subset of: latency, throughput, handoff,
 #                   memory, degraded-1-paused, degraded-2-paused,
 #                   degraded-proxy-0ms, degraded-slow-2ms, latency-tls,
@@ -26,7 +31,7 @@
 #                   handoff-crowd-8-fair, handoff-crowd-64-fair,
 #                   handoff-crowd-256-fair, leases-100k,
 #                   leases-100k-unbatched, leases-100k-spread,
-#                   cli-crowd-32 (default: all)
+#                   cli-crowd-32, failover (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -106,6 +111,15 @@
 # the run (exit 3) loudly. redlock only: the peers have no lease scenario.
 # Raw files: build/bench-out/leases/.
 #
+# failover: leader election. redlock_bench --scenario failover starts a
+# leader process (itself, --scenario failover-leader) that campaigns with
+# TTL --failover-ttl and leads, and SIGKILLs it at a random moment while a
+# standby (campaigning, waiting) and an observer of its own run; per kill:
+# kill → standby elected, kill → observer told, against the floor = what
+# the dead leader's lock still had to live at the kill (read on the masters
+# once the leader is reaped). --failovers kills per run, each a few hundred
+# ms to one TTL. redlock only: the peers have no election.
+#
 # Programs (override with the environment variables):
 #   REDLOCK_BENCH   build/bench/redlock_bench   (skipped with a warning if absent)
 #   FLOOR_BIN       build/bench/floor/floor     (skipped with a warning if absent)
@@ -144,7 +158,7 @@ ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-pa
                latency-semaphore latency-shared handoff-semaphore
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
-               leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32)
+               leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32 failover)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -153,19 +167,23 @@ locks=100000
 concurrency=64
 leases=100000
 hold=60
+failovers=5
+failover_ttl=1000
 scenarios=("${ALL_SCENARIOS[@]}")
 build=1
 quick=0
 
 while (($# > 0)); do
   case $1 in
-    --quick) quick=1; rounds=1; seconds=1; locks=10000; leases=2000; hold=5 ;;
+    --quick) quick=1; rounds=1; seconds=1; locks=10000; leases=2000; hold=5; failovers=3; failover_ttl=500 ;;
     --rounds) need_value $# "$1"; rounds=$2; shift ;;
     --seconds) need_value $# "$1"; seconds=$2; shift ;;
     --locks) need_value $# "$1"; locks=$2; shift ;;
     --concurrency) need_value $# "$1"; concurrency=$2; shift ;;
     --leases) need_value $# "$1"; leases=$2; shift ;;
     --hold) need_value $# "$1"; hold=$2; shift ;;
+    --failovers) need_value $# "$1"; failovers=$2; shift ;;
+    --failover-ttl) need_value $# "$1"; failover_ttl=$2; shift ;;
     --scenarios) need_value $# "$1" "a list"; IFS=, read -r -a scenarios <<<"$2"; shift ;;
     --no-build) build=0 ;;
     -h | --help) usage; exit 0 ;;
@@ -179,6 +197,12 @@ done
 [[ $concurrency =~ ^[1-9][0-9]*$ ]] || bad "--concurrency must be a positive integer, got '$concurrency'"
 [[ $leases =~ ^[1-9][0-9]*$ ]] || bad "--leases must be a positive integer, got '$leases'"
 [[ $hold =~ ^[1-9][0-9]*(\.[0-9]+)?$ ]] || bad "--hold must be a number of seconds of at least 1, got '$hold'"
+if [[ ! $failovers =~ ^[1-9][0-9]{0,3}$ ]] || ((failovers > 1000)); then
+  bad "--failovers must be an integer in 1..1000, got '$failovers'"
+fi
+if [[ ! $failover_ttl =~ ^[1-9][0-9]{2,4}$ ]] || ((failover_ttl > 60000)); then
+  bad "--failover-ttl must be milliseconds in 100..60000, got '$failover_ttl'"
+fi
 ((${#scenarios[@]} > 0)) || bad "--scenarios needs at least one scenario (known: ${ALL_SCENARIOS[*]})"
 for s in "${scenarios[@]}"; do
   [[ " ${ALL_SCENARIOS[*]} " == *" $s "* ]] || bad "unknown scenario '$s' (known: ${ALL_SCENARIOS[*]})"
@@ -375,6 +399,7 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
   case $scen in
     throughput) args+=(--concurrency "$concurrency") ;;
     memory) args+=(--locks "$locks") ;;
+    failover) args+=(--failovers "$failovers" --lease-ttl "$failover_ttl") ;;
     handoff) [[ $label == handoff-semaphore ]] && args+=(--permits 2) ;;
     latency)
       samples=$OUT/samples/$sys.$label.r$round.txt
@@ -383,7 +408,8 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
       [[ $label == latency-shared ]] && args+=(--shared)
       ;;
   esac
-  limit=$(awk -v s="$seconds" -v n="$locks" -v m="$scen" 'BEGIN { printf "%d", s + 120 + (m == "memory" ? n / 200 : 0) }')
+  limit=$(awk -v s="$seconds" -v n="$locks" -v m="$scen" -v f="$failovers" -v t="$failover_ttl" \
+    'BEGIN { printf "%d", s + 120 + (m == "memory" ? n / 200 : 0) + (m == "failover" ? f * (3 * t / 1000 + 5) : 0) }')
   printf '[round %d/%d] %s: %s… ' "$round" "$rounds" "$label" "$sys" >&2
   printf '==== round %d %s %s: %s %s\n' "$round" "$label" "$sys" "${cmd[*]}" "${args[*]}" >>"$PROGRAM_LOG"
   if out=$(timeout --kill-after=5 "$limit" "${cmd[@]}" "${args[@]}" 2>>"$PROGRAM_LOG" </dev/null); then
@@ -396,6 +422,12 @@ run_one() {  # run_one SYSTEM SCENARIO LABEL ROUND NODES
     printf '{"round": %d, "label": "%s", %s\n' "$round" "$label" "${line#\{}" >>"$RESULTS"
     if [[ $line == *'"unsupported"'* ]]; then
       summary="unsupported"
+    elif [[ $scen == failover ]]; then
+      summary="$(json_field "$line" failovers) failovers, TTL $(json_field "$line" ttl_ms) ms: elected p50"
+      summary+=" $(json_field "$line" failover_p50_ms) ms (floor $(json_field "$line" floor_p50_ms) ms,"
+      summary+=" overhead p50 $(json_field "$line" overhead_p50_ms) / max $(json_field "$line" overhead_max_ms) ms),"
+      summary+=" observer told p50 $(json_field "$line" told_p50_ms) ms (overhead max $(json_field "$line" told_overhead_max_ms) ms)"
+      [[ $(json_field "$line" errors) != 0 ]] && summary+=", $(json_field "$line" errors) errors"
     else
       summary="$(json_field "$line" ops_per_s) ops/s"
       [[ -n $(json_field "$line" p50_us) ]] && summary+=", p50 $(json_field "$line" p50_us) µs, p99 $(json_field "$line" p99_us) µs"
@@ -661,6 +693,7 @@ for ((round = 1; round <= rounds; round++)); do
       [[ $label == latency-shared && $sys != redlock ]] && continue  # read locks: redlock's alone
       [[ $label == handoff-semaphore && $sys != redlock ]] && continue  # semaphores: redlock's alone
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
+      [[ $label == failover && $sys != redlock ]] && continue  # elections: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
         continue
@@ -688,7 +721,7 @@ done
 log "report: $REPORT_BIN --input $RESULTS --out-dir $DOCS_DIR"
 "$REPORT_BIN" --input "$RESULTS" --out-dir "$DOCS_DIR" "${SAMPLE_ARGS[@]}" | tee "$OUT/table.md"
 if ((quick)); then
-  log "note: this was a --quick run (1 round of ${seconds} s, $locks locks, $leases leases held ${hold} s): indicative only"
+  log "note: this was a --quick run (1 round of ${seconds} s, $locks locks, $leases leases held ${hold} s, $failovers failovers): indicative only"
 fi
 if ((failed_runs > 0)); then
   log "$failed_runs run(s) failed: see $PROGRAM_LOG"

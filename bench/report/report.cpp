@@ -13,7 +13,9 @@
 // For every system and scenario the MEDIAN over rounds of each numeric metric
 // is taken ("errors", "safety_violations" and "leases_lost" are summed
 // instead, as "errors_total", "safety_violations_total" and
-// "leases_lost_total"). Then:
+// "leases_lost_total"; the failover scenario's per-run maxima, "*_max_ms",
+// "failover_per_*_max" and "standby_*_after_kill_max", are the MAXIMUM
+// over rounds). Then:
 //   stdout               a Markdown table, scenario × metric (the crowd
 //                        scenarios of bench_crowd_merge and the leases
 //                        scenarios also per command), with the columns
@@ -64,7 +66,8 @@ const std::vector<std::string> kScenarioOrder = {"latency",           "throughpu
                                                  "handoff-crowd-1",   "handoff-crowd-8",   "handoff-crowd-64",
                                                  "handoff-crowd-256", "handoff-crowd-1-fair", "handoff-crowd-8-fair",
                                                  "handoff-crowd-64-fair", "handoff-crowd-256-fair", "leases-100k",
-                                                 "leases-100k-unbatched", "leases-100k-spread", "cli-crowd-32"};
+                                                 "leases-100k-unbatched", "leases-100k-spread", "cli-crowd-32",
+                                                 "failover"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `floor_bound` shows what the floor reaches on
@@ -195,9 +198,35 @@ const std::vector<std::string> kTableMetrics = {"p50_us",
                                                 "leases_extended",
                                                 "extend_failures",
                                                 "leases_lost_total",
+                                                "failovers",
+                                                "failover_p50_ms",
+                                                "failover_max_ms",
+                                                "floor_p50_ms",
+                                                "floor_max_ms",
+                                                "overhead_p50_ms",
+                                                "overhead_max_ms",
+                                                "failover_per_floor_p50",
+                                                "failover_per_floor_max",
+                                                "failover_per_ttl_p50",
+                                                "failover_per_ttl_max",
+                                                "told_p50_ms",
+                                                "told_max_ms",
+                                                "told_overhead_p50_ms",
+                                                "told_overhead_max_ms",
+                                                "told_none_rounds",
+                                                "told_none_p50_ms",
+                                                "standby_held_after_kill_max",
                                                 "errors_total"};
 // Counts summed over rounds (reported as NAME_total) instead of the median.
 const std::set<std::string> kSummed = {"errors", "safety_violations", "leases_lost"};
+// max_over_rounds: a run's maximum (failover: the worst of its rounds) is
+// reported as the maximum over rounds, not their median.
+bool max_over_rounds(const std::string& m) {
+  return (m.ends_with("_max_ms") && (m.starts_with("failover_") || m.starts_with("floor_") ||
+                                     m.starts_with("overhead_") || m.starts_with("told_"))) ||
+         m == "failover_per_floor_max" || m == "failover_per_ttl_max" || m == "standby_rounds_after_kill_max" ||
+         m == "standby_held_after_kill_max";
+}
 // Numeric fields that describe the run rather than measure it.
 const std::set<std::string> kNotMetrics = {"round", "rss_before", "rss_after"};
 
@@ -601,6 +630,7 @@ int main(int argc, char** argv) {
       for (double x : mit->second) s += x;
       return s;
     }
+    if (max_over_rounds(m)) return *std::max_element(mit->second.begin(), mit->second.end());
     return median(mit->second);
   };
 
@@ -667,7 +697,13 @@ int main(int argc, char** argv) {
       if (it == per.end()) return "—";
       if (!it->second.unsupported.empty() && it->second.values.empty()) return "n/a";
       if (!it->second.failed.empty() && it->second.values.empty()) return "failed";
-      return fmt_number(metric_of(scen, sys, m));
+      const double v = metric_of(scen, sys, m);
+      if (m.starts_with("failover_per_floor") && std::isfinite(v)) {  // about 1.00x: the digits are the overhead
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4f", v);
+        return buf;
+      }
+      return fmt_number(v);
     };
     bool first = true;
     std::vector<std::string> metrics;
@@ -709,7 +745,7 @@ int main(int argc, char** argv) {
                         it->second.failed.front());
     }
   }
-  std::cout << "Medians over " << rounds << " round(s); errors_total and safety_violations_total are sums. Ratios are redlock's median "
+  std::cout << "Medians over " << rounds << " round(s); errors_total and safety_violations_total are sums, failover's *_max figures maxima. Ratios are redlock's median "
             << "divided by the other's (latency: below 1 is faster; ops_per_s: above 1 is faster).\n\n"
             << t.str();
   if (!notes.empty()) {

@@ -35,6 +35,10 @@ expect 2 "--locks must be a positive integer, got '-1'" --locks -1
 expect 2 "--concurrency needs a value" --quick --concurrency
 expect 2 "--scenarios needs at least one scenario" --scenarios ''
 expect 2 "unknown scenario 'nope'" --scenarios latency,nope
+expect 2 "--failovers must be an integer in 1..1000, got '0'" --failovers 0
+expect 2 "--failovers needs a value" --failovers
+expect 2 "--failover-ttl must be milliseconds in 100..60000, got '99'" --failover-ttl 99
+expect 2 "--failover-ttl must be milliseconds in 100..60000, got '60001'" --failover-ttl 60001
 
 if ((failures > 0)); then
   die "$failures of $checks checks failed"
