@@ -167,6 +167,13 @@ void ChaosBed::resume_process(support::Process& worker) {
   close("pid" + std::to_string(worker.pid()));
 }
 
+void ChaosBed::kill_process(support::Process& worker, const std::string& what) {
+  worker.kill();
+  const std::string key = "killed pid" + std::to_string(worker.pid());
+  open(key, what);
+  close(key);
+}
+
 void ChaosBed::heal_all() {
   for (std::size_t i = 0; i < masters_.size(); ++i) {
     auto& m = *masters_[i];
@@ -191,9 +198,12 @@ std::size_t ChaosBed::leaked_keys(std::chrono::milliseconds grace) {
                          now - last_touched_[i] < std::chrono::nanoseconds(grace).count());
     if (recent) continue;
     // (A semaphore's permits key keeps its P for good, as a fence counter
-    // keeps its fence: not a lock key.)
+    // keeps its fence and an election its last record: not lock keys.)
     for (const std::string& key : masters_[i]->keys("redlock:*")) {
-      n += key != kMarkerKey && !key.ends_with("}:permits") ? 1 : 0;
+      n += key != kMarkerKey && !key.ends_with("}:permits") && !key.ends_with("}:fence") &&
+                   !key.ends_with("}:leader")
+               ? 1
+               : 0;
     }
   }
   return n;

@@ -80,6 +80,10 @@ class ChaosBed {
   // stopped) and let it run again (SIGCONT).
   void pause_process(support::Process& worker, const std::string& what);
   void resume_process(support::Process& worker);
+  // kill_process kills a worker (SIGKILL) and reaps it: a fault of no
+  // length named `what`, stamped once the worker is gone, so that every
+  // event it logged comes before it.
+  void kill_process(support::Process& worker, const std::string& what);
 
   // heal_all resumes paused masters and restarts killed ones (data kept),
   // ending every open interval.
@@ -98,7 +102,10 @@ class ChaosBed {
   // released while it was down, until that key's TTL runs out: a grace of
   // max_ttl plus drift or more lets those expire, and the masters of a long
   // run, every one of them restarted at some time, still count. The
-  // data-loss marker (redlock-marker) is not a lock key. A flushed master
+  // data-loss marker (redlock-marker) is not a lock key, nor are the keys
+  // kept for good by design: a fence counter (…}:fence), a semaphore's
+  // permits (…}:permits) and an election's record (…}:leader, which a
+  // killed leader leaves behind). A flushed master
   // still counts: the flush took every key of its past, so a lock key found
   // there afterwards was written since and should have been released or
   // rolled back like any other.

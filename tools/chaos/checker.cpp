@@ -224,17 +224,25 @@ void check_counter(CheckResult& r, const CheckInput& in) {
 }
 
 // measure_recovery: for each fault, the first ok at or after its end, by
-// any client. A fault never followed by an ok makes max_recovery_ms -1:
+// any client — or, in an election, the first leader elected from its start
+// on (its failover: a leader stopped or killed is replaced while the fault
+// lasts). A fault never followed by either makes max_recovery_ms -1:
 // "never recovered" must not be hidden by a finite maximum of other faults.
 void measure_recovery(CheckResult& r, const std::vector<Event>& ev) {
-  std::vector<std::int64_t> oks;
-  for (const auto& e : ev)
+  std::vector<std::int64_t> oks, elected;
+  for (const auto& e : ev) {
     if (e.type == EventType::ok) oks.push_back(e.t);
+    if (e.type == EventType::elected) elected.push_back(e.t);
+  }
   std::sort(oks.begin(), oks.end());
+  std::sort(elected.begin(), elected.end());
   for (const auto& f : fault_events(ev)) {
     Recovery rec{f.error, f.t, f.deadline, -1};
     auto it = std::lower_bound(oks.begin(), oks.end(), f.deadline);
     if (it != oks.end()) rec.recovery_ms = (*it - f.deadline) / 1'000'000;
+    auto next = std::lower_bound(elected.begin(), elected.end(), f.t);
+    if (next != elected.end() && (rec.recovery_ms < 0 || (*next - f.t) / 1'000'000 < rec.recovery_ms))
+      rec.recovery_ms = (*next - f.t) / 1'000'000;
     if (rec.recovery_ms < 0) ++r.unrecovered_faults;
     else r.max_recovery_ms = std::max(r.max_recovery_ms, rec.recovery_ms);
     r.recoveries.push_back(std::move(rec));
@@ -314,10 +322,62 @@ CheckResult check(const CheckInput& in) {
   check_counter(r, in);
   measure_recovery(r, in.events);
   recovery_percentiles(r);
+  r.election = check_election(in.events, in.deposed_slack_ns, in.run_start);
   return r;
 }
 
-bool violation(const CheckResult& r) { return r.overlaps + r.lost_updates + r.torn_reads + r.leaked_keys > 0; }
+std::vector<Window> leadership_windows(const ElectionResult& r) {
+  std::vector<Window> out;
+  for (const auto& l : r.leaderships) {
+    Window w;
+    w.client = l.client;
+    w.resource = l.name + " (leader)";
+    w.token = "term " + std::to_string(l.term);
+    w.start = l.elected;
+    w.end = std::max(l.elected, l.end);
+    w.deadline = l.deadline;
+    w.released = l.how == LeaderTerm::End::resigned;
+    w.overlapped = l.overlapped;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+bool violation(const CheckResult& r) {
+  return r.overlaps + r.lost_updates + r.torn_reads + r.leaked_keys + election_violations(r.election) > 0;
+}
+
+namespace {
+
+nlohmann::json election_json(const ElectionResult& e) {
+  nlohmann::json j = {{"elections", e.elections},
+                      {"empty_leaderships", e.empty_leaderships},
+                      {"failovers", e.failovers},
+                      {"kills", e.kills},
+                      {"pauses", e.pauses},
+                      {"leader_overlaps", e.leader_overlaps},
+                      {"excused_by_pause", e.excused_by_pause},
+                      {"excused_by_slack", e.excused_by_slack},
+                      {"late_deposals", e.late_deposals},
+                      {"max_told_delay_ms", e.max_told_delay_ms},
+                      {"acted_late", e.acted_late},
+                      {"term_regressions", e.term_regressions},
+                      {"fenced_writes", e.fenced_writes},
+                      {"fenced_accepted", e.fenced_accepted},
+                      {"fenced_refused", e.fenced_refused},
+                      {"fenced_unanswered", e.fenced_unanswered},
+                      {"fence_order_violations", e.fence_order_violations},
+                      {"bad_refusals", e.bad_refusals},
+                      {"unelected_writes", e.unelected_writes},
+                      {"late_writes", e.late_writes},
+                      {"late_writes_refused", e.late_writes_refused},
+                      {"late_writes_accepted", e.late_writes_accepted},
+                      {"violations", election_violations(e)},
+                      {"examples", e.examples}};
+  return j;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool expect_violation,
                        const std::map<std::string, nlohmann::json>& extra) {
@@ -352,6 +412,7 @@ nlohmann::json to_json(const CheckResult& r, const std::string& scenario, bool e
   j["unrecovered_faults"] = r.unrecovered_faults;
   j["windows"] = r.windows.size();
   j["clients"] = r.clients.size();
+  if (!r.election.leaderships.empty() || r.election.fenced_writes > 0) j["election"] = election_json(r.election);
   j["expect_violation"] = expect_violation;
   j["violation"] = violation(r);
   auto& ex = j["overlap_examples"] = nlohmann::json::array();

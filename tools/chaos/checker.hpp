@@ -16,6 +16,8 @@
 //     one counter per resource: a write's resource names the counter);
 //   - no stale writes (a write outside the writer's own valid hold window);
 //   - no leaked lock keys after quiescence (counted by the runner);
+//   - elections (election_check.hpp): one leader at a time, terms that
+//     increase, and the fenced store's rule over the leaders' writes;
 // and measured: success rate, acquire latency percentiles, recovery time
 // after each fault.
 #pragma once
@@ -28,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "election_check.hpp"
 #include "history.hpp"
 
 namespace redlock::chaos {
@@ -39,6 +42,9 @@ struct CheckInput {
   std::map<std::string, std::int64_t> final_values;
   std::size_t leaked_keys = 0;   // lock keys found on masters after quiescence
   std::int64_t run_start = 0, run_end = 0;  // CLOCK_BOOTTIME ns
+  // deposed_slack: how late past its deadline (or its SIGCONT) a leader
+  // may be told it was deposed (election_check.hpp).
+  std::int64_t deposed_slack_ns = 150'000'000;
 };
 
 // Window — the interval in which one acquisition's holder acted as owner:
@@ -59,11 +65,12 @@ struct Window {
 };
 
 // Recovery — one fault interval and how long the system took to grant a
-// lock again after it ended.
+// lock again after it ended (in an election: to elect a leader from its
+// start on, whichever is sooner).
 struct Recovery {
   std::string what;
   std::int64_t start = 0, end = 0;  // ns
-  std::int64_t recovery_ms = -1;    // fault end → next ok.t, whole ms rounded down; -1: none after it
+  std::int64_t recovery_ms = -1;    // fault end → next ok.t (start → next elected.t), whole ms rounded down; -1: none
 };
 
 struct CheckResult {
@@ -95,7 +102,7 @@ struct CheckResult {
   bool final_mismatch = false;
   std::size_t leaked_keys = 0;
   std::size_t leases_lost = 0;        // lost events: a watchdog gave a lease up
-  std::int64_t max_recovery_ms = 0;   // max over faults; -1 when any fault was never followed by an ok
+  std::int64_t max_recovery_ms = 0;   // max over faults; -1 when any fault was never followed by an ok (or elected)
   std::size_t unrecovered_faults = 0;
   // recovery_p50_ms, recovery_p99_ms: over the faults followed by an ok
   // (nearest rank); 0 without them.
@@ -103,16 +110,22 @@ struct CheckResult {
   std::vector<Recovery> recoveries;   // one per fault, in time order
   std::vector<Window> windows;        // every hold window, sorted by (start, client)
   std::vector<int> clients;           // every client id seen in the history, ascending
+  ElectionResult election;            // the elections' verdict (empty without elected or fenced events)
   std::int64_t run_start = 0, run_end = 0;
 };
 
 CheckResult check(const CheckInput& in);
 
+// leadership_windows: the leaderships as hold windows ([elected, end], on
+// resource "NAME (leader)"), overlapped where an overlap was not excused:
+// for the timeline.
+std::vector<Window> leadership_windows(const ElectionResult& r);
+
 // fault_events picks the fault intervals out of a merged history, by start.
 std::vector<Event> fault_events(const std::vector<Event>& events);
 
 // violation is the safety verdict: overlaps + lost_updates + torn_reads +
-// leaked_keys > 0.
+// leaked_keys + election_violations > 0.
 // Stale writes are reported but not part of it: with Redlock they are the
 // holder's pause problem (design.md §4), not a lock failure.
 bool violation(const CheckResult& r);

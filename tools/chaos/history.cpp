@@ -25,13 +25,18 @@ constexpr const char* type_name(EventType t) {
     case EventType::fault: return "fault";
     case EventType::lost: return "lost";
     case EventType::read: return "read";
+    case EventType::elected: return "elected";
+    case EventType::deposed: return "deposed";
+    case EventType::resigned: return "resigned";
+    case EventType::fenced: return "fenced";
   }
   return "?";
 }
 
 bool type_from_name(std::string_view s, EventType& out) {
   for (auto t : {EventType::invoke, EventType::ok, EventType::fail, EventType::write, EventType::release,
-                 EventType::fault, EventType::lost, EventType::read}) {
+                 EventType::fault, EventType::lost, EventType::read, EventType::elected, EventType::deposed,
+                 EventType::resigned, EventType::fenced}) {
     if (s == type_name(t)) {
       out = t;
       return true;
@@ -105,7 +110,17 @@ Event event_from_json(const json& o) {
   // The checker builds hold windows from "deadline", replays the counter
   // from "read"/"wrote" and looks for torn reads in "read"/"reread":
   // without them its verdict would be meaningless.
-  get_int(o, "deadline", e.deadline, e.type == EventType::ok);
+  // An election's checks rest on the term of every event, the deadline
+  // of every leadership and the send and answer times of every store write.
+  const bool leadership = e.type == EventType::elected || e.type == EventType::deposed ||
+                          e.type == EventType::resigned;
+  get_int(o, "deadline", e.deadline, e.type == EventType::ok || leadership);
+  get_int(o, "term", e.term, leadership || e.type == EventType::fenced);
+  get_int(o, "beat", e.beat, false);
+  get_int(o, "checked", e.checked, e.type == EventType::fenced);
+  get_int(o, "replied", e.replied, false);
+  get_int(o, "highest", e.highest, false);
+  get_bool(o, "accepted", e.accepted);
   get_int(o, "read", e.read, e.type == EventType::write || e.type == EventType::read);
   get_int(o, "wrote", e.wrote, e.type == EventType::write);
   get_int(o, "reread", e.reread, e.type == EventType::read);
@@ -168,6 +183,25 @@ std::string to_json_line(const Event& e) {
         break;
       case EventType::release: o["released"] = e.released; break;
       case EventType::lost: o["error"] = e.error; break;
+      case EventType::elected:
+      case EventType::deposed:
+      case EventType::resigned:
+        o["term"] = e.term;
+        o["deadline"] = e.deadline;
+        if (!e.error.empty()) o["error"] = e.error;
+        break;
+      case EventType::fenced:
+        o["term"] = e.term;
+        o["beat"] = e.beat;
+        o["checked"] = e.checked;
+        if (e.error.empty()) {
+          o["replied"] = e.replied;
+          o["accepted"] = e.accepted;
+          o["highest"] = e.highest;
+        } else {
+          o["error"] = e.error;
+        }
+        break;
       default: break;
     }
   }

@@ -26,6 +26,23 @@
 //        t is taken just before the release is sent: the hold window ends there
 //   {"type":"lost",   "client":3, "t":…, "resource":"r", "error":"…"}
 //        a lease's watchdog gave it up (its on_lost ran); leases scenarios
+// Elections (the resource is the election's name; election scenarios):
+//   {"type":"elected", "client":3, "t":…, "resource":"e", "term":7, "deadline":…}
+//        campaign() returned: leader with this term (its lease's fence);
+//        deadline = the lease's validity deadline then (ns)
+//   {"type":"deposed", "client":3, "t":…, "resource":"e", "term":7, "deadline":…, "error":"…"}
+//        on_deposed was told (t: stamped in the callback); deadline = the
+//        lease's last validity deadline
+//   {"type":"resigned","client":3, "t":…, "resource":"e", "term":7, "deadline":…}
+//        t is taken just before resign() is called
+//   {"type":"fenced",  "client":3, "t":…, "resource":"e", "term":7, "beat":12,
+//        "checked":…, "replied":…, "accepted":true, "highest":7, "error":"…"}
+//        a leader's write to the fenced store (FencedStore::write, key
+//        "E:beat", fence = term): checked = when leading() last said true
+//        before it, t = just before the write was sent, replied = just after
+//        its answer; highest = the store's answer (our term when accepted,
+//        the newer one that refused us); "error" (no answer: it may have
+//        been applied) instead of accepted/highest
 // The runner adds its own file of fault intervals:
 //   {"type":"fault", "t":…, "end":…, "what":"pause node 2"}
 #pragma once
@@ -36,7 +53,7 @@
 
 namespace redlock::chaos {
 
-enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault, lost, read };
+enum class EventType : std::uint8_t { invoke, ok, fail, write, release, fault, lost, read, elected, deposed, resigned, fenced };
 
 struct Event {
   EventType type = EventType::invoke;
@@ -54,6 +71,12 @@ struct Event {
   std::int64_t wrote = 0;     // write
   std::int64_t reread = 0;    // read
   bool released = false;      // release
+  std::int64_t term = 0;      // elected, deposed, resigned, fenced (the deadline: elected, deposed, resigned)
+  std::int64_t beat = 0;      // fenced: the leader's k-th write of its term
+  std::int64_t checked = 0;   // fenced: when leading() last said true before it, ns
+  std::int64_t replied = 0;   // fenced: when its answer came, ns (0: none came, see error)
+  bool accepted = false;      // fenced
+  std::int64_t highest = 0;   // fenced: the store's highest fence in its answer
 };
 
 // to_json_line renders one event as a single JSON line (no newline).

@@ -31,6 +31,7 @@
 
 #include "bed.hpp"
 #include "checker.hpp"
+#include "leader_lookout.hpp"
 #include "redlock/redlock.hpp"
 #include "scenario.hpp"
 #include "timeline_svg.hpp"
@@ -138,13 +139,16 @@ std::unique_ptr<redlock::support::Process> spawn(std::vector<std::string> args,
 struct WorkerExits {
   int killed = 0;  // still running at the deadline
   int failed = 0;  // exited non-zero or by a signal of their own
+  std::vector<std::string> failures;  // "K: exit N" for worker process K (128 + a signal's number), for the report
 };
 
 // wait_all waits for the workers until `deadline`; stragglers are killed.
-WorkerExits wait_all(std::vector<std::unique_ptr<redlock::support::Process>>& workers,
+WorkerExits wait_all(std::vector<std::unique_ptr<redlock::support::Process>>& workers, const std::set<std::size_t>& killed,
                      redlock::BootClock::time_point deadline) {
   WorkerExits exits;
-  for (auto& worker : workers) {
+  for (std::size_t k = 0; k < workers.size(); ++k) {
+    if (killed.count(k) > 0) continue;  // the nemesis killed it (and reaped it)
+    auto& worker = workers[k];
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - redlock::BootClock::now());
     const std::optional<int> code = worker->wait(std::max(left, std::chrono::milliseconds{0}));
     if (!code) {
@@ -152,6 +156,7 @@ WorkerExits wait_all(std::vector<std::unique_ptr<redlock::support::Process>>& wo
       ++exits.killed;
     } else if (*code != 0) {
       ++exits.failed;
+      exits.failures.push_back(std::to_string(k) + ": exit " + std::to_string(*code));
     }
   }
   return exits;
@@ -457,46 +462,67 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   for (const Crew& crew : crews) workers += crew.workers;
   std::size_t leases_wanted = 0;
   std::vector<int> lease_holders;  // the client ids of the lease crews' workers
+  // start_worker starts client k of `crew` in client group `group`.
+  const auto start_worker = [&](int k, const Crew& crew, int group) {
+    std::vector<std::string> args{worker, "--nodes", bed.urls(group),
+                                  "--counter-port", std::to_string(bed.counter_port()),
+                                  "--client", std::to_string(k),
+                                  "--history", (dir / (std::to_string(k) + ".jsonl")).string(),
+                                  "--until-ns", std::to_string(until), "--ttl", std::to_string(sc.ttl_ms),
+                                  "--wait", std::to_string(sc.wait_ms), "--max-ttl", std::to_string(sc.max_ttl_ms),
+                                  "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", crew.hold_ms,
+                                  "--rest-ms", crew.rest_ms, "--resource", crew.resource};
+    if (a.tls) args.insert(args.end(), {"--tls-ca", bed.ca_file()});
+    if (sc.greedy) args.push_back("--greedy");
+    if (crew.threads > 1) args.insert(args.end(), {"--threads", std::to_string(crew.threads)});
+    if (crew.resources > 1) args.insert(args.end(), {"--resources", std::to_string(crew.resources)});
+    if (sc.quarantine) args.push_back("--quarantine");
+    if (sc.polling) args.push_back("--polling");
+    if (sc.fair) args.push_back("--fair");
+    if (sc.election) args.push_back("--election");
+    if (sc.permits > 0) args.insert(args.end(), {"--permits", std::to_string(sc.permits)});
+    if (sc.shared_pct > 0) args.insert(args.end(), {"--shared-pct", std::to_string(sc.shared_pct)});
+    if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
+    if (crew.leases > 0) args.insert(args.end(), {"--leases", std::to_string(crew.leases)});
+    if (!crew.lease_hold_ms.empty()) args.insert(args.end(), {"--lease-hold-ms", crew.lease_hold_ms});
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!sc.sabotage.empty()) env.emplace_back("REDLOCK_SABOTAGE", sc.sabotage);
+    if (sc.worker_clock_rate != 1.0) {
+      env.emplace_back("LD_PRELOAD", skew_lib);
+      env.emplace_back("SKEWCLOCK_RATE", std::to_string(sc.worker_clock_rate));
+      // In a sanitizer build the shim is preloaded ahead of the ASan runtime,
+      // which ASan would refuse; the shim does no allocation, so that is safe.
+      const char* asan = std::getenv("ASAN_OPTIONS");
+      env.emplace_back("ASAN_OPTIONS", std::string(asan != nullptr ? asan : "") +
+                                           (asan != nullptr && *asan != '\0' ? ":" : "") +
+                                           "verify_asan_link_order=0");
+    }
+    stage.workers.push_back(spawn(std::move(args), std::move(env)));
+  };
   int k = 0;
   for (const Crew& crew : crews) {
     leases_wanted += static_cast<std::size_t>(crew.leases) * static_cast<std::size_t>(crew.workers);
     for (int n = 0; n < crew.workers; ++n, ++k) {
       if (crew.leases > 0) lease_holders.push_back(k);
-      const int group = k >= workers - sc.group_b ? 1 : 0;
-      std::vector<std::string> args{worker, "--nodes", bed.urls(group),
-                                    "--counter-port", std::to_string(bed.counter_port()),
-                                    "--client", std::to_string(k),
-                                    "--history", (dir / (std::to_string(k) + ".jsonl")).string(),
-                                    "--until-ns", std::to_string(until), "--ttl", std::to_string(sc.ttl_ms),
-                                    "--wait", std::to_string(sc.wait_ms), "--max-ttl", std::to_string(sc.max_ttl_ms),
-                                    "--node-timeout", std::to_string(sc.node_timeout_ms), "--hold-ms", crew.hold_ms,
-                                    "--rest-ms", crew.rest_ms, "--resource", crew.resource};
-      if (a.tls) args.insert(args.end(), {"--tls-ca", bed.ca_file()});
-      if (sc.greedy) args.push_back("--greedy");
-      if (crew.threads > 1) args.insert(args.end(), {"--threads", std::to_string(crew.threads)});
-      if (crew.resources > 1) args.insert(args.end(), {"--resources", std::to_string(crew.resources)});
-      if (sc.quarantine) args.push_back("--quarantine");
-      if (sc.polling) args.push_back("--polling");
-      if (sc.fair) args.push_back("--fair");
-      if (sc.permits > 0) args.insert(args.end(), {"--permits", std::to_string(sc.permits)});
-      if (sc.shared_pct > 0) args.insert(args.end(), {"--shared-pct", std::to_string(sc.shared_pct)});
-      if (sc.stall_timeout_ms > 0) args.insert(args.end(), {"--stall-timeout", std::to_string(sc.stall_timeout_ms)});
-      if (crew.leases > 0) args.insert(args.end(), {"--leases", std::to_string(crew.leases)});
-      if (!crew.lease_hold_ms.empty()) args.insert(args.end(), {"--lease-hold-ms", crew.lease_hold_ms});
-      std::vector<std::pair<std::string, std::string>> env;
-      if (!sc.sabotage.empty()) env.emplace_back("REDLOCK_SABOTAGE", sc.sabotage);
-      if (sc.worker_clock_rate != 1.0) {
-        env.emplace_back("LD_PRELOAD", skew_lib);
-        env.emplace_back("SKEWCLOCK_RATE", std::to_string(sc.worker_clock_rate));
-        // In a sanitizer build the shim is preloaded ahead of the ASan runtime,
-        // which ASan would refuse; the shim does no allocation, so that is safe.
-        const char* asan = std::getenv("ASAN_OPTIONS");
-        env.emplace_back("ASAN_OPTIONS", std::string(asan != nullptr ? asan : "") +
-                                             (asan != nullptr && *asan != '\0' ? ":" : "") +
-                                             "verify_asan_link_order=0");
-      }
-      stage.workers.push_back(spawn(std::move(args), std::move(env)));
+      start_worker(k, crew, k >= workers - sc.group_b ? 1 : 0);
     }
+  }
+  std::unique_ptr<LeaderLookout> lookout;
+  if (sc.election) {
+    lookout = std::make_unique<LeaderLookout>(bed, sc.quarantine, std::chrono::milliseconds{sc.node_timeout_ms},
+                                              crews.front().resource);
+    stage.await_leader = [&](std::chrono::milliseconds within) {
+      const int leader = lookout->leader(within);
+      // Only a worker of this run that still lives is ours to hurt.
+      const bool ours = leader >= 0 && static_cast<std::size_t>(leader) < stage.workers.size() &&
+                        stage.killed.count(static_cast<std::size_t>(leader)) == 0;
+      return ours ? leader : -1;
+    };
+    stage.replace = [&](std::size_t victim, const std::string& what) {
+      bed.kill_process(*stage.workers.at(victim), what);
+      stage.killed.insert(victim);
+      start_worker(static_cast<int>(stage.workers.size()), crews.front(), 0);
+    };
   }
 
   auto plan = sc.nemesis(duration_ms, rng);
@@ -516,13 +542,14 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     // them) are skipped. Every worker runs again, every master is healed,
     // and the workers end their turns and release what they hold.
     t_stop = monotonic_ns();
-    for (auto& w : stage.workers) bed.resume_process(*w);
+    for (std::size_t k = 0; k < stage.workers.size(); ++k)
+      if (stage.killed.count(k) == 0) bed.resume_process(*stage.workers[k]);
     bed.heal_all();
-    for (auto& w : stage.workers) w->signal(SIGTERM);
+    for (auto& w : stage.workers) w->signal(SIGTERM);  // a no-op on the killed (reaped)
   }
   const auto slack = std::chrono::milliseconds{sc.wait_ms + sc.ttl_ms + 10000};
   const auto stopped = redlock::BootClock::time_point(std::chrono::nanoseconds(t_stop));  // CLOCK_BOOTTIME
-  const WorkerExits exits = wait_all(stage.workers, stopped + slack);
+  const WorkerExits exits = wait_all(stage.workers, stage.killed, stopped + slack);
   bed.heal_all();
   const std::int64_t t_end = monotonic_ns();
 
@@ -585,8 +612,14 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   // its own evidence) — with readers, some of them together; one with a
   // target must have reached it.
   const bool readers_shared = sc.shared_pct == 0 || result.shared_overlaps > 0;
+  // An election's evidence: leaders were elected, the faults made failovers,
+  // and (where asked) a paused ex-leader's late write met the fence.
+  const ElectionResult& el = result.election;
+  const bool election_shown = !sc.election || (el.elections > 0 && el.failovers >= static_cast<std::size_t>(sc.min_failovers) &&
+                                               (!sc.late_write_refused || el.late_writes_refused > 0));
+  const bool took = sc.election ? election_shown : result.acquisitions > 0 && readers_shared;
   const bool ran = exits.killed == 0 && exits.failed == 0 && slow_failures == 0 &&
-                   (sc.expect == Expect::violation || (result.acquisitions > 0 && readers_shared)) &&
+                   (sc.expect == Expect::violation || took) &&
                    (!sc.majority_down || outage_failures > 0) &&
                    result.acquisitions >= static_cast<std::size_t>(target);
   // Leases: every attempt took its lease, and none was lost (a majority
@@ -629,6 +662,8 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   j["workers"] = workers;
   j["workers_killed"] = exits.killed;
   j["workers_failed"] = exits.failed;
+  if (!exits.failures.empty()) j["workers_failures"] = exits.failures;
+  for (const auto& f : exits.failures) std::fprintf(stderr, "chaos: %s: worker %s\n", sc.name.c_str(), f.c_str());
   if (!sc.sabotage.empty()) j["sabotage"] = sc.sabotage;
   if (sc.shared_pct > 0) {
     j["shared_pct"] = sc.shared_pct;
@@ -653,6 +688,11 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     j["max_grant_gap_bound_ms"] = sc.max_grant_gap_ms;
     j["lively"] = lively;
   }
+  if (sc.election) {
+    j["election_shown"] = election_shown;
+    j["min_failovers"] = sc.min_failovers;
+    j["workers_replaced"] = stage.killed.size();
+  }
   if (sc.majority_down) {
     j["successes_during_majority_outage"] = outage_successes;
     j["failures_during_majority_outage"] = outage_failures;
@@ -661,6 +701,9 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
 
   fs::create_directories(a.out_dir);
   const std::string svg = (fs::path(a.out_dir) / (sc.name + ".svg")).string();
+  if (sc.election) {  // the leaders' terms are the bars
+    for (auto& w : leadership_windows(result.election)) result.windows.push_back(std::move(w));
+  }
   std::ofstream(svg) << timeline(result, faults, t0, t_end, sc.name + ": " + sc.about);
   j["timeline"] = svg;
   std::ofstream(fs::path(a.out_dir) / (sc.name + ".json")) << j.dump(2) << "\n";
@@ -726,6 +769,25 @@ int main(int argc, char** argv) {
                   j.value("clients_served", std::size_t{0}), j.value("clients_asking", std::size_t{0}),
                   j.value("min_client_acquisitions", std::size_t{0}), 100.0 * j.value("overtaking_share", 0.0),
                   static_cast<long long>(kOvertakeMs), j.value("lively", true) ? "" : ": NOT LIVELY");
+    }
+    if (j.contains("election")) {
+      const json& e = j["election"];
+      std::printf("%-22s %zu leaders elected, %zu failovers (%zu kills, %zu deposed across a pause), %zu overlaps "
+                  "(%zu excused by a pause, %zu by the slack), %zu told late (longest %lld ms), %zu terms out of order; "
+                  "%zu store writes, %zu refused, %zu late (%zu refused), %zu against the store's rule, %zu acts "
+                  "past a leadership%s\n",
+                  "", e.value("elections", std::size_t{0}), e.value("failovers", std::size_t{0}),
+                  e.value("kills", std::size_t{0}), e.value("pauses", std::size_t{0}),
+                  e.value("leader_overlaps", std::size_t{0}), e.value("excused_by_pause", std::size_t{0}),
+                  e.value("excused_by_slack", std::size_t{0}), e.value("late_deposals", std::size_t{0}),
+                  e.value("max_told_delay_ms", 0LL), e.value("term_regressions", std::size_t{0}),
+                  e.value("fenced_writes", std::size_t{0}), e.value("fenced_refused", std::size_t{0}),
+                  e.value("late_writes", std::size_t{0}), e.value("late_writes_refused", std::size_t{0}),
+                  e.value("fence_order_violations", std::size_t{0}) + e.value("bad_refusals", std::size_t{0}) +
+                      e.value("unelected_writes", std::size_t{0}),
+                  e.value("acted_late", std::size_t{0}),
+                  j.value("election_shown", true) ? "" : ": NOT ENOUGH SHOWN");
+      for (const auto& ex : e["examples"]) std::printf("%-22s   %s\n", "", ex.get<std::string>().c_str());
     }
     if (j.contains("target_acquisitions")) {
       std::printf("%-22s %zu of %ld acquisitions (%s) in %.0f s, %.0f/s, on %zu resources; %zu stale writes; "

@@ -326,6 +326,37 @@ std::vector<Action> soak(int d, std::mt19937& rng, const SoakMix& mix) {
   return plan;
 }
 
+// leader_faults: the nemesis of the election scenarios, against whoever
+// leads at the moment (the masters' reading): every 1.25 s the leader is
+// killed (SIGKILL; a fresh worker takes its place), and 450 ms later the
+// leader then — elected after the kill — is stopped (SIGSTOP) for 700 ms,
+// over twice the TTL of 300 ms: its lease runs out while it is stopped, a
+// new leader is elected and beats, and the stopped one, mostly stopped in
+// its work between its leading() check and its write, writes late once it
+// runs again. A 3 s run has two kills and two pauses.
+std::vector<Action> leader_faults(int d, std::mt19937&) {
+  constexpr int kPauseAfter = 450, kPause = 700, kCycle = 1250;
+  constexpr std::chrono::milliseconds kWithin{2000};
+  std::vector<Action> plan;
+  for (int t = at(d, 0.05); t + kPauseAfter + kPause < at(d, 0.95); t += kCycle) {
+    plan.push_back({t, [kWithin](Stage& s) {
+                      const int k = s.await_leader(kWithin);
+                      if (k >= 0) s.replace(static_cast<std::size_t>(k), "kill client " + std::to_string(k) + " (leader)");
+                    }});
+    auto paused = std::make_shared<int>(-1);
+    plan.push_back({t + kPauseAfter, [kWithin, paused](Stage& s) {
+                      *paused = s.await_leader(kWithin);
+                      if (*paused < 0) return;
+                      s.bed.pause_process(*s.workers[static_cast<std::size_t>(*paused)],
+                                          "pause client " + std::to_string(*paused) + " (leader)");
+                    }});
+    plan.push_back({t + kPauseAfter + kPause, [paused](Stage& s) {
+                      if (*paused >= 0) s.bed.resume_process(*s.workers[static_cast<std::size_t>(*paused)]);
+                    }});
+  }
+  return plan;
+}
+
 std::vector<Scenario> build() {
   std::vector<Scenario> all;
   auto add = [&](Scenario s) { all.push_back(std::move(s)); };
@@ -604,6 +635,18 @@ std::vector<Scenario> build() {
        .proxied = true,
        .group_b = 4,
        .shared_pct = 60});
+  add({.name = "election-kill-pause",
+       .about = "four candidates for one leader (lease TTL 300 ms) beating into a fenced store: the leader killed "
+                "(a fresh candidate replaces it), then the next one stopped past its TTL, twice; one leader at a "
+                "time, terms increasing, the paused one's late write refused",
+       .workers = 4,
+       .ttl_ms = 300,
+       .hold_ms = "10:30",
+       .rest_ms = "0:0",  // all work: a pause lands between a leading() check and its write
+       .nemesis = leader_faults,
+       .election = true,
+       .min_failovers = 3,
+       .late_write_refused = true});
   add(slow_replies_scenario("broken-no-elapsed",
                             "broken client: validity ignores the round's duration; slow replies must show overlaps",
                             "no_elapsed"));

@@ -1,9 +1,11 @@
 // scenario.hpp — the named, repeatable chaos runs and their pass criteria.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,11 +19,21 @@ namespace redlock::chaos {
 // purpose, and the checker must catch it (a violation > 0).
 enum class Expect { safe, violation };
 
-// Stage — what the nemesis may touch while a scenario runs.
+// Stage — what the nemesis may touch while a scenario runs. workers[k] is
+// the process of client k.
 struct Stage {
   ChaosBed& bed;
   std::vector<std::unique_ptr<support::Process>> workers;
   std::mt19937& rng;
+  // Elections only: await_leader returns the client that leads the
+  // scenario's election now, as the masters say (Client::leader), waiting
+  // up to `within` for one (-1: none came); replace kills client k's
+  // process (SIGKILL, recorded as "kill client K …") and starts a fresh
+  // worker in its place, with the next client number. `killed`: the
+  // workers so ended, not waited for at the run's end.
+  std::function<int(std::chrono::milliseconds within)> await_leader;
+  std::function<void(std::size_t k, const std::string& what)> replace;
+  std::set<std::size_t> killed;
 };
 
 struct Action {
@@ -146,6 +158,14 @@ struct Scenario {
   // least once. 0: not checked. The runner reports these figures, and the
   // longest gap after the last fault ended, for every scenario.
   long max_grant_gap_ms = 0;
+  // election: the workers are candidates for leader of the election
+  // `chaos` (worker --election): the elected one beats into the fenced
+  // store; the verdict is the election checker's (election_check.hpp). A
+  // safe one passes only with at least `min_failovers` failovers and, with
+  // `late_write_refused`, a paused ex-leader's late write refused.
+  bool election = false;
+  int min_failovers = 0;
+  bool late_write_refused = false;
   // on_demand: runs only when named (--scenario); never in the suite, short
   // or long (an hour's soak has no place in CI).
   bool on_demand = false;

@@ -10,6 +10,7 @@
 //                [--greedy] [--quarantine] [--polling] [--fair] [--threads T] [--rest-ms A:B]
 //                [--permits P | --shared-pct N]
 //                [--stall-timeout MS] [--leases M [--lease-hold-ms A:B]] [--resources K]
+//                [--election]
 // With --threads T the process runs T clients (ids (N+1)*100 + 0..T-1, apart
 // from every single client's N) on one shared, thread-safe redlock::Client,
 // each with its own counter connection.
@@ -27,6 +28,17 @@
 // "lost" for each whose on_lost runs, a "release" per lease at the end. With
 // --lease-hold-ms A:B too it holds them A-B ms at a time, releases them and
 // takes them anew, until the run's end.
+// With --election it is instead a candidate for leader of the election R
+// (Client::campaign, identity "chaos-N", lease TTL --ttl) until the run's
+// end: elected, it logs "elected" and then, while leading() (asked before
+// each beat), works --hold-ms and writes "term T beat k" under its term to
+// the fenced store (FencedStore, key "R:beat", in the counter redis),
+// logging each write ("fenced") and resting --rest-ms; it stops at a
+// refusal (a newer term wrote). The leading() check is not repeated between
+// the work and the write: a leader stopped during its work writes late,
+// which only the store's fence can refuse. Its end is logged as "deposed"
+// (stamped in on_deposed) or "resigned" (at the run's end, stamped before
+// resign()); then it runs again.
 // SIGTERM ends the run early, as its end would: the runner's way to stop a
 // run that has what it needs. Exit 0 after the run; 2 on bad arguments or
 // an unusable config.
@@ -49,6 +61,7 @@
 #include <vector>
 
 #include "history.hpp"
+#include "redlock/fenced_store.hpp"
 #include "redlock/redlock.hpp"
 
 using namespace redlock;
@@ -72,6 +85,7 @@ struct Args {
   long lease_hold_min = 0, lease_hold_max = 0;  // 0:0: hold the leases for the whole run
   bool greedy = false, quarantine = false, polling = false;
   bool fair = false;                // every acquire waits in fair order (AcquireOptions::fair)
+  bool election = false;            // a candidate for leader of `resource` instead of the counter loop
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -100,6 +114,7 @@ Args parse(int argc, char** argv) {
     if (k == "--quarantine") { a.quarantine = true; continue; }
     if (k == "--polling") { a.polling = true; continue; }
     if (k == "--fair") { a.fair = true; continue; }
+    if (k == "--election") { a.election = true; continue; }
     if (i + 1 >= argc) usage(k + ": needs a value");
     const char* v = argv[++i];
     if (k == "--nodes") a.nodes = v;
@@ -199,6 +214,7 @@ class Stop {
         requested_ = true;
       }
       cv_.notify_all();
+      source_.request_stop();
     });
   }
   // Ends the waiter if no SIGTERM came: this one is for it alone.
@@ -210,6 +226,9 @@ class Stop {
   Stop& operator=(const Stop&) = delete;
 
   bool reached() const { return requested_ || monotonic_ns() >= until_; }
+  // token: requested on SIGTERM (a campaign's cancel); until_ns: the run's end.
+  std::stop_token token() const { return source_.get_token(); }
+  std::int64_t until_ns() const { return until_; }
   // wait returns at the run's end; wait_until at `t_ns` (CLOCK_BOOTTIME)
   // if that comes first.
   void wait() { wait_until(until_); }
@@ -225,6 +244,7 @@ class Stop {
   std::atomic<bool> requested_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+  std::stop_source source_;
   std::thread waiter_;
 };
 
@@ -399,6 +419,109 @@ void hold_leases(const Args& a, int id, Client& client, History& history, Stop& 
   } while (!stop.reached());
 }
 
+// Told — when on_deposed told a leadership it ended, and why; shared with
+// the callback, which may outlive the campaign's call.
+struct Told {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::int64_t t = 0;
+  std::string why;
+};
+
+std::int64_t ns_of(BootClock::time_point t) {  // BootClock is CLOCK_BOOTTIME
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// lead_beats is one leadership: beats while leading() and the run goes on,
+// then its end, deposed or resigned, in the history.
+void lead_beats(const Args& a, int id, Leadership& lead, Told& told, FencedStore& store, History& history,
+                const Stop& stop, std::mt19937& rng) {
+  std::uniform_int_distribution<long> work(a.hold_min, a.hold_max);
+  std::uniform_int_distribution<long> rest(a.rest_min, a.rest_max);
+  const std::int64_t term = static_cast<std::int64_t>(lead.term());
+  const std::string key = a.resource + ":beat";
+  for (std::int64_t k = 1; !stop.reached(); ++k) {
+    const std::int64_t checked = monotonic_ns();  // before the check: leading() was true after this
+    if (!lead.leading()) break;
+    std::this_thread::sleep_for(milliseconds{work(rng)});
+    Event w = base(EventType::fenced, id, a.resource);
+    w.term = term;
+    w.beat = k;
+    w.checked = checked;
+    auto wrote = store.write(key, lead.term(), "term " + std::to_string(term) + " beat " + std::to_string(k));
+    w.replied = monotonic_ns();
+    if (wrote) {
+      w.accepted = wrote->accepted;
+      w.highest = static_cast<std::int64_t>(wrote->highest);
+    } else {
+      w.error = wrote.error().to_string();
+    }
+    history.add(w);
+    if (wrote && !wrote->accepted) break;  // a newer term wrote: not the leader any more
+    std::this_thread::sleep_for(milliseconds{rest(rng)});
+  }
+  const std::int64_t before_resign = monotonic_ns();
+  if (lead.leading()) {
+    Event r = base(EventType::resigned, id, a.resource);
+    r.t = before_resign;
+    r.term = term;
+    r.deadline = ns_of(lead.lease().deadline());
+    history.add(r);
+    (void)lead.resign();
+    return;
+  }
+  // Deposed: on_deposed runs on the loop thread as soon as it runs past the
+  // deadline (or hears the lease lost); wait for it rather than guess.
+  Event d = base(EventType::deposed, id, a.resource);
+  {
+    std::unique_lock<std::mutex> lock(told.mu);
+    told.cv.wait_for(lock, std::chrono::seconds{5}, [&] { return told.t != 0; });
+    d.t = told.t != 0 ? told.t : monotonic_ns();
+    d.error = told.t != 0 ? told.why : "on_deposed not told within 5 s of the leadership's end";
+  }
+  d.term = term;
+  d.deadline = ns_of(lead.lease().deadline());
+  history.add(d);
+}
+
+// campaign_until_end runs for leader of a.resource until the run's end.
+void campaign_until_end(const Args& a, int id, Client& client, History& history, const Stop& stop) {
+  auto at = parse_node_url("redis://127.0.0.1:" + std::to_string(a.counter_port));
+  if (!at) usage(at.error().to_string());
+  auto store = FencedStore::connect(*at);
+  if (!store) usage("fenced store: " + store.error().to_string());
+  std::mt19937 rng(static_cast<unsigned>(id * 7919 + monotonic_ns()));
+  while (!stop.reached()) {
+    auto told = std::make_shared<Told>();
+    CampaignOptions c;
+    c.identity = "chaos-" + std::to_string(id);
+    c.value = "client " + std::to_string(id);
+    c.ttl = milliseconds{a.ttl};
+    c.wait = milliseconds{std::max<std::int64_t>(1, (stop.until_ns() - monotonic_ns()) / 1'000'000)};
+    c.cancel = stop.token();
+    c.on_deposed = [told](const Error& why) {
+      const std::int64_t t = monotonic_ns();
+      {
+        std::lock_guard<std::mutex> lock(told->mu);
+        told->t = t;
+        told->why = why.to_string();
+      }
+      told->cv.notify_all();
+    };
+    auto lead = client.campaign(a.resource, std::move(c));
+    if (!lead) {
+      const Errc code = lead.error().code;
+      if (code == Errc::invalid_argument || code == Errc::config) usage("campaign: " + lead.error().to_string());
+      continue;  // the wait ran out (the run's end), cancelled, or a round failed: again while the run goes on
+    }
+    Event e = base(EventType::elected, id, a.resource);
+    e.term = static_cast<std::int64_t>(lead->term());
+    e.deadline = ns_of(lead->lease().deadline());
+    history.add(e);
+    lead_beats(a, id, *lead, *told, **store, history, stop, rng);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -419,6 +542,10 @@ int main(int argc, char** argv) {
   auto client = Client::create(config);
   if (!client) usage(client.error().to_string());
   History history(a.history);
+  if (a.election) {
+    campaign_until_end(a, a.client, **client, history, stop);
+    return 0;
+  }
   if (a.leases > 0) {
     hold_leases(a, a.client, **client, history, stop);
     return 0;

@@ -624,3 +624,248 @@ TEST_CASE("the SVG draws read locks' windows apart, and says how many shared and
   CHECK(svg.find("read lock window") != std::string::npos);
   CHECK(svg.find("shared overlaps 1 · torn reads 0") != std::string::npos);
 }
+
+// Elections (election_check.hpp): leaderships of resource "e", terms, the
+// fenced store's writes, and the client faults that excuse a late deposal.
+namespace {
+
+Event leader_event(EventType type, int c, double t, std::int64_t term, double deadline) {
+  Event e = ev(type, c, t, "e");
+  e.term = term;
+  e.deadline = ms(deadline);
+  return e;
+}
+Event elected(int c, double t, std::int64_t term, double deadline) {
+  return leader_event(EventType::elected, c, t, term, deadline);
+}
+Event deposed(int c, double t, std::int64_t term, double deadline) {
+  return leader_event(EventType::deposed, c, t, term, deadline);
+}
+Event resigned(int c, double t, std::int64_t term, double deadline) {
+  return leader_event(EventType::resigned, c, t, term, deadline);
+}
+// A store write of `term`: leading() checked at `checked`, sent at t,
+// answered 1 ms later — accepted, or refused naming `highest`.
+Event beat(int c, double checked, double t, std::int64_t term, bool accepted, std::int64_t highest = 0) {
+  Event e = ev(EventType::fenced, c, t, "e");
+  e.term = term;
+  e.checked = ms(checked);
+  e.replied = ms(t + 1);
+  e.accepted = accepted;
+  e.highest = accepted ? term : highest;
+  return e;
+}
+
+ElectionResult elect(std::vector<Event> events) {
+  std::reverse(events.begin(), events.end());  // the checker must not rely on input order
+  return check(CheckInput{std::move(events), {}, 0, ms(0), ms(3000)}).election;
+}
+
+}  // namespace
+
+TEST_CASE("an election: leaders one after another, terms rising, writes accepted — no violation") {
+  auto r = elect({elected(0, 0, 1, 300), beat(0, 10, 20, 1, true), beat(0, 40, 50, 1, true), resigned(0, 100, 1, 390),
+                  elected(1, 105, 2, 400), beat(1, 110, 120, 2, true), deposed(1, 400, 2, 400),
+                  elected(2, 420, 3, 700), beat(2, 430, 440, 3, true), resigned(2, 500, 3, 710)});
+  CHECK(r.elections == 3);
+  CHECK(r.failovers == 1);  // after client 1's deposal; client 0 resigned
+  CHECK(r.leader_overlaps == 0);
+  CHECK(r.term_regressions == 0);
+  CHECK(r.fenced_writes == 4);
+  CHECK(r.fenced_accepted == 4);
+  CHECK(r.late_writes == 0);
+  CHECK(election_violations(r) == 0);
+  REQUIRE(r.leaderships.size() == 3);
+  CHECK(r.leaderships[1].how == LeaderTerm::End::deposed);
+  CHECK(r.leaderships[1].acting_end == ms(400));
+}
+
+TEST_CASE("an election: two leaders at once are an overlap") {
+  // Client 0 still leads (its deadline 300) when client 1 is elected at 200.
+  auto r = elect({elected(0, 0, 1, 300), deposed(0, 300, 1, 300), elected(1, 200, 2, 500), resigned(1, 400, 2, 500)});
+  CHECK(r.leader_overlaps == 1);
+  CHECK(r.excused_by_pause + r.excused_by_slack == 0);
+  CHECK(election_violations(r) == 1);
+  CHECK(r.leaderships[0].overlapped);
+  CHECK(r.leaderships[1].overlapped);
+  REQUIRE(r.examples.size() == 1);
+  CHECK(r.examples[0].find("lead at once") != std::string::npos);
+  auto whole = check(CheckInput{{elected(0, 0, 1, 300), elected(1, 200, 2, 500)}, {}, 0, ms(0), ms(1000)});
+  CHECK(violation(whole));
+}
+
+TEST_CASE("an election: a leader paused past its deadline overlaps its successor, excused; its late write refused") {
+  // Client 0 (term 1, deadline 300) is stopped from 250 to 900, in its work
+  // after a leading() check at 240; client 1 is elected at 320 and writes;
+  // client 0 runs again, writes late (refused: term 2 wrote) and is told at 905.
+  std::vector<Event> h{elected(0, 0, 1, 300),       beat(0, 240, 901, 1, false, 2), deposed(0, 905, 1, 300),
+                       fault(250, 900, "pause client 0 (leader)"), elected(1, 320, 2, 600), beat(1, 330, 340, 2, true),
+                       resigned(1, 500, 2, 610)};
+  auto r = elect(h);
+  CHECK(r.leader_overlaps == 0);
+  CHECK(r.excused_by_pause == 1);
+  CHECK(r.late_deposals == 0);
+  CHECK(r.pauses == 1);
+  CHECK(r.failovers == 1);
+  CHECK(r.late_writes == 1);
+  CHECK(r.late_writes_refused == 1);
+  CHECK(r.acted_late == 0);
+  CHECK(election_violations(r) == 0);
+  CHECK(r.leaderships[0].paused_excuse);
+
+  SUBCASE("told too long after the SIGCONT: a late deposal, and the overlap is no longer excused") {
+    h[2] = deposed(0, 900 + 151, 1, 300);  // the slack is 150 ms
+    auto late = elect(h);
+    CHECK(late.late_deposals == 1);
+    CHECK(late.leader_overlaps == 1);
+    CHECK(election_violations(late) == 2);
+  }
+  SUBCASE("its late write accepted after the newer term's: against the fence rule") {
+    h[1] = beat(0, 240, 901, 1, true);
+    auto accepted = elect(h);
+    CHECK(accepted.fence_order_violations == 1);
+    CHECK(accepted.late_writes_accepted == 1);
+    CHECK(election_violations(accepted) == 1);
+  }
+  SUBCASE("not paused: told 605 ms after its deadline is late, and the overlap is not excused") {
+    h.erase(h.begin() + 3);
+    auto unpaused = elect(h);
+    CHECK(unpaused.late_deposals == 1);
+    CHECK(unpaused.leader_overlaps == 1);
+    CHECK(unpaused.excused_by_pause == 0);
+  }
+  SUBCASE("paused, but its deadline came after its successor's election: not excused") {
+    h[0] = elected(0, 0, 1, 330);
+    h[2] = deposed(0, 905, 1, 330);
+    auto r2 = elect(h);
+    CHECK(r2.leader_overlaps == 1);
+    CHECK(r2.late_deposals == 0);  // told in time after the SIGCONT, but it led when client 1 was elected
+  }
+}
+
+TEST_CASE("an election: told a few ms after the deadline, within the slack, is excused by the slack") {
+  auto r = elect({elected(0, 0, 1, 300), deposed(0, 320, 1, 300), elected(1, 310, 2, 600), resigned(1, 500, 2, 600)});
+  CHECK(r.leader_overlaps == 0);
+  CHECK(r.excused_by_slack == 1);
+  CHECK(r.max_told_delay_ms == 20);
+  CHECK(election_violations(r) == 0);
+}
+
+TEST_CASE("an election: a term that goes backward is caught, as is a term elected twice") {
+  auto r = elect({elected(0, 0, 5, 300), resigned(0, 100, 5, 300), elected(1, 200, 4, 500), resigned(1, 300, 4, 500)});
+  CHECK(r.term_regressions == 1);
+  CHECK(r.leader_overlaps == 0);
+  CHECK(election_violations(r) == 1);
+  REQUIRE(r.examples.size() == 1);
+  CHECK(r.examples[0].find("term 4") != std::string::npos);
+  auto twice = elect({elected(0, 0, 5, 300), resigned(0, 100, 5, 300), elected(1, 200, 5, 500)});
+  CHECK(twice.term_regressions == 1);
+}
+
+TEST_CASE("an election: a killed leader's leadership ends at its kill") {
+  auto r = elect({elected(0, 0, 1, 300), beat(0, 10, 20, 1, true), fault(100, 100, "kill client 0 (leader)"),
+                  elected(1, 400, 2, 700), resigned(1, 500, 2, 700)});
+  CHECK(r.kills == 1);
+  CHECK(r.failovers == 1);
+  CHECK(r.leader_overlaps == 0);
+  CHECK(r.leaderships[0].how == LeaderTerm::End::killed);
+  CHECK(r.leaderships[0].end == ms(100));
+  // A successor elected before the kill overlaps it: no excuse for a killed leader.
+  auto early = elect({elected(0, 0, 1, 300), fault(100, 100, "kill client 0 (leader)"), elected(1, 50, 2, 350)});
+  CHECK(early.leader_overlaps == 1);
+}
+
+TEST_CASE("an election: the fenced store's rule, writes outside leadership, and empty leaderships") {
+  SUBCASE("a write accepted below a term accepted before it") {
+    auto r = elect({elected(0, 0, 2, 300), beat(0, 10, 20, 2, true), resigned(0, 30, 2, 300), elected(1, 40, 1, 300),
+                    beat(1, 50, 60, 1, true)});
+    CHECK(r.fence_order_violations == 1);
+    CHECK(r.term_regressions == 1);
+  }
+  SUBCASE("writes whose times overlap are not ordered by the record") {
+    Event a = beat(0, 5, 20, 2, true), b = beat(1, 5, 20.5, 1, true);
+    auto r = elect({elected(0, 0, 2, 300), elected(1, 0, 1, 300), a, b});
+    CHECK(r.fence_order_violations == 0);
+  }
+  SUBCASE("a refusal naming a term not above the refused one") {
+    auto r = elect({elected(0, 0, 3, 300), beat(0, 10, 20, 3, false, 3), resigned(0, 30, 3, 300)});
+    CHECK(r.bad_refusals == 1);
+    CHECK(r.fenced_refused == 1);
+  }
+  SUBCASE("a write under a term its writer was never elected with") {
+    auto r = elect({elected(0, 0, 3, 300), beat(1, 10, 20, 3, true)});
+    CHECK(r.unelected_writes == 1);
+  }
+  SUBCASE("leading() found true after the deadline: acted late") {
+    auto r = elect({elected(0, 0, 3, 300), beat(0, 310, 320, 3, true), deposed(0, 330, 3, 300)});
+    CHECK(r.acted_late == 1);
+    CHECK(r.late_writes == 1);
+    CHECK(r.late_writes_accepted == 1);
+  }
+  SUBCASE("a resignation stamped at its deadline: leading() said true past it") {
+    auto r = elect({elected(0, 0, 3, 300), resigned(0, 300, 3, 300)});
+    CHECK(r.acted_late == 1);
+    CHECK(elect({elected(0, 0, 3, 300), resigned(0, 299, 3, 300)}).acted_late == 0);
+  }
+  SUBCASE("a write whose answer never came is counted apart and ordered nothing") {
+    Event lost = beat(0, 10, 20, 3, true);
+    lost.error = "redlock.store: timed out";
+    auto r = elect({elected(0, 0, 3, 300), lost, resigned(0, 30, 3, 300)});
+    CHECK(r.fenced_unanswered == 1);
+    CHECK(r.fenced_accepted == 0);
+    CHECK(election_violations(r) == 0);
+  }
+  SUBCASE("stamped elected after its own deadline (stopped right after winning): empty, out of the order") {
+    auto r = elect({elected(0, 0, 1, 300), resigned(0, 100, 1, 300), elected(2, 200, 3, 500), resigned(2, 480, 3, 500),
+                    elected(1, 600, 2, 150), deposed(1, 601, 2, 150)});
+    CHECK(r.empty_leaderships == 1);
+    CHECK(r.elections == 2);
+    CHECK(r.term_regressions == 0);
+    CHECK(r.leader_overlaps == 0);
+  }
+}
+
+TEST_CASE("an election's events round-trip, and to_json carries the election's verdict") {
+  Event f = beat(3, 10, 20, 7, false, 9);
+  f.beat = 12;
+  Event u = beat(3, 30, 40, 7, true);
+  u.error = "redlock.store: timed out";
+  Event d = deposed(3, 50, 7, 45);
+  d.error = "redlock.lost: validity deadline passed";
+  std::vector<Event> in{elected(3, 0, 7, 45), f, u, d, resigned(4, 60, 8, 99)};
+  std::string text;
+  for (const auto& e : in) text += to_json_line(e) + "\n";
+  std::string err;
+  auto out = parse_history(text, err);
+  CHECK(err.empty());
+  REQUIRE(out.size() == in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    CHECK(out[i].type == in[i].type);
+    CHECK(out[i].t == in[i].t);
+    CHECK(out[i].term == in[i].term);
+    CHECK(out[i].error == in[i].error);
+  }
+  CHECK(out[0].deadline == ms(45));
+  CHECK(out[1].beat == 12);
+  CHECK(out[1].checked == ms(10));
+  CHECK(out[1].replied == ms(21));
+  CHECK_FALSE(out[1].accepted);
+  CHECK(out[1].highest == 9);
+  CHECK(out[2].replied == 0);  // no answer: no answer's fields
+  CHECK(to_json_line(u).find("accepted") == std::string::npos);
+  std::string bad_err;
+  CHECK(parse_history(R"({"type":"elected","client":1,"t":5,"resource":"e","deadline":9})", bad_err).empty());
+  CHECK(bad_err.find("term") != std::string::npos);
+
+  auto r = check(CheckInput{{elected(0, 0, 1, 300), elected(1, 200, 2, 500)}, {}, 0, ms(0), ms(1000)});
+  auto j = to_json(r, "election-kill-pause", false);
+  CHECK(j["election"]["leader_overlaps"] == 1);
+  CHECK(j["election"]["violations"] == 1);
+  CHECK(j["violation"] == true);
+  CHECK(j["election"]["examples"].size() == 1);
+  CHECK_FALSE(to_json(run(sequential(4, 2)), "baseline", false).contains("election"));
+  const auto windows = leadership_windows(r.election);
+  REQUIRE(windows.size() == 2);
+  CHECK(windows[0].resource == "e (leader)");
+  CHECK(windows[0].overlapped);
+}
