@@ -184,6 +184,15 @@ Commands build(CLI::App& app, Args& a) {
       ->type_name("FILE");
   c.run->add_flag("--foreground", r.foreground,
                   "Give CMD the terminal (an interactive CMD: it reads the tty, Ctrl-C and Ctrl-Z reach it)");
+  c.run->add_flag("--campaign", r.campaign,
+                  "Run CMD only while elected leader of RESOURCE (REDLOCK_FENCE: the term); stopped when the "
+                  "leadership is lost, started again when re-elected; not with --permits, --shared, --fair, "
+                  "--max-hold");
+  c.run->add_option("--identity", r.identity,
+                    "--campaign: who the leader says it is (redlock leader shows it; default host:pid)")
+      ->type_name("NAME");
+  c.run->add_option("--value", r.value, "--campaign: what the leader tells (an address, say; default empty)")
+      ->type_name("TEXT");
   c.run->footer(
       std::string(kGlobalHelp) +
       "\nCMD runs in its own process group with REDLOCK_RESOURCE, REDLOCK_TOKEN and\n"
@@ -200,6 +209,12 @@ Commands build(CLI::App& app, Args& a) {
       "stops CMD with it. --foreground makes CMD's group the terminal's foreground\n"
       "group while it runs (when redlock's is), so the terminal's signals go to\n"
       "CMD directly; the kill schedule is the same.\n"
+      "\n--campaign NAME: a leader-elected daemon. CMD runs while this redlock leads the\n"
+      "election NAME (redlock leader NAME), with the term in REDLOCK_FENCE; a lost\n"
+      "leadership stops CMD as a lost lock does, then redlock campaigns again (for\n"
+      "as long as it takes) and starts CMD again when re-elected. -w bounds the first\n"
+      "election only (default: forever). When CMD exits by itself, redlock resigns\n"
+      "and exits with its status.\n"
       "\nExit status: CMD's (128+N if it died of signal N); the conflict code (1)\n"
       "when the lock is held by another; the unavailable code (69) when no quorum\n"
       "of masters is usable; the lost code (3) when the lease was lost; 125 when\n"
@@ -216,6 +231,7 @@ Commands build(CLI::App& app, Args& a) {
       "  redlock run --report runs.jsonl job -- ./job.sh   # one JSON line per run\n"
       "  redlock run --fair --wait 10m deploy -- ./deploy.sh   # deploys run in the order they came\n"
       "  redlock run --foreground -w 10s edit-config -- vi /etc/app.conf\n"
+      "  redlock run --campaign --value 10.0.0.7:8080 scheduler -- ./scheduler   # one leader runs it\n"
       "\nCMD starts at the first word after RESOURCE (options after it are CMD's);\n"
       "\"--\" before CMD is optional. DURATION: seconds unless a unit is given.\n");
 

@@ -1,4 +1,5 @@
-// run.cpp — `redlock run RESOURCE -- CMD [ARGS...]`.
+// run.cpp — `redlock run RESOURCE -- CMD [ARGS...]`; with --campaign,
+// run_campaign.cpp runs the same phases under a leadership, again and again.
 //
 // Two phases, one thread watching every catchable signal in both (signalfd:
 // the signals are blocked before the client's loop thread starts, so only
@@ -6,13 +7,13 @@
 //   acquire  the lease is taken on a helper thread; a signal whose default
 //            action ends a process cancels the wait (no command is run,
 //            exit 128+N); a wait that cannot make progress says so on
-//            stderr (first_then_wait).
-//   hold     the command runs in its own process group with REDLOCK_*
-//            in its environment while the lease's watchdog extends the
-//            lock. Every signal but CHLD, PIPE and the job-control ones is
-//            passed on to the group unchanged; TSTP/TTIN/TTOU stop the
-//            group, then us (as a shell would), CONT continues it. The group is
-//            terminated by KillSchedule (run_guard.hpp): --signal (SIGTERM)
+//            stderr (first_then_wait; run_wait.hpp).
+//   hold     (run_supervise.hpp) the command runs in its own process
+//            group with REDLOCK_* in its environment while the lease's
+//            watchdog extends the lock. Every signal but CHLD, PIPE and the
+//            job-control ones is passed on to the group unchanged;
+//            TSTP/TTIN/TTOU stop the group, then us (as a shell would), CONT
+//            continues it. The group is terminated by KillSchedule (run_guard.hpp): --signal (SIGTERM)
 //            at once when the lease is lost, or kill_after + margin before
 //            its validity deadline; SIGKILL margin before it. The guard
 //            process, forked before any thread, keeps the same schedule
@@ -30,6 +31,8 @@
 #include "run_child.hpp"
 #include "run_guard.hpp"
 #include "run_shared.hpp"
+#include "run_supervise.hpp"
+#include "run_wait.hpp"
 #include "signal_watch.hpp"
 
 #include <fcntl.h>
@@ -60,30 +63,65 @@ using clock = redlock::BootClock;
 
 }  // namespace
 
+RunSettings run_settings(const RunArgs& a) {
+  RunSettings s;
+  if (!a.ttl.empty()) s.ttl = parse_duration("--ttl", a.ttl, 1);
+  if (a.no_wait && !a.wait.empty()) throw UsageError("--wait and --no-wait: give only one of them");
+  s.wait_forever = !a.no_wait && a.wait.empty();
+  s.wait = a.no_wait ? milliseconds{0}
+           : s.wait_forever ? milliseconds{std::numeric_limits<int>::max()}
+                            : parse_duration("--wait", a.wait, 0);
+  if (!a.kill_after.empty()) s.kill_after_asked = parse_duration("--kill-after", a.kill_after, 0);
+  if (!a.conflict_exit_code.empty()) s.conflict_code = parse_int("--conflict-exit-code", a.conflict_exit_code, 0, 255);
+  if (!a.unavailable_exit_code.empty())
+    s.unavailable_code = parse_int("--unavailable-exit-code", a.unavailable_exit_code, 0, 255);
+  if (!a.lost_exit_code.empty()) s.lost_code = parse_int("--lost-exit-code", a.lost_exit_code, 0, 255);
+  if (!a.signal.empty()) s.term_signal = parse_signal("--signal", a.signal);
+  return s;
+}
+
+KillTimes kill_times(const RunArgs& a, const RunSettings& s, milliseconds ttl) {
+  KillTimes k{ttl, kill_margin(ttl), std::min(s.kill_after_asked, max_kill_after(ttl))};  // the default fits any TTL
+  if (!a.kill_after.empty() && s.kill_after_asked > k.kill_after)
+    throw UsageError("--kill-after: " + quote(a.kill_after) + " (" + std::to_string(s.kill_after_asked.count()) +
+                     " ms) does not fit a lease of " + std::to_string(ttl.count()) + " ms: " +
+                     signal_name(s.term_signal) + " is sent --kill-after + " + std::to_string(k.margin.count()) +
+                     " ms before the lease's validity deadline, so at most TTL/3 - " +
+                     std::to_string(k.margin.count()) + " = " + std::to_string(k.kill_after.count()) + " ms");
+  return k;
+}
+
+std::unique_ptr<RunReport> open_report(const Globals& g, const RunArgs& a) {
+  auto r = std::make_unique<RunReport>();
+  r->report.as_json = use_json(g, false);
+  if (!a.report_file.empty()) {
+    // Opened now: a report that cannot be written is a usage error before
+    // anything is locked or run.
+    r->file.emplace(::open(a.report_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666));
+    if (r->file->fd < 0) throw UsageError("--report: " + quote(a.report_file) + ": " + std::strerror(errno));
+    r->report.fd = r->file->fd;
+  }
+  return r;
+}
+
 int run_command(const Globals& g, const RunArgs& a) {
   check_resource(a.resource);
   if (a.command.empty())
     throw UsageError("run: no command given after \"--\" (redlock run RESOURCE -- CMD [ARGS...])");
   if (a.command.front().empty()) throw UsageError("run: CMD: must not be empty");
+  const RunSettings settings = run_settings(a);
+  if (a.campaign) return campaign_command(g, a, settings);
+  if (!a.identity.empty() || !a.value.empty())
+    throw UsageError(std::string(!a.identity.empty() ? "--identity" : "--value") +
+                     ": only with --campaign (the leader's identity and value)");
   LeaseOptions lo;
-  if (!a.ttl.empty()) lo.acquire.ttl = parse_duration("--ttl", a.ttl, 1);
-  if (a.no_wait && !a.wait.empty()) throw UsageError("--wait and --no-wait: give only one of them");
-  const bool wait_forever = !a.no_wait && a.wait.empty();
-  lo.acquire.wait = a.no_wait ? milliseconds{0}
-            : wait_forever ? milliseconds{std::numeric_limits<int>::max()}
-                           : parse_duration("--wait", a.wait, 0);
-  const milliseconds kill_after_asked =
-      a.kill_after.empty() ? milliseconds{1000} : parse_duration("--kill-after", a.kill_after, 0);
+  lo.acquire.ttl = settings.ttl;
+  lo.acquire.wait = settings.wait;
   if (!a.max_hold.empty()) lo.max_hold = parse_duration("--max-hold", a.max_hold, 1);
-  const int conflict_code =
-      a.conflict_exit_code.empty() ? kExitNotDone : parse_int("--conflict-exit-code", a.conflict_exit_code, 0, 255);
-  const int unavailable_code = a.unavailable_exit_code.empty()
-                                   ? kExitUnavailable
-                                   : parse_int("--unavailable-exit-code", a.unavailable_exit_code, 0, 255);
-  const int lost_code =
-      a.lost_exit_code.empty() ? kRunLostDefault : parse_int("--lost-exit-code", a.lost_exit_code, 0, 255);
-  const int term_signal = a.signal.empty() ? SIGTERM : parse_signal("--signal", a.signal);
-  const std::string term_name = signal_name(term_signal);
+  const int conflict_code = settings.conflict_code;
+  const int unavailable_code = settings.unavailable_code;
+  const int lost_code = settings.lost_code;
+  const int term_signal = settings.term_signal;
   // The library refuses a fair lock with a fence (invalid_argument); say so
   // before anything is connected or run.
   if (a.fair && a.fence)
@@ -102,57 +140,34 @@ int run_command(const Globals& g, const RunArgs& a) {
   lo.acquire.shared = a.shared;
   lo.auto_extend = true;
 
-  Report report;
-  report.as_json = use_json(g, false);
-  std::optional<Fd> report_file;
-  if (!a.report_file.empty()) {
-    // Opened now: a report that cannot be written is a usage error before
-    // anything is locked or run.
-    report_file.emplace(::open(a.report_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666));
-    if (report_file->fd < 0) throw UsageError("--report: " + quote(a.report_file) + ": " + std::strerror(errno));
-    report.fd = report_file->fd;
-  }
+  std::unique_ptr<RunReport> reporting = open_report(g, a);
+  Report& report = reporting->report;
   report.j = {{"command", "run"}};
   put_name(report.j, "resource", a.resource);
   if (lo.acquire.permits > 0) report.j["permits"] = lo.acquire.permits;
   if (lo.acquire.shared) report.j["shared"] = true;
-  const std::int64_t started_us = unix_us_now();
   const auto started = clock::now();
-  report.j["started_at_us"] = started_us;
+  report.j["started_at_us"] = unix_us_now();
 
   // Signals first: the client's loop thread inherits the blocked mask.
   // Every catchable one, read as data: none ends us with its default action.
   SignalWatch signals(SignalWatch::catchable_unignored());
-  Fd acquired_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto lost = std::make_shared<LostSignal>();
   Fd lost_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (acquired_efd.fd < 0 || lost_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  Fd rounds_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (lost_efd.fd < 0 || rounds_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
   lost->efd = lost_efd.fd;
-  lo.on_lost = [lost](const Error& e) {
-    std::lock_guard<std::mutex> guard(lost->mu);
-    if (lost->reason) return;
-    lost->reason = e.to_string();
-    lost->at_us = unix_us_now();
-    notify(lost->efd);
-  };
+  lo.on_lost = tell_loss(lost);
 
   Config config = load_config(g);
-  Fd rounds_efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (rounds_efd.fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-  std::shared_ptr<FairRounds> fair_rounds;
+  std::shared_ptr<WaitRounds> fair_rounds;
   if (lo.acquire.fair) {
-    fair_rounds = std::make_shared<FairRounds>(rounds_efd.fd);
+    fair_rounds = std::make_shared<WaitRounds>(rounds_efd.fd);
     config.options.observer = fair_rounds;
   }
-  const milliseconds ttl = lo.acquire.ttl.count() > 0 ? lo.acquire.ttl : config.options.default_ttl;
-  const milliseconds margin = kill_margin(ttl);
-  const milliseconds kill_after = std::min(kill_after_asked, max_kill_after(ttl));  // the default fits any TTL
-  if (!a.kill_after.empty() && kill_after_asked > kill_after)
-    throw UsageError("--kill-after: " + quote(a.kill_after) + " (" + std::to_string(kill_after_asked.count()) +
-                     " ms) does not fit a lease of " + std::to_string(ttl.count()) + " ms: " + term_name +
-                     " is sent --kill-after + " + std::to_string(margin.count()) +
-                     " ms before the lease's validity deadline, so at most TTL/3 - " +
-                     std::to_string(margin.count()) + " = " + std::to_string(kill_after.count()) + " ms");
+  const KillTimes times =
+      kill_times(a, settings, lo.acquire.ttl.count() > 0 ? lo.acquire.ttl : config.options.default_ttl);
+  const milliseconds ttl = times.ttl;
 
   Guard guard;  // forked now: no thread exists yet
   Result<std::unique_ptr<Client>> created = Client::create(std::move(config));
@@ -170,7 +185,7 @@ int run_command(const Globals& g, const RunArgs& a) {
     // Not with --json alone: stderr is then the report's.
     if (report.human() || report.fd >= 0) std::cerr << "redlock: run: waiting: " << note << '\n' << std::flush;
   };
-  std::thread acquirer([&] {
+  const WaitEnd waited_end = wait_watching_signals({signals, cancel, fair_rounds.get(), *client, say_waiting}, [&] {
     const auto attempt = [&](milliseconds wait) {
       LeaseOptions o = lo;
       o.acquire.wait = wait;
@@ -179,40 +194,13 @@ int run_command(const Globals& g, const RunArgs& a) {
     // --fair: one call, so that the waiter keeps the place it took when it
     // joined the queue (a first try and a second call would join twice).
     auto waited = lo.acquire.fair ? Waited<Lease>{attempt(lo.acquire.wait), 0, {}}
-                          : first_then_wait<Lease>(*client, lo.acquire.wait, attempt, say_waiting);
+                                  : first_then_wait<Lease>(*client, lo.acquire.wait, attempt, say_waiting);
     earlier_attempts = waited.earlier_attempts;
-    if (!lo.acquire.fair) stuck = std::move(waited.stuck);  // --fair: the loop below keeps it
+    if (!lo.acquire.fair) stuck = std::move(waited.stuck);  // --fair: the rounds keep it
     taken.emplace(std::move(waited.result));
-    notify(acquired_efd.fd);
   });
-  int interrupted = 0;
-  StuckNotes fair_notes;
-  for (bool done = false; !done;) {
-    pollfd fds[3] = {{signals.fd(), POLLIN, 0}, {acquired_efd.fd, POLLIN, 0}, {rounds_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0 && errno != EINTR) break;
-    if ((fds[2].revents & POLLIN) != 0) {
-      drain(rounds_efd.fd);
-      // Only when a note would be said: with masters in quarantine, making
-      // one asks every master.
-      if (std::optional<FairRounds::Round> r = fair_rounds->last(); r && fair_notes.due() && interrupted == 0) {
-        stuck = stuck_note(*client, r->code, r->nodes);
-        if (std::string line = fair_notes.line(stuck); !line.empty()) say_waiting(line);
-      }
-    }
-    for (int sig = signals.next(); sig != 0; sig = signals.next()) {
-      if (cancels_wait(sig) && interrupted == 0) {
-        interrupted = sig;
-        cancel.request_stop();
-      }
-      if (is_job_stop(sig)) ::raise(SIGSTOP);  // no command yet: only we stop
-    }
-    if ((fds[1].revents & POLLIN) != 0) done = true;
-  }
-  acquirer.join();
-  if (interrupted != 0 && fair_rounds) {
-    // Why the fair wait was stuck, if it was, as of its last round.
-    if (std::optional<FairRounds::Round> r = fair_rounds->last()) stuck = stuck_note(*client, r->code, r->nodes);
-  }
+  const int interrupted = waited_end.interrupted;
+  if (lo.acquire.fair) stuck = waited_end.stuck;
   Result<Lease>& result = *taken;
   const auto acquired = clock::now();
 
@@ -239,12 +227,13 @@ int run_command(const Globals& g, const RunArgs& a) {
         // -q, or flock's -n -E 0 ("skip if running"): a conflict is said by
         // the exit status alone; an outage still speaks.
         std::cerr << "redlock: run: " << quote(a.resource) << " not acquired"
-                  << (a.no_wait || wait_forever ? "" : " within " + format_duration(lo.acquire.wait))
+                  << (a.no_wait || settings.wait_forever ? "" : " within " + format_duration(lo.acquire.wait))
                   << (outage ? " (no quorum of usable masters)" : "") << ": " << escaped(e.to_string()) << '\n';
       }
     }
     return status;
   }
+
   Lease lease = std::move(*result);
   report.j["acquired"] = true;
   report.j["token"] = lease.token();
@@ -329,152 +318,26 @@ int run_command(const Globals& g, const RunArgs& a) {
     return finish_with_release(status);
   }
   report.j["child_pid"] = child.pid;
-  const pid_t group = child.pid;  // its process group's id
 
-  KillSchedule plan(kill_after, margin, lease.deadline());
-  guard.watch(group, kill_after, margin, plan.deadline(), term_signal);
-  // How often a moved deadline reaches the guard: far inside the third of
-  // the validity that an extension has before SIGTERM's point.
-  const milliseconds sync_every = std::clamp(ttl / 20, milliseconds{5}, milliseconds{200});
-  // Messages never stop the supervision: one that cannot be written is dropped.
-  auto tell = [&](const std::string& text) noexcept {
-    try {
-      if (report.human()) std::cerr << terminal_safe("redlock: run: " + text) << '\n';
-    } catch (...) {
-    }
-  };
-
-  std::optional<std::string> lost_reason;
-  // check_lost: the lease's loss, once — the group's termination first, the message after.
-  auto check_lost = [&] {
-    std::optional<std::string> reason;
-    {
-      std::lock_guard<std::mutex> guard_lost(lost->mu);
-      reason = lost->reason;
-    }
-    if (!reason || lost_reason) return;
-    const bool term_sent = plan.terminating();  // else the SIGTERM step below says it
-    plan.request_termination();
-    lost_reason = std::move(reason);
-    if (term_sent) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
-  };
-  std::optional<int> child_wstatus;  // CMD's, once it exited (reaped at once)
-  bool rest_killed = false;          // SIGKILL sent to what CMD left of a lost lease's group
-  bool group_empty = false;
-  bool failed = false;  // an unexpected error was reported (once)
-  while (!group_empty) {
-    const auto now = clock::now();
-    const auto wake = std::min(plan.next(), now + sync_every);
-    const int timeout = static_cast<int>(std::max<long long>(0, std::chrono::ceil<milliseconds>(wake - now).count()));
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {lost_efd.fd, POLLIN, 0}};
-    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
-      // Cannot wait for events (ENOMEM): wait the same time, then look at
-      // everything as a wake-up would. The kill schedule does not stop.
-      const timespec pause{timeout / 1000, (timeout % 1000) * 1'000'000L};
-      ::nanosleep(&pause, nullptr);
-      fds[0].revents = fds[1].revents = POLLIN;
-    }
-    // Whatever fails in one turn (a message, memory), the next turn still
-    // supervises CMD: the kill schedule, the lease's loss and CMD's exit
-    // are looked at again.
-    try {
-      if ((fds[1].revents & POLLIN) != 0) drain(lost_efd.fd);
-      check_lost();  // every turn: also after a turn that failed
-      bool resume_group = false;
-      for (int sig = signals.next(); sig != 0; sig = signals.next()) {
-        if (is_forwarded(sig)) {
-          ::kill(-group, sig);
-        } else if (is_job_stop(sig)) {
-          // As a shell does for a job: stop the command's group, then
-          // ourselves; continue the group when we are continued. The guard
-          // keeps the lease's deadline meanwhile.
-          guard.deadline(lease.deadline());
-          ::kill(-group, SIGSTOP);
-          terminal.take_back();
-          ::raise(SIGSTOP);
-          resume_group = true;
-        } else if (sig == SIGCONT) {
-          resume_group = true;
-        } else if (sig == SIGCHLD && terminal.active()) {
-          // --foreground: the terminal's Ctrl-Z stopped the command's group,
-          // not us. Stop with it, so that the shell sees its job stop and
-          // gets the terminal back. (Seen on any child of ours in the
-          // group: CMD, or what it left behind.)
-          siginfo_t info{};
-          if (::waitid(P_PGID, static_cast<id_t>(group), &info, WSTOPPED | WNOHANG) == 0 && info.si_pid != 0 &&
-              info.si_code == CLD_STOPPED) {
-            guard.deadline(lease.deadline());
-            terminal.take_back();
-            ::raise(SIGSTOP);
-            resume_group = true;
-          }
-        }
-      }
-      plan.set_deadline(lease.deadline());
-      guard.deadline(plan.deadline());
-      for (auto step = plan.due(clock::now()); step != KillSchedule::Step::none; step = plan.due(clock::now())) {
-        signal_group(group, step, term_signal);
-        if (step == KillSchedule::Step::term) {
-          guard.terminated(plan.term_sent_at());
-          if (!lost_reason) {
-            const auto left = std::chrono::ceil<milliseconds>(plan.deadline() - clock::now()).count();
-            lost_reason = "redlock.lost: the lease was not extended in time (its validity ends in " +
-                          std::to_string(left) + " ms)";
-          }
-          tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + "); sent " + term_name +
-               " to the command (pid " + std::to_string(child.pid) + ")");
-        } else {
-          const auto after = std::chrono::duration_cast<milliseconds>(clock::now() - plan.term_sent_at()).count();
-          tell(plan.terminating() ? "the command had not exited " + std::to_string(after) + " ms after " + term_name +
-                                        "; sent SIGKILL to its process group"
-                                  : "the lock's validity deadline is near or past; sent SIGKILL to the command's process group");
-        }
-      }
-      // Continued only if the lease still allows it (checked just above).
-      if (resume_group && !plan.killed()) {
-        terminal.give(group);
-        ::kill(-group, SIGCONT);
-      }
-    } catch (const std::exception& e) {
-      if (!failed) tell(std::string("internal error while the command runs (supervising it still): ") + e.what());
-      failed = true;
-    }
-    // Reap every child of ours that exited: CMD (its status is the one
-    // reported), the orphans of its group, anything else reparented to us.
-    const bool cmd_was_running = !child_wstatus;
-    for (int wstatus = 0;;) {
-      const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
-      if (pid <= 0) break;
-      if (pid == child.pid) child_wstatus = wstatus;
-      if (pid == guard.pid()) guard.reaped();
-    }
-    if (!child_wstatus) continue;
-    if (lost_reason && !rest_killed) {
-      ::kill(-group, SIGKILL);  // nothing of the group may outlive a lost lock
-      rest_killed = true;
-    }
-    // The group's members that are our children were reaped just above, so
-    // ESRCH means none is left, zombies included; until then its id cannot
-    // be reused. Members that are not our children end at their parents'
-    // hands: seen at the next turn (within sync_every).
-    group_empty = ::kill(-group, 0) < 0 && errno == ESRCH;
-    if (cmd_was_running && !group_empty && !rest_killed)
-      tell("the command exited; its process group still runs, and the lock is held until it is empty");
-  }
-  if (!lost_reason) {
-    // The lease may have ended while we could not see it: redlock itself
-    // stopped (SIGSTOP, a VM pause) past its deadline, with CMD exiting
-    // the moment both resumed. Then CMD did not finish under the lock.
-    if (std::optional<Error> gone = lease.lost()) {
-      lost_reason = gone->to_string();
-    } else if (clock::now() >= lease.deadline()) {
-      lost_reason = "redlock.lost: the lease's validity deadline passed before the command's exit was seen";
-    }
-    if (lost_reason) tell("lost the lock on " + quote(a.resource) + " (" + escaped(*lost_reason) + ")");
-  }
+  const Held held = supervise_group(
+      {.lease = lease,
+       .lost = lost,
+       .signals = signals,
+       .guard = guard,
+       .terminal = terminal,
+       .times = times,
+       .term_signal = term_signal,
+       .noun = "the lock",
+       .what = "the lock on " + quote(a.resource),
+       .tell =
+           [&](const std::string& text) {
+             if (report.human()) std::cerr << terminal_safe("redlock: run: " + text) << '\n';
+           }},
+      child.pid);
   guard.done();  // the group is empty: the guard has nothing left to signal
   terminal.take_back();
-  const int wstatus = *child_wstatus;
+  const int wstatus = held.wstatus;
+  const std::optional<std::string>& lost_reason = held.lost;
 
   const bool by_signal = WIFSIGNALED(wstatus);
   const int child_status = by_signal ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
@@ -482,7 +345,7 @@ int run_command(const Globals& g, const RunArgs& a) {
   report.j["child_signal"] = by_signal ? json(WTERMSIG(wstatus)) : json(nullptr);
   report.j["lost"] = lost_reason ? json(*lost_reason) : json(nullptr);
   if (lost_reason) {
-    report.j["killed"] = plan.killed() ? json("SIGKILL") : plan.terminating() ? json(term_name) : json(nullptr);
+    report.j["killed"] = held.killed.empty() ? json(nullptr) : json(held.killed);
     return finish_with_release(lost_code);
   }
   return finish_with_release(child_status);

@@ -68,7 +68,7 @@ struct Message {
   std::int32_t sig = 0;  // kWatch: the termination signal
   std::int32_t unused = 0;
 };
-enum Kind : std::int32_t { kWatch = 1, kDeadline, kTerminated, kDone };
+enum Kind : std::int32_t { kWatch = 1, kDeadline, kTerminated, kDone, kUnwatch };
 
 // The guard's SIGTERM waits this long past its due point for a live
 // supervisor's own (kTerminated), so that the group does not get two.
@@ -149,6 +149,12 @@ void say(const std::string& text) {
             break;
           case kDone:
             ::_exit(0);
+          case kUnwatch: {  // the group is empty: forget it, say so, wait for the next
+            plan.reset();
+            pgid = 0;
+            [[maybe_unused]] const ssize_t sent = ::send(sock, &m, sizeof m, MSG_NOSIGNAL);
+            break;
+          }
         }
       } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
         if (!plan) ::_exit(0);
@@ -160,7 +166,10 @@ void say(const std::string& text) {
     if (plan) {
       for (auto step = plan->due(boot::now()); step != KillSchedule::Step::none; step = plan->due(boot::now())) {
         signal_group(pgid, step, term_signal);
-        if (step == KillSchedule::Step::kill) ::_exit(0);
+        // After SIGKILL nothing is left to send: an abandoned group's guard
+        // exits; a live supervisor's waits for done(), or for unwatch() and
+        // the next group (run --campaign).
+        if (step == KillSchedule::Step::kill && orphaned) ::_exit(0);
       }
     }
     if (orphaned && ::kill(-pgid, 0) < 0 && errno == ESRCH) ::_exit(0);
@@ -242,6 +251,30 @@ void Guard::done() {
   if (pid_ > 0) reap(pid_, milliseconds{1000});
   pid_ = -1;
   watching_ = false;
+}
+
+bool Guard::unwatch() {
+  if (!watching_) return alive();
+  watching_ = false;
+  send(kUnwatch, 0);
+  // The answer is the message echoed; nothing else comes from the guard.
+  const auto until = boot::now() + milliseconds{1000};
+  for (;;) {
+    const auto left = std::chrono::ceil<milliseconds>(until - boot::now()).count();
+    pollfd p{fd_, POLLIN, 0};
+    const int n = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+    if (n < 0 && errno == EINTR) continue;
+    if (n > 0 && (p.revents & POLLIN) != 0) {
+      Message m;
+      if (::recv(fd_, &m, sizeof m, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof m) && m.kind == kUnwatch) return true;
+    }
+    if (n == 0 || (n > 0 && (p.revents & (POLLHUP | POLLERR)) != 0)) break;
+  }
+  if (pid_ > 0) reap(pid_, milliseconds{0});
+  pid_ = -1;
+  ::close(fd_);
+  fd_ = -1;
+  return false;
 }
 
 }  // namespace redlock::cli

@@ -31,6 +31,12 @@ std::chrono::milliseconds kill_margin(std::chrono::milliseconds ttl);
 // retries) before SIGTERM's point.
 std::chrono::milliseconds max_kill_after(std::chrono::milliseconds ttl);
 
+// KillTimes — one lease's kill schedule: its TTL, the margin (kill_margin)
+// and --kill-after (at most max_kill_after).
+struct KillTimes {
+  std::chrono::milliseconds ttl, margin, kill_after;
+};
+
 // KillSchedule — the one rule both the supervisor and the guard follow.
 // "SIGTERM" below is the termination signal, run -s's (SIGTERM by default).
 // SIGTERM (then SIGCONT, so that a stopped group sees it) is due at
@@ -81,10 +87,12 @@ void signal_group(pid_t pgid, KillSchedule::Step step, int term_signal) noexcept
 // SIGTTIN and SIGTTOU, and follows KillSchedule for the group it is told
 // to watch. Told nothing, it exits when this handle goes. When the
 // supervisor's end closes without done() — redlock died — it starts
-// termination at once. It exits after done(), after sending SIGKILL, or
-// when the abandoned group is empty. It never signals a group it was not
+// termination at once. It exits after done(), or, abandoned, after sending
+// SIGKILL or when the group is empty. It never signals a group it was not
 // told about. Errors starting it throw std::runtime_error; messages after
-// that are best-effort (a guard that died cannot be helped).
+// that are best-effort (a guard that died cannot be helped). One guard
+// watches one group at a time, and, after unwatch(), the next (run
+// --campaign starts CMD again in each term it leads).
 class Guard {
  public:
   Guard();
@@ -105,6 +113,14 @@ class Guard {
   // done: CMD's group is empty. Tells the guard, and waits (up to a
   // second, then SIGKILL) for it to exit.
   void done();
+  // unwatch: CMD's group is empty, and the guard stays for the next
+  // watch(). Returns once the guard has answered that it forgot the group
+  // (so that it never signals the group's id once that may be reused);
+  // false when it did not answer within a second: it is then killed and
+  // reaped, and there is no guard any more (alive() is false).
+  bool unwatch();
+  // alive: the guard runs (not reaped, not killed by unwatch).
+  bool alive() const noexcept { return pid_ > 0 && fd_ >= 0; }
   // pid is the guard's process id (-1 once reaped); reaped: the caller
   // collected it (its waitpid(-1) reaps every child of ours), so it is not
   // waited for again.

@@ -1,6 +1,7 @@
 // run_shared.hpp — what the threads and phases of `redlock run` share: an
 // fd closed on scope exit, eventfd wake-ups, the lease's loss, the rounds of
-// a --fair wait, and the report printed at the end.
+// a wait that is one call (--fair, --campaign), and the report printed at
+// the end.
 #pragma once
 
 #include <unistd.h>
@@ -49,16 +50,30 @@ struct LostSignal {
   int efd = -1;
 };
 
-// FairRounds — the failed acquire rounds of a --fair wait, told by the
-// client's observer: that wait is one call, so first_then_wait cannot look
-// between calls. The main thread reads the last one when `efd` says so.
-class FairRounds final : public Observer {
+// tell_loss: the on_lost (on_deposed) callback that records the loss in
+// `lost`, once, and wakes its efd.
+inline LostCallback tell_loss(std::shared_ptr<LostSignal> lost) {
+  return [lost = std::move(lost)](const Error& e) {
+    std::lock_guard<std::mutex> guard(lost->mu);
+    if (lost->reason) return;
+    lost->reason = e.to_string();
+    lost->at_us = unix_us_now();
+    notify(lost->efd);
+  };
+}
+
+// WaitRounds — the failed acquire rounds of a wait that is one call (a
+// --fair wait, a campaign), told by the client's observer: first_then_wait
+// cannot look between calls. The main thread reads the last one when `efd`
+// says so, and clears it before the next wait.
+class WaitRounds final : public Observer {
  public:
   struct Round {
     Errc code = Errc::internal;
     std::vector<NodeOutcome> nodes;
   };
-  explicit FairRounds(int efd) : efd_(efd) {}
+  explicit WaitRounds(int efd) : efd_(efd) {}
+  int fd() const noexcept { return efd_; }
   void on_round(const RoundEvent& e) override {
     if (e.op != OpKind::acquire || e.ok || e.nodes == nullptr) return;
     {
@@ -70,6 +85,10 @@ class FairRounds final : public Observer {
   std::optional<Round> last() {
     std::lock_guard<std::mutex> guard(mu_);
     return last_;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> guard(mu_);
+    last_.reset();
   }
 
  private:

@@ -102,6 +102,24 @@ Result<void> Client::delete_record(const Leadership& l) {
   return impl_->wait<void>("resign", std::move(start));
 }
 
+namespace {
+
+// resigned: a resignation's outcome from its lease's release — an error
+// unless the lock is free (`released`: fewer than a majority may still hold
+// it); else the leadership may still be read as leading until its TTL.
+Result<void> resigned(const std::string& name, Result<ReleaseResult> r) {
+  if (!r) return std::move(r).error();
+  if (r->released) return {};
+  Error e = make_error(Errc::no_quorum, "resign of " + name + ": the lock was not freed on a majority (" +
+                                            std::to_string(r->released_nodes) + " of " +
+                                            std::to_string(r->nodes.size()) +
+                                            " masters deleted it); it leads until its TTL runs out");
+  e.nodes = std::move(r->nodes);
+  return e;
+}
+
+}  // namespace
+
 // ---- LeaderWatch ---------------------------------------------------------------
 
 LeaderWatch::LeaderWatch() noexcept = default;
@@ -196,10 +214,9 @@ void AsyncLeadership::resign(std::function<void(Result<void>)> done) {
   }
   // The record first (observers hear "no leader" at once), then the lock.
   auto lease = std::make_shared<AsyncLease>(std::move(lease_));
-  auto release = [lease, done = std::move(done)]() mutable {
-    lease->release([done = std::move(done)](Result<ReleaseResult> r) {
-      if (!r) return done(std::move(r).error());
-      done(Result<void>{});
+  auto release = [lease, name = name_, done = std::move(done)]() mutable {
+    lease->release([name = std::move(name), done = std::move(done)](Result<ReleaseResult> r) {
+      done(resigned(name, std::move(r)));
     });
   };
   if (!alive()) return release();
@@ -247,8 +264,7 @@ Result<void> Leadership::resign() {
   (void)client_->delete_record(*this);
   Result<ReleaseResult> released = lease_.release();
   lease_ = Lease();
-  if (!released) return std::move(released).error();
-  return {};
+  return resigned(name_, std::move(released));
 }
 
 }  // namespace redlock

@@ -240,7 +240,10 @@ class REDLOCK_API Leadership : public LeadershipView<Lease> {
   Result<void> proclaim(std::string value);
   // resign ends the leadership: the record goes (observers are told "no
   // leader"), then the lease is released (a waiting candidate is woken).
-  // Afterwards the Leadership is empty. Errors: as Lease::release.
+  // Afterwards the Leadership is empty. Errors: as Lease::release, and
+  // no_quorum when the release did not free the lock on a majority
+  // (masters that erred or timed out may still hold it: the leadership may
+  // be read as leading until its TTL; ReleaseResult::released false).
   Result<void> resign();
 
  private:

@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +30,31 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 // ---- child processes --------------------------------------------------------
+
+// state_of is a process's state letter in /proc (R, S, T, Z, ...), or 0 when it is gone.
+inline char state_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  if (!std::getline(stat, content)) return 0;
+  const auto paren = content.rfind(')');
+  return paren != std::string::npos && paren + 2 < content.size() ? content[paren + 2] : 0;
+}
+
+// dead: the process is gone, or a zombie nobody reaped yet (it runs no more code).
+inline bool dead(pid_t pid) {
+  const char state = state_of(pid);
+  return state == 0 || state == 'Z';
+}
+
+// GroupReaper — SIGKILLs a command's process group when a test ends, unless
+// the group is already gone (the code under test may have failed to end it;
+// its leader may have exited, leaving others).
+struct GroupReaper {
+  pid_t pgid = -1;
+  ~GroupReaper() {
+    if (pgid > 0 && ::kill(-pgid, 0) == 0) ::kill(-pgid, SIGKILL);
+  }
+};
 
 using ProcResult = support::ProcessResult;
 using EnvVars = std::vector<std::pair<std::string, std::string>>;

@@ -55,15 +55,6 @@ std::string hold_until(const fs::path& go) {
   return "echo started; while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done";
 }
 
-// state_of is a process's state letter in /proc (R, S, T, Z, ...), or 0 when it is gone.
-char state_of(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string content;
-  if (!std::getline(stat, content)) return 0;
-  const auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() ? content[paren + 2] : 0;
-}
-
 // group_stopped: every process of the group `pgid` is stopped. A member in
 // 'D' counts when another member is stopped: a shell that vfork()ed its next
 // command waits uninterruptibly for that child, and the child took the stop
@@ -90,12 +81,6 @@ bool group_stopped(pid_t pgid) {
     else if (state != 'D' && state != 'Z') ++other;
   }
   return stopped > 0 && other == 0;
-}
-
-bool dead(pid_t pid) {
-  // Gone, or a zombie nobody reaped yet (it runs no more code either way).
-  const char state = state_of(pid);
-  return state == 0 || state == 'Z';
 }
 
 // process_gone waits (up to 5 s) for a SIGKILLed process to be dead.
@@ -161,16 +146,6 @@ void check_nothing_after(const Takeover& t, const fs::path& file, pid_t cmd) {
   REQUIRE_FALSE(writes.empty());
   CHECK(writes.back() < t.at_ns);
 }
-
-// GroupReaper — SIGKILLs a command's process group when a test ends, unless
-// the group is already gone (the code under test may have failed to end it;
-// its leader may have exited, leaving others).
-struct GroupReaper {
-  pid_t pgid = -1;
-  ~GroupReaper() {
-    if (pgid > 0 && ::kill(-pgid, 0) == 0) ::kill(-pgid, SIGKILL);
-  }
-};
 
 // Fifo — a named pipe the test controls: a command's background process
 // blocks reading it until open() lets it go, so that the test decides when

@@ -118,6 +118,26 @@ TEST_CASE("proclaim changes the leader's value; resign leaves no leader and no r
   CHECK(lead.resign().error().code == Errc::not_held);
 }
 
+TEST_CASE("resign: a release that frees the lock on no majority is an error, not a resignation") {
+  RedisGroup g(5);
+  auto a = client_for(g), watcher = client_for(g);
+  Leadership lead = elected(*a, "stuck", {.identity = "a", .ttl = 10s});
+  // Three masters refuse every script now (the release and the record's
+  // deletion among them): the lock stays there.
+  for (std::size_t i = 0; i < 3; ++i) g[i].command({"ACL", "SETUSER", "default", "-evalsha", "-eval"});
+  const Result<void> r = lead.resign();
+  for (std::size_t i = 0; i < 3; ++i) g[i].command({"ACL", "SETUSER", "default", "+@all"});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::no_quorum);
+  CHECK(r.error().message.find("not freed on a majority") != std::string::npos);
+  CHECK(r.error().nodes.size() == 5);
+  CHECK(lead.empty());
+  // And it is so: the masters still back it as the leader.
+  const LeaderStatus st = read_leader(*watcher, "stuck");
+  REQUIRE(st.leader);
+  CHECK(st.leader->identity == "a");
+}
+
 TEST_CASE("a leader whose lock is gone is deposed: told, its stop token requested, read as the last leader only") {
   RedisGroup g(5);
   auto a = client_for(g), watcher = client_for(g);

@@ -89,6 +89,9 @@ expect "redlock run -w 10 job echo --" ---ttl ---wait
 expect "redlock run -c 'true' job --" +--ttl
 expect "redlock run --" +--kill-after +--nonblock +--timeout +--command +--quiet
 expect "redlock run -k " =0
+expect "redlock run --ca" +--campaign ---identity
+expect "redlock run --campaign --" +--identity +--value +--kill-after
+expect "redlock run --campaign --value " =0
 expect "redlock acquire --" +--quiet +--timeout
 expect "redlock nodes --" +--watch +--interval +--json ---ttl
 expect "redlock nodes --watch --interval " =0
