@@ -57,8 +57,14 @@ void Campaign::step(Event e) {
       return proclaim();
     case State::proclaiming:
       if (e.kind != Kind::recorded) return;
-      if (!e.failure) return finish(std::move(lease_));
-      why_ = std::move(*e.failure);
+      if (!e.failure && leading()) return finish(std::move(lease_));
+      // On too few masters — or in time on a majority, but the lease is
+      // over now (the process was stopped while the record travelled):
+      // never told "elected" with a leadership that has ended.
+      why_ = e.failure ? std::move(*e.failure)
+                       : make_error(Errc::too_late, "campaign for " + name_ +
+                                                        ": the lease ended before its record was written "
+                                                        "(the process stopped, or the round was slow)");
       return take_back();
     case State::taking_back:
       if (e.kind != Kind::taken_back) return;
@@ -124,6 +130,13 @@ void Campaign::proclaim() {
                       if (!w) e.failure = std::move(w).error();
                       self->step(std::move(e));
                     });
+}
+
+// leading: the lease is not lost and its deadline is ahead (as
+// LeaseView::valid says it for the handle).
+bool Campaign::leading() const {
+  std::lock_guard lock(lease_->mu);
+  return !lease_->lost && runtime_.now() < lease_->deadline();
 }
 
 // take_back: the record reached too few masters — no leader observers can

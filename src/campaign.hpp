@@ -30,8 +30,9 @@ std::string identity_of(std::string_view token);
 //   locking       the lease's acquire is on its way (it waits, as any
 //                 waiter does, at most one round of the campaign's wait)
 //   proclaiming   held; the record is being written
-//   taking_back   the record reached too few masters: it is deleted and
-//                 the lease released before the campaign goes on
+//   taking_back   the record reached too few masters, or the lease ended
+//                 while it travelled: it is deleted and the lease released
+//                 before the campaign goes on
 //   backing_off   after a failure waiting can cure other than "held"
 //   done          `done` was called (once)
 // A failure that waiting can cure (held, no quorum, too little validity or
@@ -83,6 +84,7 @@ class Campaign final : public std::enable_shared_from_this<Campaign> {
   void lock_round();
   void proclaim();
   void take_back();
+  bool leading() const;
   void failed(Error why);
   void finish(Result<std::shared_ptr<LeaseState>> r);
 
