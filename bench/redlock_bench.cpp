@@ -160,38 +160,10 @@
 #include <vector>
 
 #include "redlock/redlock.hpp"
+#include "redlock_bench.hpp"
 #include "run_seconds.hpp"
 
 namespace redlock_bench {
-
-// Shared with redlock_scenarios.cpp (declared there the same way). Metrics:
-// "ops", "seconds", "errors", and where the scenario has them
-// "cpu_us_per_op", "bytes_per_lock", "heap_bytes_per_lock", "failed_attempts_per_handoff",
-// "attempts_per_handoff", and the
-// leases fields (to_json lists them; p*_us when the scenario has no samples).
-using Metrics = std::map<std::string, double>;
-using redlock::AsyncClient;
-// check_masters: the warm-up; empty, or why no majority of the masters answered.
-std::string check_masters(uv_loop_t* loop, AsyncClient& client, const std::string& resource);
-Metrics run_latency(uv_loop_t* loop, AsyncClient& client, const std::string& base, double seconds,
-                    std::uint32_t permits, bool shared, std::vector<long long>& samples);
-Metrics run_throughput(uv_loop_t* loop, AsyncClient& client, const std::string& base, long concurrency, double seconds,
-                       std::vector<long long>& samples);
-Metrics run_handoff(uv_loop_t* loop, AsyncClient& holder, AsyncClient& waiter, const std::string& resource,
-                    std::uint32_t permits, double seconds, std::vector<long long>& samples);
-Metrics run_memory(uv_loop_t* loop, AsyncClient& client, const std::string& base, long locks,
-                   std::vector<long long>& samples);
-Metrics run_handoff_crowd(uv_loop_t* loop, AsyncClient& client, const std::string& resource, int waiters,
-                          bool fair, double seconds, const std::string& events_path, std::vector<long long>& samples);
-Metrics run_leases(uv_loop_t* loop, AsyncClient& client, const std::string& base, long leases, double hold,
-                   bool spread, const std::string& gate, const std::string& stats_before,
-                   const std::string& stats_after, std::vector<long long>& samples);
-// redlock_failover.cpp
-Metrics run_failover(uv_loop_t* loop, AsyncClient& standby, AsyncClient& observer, const std::string& name,
-                     std::vector<std::string> child_args, std::chrono::milliseconds ttl, int rounds,
-                     std::vector<long long>& samples);
-[[noreturn]] void run_failover_leader(uv_loop_t* loop, AsyncClient& client, const std::string& name,
-                                      std::chrono::milliseconds ttl);
 
 [[noreturn]] void die(int code, const std::string& message) {
   std::fprintf(stderr, "redlock_bench: %s\n", message.c_str());

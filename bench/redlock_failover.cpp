@@ -40,13 +40,9 @@
 #include <vector>
 
 #include "redlock/redlock.hpp"
+#include "redlock_bench.hpp"
 
 namespace redlock_bench {
-
-// Shared with redlock_bench.cpp (declared there the same way).
-using Metrics = std::map<std::string, double>;
-[[noreturn]] void die(int code, const std::string& message);
-long long nearest_rank(const std::vector<long long>& sorted, double p);
 
 namespace {
 

@@ -26,14 +26,9 @@
 
 #include "master_stats.hpp"
 #include "redlock/redlock.hpp"
+#include "redlock_bench.hpp"
 
 namespace redlock_bench {
-
-// Shared with redlock_bench.cpp (declared there the same way).
-using Metrics = std::map<std::string, double>;
-[[noreturn]] void die(int code, const std::string& message);
-void pass_gate(const std::string& fifo, const std::string& word);
-long long nearest_rank(const std::vector<long long>& sorted, double p);
 
 namespace {
 
