@@ -195,6 +195,8 @@ class Failover {
 
   void child_output(const std::string& bytes) {
     line_ += bytes;
+    // It says one short line per election: more without a newline is not it.
+    if (line_.size() > 4096 && line_.find('\n') == std::string::npos) fail("the leader wrote 4 KiB without a newline");
     for (std::size_t nl; (nl = line_.find('\n')) != std::string::npos; line_.erase(0, nl + 1)) {
       const std::string line = line_.substr(0, nl);
       unsigned long long term = 0;
