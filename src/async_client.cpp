@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client_core.hpp"
+#include "config_text.hpp"
 #include "leader_watch.hpp"
 #include "keys.hpp"
 
@@ -16,6 +17,7 @@ Result<std::unique_ptr<AsyncClient>> AsyncClient::create(uv_loop_s* loop, Config
   if (loop == nullptr) return make_error(Errc::invalid_argument, "loop: null");
   Result<void> valid = validate_config(config);
   if (!valid) return valid.error();
+  if (Result<void> served = detail::refuse_unsupported_members(config); !served) return served.error();
   std::unique_ptr<detail::TlsContext> tls;
   if (std::any_of(config.nodes.begin(), config.nodes.end(), [](const NodeAddress& n) { return n.tls; })) {
     Result<std::unique_ptr<detail::TlsContext>> made = detail::TlsContext::create(config.tls);

@@ -166,7 +166,7 @@ struct Key {
 constexpr Key keys[] = {
     {"nodes", set_nodes,
      "array of URL strings", nullptr, "required",
-     "The masters: `redis://`, `rediss://` or `unix://` URLs (config.hpp, NodeAddress). At least one; no server twice."},
+     "The members, one URL each: `redis://`, `rediss://`, `unix://`, `redis+cluster://` or `redis+sentinel://` (config.hpp, NodeAddress; below: Node URLs). At least one; no server twice."},
     {"prefix", set_option_text<&Options::prefix>,
      "string", show_option_text<&Options::prefix>, nullptr,
      "Key prefix: the lock key is prefix + resource (Options::prefix). No `{` or `}`."},

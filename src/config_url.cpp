@@ -1,6 +1,7 @@
-// config_url.cpp — node addresses as text: redis://, rediss:// and unix://
-// URLs, comma-separated lists of them (REDLOCK_NODES, --nodes), a node's
-// display form, and mask_credentials (no password in any message).
+// config_url.cpp — node addresses as text: redis://, rediss://, unix://,
+// redis+cluster:// and redis+sentinel:// URLs with their query,
+// comma-separated lists of them (REDLOCK_NODES, --nodes), a node's display
+// form, and mask_credentials (no password in any message).
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -19,12 +20,14 @@ namespace redlock {
 namespace {
 
 using namespace detail::config_text;
+using Kind = NodeAddress::Kind;
+
+constexpr std::string_view blanks = " \t\r\n\v\f";
 
 std::string_view trim(std::string_view text) {
-  constexpr std::string_view space = " \t\r\n";
-  const auto first = text.find_first_not_of(space);
+  const auto first = text.find_first_not_of(blanks);
   if (first == npos) return {};
-  return text.substr(first, text.find_last_not_of(space) - first + 1);
+  return text.substr(first, text.find_last_not_of(blanks) - first + 1);
 }
 
 // Digits only: from_chars alone would stop silently at junk. Overflow
@@ -54,13 +57,26 @@ std::optional<std::string> percent_decode(std::string_view text) {
   return out;
 }
 
-// ---- URLs ------------------------------------------------------------------
+// ---- schemes and query keys ---------------------------------------------------
 
-struct UrlParts {
-  std::string_view scheme;
-  std::optional<std::string_view> userinfo;
-  std::string_view location;  // tcp: host[:port][/db]; unix: /path[?db=N]
+struct Scheme {
+  std::string_view name;
+  Kind kind;
+  bool tls;
 };
+
+constexpr Scheme schemes[] = {
+    {"redis", Kind::tcp, false},         {"rediss", Kind::tcp, true},
+    {"unix", Kind::unix_socket, false},  {"redis+cluster", Kind::cluster, false},
+    {"rediss+cluster", Kind::cluster, true}, {"redis+sentinel", Kind::sentinel, false},
+    {"rediss+sentinel", Kind::sentinel, true},
+};
+
+const Scheme* find_scheme(std::string_view name) {
+  for (const Scheme& scheme : schemes)
+    if (iequals(scheme.name, name)) return &scheme;
+  return nullptr;
+}
 
 bool is_ipv6(std::string_view host) {
   in6_addr address{};
@@ -68,6 +84,8 @@ bool is_ipv6(std::string_view host) {
 }
 
 bool is_unix_scheme(std::string_view scheme) { return iequals(scheme, "unix"); }
+
+bool has_seeds(Kind kind) { return kind == Kind::cluster || kind == Kind::sentinel; }
 
 // A scheme is a letter, then letters, digits, '+', '-' or '.' (RFC 3986):
 // in "user:pw@redis://h" the text before "://" is none.
@@ -77,27 +95,109 @@ bool is_scheme(std::string_view text) {
          text.find_first_not_of(scheme_chars) == npos;
 }
 
-// Where the userinfo ends. TCP: at the last '@' (a host, a port and a db
-// hold none), so '/', '@' and ':' in a password need no escape. Unix: the
-// path is absolute, so the userinfo ends at the first "@/" and a path may
-// hold anything; a location that starts with '/' is a path without
-// credentials.
-std::size_t userinfo_end(std::string_view scheme, std::string_view location) {
-  if (!is_unix_scheme(scheme)) return location.rfind('@');
-  if (location.starts_with('/')) return npos;
-  const auto at_path = location.find("@/");
-  return at_path != npos ? at_path : location.rfind('@');
+enum class QueryKey { db, wait_replicas, wait_timeout, replicated, sentinel_user, sentinel_password };
+
+struct QueryKeyInfo {
+  std::string_view name;
+  QueryKey key;
+};
+
+constexpr QueryKeyInfo query_keys[] = {
+    {"db", QueryKey::db},
+    {"wait_replicas", QueryKey::wait_replicas},
+    {"wait_timeout", QueryKey::wait_timeout},
+    {"replicated", QueryKey::replicated},
+    {"sentinel_user", QueryKey::sentinel_user},
+    {"sentinel_password", QueryKey::sentinel_password},
+};
+
+const QueryKeyInfo* find_query_key(std::string_view name) {
+  for (const auto& info : query_keys)
+    if (info.name == name) return &info;
+  return nullptr;
+}
+
+// known_query_start: the first '?' followed by a known key and '=', or
+// npos. A query is recognised by its keys, so a password before it may hold
+// '?' and a query value may hold '@' without ending the userinfo early.
+std::size_t known_query_start(std::string_view text) {
+  for (auto mark = text.find('?'); mark != npos; mark = text.find('?', mark + 1)) {
+    const auto rest = text.substr(mark + 1);
+    for (const auto& info : query_keys)
+      if (rest.starts_with(info.name) && rest.substr(info.name.size()).starts_with('=')) return mark;
+  }
+  return npos;
+}
+
+// ---- URLs ------------------------------------------------------------------
+
+struct UrlParts {
+  std::string_view scheme;
+  std::optional<std::string_view> userinfo;
+  std::string_view location;  // tcp: host[:port][/db]; unix: /path; cluster: seeds[/db]; sentinel: seeds/name[/db]
+  std::optional<std::string_view> query;  // after the '?'
+};
+
+// Where the userinfo ends. TCP and the other kinds: at the last '@' before
+// the query (a host, a port, a db and a master name hold none), so '/',
+// '@' and ':' in a password need no escape. Unix: the path is absolute, so
+// the userinfo ends at the first "@/" and a path may hold anything; a
+// location that starts with '/' is a path without credentials.
+std::size_t userinfo_end(std::string_view scheme, std::string_view rest) {
+  const auto before_query = rest.substr(0, known_query_start(rest));
+  if (!is_unix_scheme(scheme)) return before_query.rfind('@');
+  if (rest.starts_with('/')) return npos;
+  const auto at_path = rest.find("@/");
+  return at_path != npos ? at_path : before_query.rfind('@');
 }
 
 std::optional<UrlParts> split_url(std::string_view url) {
   const auto sep = url.find("://");
   if (sep == npos) return std::nullopt;
-  UrlParts parts{url.substr(0, sep), std::nullopt, url.substr(sep + 3)};
-  if (const auto at = userinfo_end(parts.scheme, parts.location); at != npos) {
-    parts.userinfo = parts.location.substr(0, at);
-    parts.location.remove_prefix(at + 1);
+  UrlParts parts{url.substr(0, sep), std::nullopt, {}, std::nullopt};
+  auto rest = url.substr(sep + 3);
+  if (const auto at = userinfo_end(parts.scheme, rest); at != npos) {
+    parts.userinfo = rest.substr(0, at);
+    rest.remove_prefix(at + 1);
   }
+  const auto mark = rest.find('?');
+  parts.location = rest.substr(0, mark);
+  if (mark != npos) parts.query = rest.substr(mark + 1);
   return parts;
+}
+
+// ---- masking -----------------------------------------------------------------
+
+// secret_key: a key=value whose value is a secret: the key ends in
+// "password", "passwd", "pass", "pwd" or "secret", in any case, also
+// percent-encoded.
+bool secret_key(std::string_view key) {
+  std::string name = percent_decode(key).value_or(std::string(key));
+  std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
+  for (const std::string_view end : {"password", "passwd", "pass", "pwd", "secret"})
+    if (std::string_view(name).ends_with(end)) return true;
+  return false;
+}
+
+// mask_secret_values: the values of secret keys, each up to the next blank
+// (commas and '&' included: a value's end is not known where it may hold
+// them unescaped).
+std::string mask_secret_values(std::string_view text) {
+  constexpr std::string_view key_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_%.+-";
+  std::string masked;
+  std::size_t done = 0;
+  for (auto eq = text.find('='); eq != npos; eq = text.find('=', eq + 1)) {
+    const auto before = text.substr(0, eq);
+    const auto key_start = before.find_last_not_of(key_chars) + 1;  // npos + 1 == 0
+    if (!secret_key(before.substr(key_start))) continue;
+    const auto end = std::min(text.find_first_of(blanks, eq), text.size());
+    const auto value = text.substr(eq + 1, end - eq - 1);
+    if (value.empty() || value.substr(0, value.find_last_not_of("\"'`)]},;:.") + 1) == "***") continue;
+    masked.append(text.substr(done, eq + 1 - done)).append("***");
+    done = end;
+    eq = end - 1;
+  }
+  return masked.append(text.substr(done));
 }
 
 // mask_word: mask_credentials for one word. It masks at least what
@@ -123,7 +223,8 @@ std::string mask_word(std::string_view word) {
   }
   // No '@': "user:password" with "@host" forgotten reads as host:port.
   const std::size_t start = sep != npos ? sep + 3 : word.starts_with("//") ? 2 : 0;
-  auto authority = word.substr(start, word.find('/', start) - start);
+  auto authority = word.substr(start);
+  authority = authority.substr(0, std::min(authority.find('/'), known_query_start(authority)));
   authority = authority.substr(0, authority.find_last_not_of("\"'`)]},;:.") + 1);  // closing punctuation
   auto colon = authority.find(':');
   if (authority.starts_with('[')) {
@@ -136,6 +237,8 @@ std::string mask_word(std::string_view word) {
   if (port.empty() || port == "***" || port.find_first_not_of("0123456789") == npos) return std::string(word);
   return cat(word.substr(0, start + colon + 1), "***");
 }
+
+// ---- the parts of a URL --------------------------------------------------------
 
 Problem parse_userinfo(std::string_view info, NodeAddress& node) {
   const auto colon = info.find(':');
@@ -171,7 +274,12 @@ Problem parse_db(std::string_view text, int& db) {
   return std::nullopt;
 }
 
-Problem parse_host_port(std::string_view text, NodeAddress& node) {
+// parse_path_db: what follows a '/' that may end the URL: "redis://host/"
+// is common shorthand for db 0.
+Problem parse_path_db(std::string_view text, int& db) { return text.empty() ? Problem{} : parse_db(text, db); }
+
+// parse_host_port: host[:port] into `endpoint`, whose port is the default.
+Problem parse_host_port(std::string_view text, Endpoint& endpoint) {
   constexpr std::string_view host_chars =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._";
   std::string_view host;
@@ -192,67 +300,283 @@ Problem parse_host_port(std::string_view text, NodeAddress& node) {
     if (const auto bad = host.find_first_not_of(host_chars); bad != npos)
       return cat("bad character ", quote(host.substr(bad, 1)), " in host ", quote(host));
   }
-  node.host = host;
-  return port.empty() ? Problem{} : parse_port(port.substr(1), node.port);
+  endpoint.host = host;
+  return port.empty() ? Problem{} : parse_port(port.substr(1), endpoint.port);
+}
+
+// parse_seeds: host[:port][,host[:port]…], each with `default_port`.
+Problem parse_seeds(std::string_view text, int default_port, std::vector<Endpoint>& seeds) {
+  std::size_t start = 0;
+  for (std::size_t index = 1;; ++index) {
+    const auto comma = text.find(',', start);
+    Endpoint seed{{}, default_port};
+    if (auto problem = parse_host_port(trim(text.substr(start, comma - start)), seed))
+      return cat("seed ", std::to_string(index), ": ", *problem);
+    seeds.push_back(std::move(seed));
+    if (comma == npos) return std::nullopt;
+    start = comma + 1;
+  }
 }
 
 Problem parse_tcp_location(std::string_view location, NodeAddress& node) {
   const auto slash = location.find('/');
-  if (auto problem = parse_host_port(location.substr(0, slash), node)) return problem;
-  // "redis://host/" is common shorthand for db 0.
-  if (slash == npos || slash + 1 == location.size()) return std::nullopt;
-  return parse_db(location.substr(slash + 1), node.db);
+  Endpoint endpoint{{}, node.port};
+  if (auto problem = parse_host_port(location.substr(0, slash), endpoint)) return problem;
+  node.host = std::move(endpoint.host);
+  node.port = endpoint.port;
+  return slash == npos ? Problem{} : parse_path_db(location.substr(slash + 1), node.db);
 }
 
-Problem parse_unix_location(std::string_view location, NodeAddress& node) {
-  const auto mark = location.find('?');
-  const auto path = location.substr(0, mark);
+Problem parse_unix_location(std::string_view path, NodeAddress& node) {
   if (path.empty()) return "empty socket path";
   // Not quoted: without "@/" the path may begin with credentials.
   if (path.front() != '/') return "socket path is not absolute";
   node.path = path;
-  if (mark == npos) return std::nullopt;
-  const auto query = location.substr(mark + 1);
-  if (!query.starts_with("db=") || query.find('&') != npos)
-    return cat("unsupported query ", quote(query), " (only ?db=N)");
-  return parse_db(query.substr(3), node.db);
+  return std::nullopt;
 }
 
+Problem parse_cluster_location(std::string_view location, NodeAddress& node) {
+  const auto slash = location.find('/');
+  if (auto problem = parse_seeds(location.substr(0, slash), 6379, node.seeds)) return problem;
+  if (slash == npos) return std::nullopt;
+  if (auto problem = parse_path_db(location.substr(slash + 1), node.db)) return problem;
+  if (node.db != 0) return cat("db ", std::to_string(node.db), " on a cluster (a cluster has only db 0)");
+  return std::nullopt;
+}
+
+// Sentinels listen on 26379 by default, as redis-sentinel does.
+Problem parse_sentinel_location(std::string_view location, NodeAddress& node) {
+  const auto slash = location.find('/');
+  if (auto problem = parse_seeds(location.substr(0, slash), 26379, node.seeds)) return problem;
+  if (slash == npos) return "missing \"/name\" (the master name: redis+sentinel://host:port[,host:port...]/name)";
+  const auto path = location.substr(slash + 1);
+  const auto next = path.find('/');
+  const auto name = percent_decode(path.substr(0, next));
+  if (!name) return "bad percent-escape in the master name";
+  if (auto problem = master_name_problem(*name)) return problem;
+  node.master_name = *name;
+  return next == npos ? Problem{} : parse_path_db(path.substr(next + 1), node.db);
+}
+
+// ---- the query ------------------------------------------------------------------
+
+// QueryParse — one URL's query applied to its node: each key once, and
+// nothing after a sentinel_password shown (a '&' in it, unescaped, would
+// make its tail a key of its own).
+class QueryParse {
+ public:
+  explicit QueryParse(NodeAddress& node) : node_(node) {}
+
+  Problem run(std::string_view query) {
+    if (query.empty()) return "empty query after \"?\"";
+    std::size_t start = 0;
+    while (true) {
+      const auto amp = query.find('&', start);
+      if (auto problem = item(query.substr(start, amp - start))) return problem;
+      if (amp == npos) return finish();
+      start = amp + 1;
+    }
+  }
+
+ private:
+  Problem item(std::string_view text) {
+    const auto eq = text.find('=');
+    const auto key = text.substr(0, eq);
+    const QueryKeyInfo* info = find_query_key(key);
+    if (info == nullptr) {
+      if (after_secret_) return "a query parameter after sentinel_password that is no key (write '&' in a password as %26)";
+      if (text.empty()) return "empty query parameter (\"&&\", or '&' at an end)";
+      std::string known;
+      for (const auto& each : query_keys) known += cat(known.empty() ? "" : ", ", each.name);
+      return cat("unknown query key ", quote(key), " (known: ", known, ")");
+    }
+    const auto bit = 1U << static_cast<unsigned>(info->key);
+    if ((seen_ & bit) != 0) return cat("repeated query key ", quote(key));
+    seen_ |= bit;
+    if (eq == npos) return cat("query key ", quote(key), " without \"=value\"");
+    if (auto where = misplaced(info->key)) return cat("query key ", quote(key), ": ", *where);
+    return value(info->key, text.substr(eq + 1));
+  }
+
+  // misplaced: where the key belongs when this node's kind is not there.
+  std::optional<std::string> misplaced(QueryKey key) const {
+    const bool lone = !has_seeds(node_.kind);
+    switch (key) {
+      case QueryKey::db:
+        if (node_.kind != Kind::unix_socket) return "for unix:// members only (elsewhere the db is the path: .../db)";
+        break;
+      case QueryKey::replicated:
+        if (!lone) return std::string(lone_kinds_only);
+        break;
+      case QueryKey::sentinel_user:
+      case QueryKey::sentinel_password:
+        if (node_.kind != Kind::sentinel) return std::string(sentinel_kind_only);
+        break;
+      case QueryKey::wait_replicas:
+      case QueryKey::wait_timeout:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  Problem value(QueryKey key, std::string_view text) {
+    switch (key) {
+      case QueryKey::db:
+        return parse_db(text, node_.db);
+      case QueryKey::wait_replicas: {
+        const auto count = decimal(text);
+        if (iequals(text, "all")) {
+          node_.wait_replicas = NodeAddress::all_replicas;
+        } else if (count && *count >= 1 && *count <= static_cast<std::uint64_t>(max_wait_replicas)) {
+          node_.wait_replicas = static_cast<int>(*count);
+        } else {
+          return cat("bad wait_replicas ", quote(text), " (expected 1-", std::to_string(max_wait_replicas), " or all)");
+        }
+        return std::nullopt;
+      }
+      case QueryKey::wait_timeout: {
+        const auto count = decimal(text);
+        if (!count || *count < 1 || *count > static_cast<std::uint64_t>(max_wait_timeout.count()))
+          return cat("bad wait_timeout ", quote(text), " (expected milliseconds, 1-",
+                     std::to_string(max_wait_timeout.count()), ")");
+        node_.wait_timeout = std::chrono::milliseconds{static_cast<std::int64_t>(*count)};
+        return std::nullopt;
+      }
+      case QueryKey::replicated:
+        if (text != "1" && text != "0") return cat("bad replicated ", quote(text), " (expected 1 or 0)");
+        replicated_ = text == "1";
+        return std::nullopt;
+      case QueryKey::sentinel_user:
+        return secret_text("sentinel_user", text, node_.sentinel_user);
+      case QueryKey::sentinel_password:
+        after_secret_ = true;
+        return secret_text("sentinel_password", text, node_.sentinel_password);
+    }
+    return std::nullopt;
+  }
+
+  // secret_text: a percent-decoded value that is never shown.
+  static Problem secret_text(std::string_view key, std::string_view text, std::string& out) {
+    auto decoded = percent_decode(text);
+    if (!decoded) return cat("bad percent-escape in ", key);
+    if (decoded->empty()) return cat("empty ", key);
+    out = std::move(*decoded);
+    return std::nullopt;
+  }
+
+  Problem finish() {
+    if (node_.wait_timeout.count() != 0 && node_.wait_replicas == 0) return "wait_timeout without wait_replicas";
+    if (!node_.sentinel_user.empty() && node_.sentinel_password.empty())
+      return "sentinel_user without sentinel_password";
+    if (node_.wait_replicas != 0 && !has_seeds(node_.kind)) {
+      // A member that waits for its replicas has them: it may fail over.
+      if (replicated_ == false) return "wait_replicas with replicated=0 (a member with replicas may fail over)";
+      replicated_ = true;
+    }
+    node_.replicated = replicated_.value_or(false);
+    return std::nullopt;
+  }
+
+  NodeAddress& node_;
+  unsigned seen_ = 0;
+  bool after_secret_ = false;
+  std::optional<bool> replicated_;
+};
+
 Problem parse_url_parts(const UrlParts& parts, NodeAddress& node) {
-  if (is_unix_scheme(parts.scheme))
-    node.kind = NodeAddress::Kind::unix_socket;
-  else if (iequals(parts.scheme, "rediss"))
-    node.tls = true;
-  else if (!iequals(parts.scheme, "redis"))  // no scheme at all ("user:pw@redis://h") is not quoted
+  const Scheme* scheme = find_scheme(parts.scheme);
+  if (scheme == nullptr)  // no scheme at all ("user:pw@redis://h") is not quoted
     return cat("unknown scheme ", is_scheme(parts.scheme) ? quote(parts.scheme) + " " : "",
-               "(expected redis, rediss or unix)");
+               "(expected redis, rediss, unix, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel)");
+  node.kind = scheme->kind;
+  node.tls = scheme->tls;
   if (parts.userinfo)
     if (auto problem = parse_userinfo(*parts.userinfo, node)) return problem;
-  return node.kind == NodeAddress::Kind::tcp ? parse_tcp_location(parts.location, node)
-                                             : parse_unix_location(parts.location, node);
+  Problem problem;
+  switch (node.kind) {
+    case Kind::tcp: problem = parse_tcp_location(parts.location, node); break;
+    case Kind::unix_socket: problem = parse_unix_location(parts.location, node); break;
+    case Kind::cluster: problem = parse_cluster_location(parts.location, node); break;
+    case Kind::sentinel: problem = parse_sentinel_location(parts.location, node); break;
+  }
+  if (problem || !parts.query) return problem;
+  return QueryParse(node).run(*parts.query);
+}
+
+// ---- lists ---------------------------------------------------------------------
+
+// seeds_open: whether an item without "://" after `url` is one more seed of
+// it: a cluster or sentinel URL that has not reached its '/' or '?'.
+bool seeds_open(std::string_view url) {
+  const auto parts = split_url(url);
+  const Scheme* scheme = parts ? find_scheme(parts->scheme) : nullptr;
+  return scheme != nullptr && has_seeds(scheme->kind) && !parts->query && parts->location.find('/') == npos;
+}
+
+// stray_item: the error for an item without "://" that no seed list takes.
+Error stray_item(std::string_view context, std::string_view text, std::string_view previous) {
+  // A ',' in a query password would leave the password's tail here.
+  if (mask_secret_values(previous) != previous)
+    return config_error(cat(context, ": missing \"://\" (not shown: it follows a URL with a password in its query; "
+                                     "write ',' in a password as %2C)"));
+  const auto parts = split_url(previous);
+  const Scheme* scheme = parts ? find_scheme(parts->scheme) : nullptr;
+  if (scheme != nullptr && has_seeds(scheme->kind))
+    return config_error(cat(context, ": ", quote(mask_credentials(text)),
+                            ": missing \"://\" (an item without one continues the seeds of a redis+cluster:// or "
+                            "redis+sentinel:// URL only before its '/' or '?')"));
+  return in_context(context, parse_node_url(text).error());
+}
+
+std::string items_name(std::size_t first, std::size_t last) {
+  return first == last ? cat("item ", std::to_string(first))
+                        : cat("items ", std::to_string(first), "-", std::to_string(last));
 }
 
 }  // namespace
 
 std::string mask_credentials(std::string_view text) {
   constexpr std::string_view space = " \t\r\n\v\f,";  // a list of URLs: URL by URL
+  const std::string unmasked = mask_secret_values(text);
   std::string masked;
   std::size_t start = 0;
-  while (start < text.size()) {
-    const auto word = text.find_first_not_of(space, start);
-    masked.append(text.substr(start, word - start));
+  while (start < unmasked.size()) {
+    const auto word = unmasked.find_first_not_of(space, start);
+    masked.append(unmasked, start, word - start);
     if (word == npos) break;
-    const auto end = std::min(text.find_first_of(space, word), text.size());
-    masked += mask_word(text.substr(word, end - word));
+    const auto end = std::min(unmasked.find_first_of(space, word), unmasked.size());
+    masked += mask_word(std::string_view(unmasked).substr(word, end - word));
     start = end;
   }
   return masked;
 }
 
 std::string NodeAddress::display() const {
-  if (kind == Kind::unix_socket) return "unix://" + path;
-  const bool ipv6 = host.find(':') != std::string::npos;
-  return cat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":", std::to_string(port));
+  const auto seed_list = [this] {
+    std::string list;
+    for (const Endpoint& seed : seeds) list += cat(list.empty() ? "" : ",", endpoint_text(seed.host, seed.port));
+    return list;
+  };
+  switch (kind) {
+    case Kind::tcp: return endpoint_text(host, port);
+    case Kind::unix_socket: return "unix://" + path;
+    case Kind::cluster: return cat(tls ? "rediss" : "redis", "+cluster://", seed_list());
+    case Kind::sentinel: break;
+  }
+  // The name escaped as in a URL, so that no byte of it can end a word of
+  // mask_credentials or reach a terminal.
+  constexpr std::string_view plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~";
+  std::string name;
+  for (const char c : master_name) {
+    if (plain.find(c) != npos) {
+      name += c;
+    } else {
+      constexpr char hex[] = "0123456789ABCDEF";
+      const auto byte = static_cast<unsigned char>(c);
+      name += {'%', hex[byte >> 4], hex[byte & 15]};
+    }
+  }
+  return cat(tls ? "rediss" : "redis", "+sentinel://", seed_list(), "/", name);
 }
 
 Result<NodeAddress> parse_node_url(std::string_view url) {
@@ -270,15 +594,34 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
 Result<std::vector<NodeAddress>> parse_node_list(std::string_view urls) {
   if (trim(urls).empty()) return config_error("empty list (at least one URL is required)");
   std::vector<NodeAddress> nodes;
+  std::string url;  // a URL and the seed items after it, joined again
+  std::size_t first = 0, last = 0;
+  const auto add = [&]() -> Result<void> {
+    auto node = parse_node_url(url);
+    if (!node) return in_context(items_name(first, last), std::move(node).error());
+    nodes.push_back(std::move(*node));
+    return {};
+  };
   std::size_t start = 0;
   for (std::size_t item = 1;; ++item) {
     const auto comma = urls.find(',', start);
-    auto node = parse_node_url(trim(urls.substr(start, comma - start)));
-    if (!node) return in_context(cat("item ", std::to_string(item)), std::move(node).error());
-    nodes.push_back(std::move(*node));
-    if (comma == npos) return nodes;
+    const auto text = trim(urls.substr(start, comma - start));
+    const bool bare = !text.empty() && text.find("://") == npos;
+    if (bare && first != 0 && seeds_open(url)) {
+      url += cat(",", text);
+      last = item;
+    } else {
+      if (first != 0)
+        if (auto added = add(); !added) return added.error();
+      if (bare && first != 0) return stray_item(items_name(item, item), text, url);
+      url = text;
+      first = last = item;
+    }
+    if (comma == npos) break;
     start = comma + 1;
   }
+  if (auto added = add(); !added) return added.error();
+  return nodes;
 }
 
 }  // namespace redlock

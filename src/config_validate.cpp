@@ -1,6 +1,8 @@
 // config_validate.cpp — the rules a Config must satisfy (validate_config):
-// the nodes (at least one, no server twice) and the options, field by field
-// and in relation; each broken rule names the field and its value.
+// the nodes (at least one, no server twice, each kind's fields) and the
+// options, field by field and in relation; each broken rule names the field
+// and its value. Also the members a client of this version refuses
+// (refuse_unsupported_members).
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -21,27 +23,104 @@ namespace {
 using namespace detail::config_text;
 using namespace std::chrono_literals;
 
+using Kind = NodeAddress::Kind;
+
 std::string node_name(std::size_t index) { return cat("nodes[", std::to_string(index), "]"); }
 
-Problem node_problem(const NodeAddress& node) {
-  if (node.kind == NodeAddress::Kind::tcp) {
-    if (node.host.empty()) return "missing host";
-    if (node.port < 1 || node.port > 65535) return "port out of range (1-65535)";
-  } else if (node.path.empty() || node.path.front() != '/') {
-    return "socket path is not absolute";
+std::string ms(milliseconds value) { return std::to_string(value.count()); }
+
+bool lone(Kind kind) { return kind == Kind::tcp || kind == Kind::unix_socket; }
+
+Problem endpoint_problem(const std::string& host, int port) {
+  if (host.empty()) return "missing host";
+  if (port < 1 || port > 65535) return "port out of range (1-65535)";
+  return std::nullopt;
+}
+
+bool same_endpoint(const std::string& host_a, int port_a, const std::string& host_b, int port_b) {
+  return port_a == port_b && iequals(host_a, host_b);
+}
+
+Problem seeds_problem(const std::vector<Endpoint>& seeds) {
+  if (seeds.empty()) return "no seeds (at least one host:port)";
+  if (seeds.size() > max_seeds)
+    return cat(std::to_string(seeds.size()), " seeds (at most ", std::to_string(max_seeds), ")");
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    if (auto problem = endpoint_problem(seeds[i].host, seeds[i].port))
+      return cat("seeds[", std::to_string(i), "]: ", *problem);
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_endpoint(seeds[i].host, seeds[i].port, seeds[j].host, seeds[j].port))
+        return cat("seeds[", std::to_string(i), "]: the same as seeds[", std::to_string(j), "] (",
+                   endpoint_text(seeds[j].host, seeds[j].port), ")");
   }
+  return std::nullopt;
+}
+
+// where_problem: where the node is — the fields of its own kind.
+Problem where_problem(const NodeAddress& node) {
+  switch (node.kind) {
+    case Kind::tcp:
+      return endpoint_problem(node.host, node.port);
+    case Kind::unix_socket:
+      if (node.path.empty() || node.path.front() != '/') return "socket path is not absolute";
+      return std::nullopt;
+    case Kind::cluster:
+      if (auto problem = seeds_problem(node.seeds)) return problem;
+      if (node.db != 0) return cat("db ", std::to_string(node.db), " on a cluster (a cluster has only db 0)");
+      return std::nullopt;
+    case Kind::sentinel:
+      if (auto problem = seeds_problem(node.seeds)) return problem;
+      return master_name_problem(node.master_name);
+  }
+  return std::nullopt;
+}
+
+// misplaced_problem: a field of another kind.
+Problem misplaced_problem(const NodeAddress& node) {
+  if (lone(node.kind) && !node.seeds.empty()) return "seeds: for redis+cluster:// and redis+sentinel:// members only";
+  if (node.kind != Kind::sentinel && !node.master_name.empty()) return cat("master_name: ", sentinel_kind_only);
+  if (node.kind != Kind::sentinel && (!node.sentinel_user.empty() || !node.sentinel_password.empty()))
+    return cat("sentinel_user, sentinel_password: ", sentinel_kind_only);
+  if (!lone(node.kind) && node.replicated) return cat("replicated: ", lone_kinds_only);
+  return std::nullopt;
+}
+
+Problem wait_problem(const NodeAddress& node) {
+  const int replicas = node.wait_replicas;
+  if (replicas != 0 && replicas != NodeAddress::all_replicas && (replicas < 1 || replicas > max_wait_replicas))
+    return cat("wait_replicas ", std::to_string(replicas), ": must be 1-", std::to_string(max_wait_replicas), ", ",
+               std::to_string(NodeAddress::all_replicas), " (all) or 0 (off)");
+  if (node.wait_timeout < 0ms || node.wait_timeout > max_wait_timeout)
+    return cat("wait_timeout ", ms(node.wait_timeout), " ms: must be 1-", ms(max_wait_timeout),
+               " (or 0: half of node_timeout_ms)");
+  if (node.wait_timeout != 0ms && replicas == 0) return "wait_timeout without wait_replicas";
+  if (lone(node.kind) && replicas != 0 && !node.replicated)
+    return "wait_replicas without replicated (a member with replicas may fail over)";
+  return std::nullopt;
+}
+
+Problem node_problem(const NodeAddress& node) {
+  if (auto problem = where_problem(node)) return problem;
+  if (auto problem = misplaced_problem(node)) return problem;
   if (node.db < 0) return cat("db ", std::to_string(node.db), ": must be >= 0");
   if (!node.user.empty() && node.password.empty()) return "user without password";
-  return std::nullopt;
+  if (!node.sentinel_user.empty() && node.sentinel_password.empty()) return "sentinel_user without sentinel_password";
+  return wait_problem(node);
 }
 
 // same_node: one server, whatever the db number (two dbs of one server are
 // one vote, not two). Other spellings of one server are caught by run id at
-// the handshake.
+// the handshake; so are the servers behind cluster and sentinel members,
+// whose seeds only say where to look (and may be shared).
 bool same_node(const NodeAddress& a, const NodeAddress& b) {
   if (a.kind != b.kind) return false;
-  if (a.kind == NodeAddress::Kind::unix_socket) return a.path == b.path;
-  return a.port == b.port && iequals(a.host, b.host);
+  switch (a.kind) {
+    case Kind::tcp: return same_endpoint(a.host, a.port, b.host, b.port);
+    case Kind::unix_socket: return a.path == b.path;
+    case Kind::cluster:
+    case Kind::sentinel: return false;
+  }
+  return false;
 }
 
 Result<void> validate_nodes(const std::vector<NodeAddress>& nodes) {
@@ -72,8 +151,6 @@ Result<void> first_broken(std::initializer_list<Rule> rules) {
     if (!rule.holds) return config_error(cat(rule.field, ": ", rule.value, ": ", rule.requirement));
   return {};
 }
-
-std::string ms(milliseconds value) { return std::to_string(value.count()); }
 
 std::string number(double value) {
   char buffer[32];
@@ -151,6 +228,20 @@ Result<void> validate_options(const Options& o) {
   });
 }
 
+// validate_waits: a WAIT must end before the command's node deadline, so
+// a slow replica costs that member's vote, not the round.
+Result<void> validate_waits(const std::vector<NodeAddress>& nodes, milliseconds node_timeout) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].wait_replicas == 0) continue;
+    const milliseconds wait = detail::wait_timeout_in_force(nodes[i], node_timeout);
+    if (wait < 1ms || wait >= node_timeout)
+      return config_error(cat(node_name(i), ": ", quote(nodes[i].display()), ": wait_timeout ", ms(wait), " ms",
+                              nodes[i].wait_timeout == 0ms ? " (unset: half of node_timeout_ms)" : "",
+                              ": must be at least 1 and below node_timeout_ms (", ms(node_timeout), ")"));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<void> validate_config(const Config& config) {
@@ -159,7 +250,24 @@ Result<void> validate_config(const Config& config) {
     return config_error(config.tls.cert_file.empty() ? "tls_key_file: set without tls_cert_file"
                                                      : "tls_cert_file: set without tls_key_file");
   }
-  return validate_options(config.options);
+  if (auto options = validate_options(config.options); !options) return options;
+  return validate_waits(config.nodes, config.options.node_timeout);
 }
+
+namespace detail {
+
+Result<void> refuse_unsupported_members(const Config& config) {
+  for (std::size_t i = 0; i < config.nodes.size(); ++i) {
+    const NodeAddress& node = config.nodes[i];
+    const char* what = node.kind == Kind::cluster    ? "cluster members are"
+                       : node.kind == Kind::sentinel ? "sentinel members are"
+                                                     : nullptr;
+    if (what != nullptr)
+      return config_error(cat(node_name(i), ": ", quote(node.display()), ": ", what, " not supported by this version"));
+  }
+  return {};
+}
+
+}  // namespace detail
 
 }  // namespace redlock

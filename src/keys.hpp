@@ -18,6 +18,9 @@
 //   leader news   {prefix}{{resource}}:leader:news  (elections: a channel)
 //   marker key    redlock-marker                  one per master (data loss)
 //   marker server {redlock-marker}:server         the run id that wrote it
+//   marker replid {redlock-marker}:replid         its master_replid then
+//   slot marker   redlock-marker{T}               one per Cluster slot s in use (T = slot_tag(s))
+//   slot server   redlock-marker{T}:server        the run id that wrote it
 //
 // Why these can never collide (docs/design.md, "Keys"): the prefix holds no
 // brace, so the first '{' of every resource name stands right after the
@@ -28,8 +31,12 @@
 // kind. The marker key holds no '{' at all. The braces make the resource
 // the Redis Cluster hash tag of all its names (a tag ends at the first
 // '}', so a resource may not hold one: check_resource refuses it). The
-// marker's server key ends in none of the suffixes, so no resource name
-// meets it, and its tag puts it in the marker's slot (one script, two keys).
+// marker's server and replid keys end in none of the suffixes, so no
+// resource name meets them, and their tag puts them in the marker's slot
+// (one script, three keys). A slot marker would be a resource name of
+// prefix "redlock-marker" and resource T with the suffix "" or ":server",
+// and neither is a suffix above; T is the tag of both, so both are in slot
+// s. (No suffix may ever be "", ":server" or ":replid".)
 #pragma once
 
 #include <algorithm>
@@ -38,11 +45,19 @@
 #include <vector>
 
 #include "resp.hpp"
+#include "slot.hpp"
 
 namespace redlock::detail {
 
 inline constexpr std::string_view marker_key = "redlock-marker";
 inline constexpr std::string_view marker_server_key = "{redlock-marker}:server";
+inline constexpr std::string_view marker_replid_key = "{redlock-marker}:replid";
+
+// slot_marker_key / slot_marker_server_key: the data-loss marker of one
+// Cluster slot and the run id that wrote it; they go with the slot's keys
+// when it moves to another shard, as a shard's own marker cannot.
+inline std::string slot_marker_key(int slot) { return std::string(marker_key) + '{' + slot_tag(slot) + '}'; }
+inline std::string slot_marker_server_key(int slot) { return slot_marker_key(slot) + ":server"; }
 
 // assign_resource_name makes `out` {prefix}{{resource}}{suffix}, in the
 // room it has (a buffer used again allocates nothing).

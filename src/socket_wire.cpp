@@ -117,8 +117,8 @@ void SocketWire::enter(Body body) {
 }
 
 SocketWire::SocketWire(uv_loop_t* loop, Resolver& resolver, const TlsContext* tls, const NodeAddress& address,
-                       WireEvents& events)
-    : loop_(loop), resolver_(resolver), tls_context_(tls), address_(address), events_(events) {
+                       WireEvents& events, const resp::ReplyLimits& limits)
+    : loop_(loop), resolver_(resolver), tls_context_(tls), address_(address), events_(events), scanner_(limits) {
   flush_ = new uv_prepare_t;
   uv_prepare_init(loop_, flush_);
   flush_->data = this;

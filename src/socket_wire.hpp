@@ -16,8 +16,10 @@
 //   send() with MSG_NOSIGNAL: no write of ours can raise SIGPIPE in the
 //   host. (Not uv_write: libuv writes with writev, which can.)
 // - Replies: hiredis's redisReader (hiredis stays the protocol parser),
-//   behind a ReplyScanner (src/resp.hpp) that holds every reply to
-//   reply_limits first: a reply past them ends the connection.
+//   behind a ReplyScanner (src/resp.hpp) that holds every reply to the
+//   factory's limits first (resp::reply_limits, or more for a connection
+//   that asks for more: cluster_slots_limits); a reply past them ends the
+//   connection.
 // - Bounded work per loop turn: one readable event (or read_now) reads at
 //   most read_budget bytes and delivers at most reply_budget replies, so
 //   the loop's timers (deadlines, stall checks, lease watchdogs) get their
@@ -41,6 +43,7 @@
 
 #include "redlock/config.hpp"
 #include "resolver.hpp"
+#include "resp.hpp"
 #include "tls.hpp"
 #include "wire.hpp"
 
@@ -51,9 +54,10 @@ namespace redlock::detail {
 class SocketWire final : public Wire {
  public:
   // SocketWire keeps `resolver`, `tls` (null: plain) and `events`, which
-  // must outlive it; `loop` must outlive it too.
+  // must outlive it; `loop` must outlive it too. Each reply is held to
+  // `limits`.
   SocketWire(uv_loop_t* loop, Resolver& resolver, const TlsContext* tls, const NodeAddress& address,
-             WireEvents& events);
+             WireEvents& events, const resp::ReplyLimits& limits = resp::reply_limits);
   SocketWire(const SocketWire&) = delete;
   SocketWire& operator=(const SocketWire&) = delete;
   ~SocketWire() override;
@@ -122,23 +126,28 @@ class SocketWire final : public Wire {
   std::string out_;        // bytes for the socket (plain commands, or TLS records)
   std::size_t out_sent_ = 0;
   redisReader* reader_ = nullptr;
-  resp::ReplyScanner scanner_{resp::reply_limits};
+  resp::ReplyScanner scanner_;
 };
 
 // SocketWireFactory — opens SocketWires on `loop`, which must outlive the
 // factory and every Wire it made. `tls` (null: plain only) must too; a
-// rediss:// address without it fails its connection.
+// rediss:// address without it fails its connection. Its Wires hold each
+// reply to `limits` (a connection with larger replies gets a factory of
+// its own).
 class SocketWireFactory final : public WireFactory {
  public:
-  SocketWireFactory(uv_loop_t* loop, const TlsContext* tls, Resolver* resolver = nullptr)
-      : loop_(loop), tls_(tls), own_resolver_(loop), resolver_(resolver != nullptr ? *resolver : own_resolver_) {}
+  SocketWireFactory(uv_loop_t* loop, const TlsContext* tls, Resolver* resolver = nullptr,
+                    const resp::ReplyLimits& limits = resp::reply_limits)
+      : loop_(loop), tls_(tls), limits_(limits), own_resolver_(loop),
+        resolver_(resolver != nullptr ? *resolver : own_resolver_) {}
   std::unique_ptr<Wire> connect(const NodeAddress& address, WireEvents& events) override {
-    return std::make_unique<SocketWire>(loop_, resolver_, tls_, address, events);
+    return std::make_unique<SocketWire>(loop_, resolver_, tls_, address, events, limits_);
   }
 
  private:
   uv_loop_t* loop_;
   const TlsContext* tls_;
+  resp::ReplyLimits limits_;
   ThreadResolver own_resolver_;
   Resolver& resolver_;
 };

@@ -1,12 +1,17 @@
-// test_client_create.cpp — Client::create when the system refuses the loop
-// thread: an error, not an exception, and nothing left open or leaked.
+// test_client_create.cpp — Client::create and AsyncClient::create: when the
+// system refuses the loop thread (an error, not an exception, and nothing
+// left open or leaked), and the members this version refuses to serve.
 #include <doctest/doctest.h>
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <uv.h>
+
 #include <atomic>
 #include <cerrno>
+#include <string>
 
+#include "redlock/async_client.hpp"
 #include "redlock/client.hpp"
 #include "redlock/config.hpp"
 
@@ -43,4 +48,40 @@ TEST_CASE("Client::create when no thread can be started: an error naming the loo
   Result<std::unique_ptr<Client>> made = Client::create(config);
   REQUIRE(made);
   CHECK_FALSE((*made)->try_acquire("r").ok());  // nothing listens on those ports: an answer, not a hang
+}
+
+TEST_CASE("Client::create and AsyncClient::create refuse, naming them, the members this version does not serve") {
+  struct Refused {
+    const char* url;
+    const char* message;
+  };
+  const Refused cases[] = {
+      {"redis+cluster://127.0.0.1:5,127.0.0.1:6",
+       R"(nodes[1]: "redis+cluster://127.0.0.1:5,127.0.0.1:6": cluster members are not supported by this version)"},
+      {"rediss+cluster://:pw@127.0.0.1:5?wait_replicas=1",
+       R"(nodes[1]: "rediss+cluster://127.0.0.1:5": cluster members are not supported by this version)"},
+      {"rediss+sentinel://:pw@127.0.0.1:5/m?sentinel_password=s3cret",
+       R"(nodes[1]: "rediss+sentinel://127.0.0.1:5/m": sentinel members are not supported by this version)"},
+      {"redis+sentinel://127.0.0.1:5,127.0.0.1:6/m/2?wait_replicas=all",
+       R"(nodes[1]: "redis+sentinel://127.0.0.1:5,127.0.0.1:6/m": sentinel members are not supported by this version)"},
+  };
+  for (const auto& [url, message] : cases) {
+    CAPTURE(url);
+    auto nodes = parse_node_list(std::string("redis://127.0.0.1:1,") + url + ",redis://127.0.0.1:3");
+    REQUIRE_MESSAGE(nodes, nodes.error().to_string());
+    Config config;
+    config.nodes = *nodes;
+    REQUIRE(validate_config(config).ok());  // a valid config: only this version does not serve it
+    Result<std::unique_ptr<Client>> blocking = Client::create(config);
+    REQUIRE_FALSE(blocking);
+    CHECK(blocking.error().code == Errc::config);
+    CHECK(blocking.error().message == message);
+    uv_loop_t loop;
+    REQUIRE(uv_loop_init(&loop) == 0);
+    Result<std::unique_ptr<AsyncClient>> async = AsyncClient::create(&loop, config);
+    REQUIRE_FALSE(async);
+    CHECK(async.error().code == Errc::config);
+    CHECK(async.error().message == message);
+    CHECK(uv_loop_close(&loop) == 0);  // nothing was opened on it
+  }
 }

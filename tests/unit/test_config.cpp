@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redlock/config.hpp"
 
@@ -240,7 +243,8 @@ TEST_CASE("parse_node_url: missing scheme separator") {
 
 TEST_CASE("parse_node_url: unknown scheme is named") {
   CHECK(config_failure(parse_node_url("http://h:1")) ==
-        R"("http://h:1": unknown scheme "http" (expected redis, rediss or unix))");
+        R"("http://h:1": unknown scheme "http" (expected redis, rediss, unix, redis+cluster, rediss+cluster, )"
+        R"(redis+sentinel or rediss+sentinel))");
 }
 
 TEST_CASE("parse_node_url: rediss:// is TCP over TLS, with everything redis:// has") {
@@ -347,7 +351,9 @@ TEST_CASE("parse_node_url: db must be a non-negative decimal below 2^31") {
 
 TEST_CASE("parse_node_url: trailing garbage is refused") {
   CHECK(config_failure(parse_node_url("redis://h:1/0/extra")).ends_with(R"(bad db "0/extra" (expected a decimal number >= 0))"));
-  CHECK(config_failure(parse_node_url("redis://h?x=1")) == R"("redis://h?x=1": bad character "?" in host "h?x=1")");
+  CHECK(config_failure(parse_node_url("redis://h?x=1")).ends_with(R"(: unknown query key "x" (known: db, wait_replicas, )"
+                                                                 R"(wait_timeout, replicated, sentinel_user, sentinel_password))"));
+  CHECK(config_failure(parse_node_url("redis://h#x")) == R"("redis://h#x": bad character "#" in host "h#x")");
   CHECK(config_failure(parse_node_url("redis://h 1")).ends_with(R"(bad character " " in host "h 1")"));
 }
 
@@ -385,10 +391,11 @@ TEST_CASE("parse_node_url: unix path must not be empty") {
   CHECK(config_failure(parse_node_url("unix://?db=1")) == R"("unix://?db=1": empty socket path)");
 }
 
-TEST_CASE("parse_node_url: unix query allows only db") {
-  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?timeout=1")) ==
-        R"("unix:///tmp/r.sock?timeout=1": unsupported query "timeout=1" (only ?db=N))");
-  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?db=1&x=2")).ends_with(R"(unsupported query "db=1&x=2" (only ?db=N))"));
+TEST_CASE("parse_node_url: a unix query takes the known keys only") {
+  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?timeout=1")).starts_with(
+      R"("unix:///tmp/r.sock?timeout=1": unknown query key "timeout" (known: db, )"));
+  CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?db=1&x=2")).starts_with(
+      R"("unix:///tmp/r.sock?db=1&x=2": unknown query key "x" (known: )"));
   CHECK(config_failure(parse_node_url("unix:///tmp/r.sock?db=x")).ends_with(R"(bad db "x" (expected a decimal number >= 0))"));
 }
 
@@ -957,6 +964,379 @@ TEST_CASE("validate_config: a prefix may not hold a brace (keys could then colli
   Options o;
   o.prefix = "app{x}:";
   CHECK(validation_failure(o) == R"(prefix: "app{x}:": may not contain '{' or '}' (they mark the resource in every key))");
+}
+
+// ---- members as deployed: cluster, sentinel, the query --------------------------
+
+namespace {
+
+std::vector<Endpoint> endpoints(std::initializer_list<std::pair<const char*, int>> list) {
+  std::vector<Endpoint> out;
+  for (const auto& [host, port] : list) out.push_back(Endpoint{host, port});
+  return out;
+}
+
+NodeAddress cluster_node(std::vector<Endpoint> seeds) {
+  NodeAddress node;
+  node.kind = Kind::cluster;
+  node.seeds = std::move(seeds);
+  return node;
+}
+
+NodeAddress sentinel_node(std::vector<Endpoint> seeds, std::string name) {
+  NodeAddress node;
+  node.kind = Kind::sentinel;
+  node.seeds = std::move(seeds);
+  node.master_name = std::move(name);
+  return node;
+}
+
+std::string node_failure(const NodeAddress& node, Options options = {}) {
+  return config_failure(validate_config(Config{{node}, std::move(options), {}}));
+}
+
+}  // namespace
+
+TEST_CASE("parse_node_url: redis+cluster:// is a cluster found from its seeds; rediss+cluster:// over TLS") {
+  const auto node = parsed("redis+cluster://10.0.0.1:7001,10.0.0.2:7002, db.example:7003");
+  CHECK(node.kind == Kind::cluster);
+  CHECK(node.seeds == endpoints({{"10.0.0.1", 7001}, {"10.0.0.2", 7002}, {"db.example", 7003}}));
+  CHECK_FALSE(node.tls);
+  CHECK(node.host.empty());
+  CHECK(node.db == 0);
+  CHECK(node.wait_replicas == 0);
+  CHECK(node.wait_timeout == 0ms);
+  CHECK_FALSE(node.replicated);
+  CHECK(parsed("redis+cluster://h").seeds == endpoints({{"h", 6379}}));
+  const auto tls = parsed("REDISS+Cluster://h:1/");
+  CHECK(tls.kind == Kind::cluster);
+  CHECK(tls.tls);
+  CHECK(parsed("redis+cluster://h:1/0").db == 0);
+}
+
+TEST_CASE("parse_node_url: IPv6 seeds in brackets, stored without") {
+  CHECK(parsed("redis+cluster://[::1]:7001,[fe80::1:2]").seeds == endpoints({{"::1", 7001}, {"fe80::1:2", 6379}}));
+  CHECK(parsed("redis+sentinel://[::1],127.0.0.1:5/m").seeds == endpoints({{"::1", 26379}, {"127.0.0.1", 5}}));
+}
+
+TEST_CASE("parse_node_url: a cluster URL's credentials may hold '@', ':' and '/' (the last '@' ends them)") {
+  const auto node = parsed("redis+cluster://locker:p@ss:w/rd@a:1,b:2");
+  CHECK(node.user == "locker");
+  CHECK(node.password == "p@ss:w/rd");
+  CHECK(node.seeds == endpoints({{"a", 1}, {"b", 2}}));
+  CHECK(parsed("redis+cluster://:a%2Cb%40c@h:1").password == "a,b@c");
+  CHECK(parsed("redis://u:a?b@h:1").password == "a?b");  // a '?' before the '@' is the password's
+}
+
+TEST_CASE("parse_node_url: redis+sentinel:// is the primary the sentinels call /name (default port 26379)") {
+  const auto node = parsed("redis+sentinel://s1:26380,s2/mymaster");
+  CHECK(node.kind == Kind::sentinel);
+  CHECK(node.seeds == endpoints({{"s1", 26380}, {"s2", 26379}}));
+  CHECK(node.master_name == "mymaster");
+  CHECK(node.db == 0);
+  CHECK(node.sentinel_user.empty());
+  CHECK(node.sentinel_password.empty());
+  CHECK(parsed("redis+sentinel://s/m/2").db == 2);
+  CHECK(parsed("redis+sentinel://s/m/").db == 0);
+  CHECK(parsed("redis+sentinel://s/my%2Fmaster").master_name == "my/master");
+  const auto tls = parsed("rediss+sentinel://:pw@s1/m?sentinel_user=admin&sentinel_password=s%40cr%26t");
+  CHECK(tls.tls);
+  CHECK(tls.password == "pw");
+  CHECK(tls.sentinel_user == "admin");
+  CHECK(tls.sentinel_password == "s@cr&t");
+  // An unescaped '@' in a query value does not end the userinfo there.
+  const auto at = parsed("redis+sentinel://:pw@h:1/m?sentinel_password=a@b");
+  CHECK(at.password == "pw");
+  CHECK(at.seeds == endpoints({{"h", 1}}));
+  CHECK(at.sentinel_password == "a@b");
+}
+
+TEST_CASE("parse_node_url: the query — wait_replicas, wait_timeout, replicated, db") {
+  const auto tcp_node = parsed("redis://h:1/2?wait_replicas=2&wait_timeout=20");
+  CHECK(tcp_node.db == 2);
+  CHECK(tcp_node.wait_replicas == 2);
+  CHECK(tcp_node.wait_timeout == 20ms);
+  CHECK(tcp_node.replicated);  // waiting for replicas: a member that may fail over
+  const auto no_db = parsed("redis://h:1?replicated=1");
+  CHECK(no_db.replicated);
+  CHECK(no_db.wait_replicas == 0);
+  CHECK(no_db.port == 1);
+  CHECK_FALSE(parsed("redis://h?replicated=0").replicated);
+  CHECK(parsed("redis://h/?wait_replicas=all").wait_replicas == NodeAddress::all_replicas);
+  CHECK(parsed("redis://h?wait_replicas=16").wait_replicas == 16);
+  CHECK(parsed("redis://h?replicated=1&wait_replicas=1").replicated);
+  const auto unix_socket = parsed("unix:///tmp/r.sock?db=3&replicated=1");
+  CHECK(unix_socket.db == 3);
+  CHECK(unix_socket.replicated);
+  const auto cluster = parsed("redis+cluster://h:1?wait_replicas=1&wait_timeout=10");
+  CHECK(cluster.wait_replicas == 1);
+  CHECK(cluster.wait_timeout == 10ms);
+  CHECK_FALSE(cluster.replicated);  // a cluster member is checked for failovers anyway
+  CHECK(parsed("redis+sentinel://h/m?wait_replicas=ALL&wait_timeout=60000").wait_replicas == NodeAddress::all_replicas);
+}
+
+TEST_CASE("parse_node_url: cluster and sentinel errors") {
+  CHECK(config_failure(parse_node_url("redis+cluster://h:1/2")) ==
+        R"("redis+cluster://h:1/2": db 2 on a cluster (a cluster has only db 0))");
+  CHECK(config_failure(parse_node_url("redis+cluster://")) == R"("redis+cluster://": seed 1: missing host)");
+  CHECK(config_failure(parse_node_url("redis+cluster://a:1,,b:2")) == R"("redis+cluster://a:1,,b:2": seed 2: missing host)");
+  CHECK(config_failure(parse_node_url("redis+cluster://a:1,[zz]:2")) ==
+        R"("redis+cluster://a:1,[zz]:2": seed 2: bad IPv6 address "zz")");
+  CHECK(config_failure(parse_node_url("redis+cluster://a:1,b:x")) ==
+        R"("redis+cluster://a:1,b:***": seed 2: bad port (expected 1-65535))");
+  CHECK(config_failure(parse_node_url("redis+cluster://a:1,b:0")) ==
+        R"("redis+cluster://a:1,b:0": seed 2: port out of range (1-65535))");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1")) ==
+        R"("redis+sentinel://s:1": missing "/name" (the master name: redis+sentinel://host:port[,host:port...]/name))");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1/")) == R"("redis+sentinel://s:1/": empty master name)");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1/m%zz")).ends_with(": bad percent-escape in the master name"));
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1/a%20b")) ==
+        R"("redis+sentinel://s:1/a%20b": master name: printable ASCII without blanks only)");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1/" + std::string(256, 'm')))
+            .ends_with(": master name of 256 bytes (at most 255)"));
+  CHECK(parsed("redis+sentinel://s:1/" + std::string(255, 'm')).master_name.size() == 255);
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1/m/x")).ends_with(R"(: bad db "x" (expected a decimal number >= 0))"));
+  CHECK(config_failure(parse_node_url("redis+sentinel://s:1/m?sentinel_user=u")) ==
+        R"("redis+sentinel://s:1/m?sentinel_user=u": sentinel_user without sentinel_password)");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s/m?sentinel_password=")) ==
+        R"("redis+sentinel://s/m?sentinel_password=": empty sentinel_password)");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s/m?sentinel_user=&sentinel_password=x")) ==
+        R"("redis+sentinel://s/m?sentinel_user=&sentinel_password=***": empty sentinel_user)");
+  CHECK(config_failure(parse_node_url("redis+sentinel://s/m?sentinel_password=a%zzsecret")) ==
+        R"("redis+sentinel://s/m?sentinel_password=***": bad percent-escape in sentinel_password)");
+  // An unescaped '&' in a password: what follows is not shown.
+  CHECK(config_failure(parse_node_url("redis+sentinel://s/m?sentinel_password=ab&cdefgh")) ==
+        R"("redis+sentinel://s/m?sentinel_password=***": a query parameter after sentinel_password that is no key )"
+        R"((write '&' in a password as %26))");
+}
+
+TEST_CASE("parse_node_url: query errors name the key and the value") {
+  const auto failure = [](std::string_view url) { return config_failure(parse_node_url(url)); };
+  // "1?" could be a password's start, "@host" forgotten: masked.
+  CHECK(failure("redis://h:1?") == R"("redis://h:***": empty query after "?")");
+  CHECK(failure("redis://h:1?wait_replicas=1&") == R"("redis://h:1?wait_replicas=1&": empty query parameter ("&&", or '&' at an end))");
+  CHECK(failure("redis://h:1?wait_replicas=1&wait_replicas=2") ==
+        R"("redis://h:1?wait_replicas=1&wait_replicas=2": repeated query key "wait_replicas")");
+  CHECK(failure("redis://h:1/?wait_replicas") == R"("redis://h:1/?wait_replicas": query key "wait_replicas" without "=value")");
+  for (const char* bad : {"0", "17", "-1", "x", "", "1.5", "99999999999999999999999"})
+    CHECK(failure(std::string("redis://h?wait_replicas=") + bad)
+              .ends_with(std::string(R"(: bad wait_replicas ")") + bad + R"(" (expected 1-16 or all))"));
+  for (const char* bad : {"0", "60001", "20ms", "", "-5"})
+    CHECK(failure(std::string("redis://h?wait_replicas=1&wait_timeout=") + bad)
+              .ends_with(std::string(R"(: bad wait_timeout ")") + bad + R"(" (expected milliseconds, 1-60000))"));
+  CHECK(failure("redis://h?wait_timeout=20") == R"("redis://h?wait_timeout=20": wait_timeout without wait_replicas)");
+  CHECK(failure("redis://h?replicated=yes") == R"("redis://h?replicated=yes": bad replicated "yes" (expected 1 or 0))");
+  CHECK(failure("redis://h?replicated=0&wait_replicas=1") ==
+        R"("redis://h?replicated=0&wait_replicas=1": wait_replicas with replicated=0 (a member with replicas may fail over))");
+  CHECK(failure("redis+cluster://h?replicated=1") ==
+        R"("redis+cluster://h?replicated=1": query key "replicated": for redis://, rediss:// and unix:// members only )"
+        R"((cluster and sentinel members are checked for failovers anyway))");
+  CHECK(failure("redis+sentinel://h/m?replicated=0").ends_with(R"(: query key "replicated": for redis://, rediss:// and unix:// members only )"
+                                                              R"((cluster and sentinel members are checked for failovers anyway))"));
+  CHECK(failure("redis://h?db=1") == R"("redis://h?db=1": query key "db": for unix:// members only (elsewhere the db is the path: .../db))");
+  CHECK(failure("redis+cluster://h?db=0").ends_with(R"(: query key "db": for unix:// members only (elsewhere the db is the path: .../db))"));
+  CHECK(failure("redis://h?sentinel_password=x") ==
+        R"("redis://h?sentinel_password=***": query key "sentinel_password": for redis+sentinel:// and rediss+sentinel:// members only)");
+  CHECK(failure("unix:///tmp/r.sock?sentinel_user=u").ends_with(
+      R"(: query key "sentinel_user": for redis+sentinel:// and rediss+sentinel:// members only)"));
+  CHECK(failure("redis://h?Wait_Replicas=1") ==
+        R"("redis://h?Wait_Replicas=1": unknown query key "Wait_Replicas" (known: db, wait_replicas, wait_timeout, )"
+        R"(replicated, sentinel_user, sentinel_password))");
+  CHECK(failure("unix:///tmp/r.sock?db=1&db=2") == R"("unix:///tmp/r.sock?db=1&db=2": repeated query key "db")");
+}
+
+TEST_CASE("display: a cluster or sentinel member is its URL without credentials, db or query") {
+  auto cluster = parsed("rediss+cluster://u:secret@10.0.0.1:7001,[::1]:7002/0?wait_replicas=1");
+  CHECK(cluster.display() == "rediss+cluster://10.0.0.1:7001,[::1]:7002");
+  cluster.tls = false;
+  CHECK(cluster.display() == "redis+cluster://10.0.0.1:7001,[::1]:7002");
+  const auto sentinel = parsed("redis+sentinel://:pw@s1,s2:5/my%2Fmaster%40x/3?sentinel_password=secret");
+  CHECK(sentinel.display() == "redis+sentinel://s1:26379,s2:5/my%2Fmaster%40x");
+  CHECK(sentinel_node(endpoints({{"s", 1}}), "a\x1b[2J b").display() == "redis+sentinel://s:1/a%1B%5B2J%20b");
+  for (const auto& node : {cluster, sentinel}) {
+    CHECK(mask_credentials(node.display()) == node.display());
+    const std::string message = "nodes[1]: \"" + node.display() + "\": refused";
+    CHECK(mask_credentials(message) == message);
+  }
+}
+
+// ---- parse_node_list: a URL's seeds in the list ---------------------------------
+
+TEST_CASE("parse_node_list: items without \"://\" continue the seeds of the cluster or sentinel URL before them") {
+  const auto nodes = parse_node_list("redis+cluster://a:1,b:2, c:3 ,redis://d:4,redis://e:5");
+  REQUIRE_MESSAGE(nodes.ok(), nodes.error().message);
+  REQUIRE(nodes->size() == 3);
+  CHECK((*nodes)[0] == cluster_node(endpoints({{"a", 1}, {"b", 2}, {"c", 3}})));
+  CHECK((*nodes)[1] == tcp("d", 4));
+  CHECK((*nodes)[2] == tcp("e", 5));
+  // A sentinel URL's seeds end at the item carrying "/name".
+  const auto sentinels = parse_node_list("redis://a:1, redis+sentinel://:pw@s1:1,s2:2,s3:3/m?wait_replicas=1, redis://c:3");
+  REQUIRE_MESSAGE(sentinels.ok(), sentinels.error().message);
+  REQUIRE(sentinels->size() == 3);
+  CHECK((*sentinels)[1].seeds == endpoints({{"s1", 1}, {"s2", 2}, {"s3", 3}}));
+  CHECK((*sentinels)[1].master_name == "m");
+  CHECK((*sentinels)[1].wait_replicas == 1);
+  CHECK((*sentinels)[1].password == "pw");
+  // A password's comma is one more item, and comes back with its URL.
+  const auto comma = parse_node_list("redis+cluster://u:a,b@h:1,h:2");
+  REQUIRE_MESSAGE(comma.ok(), comma.error().message);
+  CHECK((*comma)[0].password == "a,b");
+  CHECK((*comma)[0].seeds == endpoints({{"h", 1}, {"h", 2}}));
+  // Two cluster members in a row, each with its seeds.
+  const auto two = parse_node_list("redis+cluster://a:1,a:2,redis+cluster://b:1,b:2");
+  REQUIRE(two.ok());
+  CHECK(*two == std::vector{cluster_node(endpoints({{"a", 1}, {"a", 2}})), cluster_node(endpoints({{"b", 1}, {"b", 2}}))});
+  // parse_node_url takes the whole URL too.
+  CHECK(parsed("redis+cluster://a:1,b:2,c:3") == (*nodes)[0]);
+}
+
+TEST_CASE("parse_node_list: an item without \"://\" anywhere else stays an error") {
+  CHECK(config_failure(parse_node_list("redis://a:1, b:2")) ==
+        R"(item 2: "b:2": missing "://" (expected redis://host or unix:///path))");
+  CHECK(config_failure(parse_node_list("b:2, redis://a:1")) ==
+        R"(item 1: "b:2": missing "://" (expected redis://host or unix:///path))");
+  CHECK(config_failure(parse_node_list("redis+cluster://a:1,b:2, redis://c:3, d:4")) ==
+        R"(item 4: "d:4": missing "://" (expected redis://host or unix:///path))");
+  const std::string after_end =
+      R"(: missing "://" (an item without one continues the seeds of a redis+cluster:// or redis+sentinel:// URL )"
+      R"(only before its '/' or '?'))";
+  CHECK(config_failure(parse_node_list("redis+sentinel://s1:1/m, s2:2")) == R"(item 2: "s2:2")" + after_end);
+  CHECK(config_failure(parse_node_list("redis+cluster://a:1/, b:2")) == R"(item 2: "b:2")" + after_end);
+  CHECK(config_failure(parse_node_list("redis+cluster://a:1?wait_replicas=1,b:2")) == R"(item 2: "b:2")" + after_end);
+  CHECK(config_failure(parse_node_list("redis+cluster://a:1,b:2/,c:3")) == R"(item 3: "c:3")" + after_end);
+  // A bad seed names the URL's items; an empty item is empty, as before.
+  CHECK(config_failure(parse_node_list("redis://x:1, redis+cluster://a:1, b:99999")) ==
+        R"(items 2-3: "redis+cluster://a:1,b:99999": seed 2: port out of range (1-65535))");
+  CHECK(config_failure(parse_node_list("redis+sentinel://s1:1, s2:2, redis://c:3")) ==
+        R"(items 1-2: "redis+sentinel://s1:1,s2:2": missing "/name" (the master name: )"
+        R"(redis+sentinel://host:port[,host:port...]/name))");
+  CHECK(config_failure(parse_node_list("redis+cluster://a:1,,b:2")) == R"(item 2: "": empty URL)");
+  // After a password in a query, a stray item may be the password's tail.
+  const auto tail = config_failure(parse_node_list("redis+sentinel://s:1/m?sentinel_password=ab,cdefgh"));
+  CHECK(tail == R"(item 2: missing "://" (not shown: it follows a URL with a password in its query; write ',' in a )"
+                R"(password as %2C))");
+}
+
+TEST_CASE("config_from_env: REDLOCK_NODES with a cluster's seeds") {
+  NodesEnv env("redis+cluster://a:1,b:2,redis://c:3,redis+sentinel://s1,s2/m");
+  const auto config = config_from_env();
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  REQUIRE(config->nodes.size() == 3);
+  CHECK(config->nodes[0].seeds.size() == 2);
+  CHECK(config->nodes[2].seeds == endpoints({{"s1", 26379}, {"s2", 26379}}));
+}
+
+TEST_CASE("parse_config_json: nodes takes the cluster and sentinel URLs, one string per member") {
+  const auto config = parse_config_json(
+      R"({"nodes": ["redis+cluster://a:1,b:2", "redis+sentinel://s1,s2/m?wait_replicas=1&wait_timeout=20",)"
+      R"( "redis://h:3?replicated=1"], "node_timeout_ms": 40})");
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  REQUIRE(config->nodes.size() == 3);
+  CHECK(config->nodes[0].seeds == endpoints({{"a", 1}, {"b", 2}}));
+  CHECK(config->nodes[1].master_name == "m");
+  CHECK(config->nodes[1].wait_timeout == 20ms);
+  CHECK(config->nodes[2].replicated);
+  CHECK(config_failure(parse_config_json(R"({"nodes": ["redis+cluster://a:1", "b:2"]})")) ==
+        R"(nodes[1]: "b:2": missing "://" (expected redis://host or unix:///path))");
+  CHECK(config_failure(parse_config_json(R"({"nodes": ["redis://h:1?wait_replicas=1&wait_timeout=60"], "node_timeout_ms": 50})")) ==
+        R"(nodes[0]: "h:1": wait_timeout 60 ms: must be at least 1 and below node_timeout_ms (50))");
+}
+
+TEST_CASE("apply_default_credentials: the data nodes' credentials, never the sentinels'") {
+  auto nodes = *parse_node_list("redis+sentinel://s/m?sentinel_password=sp,redis+cluster://c:1,redis+sentinel://t/n");
+  apply_default_credentials(nodes, "locker", "pw");
+  for (const auto& node : nodes) {
+    CHECK(node.user == "locker");
+    CHECK(node.password == "pw");
+  }
+  CHECK(nodes[0].sentinel_password == "sp");
+  CHECK(nodes[0].sentinel_user.empty());
+  CHECK(nodes[2].sentinel_password.empty());
+}
+
+TEST_CASE("validate_config: cluster and sentinel members, and the seeds' rules") {
+  // Seeds are where to look, not servers that vote: shared seeds are no duplicate.
+  Config config;
+  config.nodes = {tcp("a", 1), cluster_node(endpoints({{"a", 1}, {"b", 2}})), cluster_node(endpoints({{"a", 1}})),
+                  sentinel_node(endpoints({{"a", 1}}), "m")};
+  CHECK(validate_config(config).ok());
+  CHECK(node_failure(cluster_node({})) == R"(nodes[0]: "redis+cluster://": no seeds (at least one host:port))");
+  CHECK(node_failure(sentinel_node({}, "m")) == R"(nodes[0]: "redis+sentinel:///m": no seeds (at least one host:port))");
+  std::vector<Endpoint> many;
+  for (int port = 1; port <= 65; ++port) many.push_back(Endpoint{"h", port});
+  CHECK(node_failure(cluster_node(many)).ends_with(R"(,h:65": 65 seeds (at most 64))"));
+  many.pop_back();
+  CHECK(validate_config(Config{{cluster_node(many)}, {}, {}}).ok());
+  CHECK(node_failure(cluster_node(endpoints({{"h", 1}, {"h", 0}}))) ==
+        R"(nodes[0]: "redis+cluster://h:1,h:0": seeds[1]: port out of range (1-65535))");
+  CHECK(node_failure(sentinel_node(endpoints({{"", 1}}), "m")) ==
+        R"(nodes[0]: "redis+sentinel://:1/m": seeds[0]: missing host)");
+  CHECK(node_failure(cluster_node(endpoints({{"a", 1}, {"b", 1}, {"A", 1}}))) ==
+        R"(nodes[0]: "redis+cluster://a:1,b:1,A:1": seeds[2]: the same as seeds[0] (a:1))");
+  auto with_db = cluster_node(endpoints({{"a", 1}}));
+  with_db.db = 3;
+  CHECK(node_failure(with_db) == R"(nodes[0]: "redis+cluster://a:1": db 3 on a cluster (a cluster has only db 0))");
+  CHECK(node_failure(sentinel_node(endpoints({{"s", 1}}), "")) == R"(nodes[0]: "redis+sentinel://s:1/": empty master name)");
+  CHECK(node_failure(sentinel_node(endpoints({{"s", 1}}), "a\x1b")) ==
+        R"(nodes[0]: "redis+sentinel://s:1/a%1B": master name: printable ASCII without blanks only)");
+  CHECK(node_failure(sentinel_node(endpoints({{"s", 1}}), std::string(256, 'm'))).ends_with(": master name of 256 bytes (at most 255)"));
+}
+
+TEST_CASE("validate_config: a field of another kind is refused") {
+  auto seeded = tcp("h", 1);
+  seeded.seeds = endpoints({{"a", 1}});
+  CHECK(node_failure(seeded) == R"(nodes[0]: "h:1": seeds: for redis+cluster:// and redis+sentinel:// members only)");
+  auto named = cluster_node(endpoints({{"a", 1}}));
+  named.master_name = "m";
+  CHECK(node_failure(named) ==
+        R"(nodes[0]: "redis+cluster://a:1": master_name: for redis+sentinel:// and rediss+sentinel:// members only)");
+  auto sentinel_auth = unix_node("/tmp/r.sock");
+  sentinel_auth.sentinel_password = "x";
+  CHECK(node_failure(sentinel_auth) == R"(nodes[0]: "unix:///tmp/r.sock": sentinel_user, sentinel_password: )"
+                                       R"(for redis+sentinel:// and rediss+sentinel:// members only)");
+  auto replicated = sentinel_node(endpoints({{"s", 1}}), "m");
+  replicated.replicated = true;
+  CHECK(node_failure(replicated) == R"(nodes[0]: "redis+sentinel://s:1/m": replicated: for redis://, rediss:// and )"
+                                    R"(unix:// members only (cluster and sentinel members are checked for failovers anyway))");
+  auto user_only = sentinel_node(endpoints({{"s", 1}}), "m");
+  user_only.sentinel_user = "u";
+  CHECK(node_failure(user_only) == R"(nodes[0]: "redis+sentinel://s:1/m": sentinel_user without sentinel_password)");
+}
+
+TEST_CASE("validate_config: wait_replicas and wait_timeout") {
+  auto node = tcp("h", 1);
+  node.replicated = true;
+  node.wait_replicas = 17;
+  CHECK(node_failure(node) == R"(nodes[0]: "h:1": wait_replicas 17: must be 1-16, -1 (all) or 0 (off))");
+  node.wait_replicas = -2;
+  CHECK(node_failure(node) == R"(nodes[0]: "h:1": wait_replicas -2: must be 1-16, -1 (all) or 0 (off))");
+  node.wait_replicas = NodeAddress::all_replicas;
+  node.wait_timeout = 60001ms;
+  CHECK(node_failure(node) == R"(nodes[0]: "h:1": wait_timeout 60001 ms: must be 1-60000 (or 0: half of node_timeout_ms))");
+  node.wait_timeout = -1ms;
+  CHECK(node_failure(node) == R"(nodes[0]: "h:1": wait_timeout -1 ms: must be 1-60000 (or 0: half of node_timeout_ms))");
+  node.wait_timeout = 0ms;
+  CHECK(validate_config(Config{{node}, {}, {}}).ok());  // 25 ms, half of node_timeout
+  node.replicated = false;
+  CHECK(node_failure(node) == R"(nodes[0]: "h:1": wait_replicas without replicated (a member with replicas may fail over))");
+  auto off = tcp("h", 1);
+  off.wait_timeout = 20ms;
+  CHECK(node_failure(off) == R"(nodes[0]: "h:1": wait_timeout without wait_replicas)");
+  // The timeout in force must end before the node deadline.
+  auto waits = cluster_node(endpoints({{"a", 1}}));
+  waits.wait_replicas = 1;
+  waits.wait_timeout = 50ms;
+  CHECK(node_failure(waits) ==
+        R"(nodes[0]: "redis+cluster://a:1": wait_timeout 50 ms: must be at least 1 and below node_timeout_ms (50))");
+  waits.wait_timeout = 49ms;
+  CHECK(validate_config(Config{{waits}, {}, {}}).ok());
+  Options tight;
+  tight.node_timeout = 1ms;
+  waits.wait_timeout = 0ms;
+  CHECK(node_failure(waits, tight) == R"(nodes[0]: "redis+cluster://a:1": wait_timeout 0 ms (unset: half of )"
+                                      R"(node_timeout_ms): must be at least 1 and below node_timeout_ms (1))");
+  tight.node_timeout = 2ms;
+  CHECK(validate_config(Config{{waits}, tight, {}}).ok());
 }
 
 // ---- the keys' documentation ----------------------------------------------------------

@@ -18,9 +18,9 @@ using namespace redlock;
 namespace {
 
 // Passwords with what breaks a naive mask: '/', '@', ':', '+', '=', a
-// percent-escape.
+// percent-escape, '&' (which ends a query value).
 const std::vector<std::string> passwords = {
-    "S3cr/et@pw", "p%2Fw0rdZ", "aB3+xY/9kL==", "Qw:er@ty/Ui", "Zz9:Yy8!Xx7", "hUnt3r2Xq", "Mn/Op/Qr",
+    "S3cr/et@pw", "p%2Fw0rdZ", "aB3+xY/9kL==", "Qw:er@ty/Ui", "Zz9:Yy8!Xx7", "hUnt3r2Xq", "Mn/Op/Qr", "Ab&Cd3Ef4Gh",
 };
 
 bool has_at(const std::string& password) { return password.find('@') != std::string::npos; }
@@ -108,6 +108,36 @@ const std::vector<std::string> urls_with_host = {
     "unix://:{pw}@tmp/r.sock",
     "unix://user:{pw}@",
     "UNIX://:{pw}@/tmp/r.sock?db=99999999999",
+    // Cluster and sentinel members: the userinfo, and a password in the query.
+    "redis+cluster://user:{pw}@a:1,b:2",
+    "redis+cluster://user:{pw}@a:1,b:x",
+    "redis+cluster://user:{pw}@a:1/3",
+    "redis+cluster://user:{pw}@a:1,[zz]:2?wait_replicas=1",
+    "rediss+cluster://:{pw}@a:1?replicated=1",
+    "redis://user:{pw}@h:1?wait_timeout=5",
+    "redis://user:{pw}@h?wait_replicas=0",
+    "redis+sentinel://user:{pw}@s1,s2/m?wait_replicas=1",
+    "redis+sentinel://user:{pw}@s1,s2",
+    "redis+sentinel://h:1/m?sentinel_password={pw}",
+    "rediss+sentinel://user:{pw}@h:1,h:2/m?sentinel_user=u&sentinel_password={pw}",
+    "redis+sentinel://h:1/m?sentinel_password={pw}&wait_replicas=x",
+    "redis+sentinel://h:1/m?wait_replicas=x&sentinel_password={pw}",
+    "redis+sentinel://h:1/m?sentinel_password={pw}&bogus=1",
+    "redis+sentinel://h:1/m?sentinel_password={pw}&sentinel_password={pw}",
+    "redis+sentinel://h:1/m?sentinel_password={pw}%zz",
+    "redis+sentinel://h:1/m?sentinel_user=u%zz&sentinel_password={pw}",
+    "redis+sentinel://h:99999/m?sentinel_password={pw}",
+    "redis+sentinel://h:1?sentinel_password={pw}",
+    "redis+sentinel://h:1/?sentinel_password={pw}",
+    "redis+sentinel://h:1/m/x?sentinel_password={pw}",
+    "redis+sentinel://h:1/m%20x?sentinel_password={pw}",
+    "redis+cluster://h:1?sentinel_password={pw}",
+    "redis://h:1?sentinel_password={pw}",
+    "unix:///tmp/r.sock?sentinel_password={pw}",
+    "REDIS+SENTINEL://h:1/m?SENTINEL_PASSWORD={pw}",
+    "redis+sentinel://h:1/m?sentinel_p%61ssword={pw}",
+    "redis+sentinel://h:1/m?sentinel_password=\"{pw}\"",
+    "redis+sentinel://h:1/m?sentinel_password={pw}?wait_replicas=1",
 };
 
 // With "@host" forgotten a password with '@' reads as a password and a
@@ -115,6 +145,8 @@ const std::vector<std::string> urls_with_host = {
 const std::vector<std::string> urls_without_host = {
     "redis://user:{pw}", "redis://:{pw}", "redis://user:{pw}/0", "rediss://:{pw}:6379", "user:{pw}",
     "unix://user:{pw}",  "unix://:{pw}",  "redis://[::1]:{pw}", "redis://user:{pw} @host",
+    "redis+cluster://user:{pw}", "redis+cluster://a:1,user:{pw}", "redis+sentinel://:{pw}",
+    "redis+sentinel://user:{pw}/m", "redis://user:{pw}?wait_replicas=1",
 };
 
 std::vector<std::string> urls_for(const std::string& password) {
@@ -198,6 +230,18 @@ TEST_CASE("no password in REDLOCK_NODES errors") {
   unsetenv("REDLOCK_NODES");
 }
 
+TEST_CASE("no password in a list's error when a ',' cuts a query password in two") {
+  for (const auto& password : passwords) {
+    for (const auto& list : {"redis+sentinel://s:1/m?sentinel_password=ab,{pw}", "redis+sentinel://s:1/m?sentinel_password=ab,{pw},redis://c:1",
+                             "redis+sentinel://s:1/m?sentinel_password={pw},{pw}", "redis://a:1,redis+sentinel://s:1/m?sentinel_password=x&wait_replicas=1,{pw}"}) {
+      const auto text = replaced(list, password);
+      check_clean(text, password, shown(parse_node_list(text)));
+      check_clean(text, password, mask_credentials(text));
+      check_clean(text, password, mask_credentials("--nodes " + text + " nodes"));
+    }
+  }
+}
+
 TEST_CASE("a password file's content is never in its error") {
   char path[] = "/tmp/redlock-secret-XXXXXX";
   const int fd = mkstemp(path);
@@ -233,8 +277,28 @@ TEST_CASE("mask_credentials: what is masked") {
   CHECK(mask_credentials("--nodes=redis://u:pw@h,(redis://u:pw)") == "--nodes=redis://***@h,(redis://u:***");
   CHECK(mask_credentials("\"redis://h:6379\": \"redis://[::1]:1\",") == "\"redis://h:6379\": \"redis://[::1]:1\",");
   CHECK(mask_credentials("\"user:pw@h\": (//:pw@h)") == "\"***@h\": (//***@h)");
+  // A query password, up to the next blank (its end is not known before that).
+  CHECK(mask_credentials("redis+sentinel://h:1/m?sentinel_password=s3cret") == "redis+sentinel://h:1/m?sentinel_password=***");
+  CHECK(mask_credentials("redis+sentinel://h:1/m?sentinel_password=s3cret&wait_replicas=1 next") ==
+        "redis+sentinel://h:1/m?sentinel_password=*** next");
+  CHECK(mask_credentials("\"redis+sentinel://u:pw@h:1/m?sentinel_password=s3cret\": bad") ==
+        "\"redis+sentinel://***@h:1/m?sentinel_password=*** bad");
+  CHECK(mask_credentials("--nodes=redis://a:1,redis+sentinel://h:1/m?sentinel_password=s,3cr3t redis://b:2") ==
+        "--nodes=redis://a:1,redis+sentinel://h:1/m?sentinel_password=*** redis://b:2");
+  CHECK(mask_credentials("redis+sentinel://h/m?sentinel_password=a@b") == "redis+sentinel://h/m?sentinel_password=***");
+  CHECK(mask_credentials("?SENTINEL_PASSWORD=x&pass=y") == "?SENTINEL_PASSWORD=***");
+  CHECK(mask_credentials("sentinel_p%61ssword=x") == "sentinel_p%61ssword=***");
+  CHECK(mask_credentials("--sentinel-password=x y") == "--sentinel-password=*** y");
+  for (const char* secret : {"pass=x", "pwd=x", "passwd=x", "client_secret=x", "PassWord=x"})
+    CHECK(mask_credentials(secret).ends_with("=***"));
+  CHECK(mask_credentials("redis+cluster://u:pw@a:1,b:2") == "redis+cluster://***@a:1,b:2");
+  for (const char* plain : {"redis+cluster://a:1,b:2", "redis+sentinel://[::1]:26379,h:1/m?wait_replicas=all&wait_timeout=20",
+                            "redis://h:1?wait_replicas=1", "unix:///tmp/r.sock?db=1&replicated=1", "password_file=/etc/pw",
+                            "sentinel_password=", "wait_timeout=20", "rediss+sentinel://s:1,s:2/my%2Fmaster%40x"})
+    CHECK(mask_credentials(plain) == plain);
   // Masking a masked text changes nothing (the CLI masks the library's messages again).
-  for (const char* masked : {"\"redis://***@h:1\":", "\"***@h:6379\":", "\"redis://user:***\":", "--bogus=redis://***@h"})
+  for (const char* masked : {"\"redis://***@h:1\":", "\"***@h:6379\":", "\"redis://user:***\":", "--bogus=redis://***@h",
+                             "\"redis+sentinel://***@s:1/m?sentinel_password=***\": bad", "sentinel_password=***,"})
     CHECK(mask_credentials(masked) == masked);
 }
 

@@ -345,9 +345,10 @@ struct CountingEvents final : WireEvents {
 
 // Connected — a SocketWire connected to a socket the test holds (`peer`).
 struct Connected {
+  explicit Connected(const resp::ReplyLimits& limits = resp::reply_limits) : factory(&l.loop, nullptr, nullptr, limits) {}
   Loop l;
   Listener server;
-  SocketWireFactory factory{&l.loop, nullptr};
+  SocketWireFactory factory;
   CountingEvents ev;
   std::unique_ptr<Wire> wire = factory.connect(tcp("127.0.0.1", server.port), ev);
   int peer = server.accept();
@@ -425,6 +426,21 @@ TEST_CASE("socket wire: a reply past the limits ends the connection at its heade
     CHECK(c.ev.replies == 0);
     CHECK(c.ev.lost.starts_with("reply too large: "));
   }
+}
+
+TEST_CASE("socket wire: a factory's reply limits hold each of its Wires (a CLUSTER SLOTS connection gets larger ones)") {
+  std::string wide = "*5000\r\n";
+  for (int i = 0; i < 5000; ++i) wide += ":1\r\n";
+  {
+    Connected usual;
+    usual.send(wide);
+    REQUIRE(usual.l.run_until([&] { return !usual.ev.lost.empty(); }));
+    CHECK(usual.ev.lost == "reply too large: an array of 5000 elements (at most 4096 in one reply)");
+  }
+  Connected larger(resp::ReplyLimits{1024 * 1024, 8192, 1});
+  larger.send(wide);
+  REQUIRE(larger.l.run_until([&] { return larger.ev.replies == 1; }));
+  CHECK(larger.ev.lost.empty());
 }
 
 TEST_CASE("socket wire: one turn delivers at most its budget of replies; the loop's timers run in between, and the rest follow without more bytes") {
