@@ -5,6 +5,7 @@
 
 #include <string_view>
 
+#include "redlock/config.hpp"
 #include "support/process.hpp"
 
 extern char** environ;
@@ -18,7 +19,7 @@ std::vector<std::string> child_environment(const Lease& lease, bool fence) {
     if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE=") ||
         v.starts_with("REDLOCK_OWNER=") || v.starts_with("REDLOCK_PERMIT=") ||
         v.starts_with("REDLOCK_TLS_KEY=") || v.starts_with("REDLOCK_PASSWORD=") ||
-        (v.starts_with("REDLOCK_NODES=") && v.find('@') != std::string_view::npos))
+        (v.starts_with("REDLOCK_NODES=") && mask_credentials(v) != v))
       continue;
     env.emplace_back(v);
   }

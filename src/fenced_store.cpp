@@ -124,6 +124,10 @@ FencedStore::FencedStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FencedStore::~FencedStore() = default;
 
 Result<std::unique_ptr<FencedStore>> FencedStore::connect(const NodeAddress& store, FencedStoreOptions options) {
+  if (store.kind == NodeAddress::Kind::cluster || store.kind == NodeAddress::Kind::sentinel) {
+    return make_error(Errc::config, "fenced store " + store.display() +
+                                        ": a cluster or sentinel address is not supported; use redis:// or unix://");
+  }
   if (store.tls) {
     return make_error(Errc::config, "fenced store " + store.display() +
                                         ": rediss:// is not supported (the store's connection has no TLS); "

@@ -15,6 +15,7 @@
 #include "resp.hpp"
 #include "sabotage.hpp"
 #include "scripts.hpp"
+#include "server_info.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -31,30 +32,6 @@ int major_version(std::string_view version) {
   int major = 0;
   const auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
   return ec == std::errc{} && end != version.data() ? major : 0;
-}
-
-std::string info_field(std::string_view info, std::string_view name) {
-  std::size_t at = 0;
-  while ((at = info.find(name, at)) != std::string_view::npos) {
-    if ((at == 0 || info[at - 1] == '\n') && at + name.size() < info.size() && info[at + name.size()] == ':') {
-      std::size_t begin = at + name.size() + 1;
-      std::size_t end = info.find_first_of("\r\n", begin);
-      return std::string(info.substr(begin, end == std::string_view::npos ? end : end - begin));
-    }
-    at += name.size();
-  }
-  return {};
-}
-
-// bounded_number reads a server's decimal integer: digits only, and at
-// most `most` — anything else (a sign, junk, a number that would overflow
-// the arithmetic it goes into) is no number at all.
-std::optional<long long> bounded_number(std::string_view text, long long most) {
-  long long n = 0;
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc{} || end != text.data() + text.size() || n > most) return std::nullopt;
-  return n;
 }
 
 // MarkerValue: what a marker's value, "EPOCH DECLARED_MS BORN_MS", says:
@@ -148,8 +125,11 @@ bool NodeSession::queue_marker() {
   Result<std::string> epoch = runtime_.random_token();
   if (!epoch) return false;
   const std::string ms = std::to_string(period().count());
-  const std::string_view argv[8] = {"EVALSHA", shas_[static_cast<std::size_t>(CommandId::marker)], "2",
-                                    marker_key, marker_server_key, *epoch, ms, run_id_};
+  const std::string_view argv[10] = {"EVALSHA",  shas_[static_cast<std::size_t>(CommandId::marker)],
+                                     "3",        marker_key,
+                                     marker_server_key, marker_replid_key,
+                                     *epoch,     ms,
+                                     run_id_,    replid_};
   if (!queue_raw(Kind::marker, argv)) return false;
   marker_in_flight_ = true;
   return true;
@@ -189,7 +169,7 @@ void NodeSession::become_ready() {
       ++unwritten_;
     } else {
       p.set_get = sends_get(*p.call);
-      if (is_acquire(p.call->command) && !sabotage().no_data_check) check_owed_ = true;
+      if (holds_back(p.call->command)) check_owed_ = true;
       // Its node timeout (and its round trip) run from now, as a command
       // written at once: deadlines stay in order along pending_.
       p.sent = now;
@@ -235,6 +215,24 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   // restart): whatever it holds, it was not there for our earlier votes.
   if (!previous_run_id.empty() && run_id_ != previous_run_id) {
     note_loss(now, "another server answers at this address (run_id changed: a failover, replacement or restart)");
+  }
+  // A replica's writes are lost at its next sync (and a read-only one
+  // refuses them): whatever answers here must be a primary. A server that
+  // does not say (a proxy) is taken as one.
+  const std::string role = info_field(info, "role");
+  if (!role.empty() && role != "master") {
+    return conn_.drop("is a replica (role:" + resp::server_text(role) + "), not a primary: its votes would not last");
+  }
+  // The same server with another replication history: it was a replica
+  // meanwhile and took another primary's data (demoted, resynced, promoted
+  // again), so it may have lost keys it held; the marker's replid key shows
+  // it to clients that never met it before (docs/design.md §5).
+  const std::string previous_replid = std::move(replid_);
+  replid_ = replication_id(info);
+  if (sabotage().no_failover_check) replid_.clear();
+  replicas_ = bounded_number(info_field(info, "connected_slaves"), 1'000'000).value_or(-1);
+  if (!previous_replid.empty() && !replid_.empty() && replid_ != previous_replid && run_id_ == previous_run_id) {
+    note_loss(now, "its replication history changed (master_replid): it was a replica and took another server's data");
   }
   // uptime_in_seconds is a difference of two whole wall-clock seconds: a
   // reading of U means a true uptime anywhere in (U − 1, U + 1). The unsafe
@@ -291,8 +289,19 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
   // a marker check written between the acquire and this GET may have seen
   // the loss and learnt the new epoch, which then reads as "intact" here.
   const bool quarantined_now = quarantined(now);
+  // A replicated member's checks before this one (WAIT, INFO replication)
+  // may have found that these writes cannot be counted on: each fails.
+  const std::string refusal = std::move(refusal_);
+  refusal_.clear();
   for (HeldReply& h : held) {
     NodeEvent ev;
+    if (!refusal.empty()) {
+      ev.kind = EventKind::failed;
+      ev.rtt = duration_cast<microseconds>(now - h.sent);
+      ev.text = refusal;
+      h.sink->on_node_event(h.slot, ev);
+      continue;
+    }
     ev.kind = EventKind::reply;
     ev.rtt = duration_cast<microseconds>(now - h.sent);
     ev.reply = h.view;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "config_text.hpp"
 #include "keys.hpp"
 #include "resp.hpp"
 #include "sabotage.hpp"
@@ -93,7 +94,11 @@ NodeSession::NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress addre
       on_ready_(std::move(on_ready)),
       deadline_timer_(runtime.timer([this] { on_deadline(); })),
       check_timer_(runtime.timer([this] { on_check_timer(); })),
-      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {}
+      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {
+  replicated_ = address_.replicated || address_.wait_replicas != 0;
+  wait_replicas_ = address_.wait_replicas;
+  wait_timeout_ = std::max(wait_timeout_in_force(address_, options.node_timeout), milliseconds{1});
+}
 
 NodeSession::~NodeSession() = default;
 
@@ -104,15 +109,16 @@ void NodeSession::start() {
 void NodeSession::on_flush() {
   if (!check_owed_ || !conn_.live()) return;
   check_owed_ = false;
-  if (!queue_vote_check()) conn_.drop("cannot queue the data-loss vote check");
+  if (!queue_checks()) conn_.drop("cannot queue the data-loss vote check");
 }
 
 // queue_raw writes a handshake or check command. It goes before the
 // commands still waiting for the handshake: replies come in write order.
-bool NodeSession::queue_raw(Kind kind, std::span<const std::string_view> argv) {
+bool NodeSession::queue_raw(Kind kind, std::span<const std::string_view> argv, std::size_t tag) {
   if (!conn_.write(argv)) return false;
   Pending p;
   p.kind = kind;
+  p.slot = tag;
   p.sent = runtime_.now();
   const std::size_t at = pending_.size() - unwritten_;
   pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(at), p);
@@ -196,7 +202,7 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
   p.deadline = now + options_.node_timeout + (write_now ? milliseconds{0} : options_.connect_timeout);
   pending_.push_back(p);
   unwritten_ += write_now ? 0 : 1;
-  if (write_now && is_acquire(call.command) && !sabotage().no_data_check) check_owed_ = true;
+  if (write_now && holds_back(call.command)) check_owed_ = true;
   // Even when the timer is armed (for a stall, say): this deadline may
   // come first.
   arm_at(p.deadline + deadline_slack);
@@ -219,6 +225,10 @@ void NodeSession::on_reply(const WireReply& reply) {
 
   if (p.kind == Kind::vote_check) {
     handle_vote_check(reply, now);
+  } else if (p.kind == Kind::wait) {
+    handle_wait(reply, static_cast<long long>(p.slot));
+  } else if (p.kind == Kind::replication) {
+    handle_replication(reply, now);
   } else if (p.kind != Kind::script) {
     if (p.kind == Kind::marker) marker_in_flight_ = false;
     if (closing_) {
@@ -237,7 +247,7 @@ void NodeSession::on_reply(const WireReply& reply) {
     }
   } else {
     const bool noscript = reply.type == WireReply::Type::error && reply.str.substr(0, 8) == "NOSCRIPT";
-    const bool check = is_acquire(p.call->command) && !sabotage().no_data_check;
+    const bool check = holds_back(p.call->command);
     if (noscript && !p.retried && !closing_ && is_script(p.call->command) && queue_call(*p.call, true)) {
       // The script cache was flushed: run it by its text, which reloads it.
       Pending again = p;
@@ -331,6 +341,7 @@ void NodeSession::on_down(std::string_view) {
   if (check_timer_) check_timer_->stop();
   marker_in_flight_ = false;
   check_owed_ = false;
+  refusal_.clear();
   unwritten_ = 0;  // fail_written fails them too, in order
   fail_written();
   fail_held();

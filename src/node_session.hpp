@@ -114,8 +114,9 @@ class NodeSession final : private ConnectionOwner {
  private:
   // vote_check: the GET of the data-loss marker written behind the
   // acquires of one flush (one per flush); their replies are held back
-  // until it answers.
-  enum class Kind : std::uint8_t { script, handshake, scripts_exist, info, marker, vote_check };
+  // until it answers. wait and replication go before it on a replicated
+  // member (src/node_replication.cpp): WAIT for replicas, INFO replication.
+  enum class Kind : std::uint8_t { script, handshake, scripts_exist, info, marker, vote_check, wait, replication };
   struct Pending {
     Kind kind = Kind::script;
     bool timed_out = false;
@@ -144,11 +145,16 @@ class NodeSession final : private ConnectionOwner {
   void on_down(std::string_view why) override;
   void on_state(State from, State to, std::string_view reason) override;
 
-  bool queue_raw(Kind kind, std::span<const std::string_view> argv);
+  bool queue_raw(Kind kind, std::span<const std::string_view> argv, std::size_t tag = 0);
   bool queue_call(const Call& call, bool as_eval);
   bool queue_marker();
   void load_missing(const WireReply& reply);
   bool queue_vote_check();
+  // Replicated members (src/node_replication.cpp).
+  bool holds_back(CommandId id) const noexcept;
+  bool queue_checks();
+  void handle_wait(const WireReply& reply, long long needed);
+  void handle_replication(const WireReply& reply, clock::time_point now);
   void handle_info(const WireReply& reply, clock::time_point now);
   void handle_marker(const WireReply& reply, clock::time_point now);
   void handle_vote_check(const WireReply& reply, clock::time_point now);
@@ -215,6 +221,15 @@ class NodeSession final : private ConnectionOwner {
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
   std::vector<HeldReply> held_;
   std::string version_, run_id_;
+  std::string replid_;  // master_replid of the last handshake (kept across reconnects)
+  // A replicated member (NodeAddress::replicated or wait_replicas) checks
+  // role and replication id behind every flush of held writes, and with
+  // wait_replicas WAITs for that many replicas (all: replicas_) first.
+  bool replicated_ = false;
+  int wait_replicas_ = 0;
+  std::chrono::milliseconds wait_timeout_{0};  // in force
+  long long replicas_ = -1;       // connected_slaves at the last reading (-1: unknown)
+  std::string refusal_;           // why the held writes of the flush being checked do not count ("": they may)
   // The master takes `SET key value NX PX ttl GET` (Redis 7 or later, from
   // INFO at the handshake): an acquire's plain SET is sent so, and a key of
   // another type answers WRONGTYPE on the first attempt, not nil ("held").

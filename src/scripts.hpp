@@ -350,9 +350,11 @@ return rw .. queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[
 )lua";
 
 // marker: KEYS[1] the master's data-loss marker, KEYS[2] the run id of the
-// server that wrote it (src/keys.hpp); ARGV[1] a fresh epoch, ARGV[2] this
-// client's quarantine in ms (the largest it knows of), ARGV[3] the run id
-// the client just read from INFO on this connection ('' if none).
+// server that wrote it, KEYS[3] the replication id it had then
+// (src/keys.hpp); ARGV[1] a fresh epoch, ARGV[2] this client's quarantine
+// in ms (the largest it knows of), ARGV[3] the run id and ARGV[4] the
+// master_replid the client just read from INFO on this connection ('' if
+// none).
 // The marker, "EPOCH QUARANTINE_MS BORN_MS", is written once and never
 // expires: a master that loses its data (restart without persistence,
 // FLUSHALL, eviction, an emptying resync) loses it too, and whoever comes
@@ -364,10 +366,14 @@ return rw .. queue .. redis.call('PTTL', KEYS[1]) .. ' ' .. fence .. ' ' .. got[
 // The server key names the run id that wrote the marker: a replica has its
 // primary's marker and server key, so once promoted (a failover behind the
 // same address) it answers with another run id, and the marker is written
-// anew, as after a loss. A marker without a server key (written where no
-// run id was known) is adopted. The server key is read and written with
-// pcall: under an ACL that does not grant it (docs/security.md) the marker
-// works as before, without this check.
+// anew, as after a loss. The replication id key does the same for a
+// server that kept its run id but not its data: demoted, resynced from
+// another primary (its own promoted replica, which has this marker and
+// server key) and promoted again, it answers with another master_replid.
+// A marker without a server key or replication id key (written where none
+// was known, or by an older client) adopts this one. Both are read and
+// written with pcall: under an ACL that does not grant them
+// (docs/security.md) the marker works as before, without these checks.
 // A BORN_MS of 0 is a clean start, written only by scripts/testbed.sh on a
 // master it has just started empty where no master ran before, together
 // with the server key (docs/design.md §5, "A clean start"): it reads
@@ -386,11 +392,16 @@ if known then
   server = redis.pcall('GET', KEYS[2])
   if type(server) == 'table' then server, known = false, false end
 end
+local replid, lineage = false, KEYS[3] ~= nil and (ARGV[4] or '') ~= ''
+if lineage then
+  replid = redis.pcall('GET', KEYS[3])
+  if type(replid) == 'table' then replid, lineage = false, false end
+end
 local state, epoch, ms, born = 'created', ARGV[1], ARGV[2], string.format('%d', now)
 if v then
   local e, m, b = string.match(v, '^(%x+) (%d+) (%d+)$')
   if not e then return redis.error_reply('key ' .. KEYS[1] .. ' is not a redlock marker') end
-  if server and server ~= ARGV[3] then
+  if (server and server ~= ARGV[3]) or (replid and replid ~= ARGV[4]) then
     state = 'replaced'
   else
     state, epoch = 'found', e
@@ -401,6 +412,7 @@ end
 local value = epoch .. ' ' .. ms .. ' ' .. born
 if v ~= value then redis.call('SET', KEYS[1], value) end
 if known and server ~= ARGV[3] then redis.pcall('SET', KEYS[2], ARGV[3]) end
+if lineage and replid ~= ARGV[4] then redis.pcall('SET', KEYS[3], ARGV[4]) end
 if state ~= 'found' and state ~= 'clean' then return {state, epoch, ms, '0'} end
 return {state, epoch, ms, string.format('%d', math.max(now - tonumber(born), 0))}
 )lua";
@@ -1042,6 +1054,15 @@ inline constexpr bool is_acquire(CommandId id) {
   return id == CommandId::acquire || id == CommandId::set_nx || id == CommandId::fenced_acquire ||
          id == CommandId::multi_acquire || id == CommandId::fair_acquire || id == CommandId::sem_acquire ||
          id == CommandId::read_acquire || id == CommandId::write_acquire;
+}
+
+// is_safety_write: a write other than an acquire that a holder relies on
+// lasting: an extension (a lost one makes a key expire early), a fence
+// raised, a leader's record. A replicated member with wait_replicas holds
+// their answers until WAIT says enough replicas have them.
+inline constexpr bool is_safety_write(CommandId id) {
+  return id == CommandId::extend || id == CommandId::multi_extend || id == CommandId::extend_batch ||
+         id == CommandId::read_extend || id == CommandId::fence_raise || id == CommandId::leader_proclaim;
 }
 
 }  // namespace redlock::detail

@@ -143,6 +143,23 @@ inline void patient(Options& o) {
   o.stall_timeout = std::chrono::milliseconds{3000};
 }
 
+// info_field: one field of `server`'s INFO `section` ("" when absent).
+inline std::string info_field(const RedisServer& server, const std::string& section, const std::string& name) {
+  const Reply info = server.command({"INFO", section});
+  const std::string key = "\n" + name + ":";
+  const std::size_t at = ("\n" + info.str).find(key);
+  if (at == std::string::npos) return {};
+  const std::size_t begin = at + key.size() - 1;
+  return info.str.substr(begin, info.str.find_first_of("\r\n", begin) - begin);
+}
+
+// follow: make `replica` a replica of `primary`; true once it has synced.
+[[nodiscard]] inline bool follow(RedisServer& replica, const RedisServer& primary) {
+  if (replica.command({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())}).type == REDIS_REPLY_ERROR) return false;
+  return eventually([&] { return info_field(replica, "replication", "master_link_status") == "up"; },
+                    std::chrono::milliseconds{10000});
+}
+
 // zcard_everywhere: the sorted set `key` has `n` members on every master.
 inline bool zcard_everywhere(RedisGroup& group, const std::string& key, long long n) {
   for (std::size_t i = 0; i < group.size(); ++i) {

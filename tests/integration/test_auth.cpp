@@ -60,8 +60,8 @@ TEST_CASE("SELECT db puts the lock in that database") {
   auto client = client_for({server.url() + "/3"});
   auto lock = client->try_acquire("in-db3");
   REQUIRE(lock.ok());
-  // db 3 holds the lock, the data-loss marker and the run id that wrote it
-  CHECK(server.command({"INFO", "keyspace"}).str.find("db3:keys=3") != std::string::npos);
+  // db 3 holds the lock, the data-loss marker, the run id and the replication id it was written by
+  CHECK(server.command({"INFO", "keyspace"}).str.find("db3:keys=4") != std::string::npos);
   CHECK(server.command({"EXISTS", "redlock:{in-db3}:lock"}).integer == 0);  // not in db 0
 }
 
@@ -127,7 +127,7 @@ namespace {
 // `drop` taken out of its command list.
 std::vector<std::string> lock_user_acl(const std::string& user, const std::string& drop = "") {
   std::vector<std::string> argv = {"ACL", "SETUSER", user, "reset", "on", ">lock-pw", "~redlock:*", "~redlock-marker",
-                                   "~{redlock-marker}:server", "&redlock:*"};
+                                   "~{redlock-marker}:*", "&redlock:*"};
   for (const char* c : {"+ping", "+info", "+select", "+get", "+set", "+evalsha", "+eval", "+script|load", "+script|exists",
                         "+subscribe", "+unsubscribe", "+publish", "+del", "+pexpire", "+pttl", "+time"}) {
     if (drop != c) argv.emplace_back(c);

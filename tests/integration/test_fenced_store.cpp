@@ -256,7 +256,7 @@ TEST_CASE("two writers at once: the higher fence always ends in the store") {
   }
 }
 
-TEST_CASE("unix sockets work, and rediss:// or a zero timeout is refused before anything is sent") {
+TEST_CASE("unix sockets work, and rediss://, a cluster or sentinel address or a zero timeout is refused before anything is sent") {
   RedisServer server({.unix_socket = true});
   auto store = store_at("unix://" + server.unix_path());
   CHECK(written(*store, "k", 1, "over the socket").accepted);
@@ -266,6 +266,13 @@ TEST_CASE("unix sockets work, and rediss:// or a zero timeout is refused before 
   REQUIRE_FALSE(tls.ok());
   CHECK(tls.error().code == Errc::config);
   CHECK_MESSAGE(tls.error().message.find("rediss://") != std::string::npos, tls.error().message);
+  for (const std::string& url : {"redis+cluster://127.0.0.1:" + std::to_string(server.port()),
+                                 "redis+sentinel://127.0.0.1:" + std::to_string(server.port()) + "/main"}) {
+    auto refused = FencedStore::connect(*parse_node_url(url));
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::config);
+    CHECK_MESSAGE(refused.error().message.find("cluster or sentinel") != std::string::npos, refused.error().message);
+  }
   auto zero = FencedStore::connect(*parse_node_url(server.url()), {.timeout = std::chrono::milliseconds{0}});
   REQUIRE_FALSE(zero.ok());
   CHECK(zero.error().code == Errc::config);

@@ -500,7 +500,7 @@ struct Hostile {
     const std::string epoch = "epoch" + std::to_string(c.node);
     if (cmd[0] == "GET") return {bulk(epoch + " 10102 0")};
     const CommandId id = id_of(cmd);
-    if (id == CommandId::marker) return {strings({"found", epoch, cmd[6], "100000000"})};
+    if (id == CommandId::marker) return {strings({"found", epoch, cmd[7], "100000000"})};
     Reply r = honest(id, cmd);
     if (absurd_pttl && is_acquire(id)) {
       r = id == CommandId::fair_acquire ? ints({0, 1, *absurd_pttl, 0}) : integer(*absurd_pttl);

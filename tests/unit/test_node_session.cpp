@@ -64,6 +64,7 @@ struct Bed {
   std::string info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\n";
   std::string marker;  // "EPOCH" ("" : none)
   std::string marker_server;        // the run id that wrote it ("" : none)
+  std::string marker_replid;        // the master_replid then ("" : none)
   std::string marker_ms;            // the quarantine it declares ("" : the caller's)
   std::string marker_age = "100000000";
   bool marker_clean = false;        // a clean-start marker (BORN_MS 0): "clean" to its own server
@@ -101,12 +102,16 @@ struct Bed {
     if (c[0] == "AUTH" || c[0] == "SELECT") return status();
     if (c[0] == "INFO") return bulk(info);
     if (c[0] == "EVALSHA" && c[1] == shas[static_cast<std::size_t>(CommandId::marker)]) {
-      // KEYS: the marker, its server; ARGV: epoch, ms, run id.
-      const std::string& run_id = c[7];
-      const std::string ms = marker_ms.empty() ? c[6] : marker_ms;
-      if (marker.empty() || (!marker_server.empty() && !run_id.empty() && marker_server != run_id)) {
+      // KEYS: the marker, its server, its replid; ARGV: epoch, ms, run id, replid.
+      const std::string& run_id = c[8];
+      const std::string& replid = c[9];
+      const std::string ms = marker_ms.empty() ? c[7] : marker_ms;
+      const bool other_server = !marker_server.empty() && !run_id.empty() && marker_server != run_id;
+      const bool other_history = !marker_replid.empty() && !replid.empty() && marker_replid != replid;
+      if (!replid.empty()) marker_replid = replid;
+      if (marker.empty() || other_server || other_history) {
         const char* state = marker.empty() ? "created" : "replaced";
-        marker = c[5];
+        marker = c[6];
         marker_server = run_id;
         return strings({state, marker, ms, "0"});
       }
@@ -161,6 +166,15 @@ struct Bed {
     wire().flush();
     wire().answer(*master(wire().next()));  // INFO
     REQUIRE(wire().next()[1] == "EXISTS");
+  }
+  // reconnect: the connection is lost and the next one's handshake (to
+  // whatever the fake master now says) completes.
+  void reconnect() {
+    wire().lose("connection reset by peer");
+    for (const int connects = wires.connects; wires.connects == connects;) runtime.advance(milliseconds{1});
+    wire().connected();
+    serve();
+    REQUIRE(session->state() == NodeSession::State::ready);
   }
   // expect_full_quarantine: the master sits out a whole period from now,
   // and an acquire's yes comes back quarantined, for a reason that starts
@@ -574,12 +588,8 @@ TEST_CASE("a clean start (the marker script says clean: this server started empt
   }
   SUBCASE("restarted (another run id) with the clean marker kept (AOF): replaced, quarantined from now") {
     bed.ready();
-    bed.wire().lose("connection reset by peer");
     bed.info = "redis_version:7.0.0\r\nrun_id:def\r\nuptime_in_seconds:1\r\n";
-    for (const int connects = bed.wires.connects; bed.wires.connects == connects;) bed.runtime.advance(milliseconds{1});
-    bed.wire().connected();
-    bed.serve();
-    REQUIRE(bed.session->state() == NodeSession::State::ready);
+    bed.reconnect();
     bed.expect_full_quarantine("another server");
   }
 }
@@ -663,14 +673,57 @@ TEST_CASE("another server behind the same address (its run id changed) sits out 
   CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
   // A failover: the connection drops, the name now leads to the promoted
   // replica — a long uptime, the old marker, its own run id.
-  bed.wire().lose("connection reset by peer");
   bed.info = "redis_version:7.0.0\r\nrun_id:def\r\nuptime_in_seconds:100000\r\n";
   bed.marker_server.clear();  // what the client knew of the server must be enough
-  for (const int connects = bed.wires.connects; bed.wires.connects == connects;) bed.runtime.advance(milliseconds{1});
+  bed.reconnect();
+  bed.expect_full_quarantine("another server answers");
+}
+
+TEST_CASE("the same server with another replication history (demoted, resynced, promoted again) sits out the quarantine") {
+  const std::string r1(40, 'a'), r2(40, 'b');
+  SUBCASE("seen by this client at its reconnect: master_replid changed, run id the same") {
+    Bed bed;
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:master\r\nmaster_replid:" + r1 + "\r\n";
+    bed.ready();
+    CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:master\r\nmaster_replid:" + r2 + "\r\n";
+    bed.marker_replid.clear();  // what the client knew of the server must be enough
+    bed.reconnect();
+    bed.expect_full_quarantine("its replication history changed");
+  }
+  SUBCASE("seen by a client that never met it: the marker names another replid") {
+    Bed bed;
+    bed.marker = "e1";
+    bed.marker_server = "abc";
+    bed.marker_replid = r1;
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:master\r\nmaster_replid:" + r2 + "\r\n";
+    bed.ready();
+    CHECK(bed.marker_replid == r2);  // the script records the history it now has
+    bed.expect_full_quarantine("another server now");
+  }
+  SUBCASE("a replid that is no replid (length, characters) is ignored, never compared") {
+    Bed bed;
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nmaster_replid:" + r1 + "\r\n";
+    bed.ready();
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nmaster_replid:zz\r\n";
+    bed.reconnect();
+    CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
+  }
+}
+
+TEST_CASE("a replica behind a member's address is never a voter: the handshake fails, naming its role") {
+  Bed bed;
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:slave\r\n";
+  bed.start();
+  REQUIRE(bed.send(CommandId::set_nx));
   bed.wire().connected();
   bed.serve();
-  REQUIRE(bed.session->state() == NodeSession::State::ready);
-  bed.expect_full_quarantine("another server answers");
+  CHECK(bed.wires.live == nullptr);  // dropped
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::failed);
+  CHECK(bed.sink.events[0].text.find("is a replica (role:slave)") != std::string::npos);
+  CHECK(bed.count("SET") == 0);
+  CHECK(bed.session->state() == NodeSession::State::backing_off);
 }
 
 TEST_CASE("a marker written by another server (a promoted replica met for the first time) quarantines from now") {
@@ -715,7 +768,7 @@ TEST_CASE("a larger quarantine declared on any master lengthens a loss seen on a
   auto check = std::find_if(a.wires.log.rbegin(), a.wires.log.rend(),
                             [&](const Command& c) { return c[0] == "EVALSHA" && c[1] == marker_sha; });
   REQUIRE(check != a.wires.log.rend());
-  CHECK((*check)[6] == "20202");
+  CHECK((*check)[7] == "20202");
 }
 
 TEST_CASE("the vote check behind a SET: a loss learnt in the same batch vetoes the held yes") {
@@ -740,6 +793,95 @@ TEST_CASE("the vote check behind a SET: a loss learnt in the same batch vetoes t
   CHECK(bed.sink.events[0].kind == EventKind::reply);
   CHECK(bed.sink.events[0].str == "OK");
   CHECK(bed.sink.events[0].quarantined);
+}
+
+TEST_CASE("a replicated member with wait_replicas: WAIT, INFO replication and the vote check behind its writes; short, the yes fails") {
+  Bed bed;
+  bed.address.replicated = true;
+  bed.address.wait_replicas = 1;
+  bed.address.wait_timeout = milliseconds{20};
+  const std::string r1(40, 'a');
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:master\r\nconnected_slaves:1\r\n"
+             "master_replid:" + r1 + "\r\n";
+  long long acked = 1;
+  bed.script = [&](const Command& c) -> std::optional<Reply> {
+    if (c[0] == "WAIT") return integer(acked);
+    return c[0] == "EVALSHA" ? integer(1) : status();
+  };
+  bed.ready();
+  // An acquire and an extension in one flush, a release in the next.
+  REQUIRE(bed.send(CommandId::set_nx));
+  REQUIRE(bed.send(CommandId::extend, "k", 1));
+  bed.wire().flush();
+  const std::vector<Command>& sent = bed.wire().sent;
+  REQUIRE(sent.size() >= 5);
+  CHECK(sent[sent.size() - 5][0] == "SET");
+  CHECK(sent[sent.size() - 4][0] == "EVALSHA");
+  CHECK(sent[sent.size() - 3] == Command{"WAIT", "1", "20"});
+  CHECK(sent[sent.size() - 2] == Command{"INFO", "replication"});
+  CHECK(sent[sent.size() - 1] == Command{"GET", "redlock-marker"});
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 2);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  CHECK(bed.sink.events[1].kind == EventKind::reply);
+  CHECK(bed.sink.events[1].integer == 1);
+
+  SUBCASE("WAIT short: every held answer of the flush fails, naming the replicas") {
+    acked = 0;
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 3);
+    CHECK(bed.sink.events[2].kind == EventKind::failed);
+    CHECK(bed.sink.events[2].text == "written on 0 of 1 replicas within 20 ms (wait_replicas)");
+  }
+  SUBCASE("a release is not waited for") {
+    const std::size_t before = bed.wire().sent.size();
+    REQUIRE(bed.send(CommandId::release));
+    bed.serve();
+    CHECK(bed.wire().sent.size() == before + 1);
+    REQUIRE(bed.sink.events.size() == 3);
+    CHECK(bed.sink.events[2].kind == EventKind::reply);
+  }
+  SUBCASE("another replication id behind the writes: quarantined from now, the yes with it") {
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nrole:master\r\nconnected_slaves:1\r\nmaster_replid:" +
+               std::string(40, 'b') + "\r\n";
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 3);
+    CHECK(bed.sink.events[2].quarantined);
+    CHECK(bed.sink.events[2].text.starts_with("its replication history changed (master_replid) while connected"));
+  }
+  SUBCASE("a replica now: the connection goes, and the held yes with it") {
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nrole:slave\r\n";
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.serve();
+    REQUIRE(bed.sink.events.size() == 3);
+    CHECK(bed.sink.events[2].kind == EventKind::failed);
+    CHECK(bed.wires.live == nullptr);
+  }
+}
+
+TEST_CASE("wait_replicas=all: WAIT for the replicas connected at the last reading; none connected, no vote") {
+  Bed bed;
+  bed.address.replicated = true;
+  bed.address.wait_replicas = NodeAddress::all_replicas;
+  bed.address.wait_timeout = milliseconds{20};
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:master\r\nconnected_slaves:0\r\n";
+  bed.script = [](const Command& c) -> std::optional<Reply> { return c[0] == "WAIT" ? integer(0) : status(); };
+  bed.ready();
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].kind == EventKind::failed);
+  CHECK(bed.sink.events[0].text == "no replica connected to take the write (wait_replicas=all)");
+  CHECK(std::count(bed.wires.log.begin(), bed.wires.log.end(), Command{"WAIT", "0", "20"}) == 1);
+  // Two replicas now: the INFO behind the next writes learns it, the WAIT after asks for both.
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nrole:master\r\nconnected_slaves:2\r\n";
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  CHECK(std::count(bed.wires.log.begin(), bed.wires.log.end(), Command{"WAIT", "2", "20"}) == 1);
 }
 
 // The vote check reads the marker as the periodic check's script does

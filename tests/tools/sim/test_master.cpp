@@ -273,6 +273,33 @@ TEST_CASE("marker: a clean start (BORN_MS 0, server key = this run id) reads cle
   CHECK(sim.cmd({"GET", key}) == B("ee56 3000 0"));
 }
 
+TEST_CASE("marker: the replid key names the history the marker was written in; another history reads replaced") {
+  Sim sim;
+  const std::string key(scripts::marker_key), server(scripts::marker_server_key), replid(scripts::marker_replid_key);
+  const std::string h1(40, 'a'), h2(40, 'b');
+  REQUIRE(sim.evalsha(scripts::marker_script, {key, server, replid}, {"ab12", "3000", "r1", h1}).elements.at(0) ==
+          B("created"));
+  CHECK(sim.cmd({"GET", replid}) == B(h1));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server, replid}, {"ffff", "3000", "r1", h1}).elements.at(0) ==
+        B("found"));
+  // The same run id with another replid: demoted, resynced and promoted again.
+  CHECK(sim.evalsha(scripts::marker_script, {key, server, replid}, {"cd34", "3000", "r1", h2}) ==
+        A({B("replaced"), B("cd34"), B("3000"), B("0")}));
+  CHECK(sim.cmd({"GET", replid}) == B(h2));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server, replid}, {"ffff", "3000", "r1", h2}).elements.at(0) ==
+        B("found"));
+  // No replid key (an older client wrote the marker) or no replid known: adopted or skipped, nothing lost.
+  REQUIRE(sim.cmd({"DEL", replid}) == I(1));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server, replid}, {"ffff", "3000", "r1", h1}).elements.at(0) ==
+        B("found"));
+  CHECK(sim.cmd({"GET", replid}) == B(h1));
+  CHECK(sim.evalsha(scripts::marker_script, {key, server, replid}, {"ffff", "3000", "r1", ""}).elements.at(0) ==
+        B("found"));
+  CHECK(sim.cmd({"GET", replid}) == B(h1));
+  // Only two keys (the form before the replid key): no replid check at all.
+  CHECK(sim.evalsha(scripts::marker_script, {key, server}, {"ffff", "3000", "r1", h2}).elements.at(0) == B("found"));
+}
+
 TEST_CASE("marker: lost with the data on restart without persistence and on FLUSHALL, kept with persistence") {
   Sim sim;
   const std::string key(scripts::marker_key);
