@@ -46,6 +46,7 @@ NodesView view_nodes(Client& client) {
                      {"quarantine_left_ms", h.quarantine_left.count()},
                      {"quarantine_until", h.quarantine_left.count() > 0 ? json(iso_utc(until_us)) : json(nullptr)},
                      {"excluded", h.excluded.empty() ? json(nullptr) : json(h.excluded)},
+                     {"replicas", h.replicas >= 0 ? json(h.replicas) : json(nullptr)},
                      {"error", h.error.empty() ? json(nullptr) : json(h.error)}});
     const std::string quarantine =
         !h.excluded.empty()            ? "excluded"

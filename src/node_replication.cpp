@@ -34,15 +34,18 @@ bool NodeSession::holds_back(CommandId id) const noexcept {
 // commands run in order, so each covers every write before it.
 bool NodeSession::queue_checks() {
   if (wait_replicas_ != 0) {
-    // all: as many as were connected at the last reading. None: WAIT 0
-    // answers at once, and its answer refuses the writes (handle_wait).
+    // all: as many as were connected at the last reading. None, or not
+    // known (INFO hid connected_slaves): WAIT 0 answers at once, and its
+    // answer refuses the writes (handle_wait, told -1 for not known).
     const long long needed =
-        wait_replicas_ == NodeAddress::all_replicas ? std::max(replicas_, 0LL) : static_cast<long long>(wait_replicas_);
+        wait_replicas_ == NodeAddress::all_replicas ? replicas_ : static_cast<long long>(wait_replicas_);
     char count[24], ms[24];
     const std::string_view argv[3] = {
-        "WAIT", std::string_view(count, static_cast<std::size_t>(std::to_chars(count, count + sizeof count, needed).ptr - count)),
+        "WAIT",
+        std::string_view(count, static_cast<std::size_t>(
+                                    std::to_chars(count, count + sizeof count, std::max(needed, 0LL)).ptr - count)),
         std::string_view(ms, static_cast<std::size_t>(std::to_chars(ms, ms + sizeof ms, wait_timeout_.count()).ptr - ms))};
-    if (!queue_raw(Kind::wait, argv, static_cast<std::size_t>(needed))) return false;
+    if (!queue_raw(Kind::wait, argv, static_cast<std::size_t>(needed))) return false;  // -1 wraps, and back
   }
   if (replicated_) {
     const std::string_view argv[2] = {"INFO", "replication"};
@@ -60,6 +63,8 @@ void NodeSession::handle_wait(const WireReply& reply, long long needed) {
     refusal_ = "WAIT failed: " + resp::server_text(reply.str);
   } else if (reply.type != WireReply::Type::integer) {
     conn_.drop("WAIT answered no number");
+  } else if (needed < 0) {
+    refusal_ = "the number of connected replicas is unknown (INFO shows no connected_slaves): wait_replicas=all cannot count";
   } else if (needed == 0) {
     refusal_ = "no replica connected to take the write (wait_replicas=all)";
   } else if (reply.integer < needed) {

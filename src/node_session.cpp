@@ -226,7 +226,7 @@ void NodeSession::on_reply(const WireReply& reply) {
   if (p.kind == Kind::vote_check) {
     handle_vote_check(reply, now);
   } else if (p.kind == Kind::wait) {
-    handle_wait(reply, static_cast<long long>(p.slot));
+    handle_wait(reply, static_cast<long long>(p.slot));  // WAIT's count, or -1: not known
   } else if (p.kind == Kind::replication) {
     handle_replication(reply, now);
   } else if (p.kind != Kind::script) {

@@ -85,6 +85,8 @@ class NodeSession final : private ConnectionOwner {
   clock::time_point quarantined_until() const noexcept { return quarantine_until_; }
   const std::string& server_version() const noexcept { return version_; }
   const std::string& run_id() const noexcept { return run_id_; }
+  // replicas: connected_slaves at the last reading, -1 when not known.
+  long long replicas() const noexcept { return replicas_; }
   // uptime: the server's uptime now, from INFO server at the last
   // handshake plus the time since; -1 s when INFO was never read.
   std::chrono::seconds uptime(clock::time_point now) const noexcept;

@@ -192,6 +192,7 @@ void Reports::nodes(NodesDone done) {
       h.address = node.address();
       h.version = node.server_version();
       h.run_id = node.run_id();
+      h.replicas = static_cast<int>(node.replicas());
       h.uptime = node.uptime(now);
       h.quarantine_left = node.quarantine_left(now);
       h.excluded = node.excluded();

@@ -27,6 +27,9 @@ namespace redlock {
 //   uptime           the server's uptime now (-1 s: unknown)
 //   quarantined      restarted recently: it does not count toward a majority
 //   quarantine_left  for how much longer (zero when it counts)
+//   replicas         connected_slaves from INFO at the last reading (the
+//                    handshake; a replicated member: behind every flush of
+//                    acquires); -1 when never read or not shown
 struct REDLOCK_API NodeHealth {
   std::string address;
   bool reachable = false;
@@ -41,6 +44,7 @@ struct REDLOCK_API NodeHealth {
   // eviction policy that may drop lock keys; the same server as another
   // configured master); empty when it counts. quarantined is then true.
   std::string excluded;
+  int replicas = -1;
 };
 
 // NodesReport — every master's health, and whether a lock can be taken now.

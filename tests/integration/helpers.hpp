@@ -153,11 +153,20 @@ inline std::string info_field(const RedisServer& server, const std::string& sect
   return info.str.substr(begin, info.str.find_first_of("\r\n", begin) - begin);
 }
 
-// follow: make `replica` a replica of `primary`; true once it has synced.
+// follow: make `replica` a replica of `primary`; true once it has synced
+// and takes `primary`'s stream. After a diskless sync a primary streams
+// nothing to a replica before its first acknowledgement (up to a second
+// later), so until then a WAIT for it answers 0: a message published now
+// (PUBLISH is replicated, and writes no key) must have reached it.
 [[nodiscard]] inline bool follow(RedisServer& replica, const RedisServer& primary) {
+  const std::chrono::milliseconds bound{10000};
   if (replica.command({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())}).type == REDIS_REPLY_ERROR) return false;
-  return eventually([&] { return info_field(replica, "replication", "master_link_status") == "up"; },
-                    std::chrono::milliseconds{10000});
+  if (!eventually([&] { return info_field(replica, "replication", "master_link_status") == "up"; }, bound)) return false;
+  primary.command({"PUBLISH", "redlock-test:follow", "synced"});
+  const long long sent = std::strtoll(info_field(primary, "replication", "master_repl_offset").c_str(), nullptr, 10);
+  return sent > 0 && eventually([&] {
+    return std::strtoll(info_field(replica, "replication", "slave_repl_offset").c_str(), nullptr, 10) >= sent;
+  }, bound);
 }
 
 // zcard_everywhere: the sorted set `key` has `n` members on every master.

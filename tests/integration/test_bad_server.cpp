@@ -211,9 +211,9 @@ class FloodMaster {
           out = bulk("redis_version:7.0.0\r\nrun_id:" + std::string(40, 'f') + "\r\nuptime_in_seconds:100000\r\n");
         } else if (a[0] == "PING") {
           out = "+PONG\r\n";
-        } else if (a[0] == "EVALSHA" && a.size() == 8 && a[3] == "redlock-marker") {
-          // KEYS: the marker, its server; ARGV: epoch, ms, run id.
-          out = "*4\r\n" + bulk("found") + bulk(a[5]) + bulk(a[6]) + bulk("100000000");
+        } else if (a[0] == "EVALSHA" && a.size() == 10 && a[3] == "redlock-marker") {
+          // KEYS: the marker, its server, its replid; ARGV: epoch, ms, run id, replid.
+          out = "*4\r\n" + bulk("found") + bulk(a[6]) + bulk(a[7]) + bulk("100000000");
           handshaken = true;
         } else {
           out = "-ERR not a real master\r\n";

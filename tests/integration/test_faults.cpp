@@ -201,8 +201,8 @@ TEST_CASE("a master that stopped answering is sent no acquires until it answers 
   CHECK(group.keys_everywhere("redlock:{more-*") == 0);
   // Node 4 ran the SETs sent before the refusal and none of the 20 after it.
   CHECK(eventually([&] { return command_calls(group[4], "evalsha") >= static_cast<long long>(held.size()); }));
-  // The data-loss marker and its server key, the warm-up, those.
-  CHECK(command_calls(group[4], "set") == 3 + sent_before_refusal);
+  // The data-loss marker, its server and replid keys, the warm-up, those.
+  CHECK(command_calls(group[4], "set") == 4 + sent_before_refusal);
   // Its replies came back: it is asked again.
   CHECK(eventually([&] {
     auto l = client->try_acquire("back");

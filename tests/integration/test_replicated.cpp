@@ -37,9 +37,13 @@ TEST_CASE("wait_replicas=1: a write counts once a replica has it, not before") {
   REQUIRE(follow(replica, primary));
   auto client = client_for({plain.url(), primary.url() + "?wait_replicas=1&wait_timeout=200"}, patient);
   REQUIRE(ready_everywhere(*client, 2));
+  const Result<NodesReport> report = client->nodes();
+  REQUIRE(report.ok());
+  CHECK(report->nodes[0].replicas == 0);
+  CHECK(report->nodes[1].replicas == 1);
 
   auto lock = client->try_acquire("ledger", 5000ms);
-  REQUIRE(lock.ok());
+  REQUIRE_MESSAGE(lock.ok(), (lock.ok() ? std::string() : lock.error().to_string()));
   // WAIT answered once the replica had applied the SET: it is there now.
   CHECK(replica.command({"GET", "redlock:{ledger}:lock"}).str == lock->token);
 

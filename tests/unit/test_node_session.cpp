@@ -882,6 +882,14 @@ TEST_CASE("wait_replicas=all: WAIT for the replicas connected at the last readin
   REQUIRE(bed.send(CommandId::set_nx));
   bed.serve();
   CHECK(std::count(bed.wires.log.begin(), bed.wires.log.end(), Command{"WAIT", "2", "20"}) == 1);
+  // A server that stops saying how many (a proxy hiding INFO fields): no vote, and why.
+  bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nrole:master\r\n";
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  REQUIRE(bed.send(CommandId::set_nx));
+  bed.serve();
+  CHECK(bed.sink.events.back().kind == EventKind::failed);
+  CHECK(bed.sink.events.back().text.starts_with("the number of connected replicas is unknown"));
 }
 
 // The vote check reads the marker as the periodic check's script does
