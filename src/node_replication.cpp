@@ -6,10 +6,9 @@
 // the primary it was and, with WAIT, that enough replicas have them.
 // docs/design.md §5, "Replicated members".
 #include <algorithm>
-#include <array>
 #include <charconv>
 
-#include "keys.hpp"
+#include "config_text.hpp"
 #include "node_session.hpp"
 #include "resp.hpp"
 #include "sabotage.hpp"
@@ -18,14 +17,20 @@
 
 namespace redlock::detail {
 
+// wait_timeout: the WAIT's bound in force (validate_config keeps it in
+// [1 ms, node_timeout); never 0, which would make WAIT block for good).
+std::chrono::milliseconds NodeSession::wait_timeout() const noexcept {
+  return std::max(wait_timeout_in_force(address_, options_.node_timeout), std::chrono::milliseconds{1});
+}
+
 // holds_back: whether a command's answer waits for the checks written
 // behind its flush. An acquire's always waits for the data-loss vote check
 // (on a replicated member also when that is sabotaged: the role and
 // replication checks remain); with wait_replicas, every write a holder
 // relies on lasting waits for WAIT.
 bool NodeSession::holds_back(CommandId id) const noexcept {
-  if (is_acquire(id)) return !sabotage().no_data_check || replicated_;
-  return wait_replicas_ != 0 && is_safety_write(id);
+  if (is_acquire(id)) return !sabotage().no_data_check || replicated();
+  return address_.wait_replicas != 0 && is_safety_write(id);
 }
 
 // queue_checks writes, behind the held writes of one flush and in this
@@ -33,21 +38,21 @@ bool NodeSession::holds_back(CommandId id) const noexcept {
 // vote check, whose answer releases the held answers. One connection's
 // commands run in order, so each covers every write before it.
 bool NodeSession::queue_checks() {
-  if (wait_replicas_ != 0) {
+  if (address_.wait_replicas != 0) {
     // all: as many as were connected at the last reading. None, or not
     // known (INFO hid connected_slaves): WAIT 0 answers at once, and its
     // answer refuses the writes (handle_wait, told -1 for not known).
     const long long needed =
-        wait_replicas_ == NodeAddress::all_replicas ? replicas_ : static_cast<long long>(wait_replicas_);
+        address_.wait_replicas == NodeAddress::all_replicas ? replicas_ : static_cast<long long>(address_.wait_replicas);
     char count[24], ms[24];
     const std::string_view argv[3] = {
         "WAIT",
         std::string_view(count, static_cast<std::size_t>(
                                     std::to_chars(count, count + sizeof count, std::max(needed, 0LL)).ptr - count)),
-        std::string_view(ms, static_cast<std::size_t>(std::to_chars(ms, ms + sizeof ms, wait_timeout_.count()).ptr - ms))};
+        std::string_view(ms, static_cast<std::size_t>(std::to_chars(ms, ms + sizeof ms, wait_timeout().count()).ptr - ms))};
     if (!queue_raw(Kind::wait, argv, static_cast<std::size_t>(needed))) return false;  // -1 wraps, and back
   }
-  if (replicated_) {
+  if (replicated()) {
     const std::string_view argv[2] = {"INFO", "replication"};
     if (!queue_raw(Kind::replication, argv)) return false;
   }
@@ -69,7 +74,7 @@ void NodeSession::handle_wait(const WireReply& reply, long long needed) {
     refusal_ = "no replica connected to take the write (wait_replicas=all)";
   } else if (reply.integer < needed) {
     refusal_ = "written on " + std::to_string(std::max(reply.integer, 0LL)) + " of " + std::to_string(needed) +
-               " replicas within " + std::to_string(wait_timeout_.count()) + " ms (wait_replicas)";
+               " replicas within " + std::to_string(wait_timeout().count()) + " ms (wait_replicas)";
   }
 }
 

@@ -10,7 +10,6 @@
 #include <limits>
 #include <optional>
 
-#include "config_text.hpp"
 #include "keys.hpp"
 #include "resp.hpp"
 #include "sabotage.hpp"
@@ -94,11 +93,7 @@ NodeSession::NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress addre
       on_ready_(std::move(on_ready)),
       deadline_timer_(runtime.timer([this] { on_deadline(); })),
       check_timer_(runtime.timer([this] { on_check_timer(); })),
-      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {
-  replicated_ = address_.replicated || address_.wait_replicas != 0;
-  wait_replicas_ = address_.wait_replicas;
-  wait_timeout_ = std::max(wait_timeout_in_force(address_, options.node_timeout), milliseconds{1});
-}
+      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {}
 
 NodeSession::~NodeSession() = default;
 

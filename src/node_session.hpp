@@ -153,6 +153,12 @@ class NodeSession final : private ConnectionOwner {
   void load_missing(const WireReply& reply);
   bool queue_vote_check();
   // Replicated members (src/node_replication.cpp).
+  // A replicated member (NodeAddress::replicated, which wait_replicas
+  // implies) checks role and replication id behind every flush of held
+  // writes, and with wait_replicas WAITs for that many replicas (all:
+  // replicas_) first, for at most wait_timeout().
+  bool replicated() const noexcept { return address_.replicated || address_.wait_replicas != 0; }
+  std::chrono::milliseconds wait_timeout() const noexcept;
   bool holds_back(CommandId id) const noexcept;
   bool queue_checks();
   void handle_wait(const WireReply& reply, long long needed);
@@ -224,12 +230,6 @@ class NodeSession final : private ConnectionOwner {
   std::vector<HeldReply> held_;
   std::string version_, run_id_;
   std::string replid_;  // master_replid of the last handshake (kept across reconnects)
-  // A replicated member (NodeAddress::replicated or wait_replicas) checks
-  // role and replication id behind every flush of held writes, and with
-  // wait_replicas WAITs for that many replicas (all: replicas_) first.
-  bool replicated_ = false;
-  int wait_replicas_ = 0;
-  std::chrono::milliseconds wait_timeout_{0};  // in force
   long long replicas_ = -1;       // connected_slaves at the last reading (-1: unknown)
   std::string refusal_;           // why the held writes of the flush being checked do not count ("": they may)
   // The master takes `SET key value NX PX ttl GET` (Redis 7 or later, from
