@@ -47,13 +47,16 @@ NodesView view_nodes(Client& client) {
                      {"quarantine_until", h.quarantine_left.count() > 0 ? json(iso_utc(until_us)) : json(nullptr)},
                      {"excluded", h.excluded.empty() ? json(nullptr) : json(h.excluded)},
                      {"replicas", h.replicas >= 0 ? json(h.replicas) : json(nullptr)},
+                     {"primary", h.primary.empty() ? json(nullptr) : json(h.primary)},
                      {"error", h.error.empty() ? json(nullptr) : json(h.error)}});
     const std::string quarantine =
         !h.excluded.empty()            ? "excluded"
         : h.quarantine_left.count() > 0 ? fmt_ms(h.quarantine_left.count()) + " left (until " +
                                               iso_utc(until_us).substr(11, 8) + "Z)"
                                         : "no";
-    table.add({escaped(h.address), h.reachable ? "up" : "down", h.reachable ? fmt_us(h.rtt.count()) : "-",
+    // A sentinel member shows the primary it follows.
+    const std::string node = h.primary.empty() ? h.address : h.address + " -> " + h.primary;
+    table.add({escaped(node), h.reachable ? "up" : "down", h.reachable ? fmt_us(h.rtt.count()) : "-",
                h.version.empty() ? "-" : escaped(h.version), h.run_id.empty() ? "-" : escaped(h.run_id.substr(0, 8)),
                fmt_duration_s(h.uptime.count()), quarantine, escaped(h.error.empty() ? h.excluded : h.error)});
   }

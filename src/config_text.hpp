@@ -90,7 +90,7 @@ inline std::chrono::milliseconds wait_timeout_in_force(const NodeAddress& node, 
 }
 
 // refuse_unsupported_members: the members this version parses and
-// validates but cannot serve yet — cluster and sentinel members — are an
+// validates but cannot serve yet — cluster members — are an
 // Errc::config error naming the first of them, when a client is created
 // (AsyncClient::create).
 Result<void> refuse_unsupported_members(const Config& config);

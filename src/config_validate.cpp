@@ -259,11 +259,9 @@ namespace detail {
 Result<void> refuse_unsupported_members(const Config& config) {
   for (std::size_t i = 0; i < config.nodes.size(); ++i) {
     const NodeAddress& node = config.nodes[i];
-    const char* what = node.kind == Kind::cluster    ? "cluster members are"
-                       : node.kind == Kind::sentinel ? "sentinel members are"
-                                                     : nullptr;
-    if (what != nullptr)
-      return config_error(cat(node_name(i), ": ", quote(node.display()), ": ", what, " not supported by this version"));
+    if (node.kind == Kind::cluster)
+      return config_error(
+          cat(node_name(i), ": ", quote(node.display()), ": cluster members are not supported by this version"));
   }
   return {};
 }

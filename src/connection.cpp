@@ -82,6 +82,13 @@ void Connection::close(std::chrono::milliseconds drain) {
   }
 }
 
+void Connection::reconnect_now() {
+  if (state_ != State::backing_off) return;
+  failures_ = 0;
+  timer_->stop();
+  to(State::connecting);
+}
+
 bool Connection::write(std::span<const std::string_view> argv) { return wire_ != nullptr && wire_->write(argv); }
 
 bool Connection::write_encoded(std::span<const std::string_view> head, std::size_t tail_args,

@@ -68,6 +68,9 @@ class Connection final : private WireEvents {
   // connection stays `closing` — the owner's outstanding replies may come —
   // until the owner drop()s it or `drain` passes; then closed.
   void close(std::chrono::milliseconds drain);
+  // reconnect_now: while backing_off, connect at once (the address has
+  // changed: the wait was for the old one) and forget the failures so far.
+  void reconnect_now();
 
   // write queues one command on the Wire (see Wire::write); false when
   // there is no Wire or it refuses.

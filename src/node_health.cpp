@@ -229,7 +229,7 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   // it to clients that never met it before (docs/design.md §5).
   const std::string previous_replid = std::move(replid_);
   replid_ = replication_id(info);
-  if (sabotage().no_failover_check) replid_.clear();
+  if (sabotage().no_failover_check || sabotage().no_replid_check) replid_.clear();
   replicas_ = bounded_number(info_field(info, "connected_slaves"), 1'000'000).value_or(-1);
   if (!previous_replid.empty() && !replid_.empty() && replid_ != previous_replid && run_id_ == previous_run_id) {
     note_loss(now, "its replication history changed (master_replid): it was a replica and took another server's data");

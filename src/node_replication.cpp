@@ -95,7 +95,7 @@ void NodeSession::handle_replication(const WireReply& reply, clock::time_point n
   }
   replicas_ = bounded_number(info_field(reply.str, "connected_slaves"), 1'000'000).value_or(-1);
   std::string replid = replication_id(reply.str);
-  if (sabotage().no_failover_check || replid.empty()) return;
+  if (sabotage().no_failover_check || sabotage().no_replid_check || replid.empty()) return;
   if (!replid_.empty() && replid != replid_) {
     note_loss(now, "its replication history changed (master_replid) while connected: it took another server's data");
   }

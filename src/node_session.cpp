@@ -14,6 +14,7 @@
 #include "resp.hpp"
 #include "sabotage.hpp"
 #include "scripts.hpp"
+#include "sentinel_watch.hpp"
 #include "validity.hpp"
 
 namespace redlock::detail {
@@ -87,18 +88,51 @@ NodeSession::NodeSession(Runtime& runtime, WireFactory& wires, NodeAddress addre
     : runtime_(runtime),
       wires_(wires),
       address_(std::move(address)),
+      target_(serving_address(address_)),
       display_(address_.display()),
       options_(options),
       shas_(shas),
       on_ready_(std::move(on_ready)),
       deadline_timer_(runtime.timer([this] { on_deadline(); })),
       check_timer_(runtime.timer([this] { on_check_timer(); })),
-      conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {}
+      conn_(runtime, wires, target_, options, *this, std::move(on_closed)) {}
 
 NodeSession::~NodeSession() = default;
 
 void NodeSession::start() {
-  if (!closing_) conn_.start();
+  started_ = true;
+  if (!closing_ && has_target(target_)) conn_.start();
+}
+
+// await_target: the commands taken before a sentinel member's primary was
+// named fail once connect_timeout has passed without one.
+void NodeSession::await_target() {
+  if (target_timer_ == nullptr) {
+    target_timer_ = runtime_.timer([this] {
+      if (has_target(target_) || closing_) return;
+      fail_unwritten("no primary named by the sentinels within " + std::to_string(options_.connect_timeout.count()) +
+                     " ms");
+    });
+  }
+  if (!target_timer_->active()) target_timer_->start(options_.connect_timeout);
+}
+
+void NodeSession::retarget(const Endpoint& primary) {
+  if (closing_) return;
+  if (target_timer_) target_timer_->stop();
+  const bool same = target_.host == primary.host && target_.port == primary.port;
+  target_.host = primary.host;
+  target_.port = primary.port;
+  if (conn_.state() == State::idle) {
+    if (started_) conn_.start();
+  } else if (!same && conn_.live()) {
+    retargeting_ = true;
+    conn_.drop("the sentinels name another primary, " + target_.display());
+    retargeting_ = false;
+    conn_.reconnect_now();
+  } else if (!same) {
+    conn_.reconnect_now();  // backing off from the old primary: no reason to wait for the new one
+  }
 }
 
 void NodeSession::on_flush() {
@@ -157,7 +191,11 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
     why = "client closed";
     return false;
   }
-  if (!conn_.live()) {
+  // A sentinel member whose primary has not been named yet takes the
+  // command as it would during a handshake: unwritten, until the primary
+  // is named and its handshake completes, or connect_timeout passes.
+  const bool awaiting_target = started_ && !has_target(target_);
+  if (!conn_.live() && !awaiting_target) {
     why = conn_.last_error();
     return false;
   }
@@ -197,6 +235,7 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
   p.deadline = now + options_.node_timeout + (write_now ? milliseconds{0} : options_.connect_timeout);
   pending_.push_back(p);
   unwritten_ += write_now ? 0 : 1;
+  if (awaiting_target) await_target();
   if (write_now && holds_back(call.command)) check_owed_ = true;
   // Even when the timer is armed (for a stall, say): this deadline may
   // come first.
@@ -308,13 +347,13 @@ void NodeSession::fail_held() {
 
 // fail_unwritten: the connection is gone, or closing, before its handshake
 // completed; what waited for it was never written and never will be.
-void NodeSession::fail_unwritten() {
+void NodeSession::fail_unwritten(std::string_view why) {
   std::vector<Pending> failed(pending_.end() - static_cast<std::ptrdiff_t>(unwritten_), pending_.end());
   pending_.resize(pending_.size() - unwritten_);
   unwritten_ = 0;
   scanned_ = std::min(scanned_, pending_.size());
   const clock::time_point now = runtime_.now();
-  for (const Pending& p : failed) fail(p, closing_ ? std::string_view("client closed") : conn_.last_error(), now);
+  for (const Pending& p : failed) fail(p, why, now);
 }
 
 // fail_written: the connection is gone; what was written on it will never
@@ -332,7 +371,9 @@ void NodeSession::fail_written() {
 // on_down: the connection is gone (its late bytes may still reach the
 // master: nothing relies on them being lost); what was on it fails. The
 // Connection reconnects after its backoff, unless closing.
-void NodeSession::on_down(std::string_view) {
+void NodeSession::on_down(std::string_view why) {
+  const bool report = on_lost_ && !closing_ && !retargeting_;
+  const std::string reason = report ? std::string(why) : std::string();  // `why` may not outlive the sinks below
   if (check_timer_) check_timer_->stop();
   marker_in_flight_ = false;
   check_owed_ = false;
@@ -340,6 +381,7 @@ void NodeSession::on_down(std::string_view) {
   unwritten_ = 0;  // fail_written fails them too, in order
   fail_written();
   fail_held();
+  if (report) on_lost_(reason);
 }
 
 // on_state: once closed, the session lets go of its timers (the Connection
@@ -350,6 +392,7 @@ void NodeSession::on_state(State from, State to, std::string_view reason) {
   deadline_timer_.reset();
   check_timer_.reset();
   quarantine_timer_.reset();
+  target_timer_.reset();
   armed_ = false;
 }
 
@@ -428,7 +471,8 @@ void NodeSession::close() {
   armed_ = false;
   check_timer_->stop();
   if (quarantine_timer_) quarantine_timer_->stop();
-  fail_unwritten();  // a handshake still on its way will not complete now
+  fail_unwritten("client closed");  // a handshake still on its way will not complete now
+  if (target_timer_) target_timer_->stop();
   // Commands may still be on their way — the release of a failed attempt,
   // say. Wait for their replies; a node that does not answer within the
   // connect timeout plus one node timeout (it may still be connecting) is

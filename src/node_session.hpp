@@ -71,6 +71,17 @@ class NodeSession final : private ConnectionOwner {
   ~NodeSession();
 
   void start();
+  // retarget: the member's primary is now `primary` (a sentinel named it).
+  // A connection to another server is dropped ("the sentinels name …") and
+  // the next one dials `primary` at once; what the session learnt (run id,
+  // replication id, marker epoch, quarantine) stays, so the new server is
+  // judged against the old at its handshake, as after any failover. The
+  // first call of a sentinel member starts its connection.
+  void retarget(const Endpoint& primary);
+  // on_lost: runs each time a connection of this session is lost or
+  // refused, except when retarget() or close() dropped it (a sentinel
+  // member's watch then asks the next sentinel).
+  void on_lost(std::function<void(std::string_view why)> hook) { on_lost_ = std::move(hook); }
   // send: see Transport::send.
   bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why);
   // close refuses new commands, lets the ones already written reach the
@@ -80,6 +91,9 @@ class NodeSession final : private ConnectionOwner {
   void close();
 
   const std::string& address() const noexcept { return display_; }
+  // serving: the server dialled: a sentinel member's primary as last
+  // named ("" before one is); the member itself for every other kind.
+  const NodeAddress& serving() const noexcept { return target_; }
   State state() const noexcept { return conn_.state(); }
   const std::string& last_error() const noexcept { return conn_.last_error(); }
   clock::time_point quarantined_until() const noexcept { return quarantine_until_; }
@@ -157,7 +171,9 @@ class NodeSession final : private ConnectionOwner {
   // implies) checks role and replication id behind every flush of held
   // writes, and with wait_replicas WAITs for that many replicas (all:
   // replicas_) first, for at most wait_timeout().
-  bool replicated() const noexcept { return address_.replicated || address_.wait_replicas != 0; }
+  bool replicated() const noexcept {
+    return address_.replicated || address_.wait_replicas != 0 || address_.kind == NodeAddress::Kind::sentinel;
+  }
   std::chrono::milliseconds wait_timeout() const noexcept;
   bool holds_back(CommandId id) const noexcept;
   bool queue_checks();
@@ -169,7 +185,8 @@ class NodeSession final : private ConnectionOwner {
   void learn_declared(std::chrono::milliseconds declared);
   void fail_held();
   void become_ready();
-  void fail_unwritten();
+  void fail_unwritten(std::string_view why);
+  void await_target();
   void fail_written();
   void raise_quarantine(clock::time_point until, std::string reason);
   void note_loss(clock::time_point at, std::string reason);
@@ -186,11 +203,15 @@ class NodeSession final : private ConnectionOwner {
   Runtime& runtime_;
   WireFactory& wires_;
   NodeAddress address_;
+  NodeAddress target_;  // what conn_ dials (serving_address; a sentinel member's moves)
   std::string display_;
   const Options& options_;
   const std::string* shas_;
   std::function<void()> on_ready_;
   bool closing_ = false;  // close() was called: nothing new is accepted
+  bool started_ = false;  // start() was called (a sentinel member connects at its first target)
+  bool retargeting_ = false;  // retarget() is dropping the connection: not a loss to report
+  std::function<void(std::string_view)> on_lost_;
 
   // A command passed its deadline unanswered and no reply has come since:
   // new acquire and extend commands fail at once instead of piling up behind
@@ -246,6 +267,8 @@ class NodeSession final : private ConnectionOwner {
 
   std::unique_ptr<Timer> deadline_timer_;  // per-command deadlines and stall detection
   std::unique_ptr<Timer> check_timer_;     // the periodic data-loss check while ready
+  // A sentinel member's wait for its first primary (await_target).
+  std::unique_ptr<Timer> target_timer_;
   // Only with an observer: tells it when a quarantine has run out.
   std::unique_ptr<Timer> quarantine_timer_;
   Telemetry* telemetry_ = nullptr;

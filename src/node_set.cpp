@@ -26,6 +26,17 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
     for (auto& session : sessions_) session->reapply_quarantine();
   };
   for (auto& session : sessions_) session->share(&quarantine_);
+  for (std::size_t i = 0; i < config.nodes.size(); ++i) {
+    if (config.nodes[i].kind != NodeAddress::Kind::sentinel) {
+      watches_.push_back(nullptr);
+      continue;
+    }
+    watches_.push_back(std::make_unique<SentinelWatch>(
+        runtime, wires, config.nodes[i], config.options, [this, i](const Endpoint& primary) { named(i, primary); },
+        [this] { session_closed(); }));
+    // Its primary went away or is no primary: ask the next sentinel.
+    sessions_[i]->on_lost([watch = watches_[i].get()](std::string_view why) { watch->refresh(why); });
+  }
   std::vector<std::string> addresses;
   for (const auto& session : sessions_) addresses.push_back(session->address());
   telemetry_ = std::make_shared<Telemetry>(config.options.observer, std::move(addresses));
@@ -37,6 +48,15 @@ NodeSet::~NodeSet() = default;
 
 void NodeSet::start() {
   for (auto& session : sessions_) session->start();
+  for (auto& watch : watches_) {
+    if (watch) watch->start();
+  }
+}
+
+// named: a sentinel named member's primary (again, or another).
+void NodeSet::named(std::size_t member, const Endpoint& primary) {
+  sessions_[member]->retarget(primary);
+  wake_.retarget(member, primary);
 }
 
 void NodeSet::close(std::function<void()> on_closed) {
@@ -55,6 +75,9 @@ void NodeSet::close(std::function<void()> on_closed) {
     return;
   }
   for (auto& session : sessions_) session->close();
+  for (auto& watch : watches_) {
+    if (watch) watch->close();
+  }
 }
 
 const std::string& NodeSet::address(std::size_t node) const { return sessions_[node]->address(); }
@@ -85,7 +108,9 @@ void NodeSet::mark_duplicates() {
 }
 
 void NodeSet::session_closed() {
-  if (++closed_ < sessions_.size()) return;
+  std::size_t watches = 0;
+  for (const auto& watch : watches_) watches += watch ? 1 : 0;
+  if (++closed_ < sessions_.size() + watches) return;
   sessions_closed_ = true;
   maybe_closed();
 }

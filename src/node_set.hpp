@@ -21,6 +21,7 @@
 #include "node_session.hpp"
 #include "runtime.hpp"
 #include "scripts.hpp"
+#include "sentinel_watch.hpp"
 #include "transport.hpp"
 #include "wake.hpp"
 #include "wire.hpp"
@@ -58,12 +59,15 @@ class NodeSet final : public Transport {
   std::optional<std::uint64_t> heard(const std::string& channel) const override { return wake_.heard(channel); }
 
   const NodeSession& node(std::size_t i) const { return *sessions_[i]; }
+  // watch: member i's SentinelWatch (null unless it is a sentinel member).
+  const SentinelWatch* sentinel_watch(std::size_t i) const { return watches_[i].get(); }
   Telemetry* telemetry() noexcept override { return telemetry_.get(); }
   // shared_telemetry: for a client's stats(), read from any thread.
   const std::shared_ptr<Telemetry>& shared_telemetry() const noexcept { return telemetry_; }
 
  private:
   void mark_duplicates();
+  void named(std::size_t member, const Endpoint& primary);
   void session_closed();
   void maybe_closed();
 
@@ -72,7 +76,9 @@ class NodeSet final : public Transport {
   QuarantineShare quarantine_;  // before the sessions: they point to it
   std::vector<std::unique_ptr<NodeSession>> sessions_;
   WakeHub wake_;
-  std::size_t closed_ = 0;
+  // One per member, null but for sentinel members: where its primary is.
+  std::vector<std::unique_ptr<SentinelWatch>> watches_;
+  std::size_t closed_ = 0;  // sessions and watches closed
   bool sessions_closed_ = false;
   bool wake_closed_ = false;
   std::function<void()> on_closed_;

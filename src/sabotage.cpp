@@ -40,6 +40,8 @@ Sabotage parse() {
       s.no_queue_lapse = true;
     } else if (name == "no_failover_check") {
       s.no_failover_check = true;
+    } else if (name == "no_replid_check") {
+      s.no_replid_check = true;
     } else if (name == "own_quarantine") {
       s.own_quarantine = true;
     } else if (name == "keep_unsolicited") {

@@ -19,6 +19,7 @@ struct Sabotage {
   bool fair_no_turn = false;  // a fair waiter ignores the 'turn HEAD SECOND' messages (sleeps to the TTL / safety net)
   bool no_queue_lapse = false;  // a fair waiter's place lives its whole wait + TTL, not fair_life past its last round
   bool no_failover_check = false;  // the server's run id is ignored (a failover behind the same address unseen)
+  bool no_replid_check = false;    // master_replid is ignored (a primary resynced and promoted again unseen)
   bool own_quarantine = false;     // a master sits out this client's own quarantine, not the largest declared
   bool keep_unsolicited = false;   // an unsolicited reply is dropped and the connection kept
   bool survey_slots = false;       // a status report shows each master's answer in the next master's place

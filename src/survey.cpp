@@ -193,6 +193,8 @@ void Reports::nodes(NodesDone done) {
       h.version = node.server_version();
       h.run_id = node.run_id();
       h.replicas = static_cast<int>(node.replicas());
+      const SentinelWatch* watch = nodes_.sentinel_watch(i);
+      if (watch != nullptr && watch->primary()) h.primary = node.serving().display();
       h.uptime = node.uptime(now);
       h.quarantine_left = node.quarantine_left(now);
       h.excluded = node.excluded();
@@ -204,6 +206,9 @@ void Reports::nodes(NodesDone done) {
         h.error = "error reply to PING: " + a.text;
       } else {
         h.error = std::move(a.text);
+        // No primary yet: why the sentinels have not named one.
+        if (watch != nullptr && !watch->primary() && !watch->last_error().empty())
+          h.error += " (" + watch->last_error() + ")";
       }
     }
     done(std::move(report));

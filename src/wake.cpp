@@ -1,6 +1,7 @@
 // wake.cpp — the pub/sub side of waiting. See wake.hpp.
 #include "wake.hpp"
 #include "resp.hpp"
+#include "sentinel_watch.hpp"
 
 #include <algorithm>
 
@@ -17,7 +18,19 @@ Subscriber::Subscriber(Runtime& runtime, WireFactory& wires, NodeAddress address
       anchor_(options.prefix + "wake-anchor"),
       conn_(runtime, wires, address_, options, *this, std::move(on_closed)) {}
 
-void Subscriber::start() { conn_.start(); }
+void Subscriber::start() {
+  if (has_target(address_)) conn_.start();
+}
+
+void Subscriber::retarget(const Endpoint& primary) {
+  const bool same = address_.host == primary.host && address_.port == primary.port;
+  address_.host = primary.host;
+  address_.port = primary.port;
+  if (conn_.state() == Connection::State::idle) return conn_.start();
+  if (same) return;
+  if (conn_.live()) conn_.drop("the sentinels name another primary, " + address_.display());
+  conn_.reconnect_now();
+}
 
 // on_open: the anchor, and everything watched right now, in one SUBSCRIBE.
 // The anchor stays subscribed for the connection's life, so the connection
@@ -89,7 +102,16 @@ void Subscriber::close() { conn_.close(std::chrono::milliseconds{0}); }  // pub/
 
 WakeHub::WakeHub(Runtime& runtime, WireFactory& wires, const std::vector<NodeAddress>& nodes,
                  const Options& options)
-    : runtime_(runtime), wires_(wires), nodes_(nodes), options_(options) {}
+    : runtime_(runtime), wires_(wires), options_(options) {
+  for (const NodeAddress& node : nodes) nodes_.push_back(serving_address(node));
+}
+
+void WakeHub::retarget(std::size_t index, const Endpoint& primary) {
+  if (index >= nodes_.size() || closing_) return;
+  nodes_[index].host = primary.host;
+  nodes_[index].port = primary.port;
+  if (index < subscribers_.size()) subscribers_[index]->retarget(primary);
+}
 
 WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {
   if (!options_.wake_ups || closing_) return WatchState::unavailable;

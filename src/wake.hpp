@@ -47,6 +47,8 @@ class Subscriber final : private ConnectionOwner {
   Subscriber& operator=(const Subscriber&) = delete;
 
   void start();
+  // retarget: a sentinel member's primary moved (NodeSession::retarget).
+  void retarget(const Endpoint& primary);
   void subscribe(const std::string& channel);
   void unsubscribe(const std::string& channel);
   void close();
@@ -58,7 +60,7 @@ class Subscriber final : private ConnectionOwner {
   void on_down(std::string_view why) override;
   void on_state(Connection::State from, Connection::State to, std::string_view reason) override;
 
-  NodeAddress address_;
+  NodeAddress address_;  // serving_address of the member (a sentinel member's moves)
   std::size_t index_;
   WakeHub& hub_;
   unsigned connections_ = 0;           // connections opened so far
@@ -78,6 +80,10 @@ class WakeHub {
   void unwatch(const std::string& channel, WakeListener* listener);
   // heard: the channel's hearing mark (Transport::heard).
   std::optional<std::uint64_t> heard(const std::string& channel) const;
+
+  // retarget: member `index`'s primary moved (a sentinel named another);
+  // its subscriber, if any, follows.
+  void retarget(std::size_t index, const Endpoint& primary);
 
   // close closes every subscriber; on_closed runs once all are gone (at
   // once if none was started).

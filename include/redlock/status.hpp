@@ -45,6 +45,9 @@ struct REDLOCK_API NodeHealth {
   // configured master); empty when it counts. quarantined is then true.
   std::string excluded;
   int replicas = -1;
+  // primary: a sentinel member's primary as the sentinels last named it
+  // ("127.0.0.1:6380"; "" before they have); "" for every other kind.
+  std::string primary;
 };
 
 // NodesReport — every master's health, and whether a lock can be taken now.

@@ -32,7 +32,6 @@ constexpr int kStartAttempts = 5;                       // new port per attempt 
 constexpr auto kReadyTimeout = std::chrono::seconds(10);
 constexpr auto kPollInterval = std::chrono::milliseconds(10);
 constexpr long kProbeTimeoutUs = 100 * 1000;            // readiness probe connect timeout
-constexpr long kCommandTimeoutSec = 2;                  // command() connect + I/O timeout
 constexpr std::size_t kLogTailLines = 20;
 
 std::string errno_text(const char* what, int err) {
@@ -115,24 +114,46 @@ bool send_auth(redisContext* c, const Auth& a) {
   return run(c, argv) != nullptr;
 }
 
-Reply command_at(int port, const Auth& auth, const std::vector<std::string>& argv) {
+// file_size_or_zero: where a new start's log begins.
+std::uintmax_t file_size_or_zero(const std::string& path) {
+  std::error_code ec;
+  auto n = fs::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+}  // namespace
+
+// ---- shared pieces (redis_server.hpp) -----------------------------------------
+
+Reply command_at(int port, const std::string& user, const std::string& password,
+                 const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
   const std::string where = "127.0.0.1:" + std::to_string(port) + ": ";
   if (argv.empty()) throw std::runtime_error(where + "empty command");
-  struct timeval tv{kCommandTimeoutSec, 0};
+  const long ms = static_cast<long>(timeout.count());
+  struct timeval tv{ms / 1000, (ms % 1000) * 1000};
   std::string err;
   ContextPtr c = connect(port, tv, err);
   if (!c) throw std::runtime_error(where + err);
   if (redisSetTimeout(c.get(), tv) != REDIS_OK)
     throw std::runtime_error(where + (c->err ? c->errstr : "redisSetTimeout failed"));
-  if (!send_auth(c.get(), auth)) throw std::runtime_error(where + c->errstr);
+  if (!send_auth(c.get(), Auth{user, password})) throw std::runtime_error(where + c->errstr);
   ReplyPtr r = run(c.get(), argv);
   if (!r) throw std::runtime_error(where + (c->err ? c->errstr : "no reply"));
   return copy_reply(r.get());
 }
 
-// ---- file helpers -------------------------------------------------------------
+std::string info_field(const Reply& info, const std::string& name) {
+  std::istringstream in(info.str);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 && line[name.size()] == ':')
+      return line.substr(name.size() + 1);
+  }
+  return {};
+}
 
-std::string find_redis_server() {
+std::string redis_server_binary() {
   const char* path = std::getenv("PATH");
   std::string found = support::find_program(
       "redis-server", path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin");
@@ -140,14 +161,21 @@ std::string find_redis_server() {
   return found;
 }
 
-std::uintmax_t file_size_or_zero(const std::string& path) {
-  std::error_code ec;
-  auto n = fs::file_size(path, ec);
-  return ec ? 0 : n;
+std::string make_temp_dir(std::string_view prefix, bool short_path) {
+  std::string base = "/tmp";
+  const char* t = std::getenv("TMPDIR");
+  if (t != nullptr && *t != '\0') base = t;
+  // sockaddr_un.sun_path is 108 bytes: keep the socket path short.
+  if (short_path && base.size() + prefix.size() + std::strlen("/-XXXXXX/redis.sock") >= 100) base = "/tmp";
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  std::string tmpl = base + "/" + std::string(prefix) + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error(errno_text(("mkdtemp " + tmpl).c_str(), errno));
+  return std::string(buf.data());
 }
 
-// read_from returns the file content from byte offset on ("" if missing).
-std::string read_from(const std::string& path, std::uintmax_t offset) {
+std::string read_file_from(const std::string& path, std::uintmax_t offset) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
   in.seekg(static_cast<std::streamoff>(offset));
@@ -170,27 +198,10 @@ std::string tail_lines(const std::string& text, std::size_t n) {
   return out.empty() ? "  | (log is empty)\n" : out;
 }
 
-// exit_text says how a process ended, from support::Process's exit code.
 std::string exit_text(int code) {
   if (code > 128) return std::string("killed by signal ") + strsignal(code - 128);
   return "exited with status " + std::to_string(code);
 }
-
-std::string make_temp_dir(bool short_path) {
-  std::string base = "/tmp";
-  const char* t = std::getenv("TMPDIR");
-  if (t != nullptr && *t != '\0') base = t;
-  // sockaddr_un.sun_path is 108 bytes: keep the socket path short.
-  if (short_path && base.size() + std::strlen("/redlock-test-XXXXXX/redis.sock") >= 100) base = "/tmp";
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
-  std::string tmpl = base + "/redlock-test-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error(errno_text(("mkdtemp " + tmpl).c_str(), errno));
-  return std::string(buf.data());
-}
-
-}  // namespace
 
 // ---- free_port ----------------------------------------------------------------
 
@@ -219,7 +230,7 @@ int free_port() {
 // ---- RedisServer -------------------------------------------------------------
 
 RedisServer::RedisServer(ServerOptions opts) : opts_(std::move(opts)) {
-  dir_ = make_temp_dir(opts_.unix_socket);
+  dir_ = make_temp_dir("redlock-test", opts_.unix_socket);
   if (opts_.unix_socket) unix_path_ = dir_ + "/redis.sock";
   try {
     start();
@@ -253,7 +264,7 @@ std::string RedisServer::url() const { return "redis://" + address(); }
 void RedisServer::start() {
   if (process_) throw std::runtime_error(address() + ": start: already running (pid " + std::to_string(pid()) + ")");
   const bool fixed_port = port_ != 0;  // restart keeps its port; the first start may pick again
-  const std::string exe = find_redis_server();
+  const std::string exe = redis_server_binary();
   const std::string log = dir_ + "/redis.log";
 
   std::string last_error;
@@ -351,7 +362,8 @@ void RedisServer::start() {
       if (!opts_.acl_users.empty()) {
         const Auth as_default{"", opts_.password};
         for (const auto& [user, pass] : opts_.acl_users) {
-          Reply r = command_at(port_, as_default, {"ACL", "SETUSER", user, "on", ">" + pass, "~*", "&*", "+@all"});
+          Reply r = command_at(port_, as_default.user, as_default.pass,
+                               {"ACL", "SETUSER", user, "on", ">" + pass, "~*", "&*", "+@all"});
           if (r.type == REDIS_REPLY_ERROR)
             throw std::runtime_error(address() + ": ACL SETUSER " + user + ": " + r.str);
         }
@@ -359,7 +371,7 @@ void RedisServer::start() {
       return;
     }
 
-    const std::string new_log = read_from(log, log_offset);
+    const std::string new_log = read_file_from(log, log_offset);
     if (!exited) {
       process_.reset();
       throw std::runtime_error(address() + ": redis-server (" + exe + ") not ready after 10 s (" + probe_err +
@@ -413,7 +425,8 @@ void RedisServer::restart(bool wipe) {
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv) const {
-  return command_at(port_, auth_for(opts_), argv);
+  const Auth auth = auth_for(opts_);
+  return command_at(port_, auth.user, auth.pass, argv);
 }
 
 std::vector<std::string> RedisServer::keys(const std::string& pattern) const {
@@ -428,9 +441,9 @@ std::vector<std::string> RedisServer::keys(const std::string& pattern) const {
 long long RedisServer::uptime_seconds() const {
   Reply r = command({"INFO", "server"});
   if (r.type == REDIS_REPLY_ERROR) throw std::runtime_error(address() + ": INFO: " + r.str);
-  auto p = r.str.find("uptime_in_seconds:");
-  if (p == std::string::npos) throw std::runtime_error(address() + ": INFO server has no uptime_in_seconds");
-  return std::atoll(r.str.c_str() + p + std::strlen("uptime_in_seconds:"));
+  const std::string uptime = info_field(r, "uptime_in_seconds");
+  if (uptime.empty()) throw std::runtime_error(address() + ": INFO server has no uptime_in_seconds");
+  return std::atoll(uptime.c_str());
 }
 
 // ---- RedisGroup ----------------------------------------------------------------

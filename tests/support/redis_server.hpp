@@ -7,9 +7,12 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -96,5 +99,41 @@ class RedisGroup {
 
 // free_port returns a TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
+
+// ---- the pieces RedisServer is made of, for other fixtures (redis_sentinel.cpp)
+
+// command_at runs one command on 127.0.0.1:port over a new hiredis
+// connection (connect and I/O timeout `timeout`), after AUTH when user or
+// password is set (AUTH password as the default user when user is empty).
+// An error reply to AUTH is not returned: the command's own reply shows it
+// (NOAUTH, say). Error replies are returned (type REDIS_REPLY_ERROR); a
+// connection error throws std::runtime_error.
+Reply command_at(int port, const std::string& user, const std::string& password,
+                 const std::vector<std::string>& argv,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(2));
+
+// info_field: the value of the "name:value" line of an INFO reply ("" when absent).
+std::string info_field(const Reply& info, const std::string& name);
+
+// redis_server_binary: the redis-server on PATH; throws std::runtime_error
+// when there is none.
+std::string redis_server_binary();
+
+// make_temp_dir creates $TMPDIR/<prefix>-XXXXXX (/tmp without TMPDIR) and
+// returns its path; throws std::runtime_error when mkdtemp fails.
+// short_path: /tmp instead when <dir>/redis.sock would not fit a unix
+// socket's path.
+std::string make_temp_dir(std::string_view prefix = "redlock-test", bool short_path = false);
+
+// read_file_from: a file's content from byte offset on ("" when missing).
+std::string read_file_from(const std::string& path, std::uintmax_t offset = 0);
+
+// tail_lines: the last n lines of text (a log), each as "  | line\n";
+// "  | (log is empty)\n" when there are none. For start errors.
+std::string tail_lines(const std::string& text, std::size_t n = 20);
+
+// exit_text: how a process ended, from support::Process's exit code
+// ("exited with status N", "killed by signal …").
+std::string exit_text(int code);
 
 }  // namespace redlock::test

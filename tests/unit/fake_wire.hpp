@@ -75,11 +75,13 @@ class FakeWire final : public Wire {
 
 class FakeWireFactory final : public WireFactory {
  public:
-  std::unique_ptr<Wire> connect(const NodeAddress&, WireEvents& events) override {
+  std::unique_ptr<Wire> connect(const NodeAddress& address, WireEvents& events) override {
     ++connects;
+    dialled.push_back(address.display());
     return std::make_unique<FakeWire>(*this, events);
   }
   int connects = 0;
+  std::vector<std::string> dialled;  // each connection's address (NodeAddress::display)
   FakeWire* live = nullptr;   // the current connection, null once dropped
   std::vector<Command> log;   // everything ever written, on any connection
 };

@@ -60,10 +60,6 @@ TEST_CASE("Client::create and AsyncClient::create refuse, naming them, the membe
        R"(nodes[1]: "redis+cluster://127.0.0.1:5,127.0.0.1:6": cluster members are not supported by this version)"},
       {"rediss+cluster://:pw@127.0.0.1:5?wait_replicas=1",
        R"(nodes[1]: "rediss+cluster://127.0.0.1:5": cluster members are not supported by this version)"},
-      {"rediss+sentinel://:pw@127.0.0.1:5/m?sentinel_password=s3cret",
-       R"(nodes[1]: "rediss+sentinel://127.0.0.1:5/m": sentinel members are not supported by this version)"},
-      {"redis+sentinel://127.0.0.1:5,127.0.0.1:6/m/2?wait_replicas=all",
-       R"(nodes[1]: "redis+sentinel://127.0.0.1:5,127.0.0.1:6/m": sentinel members are not supported by this version)"},
   };
   for (const auto& [url, message] : cases) {
     CAPTURE(url);

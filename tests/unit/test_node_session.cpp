@@ -1093,3 +1093,79 @@ TEST_CASE("an idle connection to a master that stopped answering is dropped with
   CHECK(bed.session->state() == NodeSession::State::backing_off);
   CHECK(bed.session->last_error() == "no reply for 1000 ms (stalled); reconnecting");
 }
+
+TEST_CASE("a sentinel member dials nothing before a primary is named, follows every switch, and judges each new primary") {
+  Bed bed;
+  bed.options.quarantine = true;
+  bed.address = NodeAddress{};
+  bed.address.kind = NodeAddress::Kind::sentinel;
+  bed.address.seeds = {{"10.0.0.9", 26379}};
+  bed.address.master_name = "m1";
+  bed.marker = "e1";
+  std::vector<std::string> lost;
+  bed.start();
+  bed.session->on_lost([&](std::string_view why) { lost.emplace_back(why); });
+  CHECK(bed.wires.connects == 0);
+  // Taken, as during a handshake: a first round need not lose this vote.
+  REQUIRE(bed.send(CommandId::set_nx, "early", 7));
+  SUBCASE("no primary named within connect_timeout: what waited fails, saying so") {
+    bed.runtime.advance(bed.options.connect_timeout);
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK(bed.sink.events[0].kind == EventKind::failed);
+    CHECK(bed.sink.events[0].text == "no primary named by the sentinels within " +
+                                         std::to_string(bed.options.connect_timeout.count()) + " ms");
+    CHECK(bed.wires.connects == 0);
+    return;
+  }
+
+  bed.session->retarget({"10.0.0.1", 6379});
+  REQUIRE(bed.wires.dialled == std::vector<std::string>{"10.0.0.1:6379"});
+  bed.wire().connected();
+  bed.serve();
+  REQUIRE(bed.session->state() == NodeSession::State::ready);
+  // The command that waited was written once the handshake completed.
+  REQUIRE(bed.sink.events.size() == 1);
+  CHECK(bed.sink.events[0].slot == 7);
+  CHECK(bed.sink.events[0].kind == EventKind::reply);
+  bed.sink.events.clear();
+  bed.runtime.advance(bed.options.connect_timeout);  // no stray failure from the wait
+  CHECK(bed.sink.events.empty());
+  CHECK(bed.session->serving().display() == "10.0.0.1:6379");
+  CHECK(bed.session->quarantine_left(bed.runtime.now()).count() == 0);
+
+  SUBCASE("named again: the same primary, the connection stays") {
+    bed.session->retarget({"10.0.0.1", 6379});
+    CHECK(bed.wires.connects == 1);
+    CHECK(bed.session->state() == NodeSession::State::ready);
+  }
+  SUBCASE("another primary: what was written fails, the new one is dialled at once and judged by its run id") {
+    REQUIRE(bed.send(CommandId::set_nx));
+    bed.wire().flush();
+    bed.info = "redis_version:7.0.0\r\nrun_id:def\r\nuptime_in_seconds:100000\r\nrole:master\r\n";
+    bed.session->retarget({"10.0.0.2", 6380});
+    REQUIRE(bed.sink.events.size() == 1);
+    CHECK(bed.sink.events[0].kind == EventKind::failed);
+    CHECK(bed.sink.events[0].text == "the sentinels name another primary, 10.0.0.2:6380");
+    CHECK(lost.empty());  // a switch is no loss to report: the watch already knows
+    REQUIRE(bed.wires.dialled.size() == 2);
+    CHECK(bed.wires.dialled[1] == "10.0.0.2:6380");
+    bed.wire().connected();
+    bed.serve();
+    bed.expect_full_quarantine("another server answers");
+  }
+  SUBCASE("the primary goes away: the loss is reported (the watch asks the next sentinel)") {
+    bed.wire().lose("connection reset by peer");
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0] == "connection reset by peer");
+  }
+  SUBCASE("a demoted primary fails the handshake as a replica; that is reported too") {
+    bed.info = "redis_version:7.0.0\r\nrun_id:abc\r\nuptime_in_seconds:100000\r\nrole:slave\r\n";
+    bed.wire().lose("connection reset by peer");
+    lost.clear();
+    for (const int connects = bed.wires.connects; bed.wires.connects == connects;) bed.runtime.advance(milliseconds{1});
+    bed.wire().connected();
+    bed.serve();
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0].find("is a replica (role:slave)") != std::string::npos);
+  }
+}

@@ -472,6 +472,10 @@ struct Master::Impl {
   long long now = 0;  // the clock of the running command: one reading per execute()
   unsigned generation = 0;
   std::string run_id;
+  // replid: INFO replication's master_replid: drawn anew at every start
+  // and promotion, and by a resync (demoted, it took another's data).
+  unsigned histories = 0;
+  std::string replid;
   long long started_ms = 0;
   long long maxmemory = 0;
   std::string maxmemory_policy = "noeviction";
@@ -490,6 +494,7 @@ struct Master::Impl {
   // start: the process (re)starts; keys are the caller's business.
   void start() {
     run_id = redlock::detail::sha1_hex(seed + '#' + std::to_string(generation++));
+    new_history();
     started_ms = wall_ms();
     new_lua();
   }
@@ -501,6 +506,16 @@ struct Master::Impl {
     std::erase_if(keys, [synced_ms](const auto& kv) { return kv.second.written > synced_ms; });
     start();
     started_ms -= uptime_ms;
+  }
+
+  void new_history() { replid = redlock::detail::sha1_hex(seed + "#replid" + std::to_string(histories++)); }
+
+  // resync: demoted to a replica, this process took its promoted
+  // replica's keyspace (replicated up to `synced_ms`: later writes gone)
+  // and is promoted again: the same run id and uptime, another history.
+  void resync(long long synced_ms) {
+    std::erase_if(keys, [synced_ms](const auto& kv) { return kv.second.written > synced_ms; });
+    new_history();
   }
 
   // find_live: the key, or end() when missing or expired (then erased:
@@ -924,6 +939,7 @@ struct Master::Impl {
       section("Replication");
       field("role", "master");
       field("connected_slaves", "0");
+      field("master_replid", replid);
     }
     if (wants("keyspace")) {
       section("Keyspace");
@@ -1521,6 +1537,7 @@ void Master::restart(bool keep_data) {
 }
 
 void Master::fail_over(long long synced_ms, long long uptime_ms) { impl_->fail_over(synced_ms, uptime_ms); }
+void Master::resync(long long synced_ms) { impl_->resync(synced_ms); }
 void Master::flushall() { impl_->keys.clear(); }
 void Master::flush_scripts() { impl_->flush_scripts(); }
 void Master::set_maxmemory(long long bytes) { impl_->maxmemory = bytes; }

@@ -97,6 +97,10 @@ class Master {
   // on this master's clock (every key written later is missing; the
   // data-loss marker and its server key stay if written before).
   void fail_over(long long synced_ms, long long uptime_ms);
+  // resync: this process was demoted, took its promoted replica's keys as
+  // replicated up to `synced_ms` (later writes missing) and was promoted
+  // again: the same run_id and uptime, a new master_replid.
+  void resync(long long synced_ms);
   void flushall();       // every key gone (the data-loss marker too); scripts kept
   void flush_scripts();  // SCRIPT FLUSH: the script cache empty
 

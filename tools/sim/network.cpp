@@ -531,6 +531,14 @@ void Network::fail_over(std::size_t m, long long synced_ms, long long uptime_ms)
   h.master_.fail_over(synced_ms, uptime_ms);
 }
 
+void Network::resync(std::size_t m, long long synced_ms) {
+  MasterHost& h = *masters_[m];
+  if (h.up_) crash(m);
+  h.up_ = true;
+  ++h.incarnation_;
+  h.master_.resync(synced_ms);
+}
+
 // flood: while on, master m sends an unsolicited reply, every
 // flood_interval, on each of its connections to client `client` that waits
 // for no reply (so the client cannot take it for the answer to a command:

@@ -135,6 +135,10 @@ class Network {
   // (Master::fail_over): the old master's connections are reset, as a
   // crash does; the replica is a new incarnation.
   void fail_over(std::size_t m, long long synced_ms, long long uptime_ms);
+  // resync: master m was demoted, resynced from its promoted replica and
+  // promoted again (Master::resync); its connections are reset, as the
+  // sentinels' CLIENT KILL does when they demote it.
+  void resync(std::size_t m, long long synced_ms);
   // flood: master m turns hostile to client c (on) or stops: unsolicited
   // replies on its idle connections to c every flood_interval; a client
   // that keeps such a connection open is busy, its process running

@@ -314,6 +314,7 @@ class Schedule {
   void data_lost(Nanos at) { first_data_loss_ = std::min(first_data_loss_, at); }
   void plan_evictions(std::size_t first_index);
   void plan_mixed(std::size_t first_index);
+  void plan_resyncs(std::size_t first_index);
   void stop_client(SimClient& c);
   void continue_client(SimClient& c);
   void evict_tick(const std::vector<std::size_t>& masters);
@@ -367,7 +368,7 @@ class Schedule {
   // the switches of the planned streams of their own (evictions, and the
   // mixed workload's failovers, floods and losses while holders stop).
   std::vector<std::uint8_t> fault_kinds_;
-  bool evictions_ = true, failovers_ = true, floods_ = true, stopped_losses_ = true;
+  bool evictions_ = true, failovers_ = true, floods_ = true, stopped_losses_ = true, resyncs_ = true;
   bool suppress_ = false;  // fault() posts nothing (a stream swarm switched off)
   // swarm: the masters (0: as the plan draws) and the late bytes' chance
   // (< 0: as the plan draws).
@@ -569,6 +570,8 @@ void Schedule::draw_swarm() {
     if (failovers_) on += ",failover";
     if (floods_) on += ",flood";
     if (stopped_losses_) on += ",loss_while_stopped";
+    resyncs_ = s.chance(0.5);
+    if (resyncs_) on += ",resync";
   }
   if (opt_.beyond) {
     fault_kinds_.push_back(static_cast<std::uint8_t>(fault_kinds));
@@ -834,6 +837,42 @@ void Schedule::plan_mixed(std::size_t first_index) {
             }
             data_lost(world_.now());
           });
+  }
+  suppress_ = false;
+  plan_resyncs(index);
+}
+
+// plan_resyncs: the mixed workload's resyncs, from a stream of their own
+// (the faults above stay as they were): a majority of masters, one after
+// another, is demoted, resynced from its promoted replica — the writes of
+// its last 50–800 ms missing — and promoted again (Network::resync): the
+// same process (run id, uptime, the old data-loss marker and its server
+// key), another replication history, its connections reset as the
+// sentinels reset them. Only master_replid shows it (docs/design.md §5,
+// Failover); 1–2 times.
+void Schedule::plan_resyncs(std::size_t first_index) {
+  Rng r = world_.make_rng(9);
+  const std::size_t M = net_->size();
+  const Nanos last = opt_.fault_phase - ms(600);
+  std::size_t index = first_index;
+  const std::size_t resyncs = 1 + r.below(2);
+  suppress_ = !resyncs_;
+  for (std::size_t f = 0; f < resyncs; ++f) {
+    Nanos at = r.between(ms(20), last);
+    const std::size_t first = r.below(M);
+    for (std::size_t k = 0; k < M / 2 + 1; ++k) {
+      const std::size_t m = (first + k) % M;
+      planning_ = index++;
+      ++result_.faults_planned;
+      const long long lag = static_cast<long long>(r.between(50, 800));
+      fault(at, "m" + std::to_string(m) + " demoted, resynced from a replica " + std::to_string(lag) +
+                    " ms behind and promoted again (same run id, new master_replid)",
+            [this, m, lag] {
+              net_->resync(m, net_->master(m).wall_ms() - lag);
+              data_lost(world_.now());
+            });
+      at += ms(static_cast<double>(r.between(0, 30)));
+    }
   }
   suppress_ = false;
 }

@@ -1192,15 +1192,22 @@ TEST_CASE("extend_batch: each key on its own value and TTL; one flag per key; ne
   CHECK(sim.cmd({"PTTL", d}) == I(10000));
 }
 
+namespace {
+
+// info_of: one field of the master's INFO `section` (the field must be there).
+std::string info_of(Sim& sim, const std::string& section, const std::string& name) {
+  const std::string info = sim.master.execute({"INFO", section}).str;
+  const std::size_t at = info.find("\r\n" + name + ":");
+  REQUIRE(at != std::string::npos);
+  const std::size_t begin = at + name.size() + 3;
+  return info.substr(begin, info.find("\r\n", begin) - begin);
+}
+
+}  // namespace
+
 TEST_CASE("fail_over: a lagging replica — new run_id, a long uptime, the keys written after it synced missing") {
   Sim sim;
-  const auto info_field = [&sim](const std::string& name) {
-    const std::string info = sim.master.execute({"INFO", "server"}).str;
-    const std::size_t at = info.find("\r\n" + name + ":");
-    REQUIRE(at != std::string::npos);
-    const std::size_t begin = at + name.size() + 3;
-    return info.substr(begin, info.find("\r\n", begin) - begin);
-  };
+  const auto info_field = [&sim](const std::string& name) { return info_of(sim, "server", name); };
   const Reply marker = sim.evalsha(scripts::marker_script, {"redlock-marker", "{redlock-marker}:server"},
                                    {"e1", "1000", sim.master.run_id()});
   REQUIRE(marker.elements.at(0) == B("created"));
@@ -1223,6 +1230,33 @@ TEST_CASE("fail_over: a lagging replica — new run_id, a long uptime, the keys 
   // it was written by another server.
   const Reply after = sim.evalsha(scripts::marker_script, {"redlock-marker", "{redlock-marker}:server"},
                                   {"e2", "1000", sim.master.run_id()});
+  CHECK(after.elements.at(0) == B("replaced"));
+}
+
+TEST_CASE("resync: demoted, resynced and promoted again — the same run_id and uptime, a new master_replid, later writes missing") {
+  Sim sim;
+  const auto replication = [&sim](const std::string& name) { return info_of(sim, "replication", name); };
+  const std::vector<std::string> marker_keys = {"redlock-marker", "{redlock-marker}:server", "{redlock-marker}:replid"};
+  const std::string history = replication("master_replid");
+  CHECK(history.size() == 40);
+  REQUIRE(sim.evalsha(scripts::marker_script, marker_keys, {"e1", "1000", sim.master.run_id(), history}).elements.at(0) ==
+          B("created"));
+  REQUIRE(sim.cmd({"SET", "old", "1", "PX", "60000"}) == S("OK"));
+  sim.now += 500;
+  const long long synced = sim.now;
+  sim.now += 1;
+  REQUIRE(sim.cmd({"SET", "new", "1", "PX", "60000"}) == S("OK"));
+  const std::string run_id = sim.master.run_id();
+  sim.master.resync(synced);
+  CHECK(sim.master.run_id() == run_id);
+  CHECK(replication("master_replid") != history);
+  CHECK(replication("master_replid").size() == 40);
+  CHECK(sim.cmd({"EXISTS", "old"}) == I(1));
+  CHECK(sim.cmd({"EXISTS", "new"}) == I(0));
+  // Only the history tells: the marker written under the old one reads
+  // `replaced` for a client that passes the new one.
+  const Reply after =
+      sim.evalsha(scripts::marker_script, marker_keys, {"e1", "1000", sim.master.run_id(), replication("master_replid")});
   CHECK(after.elements.at(0) == B("replaced"));
 }
 
