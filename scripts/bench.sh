@@ -31,7 +31,8 @@
 #                   handoff-crowd-8-fair, handoff-crowd-64-fair,
 #                   handoff-crowd-256-fair, leases-100k,
 #                   leases-100k-unbatched, leases-100k-spread,
-#                   cli-crowd-32, failover (default: all)
+#                   cli-crowd-32, failover, latency-primaries,
+#                   latency-replicated, latency-wait (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -57,6 +58,15 @@
 # (--permits 2): the holder takes both, the waiter waits for one, the
 # holder gives one back — the handoff between permits; against redlock's
 # own mutex handoff of the same run.
+#
+# latency-primaries, latency-replicated and latency-wait: the latency
+# scenario on five other masters, each a primary with one replica of its
+# own (ten more redis-servers, started only for these three), redlock
+# only. latency-primaries names them plainly; latency-replicated declares
+# them `?replicated=1` (INFO replication behind each acquire); latency-wait
+# `?wait_replicas=1&wait_timeout=25` (WAIT for the replica too). The
+# ratios are what each check costs, on the same servers and replication
+# traffic (docs/operations.md, "Replicated masters and failover").
 #
 # handoff: a holder and a waiter on one resource; the sample is the holder's
 # release returning → the waiter's acquire returning. The floor does the
@@ -158,7 +168,8 @@ ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-pa
                latency-semaphore latency-shared handoff-semaphore
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
-               leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32 failover)
+               leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32 failover
+               latency-primaries latency-replicated latency-wait)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -271,6 +282,8 @@ FP_PID=
 FP_LISTEN=
 FP_CONTROL=
 
+REPLICATED_PIDS=()  # the primaries and replicas of latency-replicated and latency-wait
+
 cleanup() {
   local rc=$? pid
   trap - EXIT INT TERM
@@ -278,7 +291,7 @@ cleanup() {
     stop_pid "$pid"
   done
   stop_pid "$FP_PID"
-  for pid in "${MASTER_PIDS[@]}"; do
+  for pid in "${MASTER_PIDS[@]}" "${REPLICATED_PIDS[@]}"; do
     stop_pid "$pid"  # resumes a paused one first
   done
   rm -rf -- "$WORK"
@@ -351,6 +364,37 @@ if ((want_slow)); then
   NODES_SLOW=$(for p in "${MASTER_PORTS[@]:0:4}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
   NODES_SLOW+="redis://$FP_LISTEN"
   log "faultproxy (pid $FP_PID) in front of master 5: $FP_LISTEN (0 ms or 2 ms per request, per scenario)"
+fi
+
+replica_acks() {  # replica_acks PORT: a write on this primary reaches its replica (WAIT answers 1)
+  local out
+  out=$(printf 'SET bench-wait-probe 1\nWAIT 1 100\n' | timeout 2 redis-cli -h 127.0.0.1 -p "$1" 2>/dev/null) || return 1
+  [[ $(tail -n 1 <<<"$out") == 1 ]]
+}
+
+NODES_PRIMARIES=
+NODES_REPLICATED=
+NODES_WAIT=
+if [[ " ${scenarios[*]} " =~ \ latency-(primaries|replicated|wait)\  ]]; then
+  for i in 0 1 2 3 4; do
+    start_master any "$WORK/primary$i" --repl-diskless-sync-delay 0 ||
+      die "could not start the primary $((i + 1)) of latency-wait (see $WORK/primary$i/redis.log)"
+    REPLICATED_PIDS+=("$MASTER_PID")
+    primary_port=$MASTER_PORT
+    start_master any "$WORK/replica$i" --replicaof 127.0.0.1 "$primary_port" ||
+      die "could not start the replica $((i + 1)) of latency-wait (see $WORK/replica$i/redis.log)"
+    REPLICATED_PIDS+=("$MASTER_PID")
+    # A replica just attached is streamed nothing before its first
+    # acknowledgement (up to a second after a diskless sync).
+    wait_until 10 replica_acks "$primary_port" || die "the replica of 127.0.0.1:$primary_port did not acknowledge within 10 s"
+    NODES_PRIMARIES+="redis://127.0.0.1:$primary_port,"
+    NODES_REPLICATED+="redis://127.0.0.1:$primary_port?replicated=1,"
+    NODES_WAIT+="redis://127.0.0.1:$primary_port?wait_replicas=1&wait_timeout=25,"
+  done
+  NODES_PRIMARIES=${NODES_PRIMARIES%,}
+  NODES_REPLICATED=${NODES_REPLICATED%,}
+  NODES_WAIT=${NODES_WAIT%,}
+  log "latency-primaries/-replicated/-wait: five primaries with a replica each (pids ${REPLICATED_PIDS[*]})"
 fi
 
 # ---- the runs ------------------------------------------------------------------------
@@ -678,6 +722,18 @@ for ((round = 1; round <= rounds; round++)); do
         nodes=$NODES_TLS
         ;;
       latency-semaphore | latency-shared) scen=latency ;;
+      latency-primaries)
+        scen=latency
+        nodes=$NODES_PRIMARIES
+        ;;
+      latency-replicated)
+        scen=latency
+        nodes=$NODES_REPLICATED
+        ;;
+      latency-wait)
+        scen=latency
+        nodes=$NODES_WAIT
+        ;;
       handoff-semaphore) scen=handoff ;;
       degraded-proxy-0ms | degraded-slow-2ms)
         ((want_slow)) || continue
@@ -694,6 +750,7 @@ for ((round = 1; round <= rounds; round++)); do
       [[ $label == handoff-semaphore && $sys != redlock ]] && continue  # semaphores: redlock's alone
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       [[ $label == failover && $sys != redlock ]] && continue  # elections: redlock's alone
+      [[ $label =~ ^latency-(primaries|replicated|wait)$ && $sys != redlock ]] && continue  # members with replicas: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
         continue

@@ -67,7 +67,8 @@ const std::vector<std::string> kScenarioOrder = {"latency",           "throughpu
                                                  "handoff-crowd-256", "handoff-crowd-1-fair", "handoff-crowd-8-fair",
                                                  "handoff-crowd-64-fair", "handoff-crowd-256-fair", "leases-100k",
                                                  "leases-100k-unbatched", "leases-100k-spread", "cli-crowd-32",
-                                                 "failover"};
+                                                 "failover", "latency-primaries", "latency-replicated",
+                                                 "latency-wait"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `floor_bound` shows what the floor reaches on
@@ -112,6 +113,17 @@ const std::vector<Target> kTargets = {
     // ... and a read lock's too.
     {"read lock latency p50 vs the mutex's p50", "latency-shared", "redlock", "p50_us", "latency", "redlock", "p50_us",
      true, 1.3, false},
+    // Issue 34: members with replicas. replicated=1 adds INFO replication
+    // behind each acquire (within 1.3× of the same primaries named
+    // plainly); WAIT for one replica (wait_replicas=1) adds that replica's
+    // acknowledgement, one more round trip per acquire (within 1.8× of
+    // replicated=1), p50 and p99.
+    {"replicated=1 latency p50 vs the same primaries plain", "latency-replicated", "redlock", "p50_us",
+     "latency-primaries", "redlock", "p50_us", true, 1.3, false},
+    {"wait_replicas=1 latency p50 vs replicated=1", "latency-wait", "redlock", "p50_us", "latency-replicated", "redlock",
+     "p50_us", true, 1.8, false},
+    {"wait_replicas=1 latency p99 vs replicated=1", "latency-wait", "redlock", "p99_us", "latency-replicated", "redlock",
+     "p99_us", true, 1.8, false},
     // ... and a permit handed from one holder to a waiter as a lock is.
     {"handoff between permits p50 vs the mutex's handoff p50", "handoff-semaphore", "redlock",
      "from_release_call_p50_us", "handoff", "redlock", "from_release_call_p50_us", true, 1.3, false},
