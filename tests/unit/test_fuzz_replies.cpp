@@ -3,8 +3,8 @@
 // server reply — the handshake (INFO, the data-loss marker script, the
 // vote check), every script's reply through the real sessions, rounds and
 // operations (acquire in each form, fenced, fair, extend, release, batched
-// extensions), the status reply's text, the pub/sub messages, and the RESP
-// scanner — with wrong types, wrong arity, nested arrays, absurd integers,
+// extensions), the status reply's text, the pub/sub messages, a
+// sentinel's answers, and the RESP scanner — with wrong types, wrong arity, nested arrays, absurd integers,
 // numbers as text with junk, and masters that stop answering. What is asserted is behaviour: a reply
 // that is not a yes never counts as one; no quarantine comes out shorter
 // than the honest reading (nor longer than the most any client declares);
@@ -30,6 +30,7 @@
 #include "quorum.hpp"
 #include "resp.hpp"
 #include "scripts.hpp"
+#include "sentinel_watch.hpp"
 #include "sha1.hpp"
 #include "survey.hpp"
 #include "test_runtime.hpp"
@@ -1010,6 +1011,56 @@ TEST_CASE("fuzz: pub/sub pushes wake only on a well-formed message; anything els
     runtime.advance(milliseconds{10});
     CHECK(closed);
   }
+}
+
+TEST_CASE("fuzz: a sentinel's answers name only a host:port in range, and anything else moves on to the next sentinel") {
+  Gen g(34);
+  const auto valid = [](const Endpoint& e) {
+    if (e.host.empty() || e.host.size() > 255 || e.port < 1 || e.port > 65535) return false;
+    return std::none_of(e.host.begin(), e.host.end(), [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
+  };
+  std::size_t named_total = 0;  // the well-formed answers among them did name a primary
+  for (int round = 0; round < 300; ++round) {
+    CAPTURE(round);
+    ManualRuntime runtime;
+    FakeWireFactory wires;
+    Options options;
+    NodeAddress member;
+    member.kind = NodeAddress::Kind::sentinel;
+    member.seeds = {{"10.0.0.1", 26379}, {"10.0.0.2", 26379}};
+    member.master_name = "m1";
+    std::vector<Endpoint> named;
+    bool closed = false;
+    SentinelWatch watch(runtime, wires, member, options, [&](const Endpoint& e) { named.push_back(e); },
+                        [&] { closed = true; });
+    watch.start();
+    Deep deep;
+    for (int step = 0; step < 30; ++step) {
+      CAPTURE(step);
+      // The next sentinel, after the back-off.
+      for (int ms = 0; wires.live == nullptr && ms < 10000; ++ms) runtime.advance(milliseconds{1});
+      FakeWire* w = wires.live;
+      REQUIRE(w != nullptr);
+      if (w->answered == 0 && w->sent.empty()) {
+        w->connected();
+        w->flush();
+      }
+      const std::string port = g.pick<std::string>({"6379", "0", "65536", g.number_text(), ""});
+      Reply r = g.one_in(3)   ? g.shape()
+                : g.one_in(2) ? strings({g.pick<std::string>({"127.0.0.1", "", "h o", g.text()}), port})
+                              : strings({g.pick<std::string>({"message", "subscribe", "pong"}), "+switch-master",
+                                         g.pick<std::string>({"m1 a 1 127.0.0.1 " + port, "m2 a 1 b 2", g.text()})});
+      const std::size_t before = named.size();
+      w->events.on_reply(deep.of(r));
+      for (std::size_t i = before; i < named.size(); ++i) CHECK(valid(named[i]));
+      CHECK(named.size() <= before + 1);
+    }
+    named_total += named.size();
+    watch.close();
+    runtime.advance(milliseconds{10});
+    CHECK(closed);
+  }
+  CHECK(named_total > 100);
 }
 
 TEST_CASE("fuzz: the RESP scanner reads any byte stream the same whatever its split into reads") {
