@@ -5,7 +5,6 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +12,6 @@
 #include <optional>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 
 namespace redlock::test {
 namespace {
@@ -47,19 +45,6 @@ std::string field(const Reply& entry, std::string_view key) {
   return {};
 }
 
-std::string reply_text(const Reply& r) {
-  switch (r.type) {
-    case REDIS_REPLY_NIL: return "(nil)";
-    case REDIS_REPLY_INTEGER: return std::to_string(r.integer);
-    case REDIS_REPLY_ARRAY: {
-      std::string out = "[";
-      for (const auto& e : r.elements) out += (out.size() > 1 ? " " : "") + reply_text(e);
-      return out + "]";
-    }
-    default: return r.str;
-  }
-}
-
 // ---- text and waits ------------------------------------------------------------
 
 // conf_quote: a sentinel.conf argument (sdssplitargs: "…" with \" \\ \xHH).
@@ -79,35 +64,9 @@ std::string conf_quote(std::string_view s) {
   return out + "\"";
 }
 
-std::string percent_encode(std::string_view s) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      out += {'%', hex[ch >> 4], hex[ch & 15]};
-    }
-  }
-  return out;
-}
-
-// await polls `unmet` (what is not there yet; "" once it is) every 50 ms
-// until it answers "" or the deadline passes: then it throws, saying what
-// was awaited and the last answer. A connection error counts as not yet.
+// await: poll_until (redis_server.hpp) every kPollInterval, its errors saying "SentinelBed".
 void await(const std::string& what, Clock::time_point deadline, const std::function<std::string()>& unmet) {
-  std::string last;
-  for (;;) {
-    try {
-      last = unmet();
-    } catch (const std::runtime_error& e) {
-      last = e.what();
-    }
-    if (last.empty()) return;
-    if (Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(kPollInterval);
-  }
-  throw std::runtime_error("SentinelBed: " + what + ": not reached in time; last seen: " + last);
+  poll_until("SentinelBed", what, deadline, unmet, kPollInterval);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 
 namespace redlock::test {
 namespace {
@@ -151,6 +153,111 @@ std::string info_field(const Reply& info, const std::string& name) {
       return line.substr(name.size() + 1);
   }
   return {};
+}
+
+std::string reply_text(const Reply& r) {
+  switch (r.type) {
+    case REDIS_REPLY_NIL: return "(nil)";
+    case REDIS_REPLY_INTEGER: return std::to_string(r.integer);
+    case REDIS_REPLY_ERROR: return "-" + r.str;
+    case REDIS_REPLY_ARRAY: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < r.elements.size(); ++i) out += (i == 0 ? "" : " ") + reply_text(r.elements[i]);
+      return out + "]";
+    }
+    default: return r.str;
+  }
+}
+
+std::string percent_encode(std::string_view s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += {'%', hex[ch >> 4], hex[ch & 15]};
+    }
+  }
+  return out;
+}
+
+void poll_until(std::string_view who, const std::string& what, std::chrono::steady_clock::time_point deadline,
+                const std::function<std::string()>& unmet, std::chrono::milliseconds interval) {
+  std::string last;
+  for (;;) {
+    try {
+      last = unmet();
+    } catch (const std::runtime_error& e) {
+      last = e.what();
+    }
+    if (last.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(interval);
+  }
+  throw std::runtime_error(std::string(who) + ": " + what + ": not reached in time; last seen: " + last);
+}
+
+// ---- RawConnection ---------------------------------------------------------------
+
+namespace {
+
+// read_reply_text reads one reply into text (reply_text); false, with text
+// "(connection error) <errstr>", on a connection error.
+bool read_reply_text(redisContext* c, std::string& text) {
+  void* raw = nullptr;
+  if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) {
+    text = std::string("(connection error) ") + c->errstr;
+    return false;
+  }
+  const ReplyPtr r(static_cast<redisReply*>(raw));
+  text = reply_text(copy_reply(r.get()));
+  return true;
+}
+
+}  // namespace
+
+RawConnection::RawConnection(int port, std::chrono::milliseconds timeout) {
+  const long ms = static_cast<long>(timeout.count());
+  struct timeval tv{ms / 1000, (ms % 1000) * 1000};
+  std::string err;
+  ContextPtr c = connect(port, tv, err);
+  if (!c) throw std::runtime_error("RawConnection: 127.0.0.1:" + std::to_string(port) + ": " + err);
+  if (redisSetTimeout(c.get(), tv) != REDIS_OK)
+    throw std::runtime_error("RawConnection: 127.0.0.1:" + std::to_string(port) + ": " +
+                             (c->err ? c->errstr : "redisSetTimeout failed"));
+  c_ = c.release();
+}
+
+RawConnection::~RawConnection() { redisFree(c_); }
+
+std::vector<std::string> RawConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  for (const auto& argv : commands) {
+    std::vector<const char*> ptrs;
+    std::vector<std::size_t> lens;
+    for (const auto& a : argv) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK)
+      return {std::string("(connection error) ") + c_->errstr};
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    std::string text;
+    const bool ok = read_reply_text(c_, text);
+    out.push_back(std::move(text));
+    if (!ok) break;
+  }
+  return out;
+}
+
+std::string RawConnection::command(const std::vector<std::string>& argv) { return pipeline({argv}).at(0); }
+
+std::string RawConnection::next() {
+  std::string text;
+  read_reply_text(c_, text);
+  return text;
 }
 
 std::string redis_server_binary() {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "support/process.hpp"
+
+struct redisContext;  // hiredis (RawConnection)
 
 namespace redlock::test {
 
@@ -100,7 +103,8 @@ class RedisGroup {
 // free_port returns a TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 
-// ---- the pieces RedisServer is made of, for other fixtures (redis_sentinel.cpp)
+// ---- the pieces RedisServer is made of, and what the other fixtures
+// (redis_sentinel.cpp, redis_cluster.cpp) and their tests share
 
 // command_at runs one command on 127.0.0.1:port over a new hiredis
 // connection (connect and I/O timeout `timeout`), after AUTH when user or
@@ -114,6 +118,54 @@ Reply command_at(int port, const std::string& user, const std::string& password,
 
 // info_field: the value of the "name:value" line of an INFO reply ("" when absent).
 std::string info_field(const Reply& info, const std::string& name);
+
+// reply_text: a reply as one line, for test checks and error messages:
+// "(nil)", integers as digits, "-" before an error's text, arrays as
+// "[a b …]" (elements' texts joined by one space), anything else its string.
+std::string reply_text(const Reply& r);
+
+// percent_encode: s for a redis:// URL's user info, path or query: the RFC
+// 3986 unreserved characters (A-Z a-z 0-9 - . _ ~) as they are, every other
+// byte as %XX (upper-case hex).
+std::string percent_encode(std::string_view s);
+
+// poll_until calls `unmet` (what is not there yet; "" once it is) every
+// `interval` until it answers "" or the deadline passes: then it throws
+// std::runtime_error "<who>: <what>: not reached in time; last seen: <last
+// answer>". A std::runtime_error thrown by `unmet` (a connection error, say)
+// counts as not yet, its what() as the answer. The fixtures' waits.
+void poll_until(std::string_view who, const std::string& what, std::chrono::steady_clock::time_point deadline,
+                const std::function<std::string()>& unmet,
+                std::chrono::milliseconds interval = std::chrono::milliseconds(50));
+
+// RawConnection — one plain RESP2 hiredis connection to 127.0.0.1:port, no
+// AUTH, for tests that need what RedisServer::command hides: commands that
+// share a connection (ASKING, then the command it lets through), pipelines,
+// SUBSCRIBE and the messages pushed after it, or the server dropping the
+// connection. Every reply comes back as its reply_text; a connection error
+// as "(connection error) <hiredis errstr>" (the connection is useless after
+// one). The constructor throws std::runtime_error when it cannot connect.
+// Used by tests/integration/test_sentinel_bed.cpp and test_cluster_bed.cpp.
+class RawConnection {
+ public:
+  // timeout: for the connect and for each read and write.
+  explicit RawConnection(int port, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  ~RawConnection();
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  // pipeline sends every command, then reads one reply each; after a
+  // connection error the list stops with that error's text.
+  std::vector<std::string> pipeline(const std::vector<std::vector<std::string>>& commands);
+  // command: a pipeline of one.
+  std::string command(const std::vector<std::string>& argv);
+  // next reads one more reply without sending anything: on a subscribed
+  // connection the next message, "[message CHANNEL PAYLOAD]".
+  std::string next();
+
+ private:
+  redisContext* c_ = nullptr;
+};
 
 // redis_server_binary: the redis-server on PATH; throws std::runtime_error
 // when there is none.

@@ -38,6 +38,23 @@ inline Reply strings(std::vector<std::string> items) {
   return r;
 }
 
+// Deep — a Reply as the WireReply tree a Wire hands over, arrays at every
+// depth; the tree lives as long as the Deep.
+struct Deep {
+  std::vector<std::unique_ptr<std::vector<WireReply>>> stores;
+  WireReply of(const Reply& r) {
+    WireReply w{r.type, r.integer, r.str, {}};
+    if (!r.elements.empty()) {
+      auto store = std::make_unique<std::vector<WireReply>>();
+      store->reserve(r.elements.size());
+      for (const Reply& e : r.elements) store->push_back(of(e));
+      w.elements = std::span<const WireReply>(store->data(), store->size());
+      stores.push_back(std::move(store));
+    }
+    return w;
+  }
+};
+
 class FakeWireFactory;
 
 // FakeWire — what the session wrote, and a handle for the test to play
@@ -56,11 +73,9 @@ class FakeWire final : public Wire {
     queued.clear();
   }
   void answer(const Reply& r) {
-    std::vector<WireReply> store;
-    for (const Reply& e : r.elements) store.push_back({e.type, e.integer, e.str, {}});
-    WireReply w{r.type, r.integer, r.str, store};
+    Deep deep;
     ++answered;
-    events.on_reply(w);
+    events.on_reply(deep.of(r));
   }
   void lose(std::string why) { events.on_lost(why); }
   const Command& next() const { return sent.at(answered); }

@@ -40,25 +40,10 @@ Reply range(long long start, long long end, Reply primary, std::vector<Reply> re
   return array(std::move(e));
 }
 
-// Held — a Reply as the WireReply tree a Wire hands over; `r` must outlive it.
-struct Held {
-  std::vector<std::unique_ptr<std::vector<WireReply>>> arrays;
-  WireReply root;
-  explicit Held(const Reply& r) : root(view(r)) {}
-  WireReply view(const Reply& r) {
-    WireReply w{r.type, r.integer, r.str, {}};
-    if (r.type == WireReply::Type::array) {
-      auto& items = *arrays.emplace_back(std::make_unique<std::vector<WireReply>>());
-      for (const Reply& e : r.elements) items.push_back(view(e));
-      w.elements = items;
-    }
-    return w;
-  }
-};
-
 std::optional<SlotMap> parse(const Reply& r, std::string& why, std::string_view answering = "10.0.0.9") {
   why.clear();
-  return parse_cluster_slots(Held(r).root, answering, why);
+  Deep deep;
+  return parse_cluster_slots(deep.of(r), answering, why);
 }
 
 // refusal: why `r` is refused (empty if it is not).

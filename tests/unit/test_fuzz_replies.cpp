@@ -137,23 +137,6 @@ Reply ints(std::vector<long long> items) {
   return r;
 }
 
-// Deep — a Reply as a WireReply, arrays at every depth (FakeWire::answer
-// keeps one level).
-struct Deep {
-  std::vector<std::unique_ptr<std::vector<WireReply>>> stores;
-  WireReply of(const Reply& r) {
-    WireReply w{r.type, r.integer, r.str, {}};
-    if (!r.elements.empty()) {
-      auto store = std::make_unique<std::vector<WireReply>>();
-      store->reserve(r.elements.size());
-      for (const Reply& e : r.elements) store->push_back(of(e));
-      w.elements = std::span<const WireReply>(store->data(), store->size());
-      stores.push_back(std::move(store));
-    }
-    return w;
-  }
-};
-
 // digits_value: the oracle's own reading of a decimal: digits only, and
 // fits a long long (leading zeros allowed).
 std::optional<long long> digits_value(const std::string& text) {
