@@ -4,9 +4,11 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 #include "skewclock.hpp"
 
@@ -22,13 +24,30 @@ constexpr std::string_view kMarkerKey = "redlock-marker";
 }  // namespace
 
 ChaosBed::ChaosBed(const BedOptions& options) {
+  if (options.sentinel_members > options.nodes) throw std::logic_error("bed: more Sentinel members than members");
+  if (options.sentinel_members > 0 && (options.tls || !options.skew_lib.empty() || !options.proxy_bin.empty()))
+    throw std::logic_error("bed: Sentinel members go without TLS, the clock-skew shim and the proxies");
   if (!options.skew_lib.empty()) {
     char tmpl[] = "/tmp/redlock-chaos-skew-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
     skew_dir_ = tmpl;
   }
   if (options.tls) certs_ = std::make_unique<test::TestCerts>();
+  sentinels_.resize(options.nodes);
+  primary_.assign(options.nodes, 0);
+  // On this thread: a server dies with the thread that started it
+  // (PR_SET_PDEATHSIG), so no process is started by a passing thread.
+  for (std::size_t i = 0; i < options.sentinel_members; ++i) {
+    test::SentinelOptions so;
+    so.name = "chaos-" + std::to_string(i + 1);
+    so.data.appendfsync_always = options.appendfsync_always;
+    sentinels_[i] = std::make_unique<test::SentinelBed>(so);
+  }
   for (std::size_t i = 0; i < options.nodes; ++i) {
+    if (sentinels_[i] != nullptr) {
+      masters_.push_back(nullptr);
+      continue;
+    }
     test::ServerOptions so;
     so.appendfsync_always = options.appendfsync_always;
     if (certs_ != nullptr) {
@@ -56,6 +75,7 @@ ChaosBed::ChaosBed(const BedOptions& options) {
 ChaosBed::~ChaosBed() {
   proxies_.clear();
   masters_.clear();  // stop the servers before their settings files go
+  sentinels_.clear();
   std::error_code ignored;
   if (!skew_dir_.empty()) std::filesystem::remove_all(skew_dir_, ignored);
 }
@@ -82,6 +102,10 @@ void ChaosBed::unskew(std::size_t i) {
 std::string ChaosBed::urls(int group) const {
   std::string out;
   for (std::size_t i = 0; i < masters_.size(); ++i) {
+    if (sentinels_[i] != nullptr) {
+      out += (out.empty() ? "" : ",") + sentinels_[i]->url();
+      continue;
+    }
     const std::string scheme = certs_ != nullptr ? "rediss://" : "redis://";
     const std::string direct = certs_ != nullptr ? "rediss://127.0.0.1:" + std::to_string(tls_ports_[i]) : masters_[i]->url();
     const std::string url =
@@ -93,8 +117,14 @@ std::string ChaosBed::urls(int group) const {
 
 std::string ChaosBed::direct_urls() const {
   std::string out;
-  for (const auto& m : masters_) out += (out.empty() ? "" : ",") + m->url();
+  for (std::size_t i = 0; i < masters_.size(); ++i)
+    out += (out.empty() ? "" : ",") + (sentinels_[i] != nullptr ? sentinels_[i]->url() : masters_[i]->url());
   return out;
+}
+
+test::RedisServer& ChaosBed::master(std::size_t i) {
+  if (sentinels_.at(i) != nullptr) return sentinels_[i]->server(primary_[i]);
+  return *masters_.at(i);
 }
 
 void ChaosBed::proxy(std::size_t i, const std::string& listener, const std::string& settings) {
@@ -117,26 +147,77 @@ void ChaosBed::open(const std::string& key, const std::string& what) {
   faults_.push_back(e);
 }
 
-void ChaosBed::close(const std::string& key) {
+void ChaosBed::close(const std::string& key, std::int64_t at) {
   auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& p) { return p.first == key; });
   if (it == open_.end()) return;
-  faults_[it->second].deadline = monotonic_ns();  // a fault's `deadline` is its end
+  faults_[it->second].deadline = at != 0 ? at : monotonic_ns();  // a fault's `deadline` is its end
   open_.erase(it);
 }
 
+std::vector<std::int64_t> ChaosBed::on_members(const std::vector<std::size_t>& members,
+                                               const std::function<void(std::size_t)>& step) {
+  std::vector<std::int64_t> ended(members.size(), 0);
+  std::vector<std::exception_ptr> errors(members.size());
+  std::vector<std::thread> threads;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    threads.emplace_back([&, k] {
+      try {
+        step(members[k]);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+      ended[k] = monotonic_ns();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return ended;
+}
+
+void ChaosBed::fail_over(const std::vector<std::size_t>& members) {
+  for (auto i : members) {
+    if (!sentinel_member(i)) throw std::logic_error("fail_over: node " + std::to_string(i + 1) + " is no Sentinel member");
+    open("failover" + std::to_string(i), "failover node " + std::to_string(i + 1) + " (SENTINEL FAILOVER)");
+  }
+  const auto ended = on_members(members, [&](std::size_t i) { primary_[i] = sentinels_[i]->fail_over(); });
+  for (std::size_t k = 0; k < members.size(); ++k) close("failover" + std::to_string(members[k]), ended[k]);
+}
+
+void ChaosBed::kill_primary(const std::vector<std::size_t>& members) {
+  for (auto i : members) {
+    if (!sentinel_member(i)) throw std::logic_error("kill_primary: node " + std::to_string(i + 1) + " is no Sentinel member");
+    open("failover" + std::to_string(i), "failover node " + std::to_string(i + 1) + " (kill -9 primary)");
+  }
+  std::vector<std::size_t> killed;
+  for (auto i : members) killed.push_back(primary_[i]);
+  const auto promoted = on_members(members, [&](std::size_t i) { primary_[i] = sentinels_[i]->kill_primary(); });
+  for (std::size_t k = 0; k < members.size(); ++k) close("failover" + std::to_string(members[k]), promoted[k]);
+  // The killed servers back as replicas, one after another on this thread
+  // (a server dies with the thread that started it: PR_SET_PDEATHSIG). Not
+  // a fault of the members' votes: shown so the timeline tells when the
+  // next failover has a replica to promote.
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const std::string key = "rejoin" + std::to_string(members[k]);
+    open(key, "rejoin node " + std::to_string(members[k] + 1) + ": the killed server, wiped, as its replica");
+    sentinels_[members[k]]->rejoin(killed[k]);
+    close(key);
+  }
+}
+
 void ChaosBed::kill(std::size_t i) {
-  masters_.at(i)->kill();
+  master(i).kill();
   last_touched_[i] = monotonic_ns();
   open("node" + std::to_string(i), "kill node " + std::to_string(i + 1));
 }
 
 void ChaosBed::pause(std::size_t i) {
-  masters_.at(i)->pause();
+  master(i).pause();
   open("node" + std::to_string(i), "pause node " + std::to_string(i + 1));
 }
 
 void ChaosBed::resume(std::size_t i) {
-  masters_.at(i)->resume();
+  master(i).resume();
   close("node" + std::to_string(i));
 }
 
@@ -144,7 +225,7 @@ void ChaosBed::restart(std::size_t i, bool wipe) {
   const std::string key = "node" + std::to_string(i);
   const bool was_down = std::any_of(open_.begin(), open_.end(), [&](const auto& p) { return p.first == key; });
   if (!was_down) open(key, (wipe ? "wipe+restart node " : "restart node ") + std::to_string(i + 1));
-  masters_.at(i)->restart(wipe);
+  master(i).restart(wipe);
   last_touched_[i] = monotonic_ns();
   close(key);
 }
@@ -152,7 +233,7 @@ void ChaosBed::restart(std::size_t i, bool wipe) {
 void ChaosBed::flushall(std::size_t i) {
   const std::string key = "flush" + std::to_string(i);
   open(key, "flushall node " + std::to_string(i + 1));
-  const test::Reply r = masters_.at(i)->command({"FLUSHALL"});
+  const test::Reply r = master(i).command({"FLUSHALL"});
   close(key);
   if (r.str != "OK") throw std::runtime_error("FLUSHALL on node " + std::to_string(i + 1) + ": " + r.str);
 }
@@ -176,6 +257,16 @@ void ChaosBed::kill_process(support::Process& worker, const std::string& what) {
 
 void ChaosBed::heal_all() {
   for (std::size_t i = 0; i < masters_.size(); ++i) {
+    if (sentinels_[i] != nullptr) {
+      for (std::size_t k = 0; k < 2; ++k) {
+        auto& server = sentinels_[i]->server(k);
+        if (server.running()) server.resume();  // a no-op unless paused
+      }
+      for (std::size_t k = 0; k < 2; ++k)
+        if (!sentinels_[i]->server(k).running()) sentinels_[i]->rejoin(k);
+      close("node" + std::to_string(i));
+      continue;
+    }
     auto& m = *masters_[i];
     if (!m.running()) {
       m.restart(false);
@@ -199,7 +290,7 @@ std::size_t ChaosBed::leaked_keys(std::chrono::milliseconds grace) {
     if (recent) continue;
     // (A semaphore's permits key keeps its P for good, as a fence counter
     // keeps its fence and an election its last record: not lock keys.)
-    for (const std::string& key : masters_[i]->keys("redlock:*")) {
+    for (const std::string& key : master(i).keys("redlock:*")) {
       n += key != kMarkerKey && !key.ends_with("}:permits") && !key.ends_with("}:fence") &&
                    !key.ends_with("}:leader")
                ? 1

@@ -1,7 +1,9 @@
 // bed.hpp — the masters of one chaos scenario and the faults done to them.
 //
-// ChaosBed owns five (or N) redis-servers started by the test fixture (free
-// loopback ports, temp dirs, stopped by pid), plus a separate counter redis
+// ChaosBed owns five (or N) members started by the test fixture (free
+// loopback ports, temp dirs, stopped by pid) — lone redis-servers, or
+// Sentinel-managed pairs (a primary, its replica and a sentinel, reached as
+// redis+sentinel://…) — plus a separate counter redis
 // that no fault touches: the workers' shared counters, one per resource
 // (key "counter:" + resource). Every fault it applies is recorded as an interval
 // (a `fault` event of history.hpp) for the checker and the timeline.
@@ -9,12 +11,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "faultproxy/process.hpp"
 #include "history.hpp"
+#include "redis_sentinel.hpp"
 #include "redis_server.hpp"
 #include "test_certs.hpp"
 #include "support/process.hpp"
@@ -39,6 +43,12 @@ struct BedOptions {
   // certificates made for the bed; urls() are rediss:// (through the
   // proxies, which carry the TLS bytes untouched); ca_file() is their CA.
   bool tls = false;
+  // The first `sentinel_members` members are Sentinel-managed: a primary,
+  // its replica and one sentinel (test::SentinelBed: quorum 1,
+  // down-after 1 s, quick periods), which the clients reach as
+  // redis+sentinel://127.0.0.1:S/NAME and follow from primary to primary;
+  // the rest are lone masters. Not with skew_lib, proxy_bin or tls.
+  std::size_t sentinel_members = 0;
 };
 
 class ChaosBed {
@@ -55,7 +65,9 @@ class ChaosBed {
   int counter_port() const { return counter_->port(); }
   // ca_file: the CA of the masters' certificates; empty without tls.
   std::string ca_file() const { return certs_ != nullptr ? certs_->path("ca.crt") : std::string(); }
-  test::RedisServer& master(std::size_t i) { return *masters_.at(i); }
+  // master: member i's server — for a Sentinel member its primary now.
+  test::RedisServer& master(std::size_t i);
+  bool sentinel_member(std::size_t i) const { return sentinels_.at(i) != nullptr; }
   test::RedisServer& counter() { return *counter_; }
 
   // Faults on master i (0-based). Each starts an interval named `what`;
@@ -85,8 +97,23 @@ class ChaosBed {
   // event it logged comes before it.
   void kill_process(support::Process& worker, const std::string& what);
 
-  // heal_all resumes paused masters and restarts killed ones (data kept),
-  // ending every open interval.
+  // Failovers of Sentinel members, all of `members` at once (a thread
+  // each); each returns once every member's new primary is in place, and
+  // records one interval per member from the start to that moment.
+  // fail_over: SENTINEL FAILOVER (test::SentinelBed::fail_over): the
+  // replica is promoted at once, while the old primary keeps taking writes
+  // until its clients hear +switch-master — writes the promoted replica
+  // never gets; returns once the old primary is its replica, in sync.
+  void fail_over(const std::vector<std::size_t>& members);
+  // kill_primary: kill -9 each member's primary; the sentinel sees it down
+  // (down-after) and promotes the replica; the killed servers then rejoin
+  // as the new primaries' replicas, their data wiped, one after another
+  // (an interval each).
+  void kill_primary(const std::vector<std::size_t>& members);
+
+  // heal_all resumes paused masters and restarts killed ones (data kept;
+  // a Sentinel member's killed server rejoins as a replica, wiped), ending
+  // every open interval.
   void heal_all();
 
   // touched says whether master i lost its data or process during the run
@@ -119,12 +146,20 @@ class ChaosBed {
 
  private:
   void open(const std::string& key, const std::string& what);
-  void close(const std::string& key);
+  void close(const std::string& key, std::int64_t at = 0);  // at: the end's monotonic ns; 0: now
+  // on_members runs step(i) for every i of `members`, each in a thread of
+  // its own, all at once, and returns when all are done: when each ended
+  // (monotonic ns, in the order of `members`); the first error is rethrown.
+  // A step starts no process: one dies with the thread that started it.
+  std::vector<std::int64_t> on_members(const std::vector<std::size_t>& members,
+                                       const std::function<void(std::size_t)>& step);
 
   std::string skew_dir_;  // settings files of the clock-skew shim
   std::unique_ptr<test::TestCerts> certs_;  // tls only
   std::vector<int> tls_ports_;              // tls only: each master's TLS port
-  std::vector<std::unique_ptr<test::RedisServer>> masters_;
+  std::vector<std::unique_ptr<test::RedisServer>> masters_;     // null for a Sentinel member
+  std::vector<std::unique_ptr<test::SentinelBed>> sentinels_;  // null for a lone master
+  std::vector<std::size_t> primary_;                           // a Sentinel member's primary: server 0 or 1
   std::vector<std::unique_ptr<faultproxy::FaultProxyProcess>> proxies_;
   std::unique_ptr<test::RedisServer> counter_;
   std::vector<std::int64_t> last_touched_;  // monotonic ns of master i's last kill or restart; 0: never

@@ -118,9 +118,10 @@ std::optional<int> parse(int argc, char** argv, Args& a) {
 }
 
 // selected: whether this run includes `s` — named, or (none named) every
-// scenario that does not wait to be named.
+// scenario that does not wait to be named; with --tls, none with Sentinel
+// members unless named (their bed has no TLS: named, it says so).
 bool selected(const Scenario& s, const Args& a) {
-  if (a.only.empty()) return !s.on_demand;
+  if (a.only.empty()) return !s.on_demand && !(a.tls && s.sentinel_members > 0);
   return std::find(a.only.begin(), a.only.end(), s.name) != a.only.end();
 }
 
@@ -185,8 +186,20 @@ void wait_until_voting(ChaosBed& bed, const Scenario& sc) {
     auto report = (*client)->nodes();
     if (report && report->usable() == report->nodes.size()) return;
     if (redlock::BootClock::now() > give_up) {
+      std::string which;  // the members that do not vote, and why
+      if (report) {
+        for (const auto& n : report->nodes) {
+          if (n.reachable && !n.quarantined) continue;
+          which += "; " + n.address + ": " +
+                   (!n.reachable ? "unreachable (" + n.error + ")"
+                                 : "quarantined " + std::to_string(n.quarantine_left.count()) + " ms more" +
+                                       (n.excluded.empty() ? "" : " (" + n.excluded + ")"));
+        }
+      } else {
+        which = "; " + report.error().to_string();
+      }
       throw std::runtime_error("bed: the masters still do not all vote after " +
-                               std::to_string(3 * sc.max_ttl_ms + 10000) + " ms");
+                               std::to_string(3 * sc.max_ttl_ms + 10000) + " ms" + which);
     }
     // Until the longest quarantine reported is over; a master not yet
     // reachable (its handshake under way) is asked again shortly.
@@ -448,7 +461,8 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const long target = sc.target_acquisitions > 0 && a.acquisitions > 0 ? a.acquisitions : sc.target_acquisitions;
   const std::string skew_lib = here() + "/../skewclock/libskewclock.so";
   ChaosBed bed({5, sc.appendfsync_always, sc.skew ? skew_lib : "",
-                sc.proxied ? here() + "/../faultproxy/faultproxy" : "", a.tls});
+                sc.proxied ? here() + "/../faultproxy/faultproxy" : "", a.tls,
+                static_cast<std::size_t>(sc.sentinel_members)});
   if (sc.quarantine) wait_until_voting(bed, sc);
 
   const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);
@@ -655,6 +669,13 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
     j["target_reached"] = result.acquisitions >= static_cast<std::size_t>(target);
   }
   j["faults"] = faults.size();
+  json intervals = json::array();  // each fault: what, and from/to in ms since the workload's start
+  for (const auto& f : faults) {
+    intervals.push_back({{"what", f.error},
+                         {"from_ms", static_cast<double>(f.t - t0) / 1e6},
+                         {"to_ms", static_cast<double>(f.deadline - t0) / 1e6}});
+  }
+  j["fault_intervals"] = std::move(intervals);
   j["check_seconds"] = check_seconds;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

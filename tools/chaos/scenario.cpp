@@ -191,6 +191,64 @@ Scenario flushall_scenario(std::string name, std::string about, std::string sabo
   return s;
 }
 
+// The Sentinel scenarios: members 1-3 are Sentinel-managed pairs (a
+// primary, its replica, a sentinel), members 4 and 5 lone masters, so
+// failing the three over at once changes the server behind a majority.
+// SENTINEL FAILOVER promotes the replica at once, while the old primary
+// keeps answering until its clients hear +switch-master (up to a second:
+// the sentinel waits for the promoted one's next INFO): every lock key and
+// release written on the old primaries meanwhile is missing on the new
+// ones — a replica that lags by a window, as any async replica can. (A
+// replica stopped with SIGSTOP lags nothing: what the primary sent waits
+// in its socket buffer and is applied once it runs, even after the primary
+// was killed.) A greedy holder that won in that window on all three still
+// holds a valid lock when the clients move; the new primaries lack its key
+// and, once the key of the holder before (replicated, its release not)
+// expires, a polling contender wins members 1-3: two holders, unless the
+// client sees the new servers (another run id and replid) and lets them
+// sit out the quarantine. Each failover takes about 2 s.
+constexpr std::size_t kSentinelMembers = 3;
+
+// sentinel_failovers: the safe run's schedule — members 1-3 failed over
+// at once (SENTINEL FAILOVER); then the primaries of members 1 and 2
+// killed at once (kill -9: the sentinels promote the replicas after
+// down-after, 1 s) and rejoined as replicas, wiped; then members 1-3 once
+// more, two of them now promoting a server that rejoined without data.
+std::vector<Action> sentinel_failovers(int d, std::mt19937&) {
+  return {{at(d, 0.05), [](Stage& s) { s.bed.fail_over({0, 1, 2}); }},
+          {at(d, 0.35), [](Stage& s) { s.bed.kill_primary({0, 1}); }},
+          {at(d, 0.7), [](Stage& s) { s.bed.fail_over({0, 1, 2}); }}};
+}
+
+// sentinel_failover_rounds: members 1-3 failed over at once, round after
+// round, from 5 % to 85 % of the run: each round is one chance for the
+// broken client (a greedy acquisition inside the rounds' common window).
+std::vector<Action> sentinel_failover_rounds(int d, std::mt19937&) {
+  const int from = at(d, 0.05), to = at(d, 0.85);
+  return {{from, [length = to - from](Stage& s) {
+             const std::int64_t end = monotonic_ns() + std::int64_t{length} * 1'000'000;
+             while (monotonic_ns() < end) s.bed.fail_over({0, 1, 2});
+           }}};
+}
+
+// sentinel_scenario: quarantine on, greedy holders, polling contenders (a
+// contender must try while a holder holds: nothing is published then).
+// The real client quarantines every new primary; the broken one
+// (`no_failover_check`) counts it at once.
+Scenario sentinel_scenario(std::string name, std::string about, std::string sabotage = "") {
+  Scenario s = paired(std::move(name), std::move(about), std::move(sabotage));
+  s.quarantine = true;
+  s.greedy = true;
+  s.polling = true;
+  s.sentinel_members = static_cast<int>(kSentinelMembers);
+  // Three locks (six workers, each turn on one drawn at random): a round's
+  // window catches a greedy acquisition of any of them.
+  s.crews = {Crew{.workers = 6, .resource = "chaos", .resources = 3}};
+  s.min_seconds = 8;
+  s.nemesis = s.sabotage.empty() ? sentinel_failovers : sentinel_failover_rounds;
+  return s;
+}
+
 std::vector<Action> kill_and_restart(std::vector<std::size_t> nodes, int d) {
   return {{at(d, 0.3), [nodes](Stage& s) {
              for (auto i : nodes) s.bed.kill(i);
@@ -512,6 +570,9 @@ std::vector<Scenario> build() {
     s.on_demand = true;
     add(std::move(s));
   }
+  add(sentinel_scenario("sentinel-failover",
+                        "members 1-3 are Sentinel pairs: failed over three at once (SENTINEL FAILOVER), then two "
+                        "primaries killed, then three at once again; each new primary sits out the quarantine"));
   add({.name = "clock-rate-skew",
        .about = "two masters' clocks run 0.5 % fast and slow (within the 1 % drift budget), greedy holders",
        .greedy = true,
@@ -679,6 +740,11 @@ std::vector<Scenario> build() {
                         "broken client: does not see a master lose its data (flushall schedule, five rounds); "
                         "must show overlaps",
                         "no_data_check"));
+  add(sentinel_scenario("sentinel-failover-blind",
+                        "broken client: ignores run id and replid; members 1-3 (Sentinel pairs) failed over three at "
+                        "once, round after round; the promoted replicas lack the keys written meanwhile; must show "
+                        "overlaps",
+                        "no_failover_check"));
   // Votes split between permits when attempts cross on the masters.
   Scenario permit_majority = crossing_rounds_scenario(
       "broken-permit-majority",

@@ -169,6 +169,11 @@ struct Scenario {
   // on_demand: runs only when named (--scenario); never in the suite, short
   // or long (an hour's soak has no place in CI).
   bool on_demand = false;
+  // sentinel_members: the first this many of the five members are
+  // Sentinel-managed pairs (ChaosBed, BedOptions::sentinel_members): the
+  // workers follow their primaries through the sentinel, and the nemesis
+  // may fail them over (ChaosBed::fail_over, kill_primary).
+  int sentinel_members = 0;
 };
 
 // crews_of: the scenario's workers as crews (`crews`, or the one crew its
