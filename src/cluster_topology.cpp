@@ -7,15 +7,6 @@
 
 namespace redlock::detail {
 
-namespace {
-
-std::string endpoint_text(std::string_view host, int port) {
-  const std::string h(host);
-  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port);
-}
-
-}  // namespace
-
 ClusterTopology::ClusterTopology(Runtime& runtime, WireFactory& wires, const NodeAddress& member,
                                  const Options& options, std::function<void(const SlotMap&)> on_map,
                                  std::function<void()> on_closed)
@@ -38,8 +29,6 @@ ClusterTopology::ClusterTopology(Runtime& runtime, WireFactory& wires, const Nod
 void ClusterTopology::start() {
   if (!seeds_.empty()) conn_.start();
 }
-
-std::string ClusterTopology::node() const { return endpoint_text(node_.host, node_.port); }
 
 // on_open: the map is the handshake; the connection is ready once one is
 // read whole.
@@ -100,7 +89,7 @@ void ClusterTopology::on_timer() {
 // on_down: the next connection dials the next node: the seeds, then the
 // primaries the last map named.
 void ClusterTopology::on_down(std::string_view why) {
-  last_error_ = "cluster node " + node() + ": " + std::string(why);
+  last_error_ = "cluster node " + node_.display() + ": " + std::string(why);
   in_flight_ = false;
   if (timer_) timer_->stop();
   next_node();

@@ -69,7 +69,6 @@ class ClusterTopology final : private ConnectionOwner {
   bool ask();
   void on_timer();
   void next_node();
-  std::string node() const;
 
   Runtime& runtime_;
   const Options& options_;

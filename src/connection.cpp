@@ -82,8 +82,11 @@ void Connection::close(std::chrono::milliseconds drain) {
   }
 }
 
-void Connection::reconnect_now() {
-  if (state_ != State::backing_off) return;
+void Connection::redial(std::string reason) {
+  if (state_ == State::idle) return start();
+  if (state_ == State::closing || state_ == State::closed) return;
+  if (wire_ != nullptr) drop(std::move(reason));
+  if (state_ != State::backing_off) return;  // the owner closed it inside on_down
   failures_ = 0;
   timer_->stop();
   to(State::connecting);

@@ -68,9 +68,12 @@ class Connection final : private WireEvents {
   // connection stays `closing` — the owner's outstanding replies may come —
   // until the owner drop()s it or `drain` passes; then closed.
   void close(std::chrono::milliseconds drain);
-  // reconnect_now: while backing_off, connect at once (the address has
-  // changed: the wait was for the old one) and forget the failures so far.
-  void reconnect_now();
+  // redial: the address this connection dials has changed (a sentinel
+  // named another primary, the next sentinel is to be asked). Idle: start;
+  // a live Wire is dropped for `reason`; then, backing off, connect at once
+  // (the wait was for the old address) with the failures so far forgotten.
+  // Nothing once closing.
+  void redial(std::string reason);
 
   // write queues one command on the Wire (see Wire::write); false when
   // there is no Wire or it refuses.

@@ -123,16 +123,10 @@ void NodeSession::retarget(const Endpoint& primary) {
   const bool same = target_.host == primary.host && target_.port == primary.port;
   target_.host = primary.host;
   target_.port = primary.port;
-  if (conn_.state() == State::idle) {
-    if (started_) conn_.start();
-  } else if (!same && conn_.live()) {
-    retargeting_ = true;
-    conn_.drop("the sentinels name another primary, " + target_.display());
-    retargeting_ = false;
-    conn_.reconnect_now();
-  } else if (!same) {
-    conn_.reconnect_now();  // backing off from the old primary: no reason to wait for the new one
-  }
+  if (!started_ || (same && conn_.state() != State::idle)) return;
+  retargeting_ = true;  // the old primary's connection going is no loss to report
+  conn_.redial("the sentinels name another primary, " + target_.display());
+  retargeting_ = false;
 }
 
 void NodeSession::on_flush() {

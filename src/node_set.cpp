@@ -37,6 +37,8 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
     // Its primary went away or is no primary: ask the next sentinel.
     sessions_[i]->on_lost([watch = watches_[i].get()](std::string_view why) { watch->refresh(why); });
   }
+  parts_ = sessions_.size();
+  for (const auto& watch : watches_) parts_ += watch ? 1 : 0;
   std::vector<std::string> addresses;
   for (const auto& session : sessions_) addresses.push_back(session->address());
   telemetry_ = std::make_shared<Telemetry>(config.options.observer, std::move(addresses));
@@ -108,9 +110,7 @@ void NodeSet::mark_duplicates() {
 }
 
 void NodeSet::session_closed() {
-  std::size_t watches = 0;
-  for (const auto& watch : watches_) watches += watch ? 1 : 0;
-  if (++closed_ < sessions_.size() + watches) return;
+  if (++closed_ < parts_) return;
   sessions_closed_ = true;
   maybe_closed();
 }

@@ -78,7 +78,8 @@ class NodeSet final : public Transport {
   WakeHub wake_;
   // One per member, null but for sentinel members: where its primary is.
   std::vector<std::unique_ptr<SentinelWatch>> watches_;
-  std::size_t closed_ = 0;  // sessions and watches closed
+  std::size_t parts_ = 0;   // sessions and watches: what close() waits for
+  std::size_t closed_ = 0;  // of them, closed
   bool sessions_closed_ = false;
   bool wake_closed_ = false;
   std::function<void()> on_closed_;

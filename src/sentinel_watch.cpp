@@ -29,11 +29,6 @@ std::optional<int> port_of(std::string_view text) noexcept {
   return port;
 }
 
-std::string endpoint_text(const Endpoint& e) {
-  return e.host.find(':') != std::string::npos ? "[" + e.host + "]:" + std::to_string(e.port)
-                                              : e.host + ":" + std::to_string(e.port);
-}
-
 }  // namespace
 
 NodeAddress serving_address(const NodeAddress& member) {
@@ -106,8 +101,6 @@ void SentinelWatch::start() {
   if (!seeds_.empty()) conn_.start();
 }
 
-std::string SentinelWatch::sentinel() const { return endpoint_text(Endpoint{sentinel_.host, sentinel_.port}); }
-
 bool SentinelWatch::on_open() {
   phase_ = Phase::asking;
   const std::array<std::string_view, 3> ask{"SENTINEL", "get-master-addr-by-name", name_};
@@ -146,7 +139,7 @@ void SentinelWatch::on_reply(const WireReply& reply) {
 
 // on_down: the next connection asks the next sentinel.
 void SentinelWatch::on_down(std::string_view why) {
-  last_error_ = "sentinel " + sentinel() + ": " + std::string(why);
+  last_error_ = "sentinel " + sentinel_.display() + ": " + std::string(why);
   phase_ = Phase::asking;
   if (seeds_.empty()) return;
   next_ = (next_ + 1) % seeds_.size();
@@ -155,10 +148,7 @@ void SentinelWatch::on_down(std::string_view why) {
 }
 
 void SentinelWatch::refresh(std::string_view why) {
-  if (conn_.live()) {
-    conn_.drop("asking the next sentinel: " + std::string(why));
-  }
-  conn_.reconnect_now();
+  conn_.redial("asking the next sentinel: " + std::string(why));
 }
 
 void SentinelWatch::close() { conn_.close(std::chrono::milliseconds{0}); }

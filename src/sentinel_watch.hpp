@@ -88,7 +88,6 @@ class SentinelWatch final : private ConnectionOwner {
   void on_down(std::string_view why) override;
 
   void named(const Endpoint& primary);
-  std::string sentinel() const;  // the one dialled now, host:port
 
   std::string name_;
   std::vector<Endpoint> seeds_;

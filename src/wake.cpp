@@ -26,10 +26,8 @@ void Subscriber::retarget(const Endpoint& primary) {
   const bool same = address_.host == primary.host && address_.port == primary.port;
   address_.host = primary.host;
   address_.port = primary.port;
-  if (conn_.state() == Connection::State::idle) return conn_.start();
-  if (same) return;
-  if (conn_.live()) conn_.drop("the sentinels name another primary, " + address_.display());
-  conn_.reconnect_now();
+  if (same && conn_.state() != Connection::State::idle) return;
+  conn_.redial("the sentinels name another primary, " + address_.display());
 }
 
 // on_open: the anchor, and everything watched right now, in one SUBSCRIBE.
