@@ -37,7 +37,8 @@ class ClientCore final {
         runtime_(loop),
         tls_(std::move(tls)),
         wires_(loop, tls_.get()),
-        nodes_(runtime_, wires_, config_),
+        map_wires_(loop, tls_.get(), nullptr, detail::cluster_slots_limits),
+        nodes_(runtime_, wires_, config_, &map_wires_),
         engine_(runtime_, nodes_, config_.options) {
     close_.stop_leases = [this] {
       {
@@ -170,6 +171,7 @@ class ClientCore final {
   detail::ResumeWatch resume_{runtime_};  // fires overdue timers at a resume from suspend
   std::unique_ptr<detail::TlsContext> tls_;  // null unless a node is rediss://
   detail::SocketWireFactory wires_;
+  detail::SocketWireFactory map_wires_;  // a cluster member's CLUSTER SLOTS (larger replies)
   detail::NodeSet nodes_;
   detail::Engine engine_;
   detail::LeaseService leases_{engine_};  // after the engine, which it uses

@@ -2,6 +2,7 @@
 #include "cluster_map.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <unordered_map>
 
 namespace redlock::detail {
@@ -165,6 +166,46 @@ class ReplyReader {
 
 std::optional<SlotMap> parse_cluster_slots(const WireReply& reply, std::string_view answering_host, std::string& why) {
   return ReplyReader(answering_host, why).read(reply);
+}
+
+std::optional<Redirect> parse_redirect(std::string_view error, std::string_view answering_host) {
+  Redirect r;
+  if (error.starts_with("TRYAGAIN")) {
+    r.kind = Redirect::Kind::tryagain;
+    return r;
+  }
+  if (error.starts_with("CLUSTERDOWN")) {
+    r.kind = Redirect::Kind::down;
+    return r;
+  }
+  if (error.starts_with("MOVED ")) {
+    error.remove_prefix(6);
+  } else if (error.starts_with("ASK ")) {
+    r.kind = Redirect::Kind::ask;
+    error.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const std::size_t space = error.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const std::string_view slot = error.substr(0, space);
+  const std::string_view where = error.substr(space + 1);
+  const std::size_t colon = where.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::string_view host = colon == 0 ? answering_host : where.substr(0, colon);
+  const std::string_view port = where.substr(colon + 1);
+  int s = -1, p = 0;
+  const auto [slot_end, slot_ec] = std::from_chars(slot.data(), slot.data() + slot.size(), s);
+  const auto [port_end, port_ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (slot.empty() || slot_ec != std::errc{} || slot_end != slot.data() + slot.size() || s < 0 || s >= slot_count)
+    return std::nullopt;
+  if (port.empty() || port_ec != std::errc{} || port_end != port.data() + port.size() || p < 1 || p > 65535)
+    return std::nullopt;
+  if (!is_host(host)) return std::nullopt;
+  r.slot = s;
+  r.to.host.assign(host);
+  r.to.port = p;
+  return r;
 }
 
 }  // namespace redlock::detail

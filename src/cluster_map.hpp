@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "redlock/config.hpp"
 #include "resp.hpp"
 #include "slot.hpp"
 #include "wire.hpp"
@@ -67,5 +68,25 @@ struct SlotMap {
 // nullopt and `why` ("CLUSTER SLOTS: range 3: …", server bytes quoted
 // through resp::server_text).
 std::optional<SlotMap> parse_cluster_slots(const WireReply& reply, std::string_view answering_host, std::string& why);
+
+// Redirect — what a cluster node's error reply says about a command it did
+// not run: MOVED (the slot is served elsewhere: for good), ASK (being
+// imported there: this command only, behind ASKING), TRYAGAIN (a
+// multi-key command whose keys are split mid-migration), CLUSTERDOWN (the
+// cluster serves no slot now).
+struct Redirect {
+  enum class Kind : std::uint8_t { moved, ask, tryagain, down };
+  Kind kind = Kind::moved;
+  int slot = -1;  // moved, ask: 0..16383
+  Endpoint to;    // moved, ask
+};
+
+// parse_redirect reads an error reply's text. "MOVED slot host:port" and
+// "ASK slot host:port" (the last ':' ends the host; an empty host means
+// `answering_host`, as Redis documents; a host as parse_cluster_slots
+// accepts it, a port 1–65535, a slot 0–16383); "TRYAGAIN …" and
+// "CLUSTERDOWN …". Anything else, or a MOVED/ASK out of shape, is no
+// redirect (nullopt): an error like any other.
+std::optional<Redirect> parse_redirect(std::string_view error, std::string_view answering_host);
 
 }  // namespace redlock::detail

@@ -259,9 +259,9 @@ namespace detail {
 Result<void> refuse_unsupported_members(const Config& config) {
   for (std::size_t i = 0; i < config.nodes.size(); ++i) {
     const NodeAddress& node = config.nodes[i];
-    if (node.kind == Kind::cluster)
-      return config_error(
-          cat(node_name(i), ": ", quote(node.display()), ": cluster members are not supported by this version"));
+    if (node.kind == Kind::cluster && node.wait_replicas != 0)
+      return config_error(cat(node_name(i), ": ", quote(node.display()),
+                              ": wait_replicas on a cluster member is not supported by this version"));
   }
   return {};
 }

@@ -21,6 +21,7 @@
 //   marker replid {redlock-marker}:replid         its master_replid then
 //   slot marker   redlock-marker{T}               one per Cluster slot s in use (T = slot_tag(s))
 //   slot server   redlock-marker{T}:server        the run id that wrote it
+//   slot replid   redlock-marker{T}:replid        its master_replid then
 //
 // Why these can never collide (docs/design.md, "Keys"): the prefix holds no
 // brace, so the first '{' of every resource name stands right after the
@@ -53,11 +54,13 @@ inline constexpr std::string_view marker_key = "redlock-marker";
 inline constexpr std::string_view marker_server_key = "{redlock-marker}:server";
 inline constexpr std::string_view marker_replid_key = "{redlock-marker}:replid";
 
-// slot_marker_key / slot_marker_server_key: the data-loss marker of one
-// Cluster slot and the run id that wrote it; they go with the slot's keys
-// when it moves to another shard, as a shard's own marker cannot.
+// slot_marker_key / slot_marker_server_key / slot_marker_replid_key: the
+// data-loss marker of one Cluster slot, the run id that wrote it and that
+// server's replication id then; they go with the slot's keys when it moves
+// to another shard, as a shard's own marker cannot.
 inline std::string slot_marker_key(int slot) { return std::string(marker_key) + '{' + slot_tag(slot) + '}'; }
 inline std::string slot_marker_server_key(int slot) { return slot_marker_key(slot) + ":server"; }
+inline std::string slot_marker_replid_key(int slot) { return slot_marker_key(slot) + ":replid"; }
 
 // assign_resource_name makes `out` {prefix}{{resource}}{suffix}, in the
 // room it has (a buffer used again allocates nothing).

@@ -116,6 +116,14 @@ void NodeSession::load_missing(const WireReply& reply) {
     const std::string_view load[3] = {"SCRIPT", "LOAD", script_bodies[i]};
     if (!queue_raw(Kind::handshake, load)) return conn_.drop("cannot queue SCRIPT LOAD");
   }
+  if (shard_) {
+    // A shard has no marker of its own: its slots' markers go behind the
+    // acquires (src/cluster_member.cpp), and the first answer judges the
+    // restart. A PING ends the handshake.
+    const std::string_view ping[1] = {"PING"};
+    if (!queue_raw(Kind::ready_ping, ping)) conn_.drop("cannot queue PING");
+    return;
+  }
   if (!queue_marker()) conn_.drop("cannot queue the data-loss marker check");
 }
 
@@ -165,7 +173,7 @@ void NodeSession::become_ready() {
       refused.push_back(p);
       continue;
     }
-    if (!queue_call(*p.call, false)) {
+    if ((p.asking && !queue_asking()) || !queue_call(*p.call, false)) {
       ++unwritten_;
     } else {
       p.set_get = sends_get(*p.call);
@@ -196,6 +204,12 @@ void NodeSession::on_check_timer() {
   const clock::time_point due = marker_read_ + options_.data_check_interval;
   if (now < due) return check_timer_->start(std::chrono::ceil<milliseconds>(due - now));
   check_timer_->start(options_.data_check_interval);
+  if (shard_) {
+    // A shard's keep-alive: its data checks are its slots' markers.
+    const std::string_view ping[1] = {"PING"};
+    if (pending_.empty() && !queue_raw(Kind::keepalive, ping)) conn_.drop("cannot queue PING");
+    return;
+  }
   if (marker_in_flight_) return;
   if (!queue_marker()) return conn_.drop("cannot queue the data-loss marker check");
   rearm();
@@ -219,6 +233,11 @@ void NodeSession::handle_info(const WireReply& reply, clock::time_point now) {
   // A replica's writes are lost at its next sync (and a read-only one
   // refuses them): whatever answers here must be a primary. A server that
   // does not say (a proxy) is taken as one.
+  // A Cluster member's shard must be a cluster node: a lone server there
+  // would take keys of every slot, and answer no redirect.
+  if (shard_ && info_field(info, "cluster_enabled") != "1") {
+    return conn_.drop("is not a Redis Cluster node (INFO cluster_enabled is not 1)");
+  }
   const std::string role = info_field(info, "role");
   if (!role.empty() && role != "master") {
     return conn_.drop("is a replica (role:" + resp::server_text(role) + "), not a primary: its votes would not last");
@@ -370,6 +389,48 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   if (conn_.state() == State::handshaking) become_ready();
 }
 
+// deliver_marker: a shard's answer to a slot's marker Call (see as_shard),
+// checked as handle_marker checks its own, and delivered as one string
+// "STATE EPOCH DECLARED_MS AGE_MS". The first on a connection judges the
+// restart INFO showed: only a clean start of this very server is none.
+void NodeSession::deliver_marker(const Pending& p, const WireReply& reply, clock::time_point now) {
+  if (reply.type == WireReply::Type::error) return deliver(p, reply, now);  // a redirect, say: the member reads it
+  auto unexpected = [&] {
+    WireReply error;
+    error.type = WireReply::Type::error;
+    error.str = "unexpected reply to the data-loss marker script";
+    deliver(p, error, now);
+  };
+  bool well_formed = reply.type == WireReply::Type::array && reply.elements.size() == 4;
+  for (std::size_t i = 0; well_formed && i < 4; ++i) well_formed = reply.elements[i].type == WireReply::Type::string;
+  if (!well_formed) return unexpected();
+  const std::optional<long long> declared_ms =
+      bounded_number(reply.elements[2].str, std::numeric_limits<long long>::max());
+  const std::optional<long long> age_ms = bounded_number(reply.elements[3].str, std::numeric_limits<long long>::max());
+  const std::string_view state = reply.elements[0].str;
+  const std::string_view epoch = reply.elements[1].str;
+  const bool known_state = state == "created" || state == "replaced" || state == "found" || state == "clean";
+  const bool word = !epoch.empty() && epoch.size() <= 64 && epoch.find_first_of(" \r\n") == std::string_view::npos;
+  if (!declared_ms || !age_ms || !known_state || !word) return unexpected();
+  learn_declared(milliseconds{*declared_ms});
+  if (restart_at_) {
+    if (state != "clean") note_loss(*restart_at_, "restarted recently");
+    restart_at_.reset();
+  }
+  marker_text_.assign(state).append(" ").append(epoch).append(" ");
+  marker_text_.append(std::to_string(*declared_ms)).append(" ").append(std::to_string(*age_ms));
+  WireReply text;
+  text.type = WireReply::Type::string;
+  text.str = marker_text_;
+  deliver(p, text, now);
+}
+
+bool NodeSession::vote_blocked(clock::time_point now, std::string_view& why) {
+  if (!quarantined(now)) return false;
+  why = quarantine_text_;
+  return true;
+}
+
 // learn_declared: a marker declares that some client's locks may live
 // `declared` (plus drift): every master of this client sits out at least
 // that after a loss, from now on. More than any client can declare is not
@@ -384,9 +445,11 @@ void NodeSession::learn_declared(milliseconds declared) {
 // period: how long a master sits out after it may have lost data — this
 // client's max_ttl plus drift, or the largest any master of this client
 // declares (another client's), whichever is longer.
-milliseconds NodeSession::period() const noexcept {
-  if (sabotage().own_quarantine) return quarantine_period(options_.max_ttl, options_.drift_factor);
-  return std::max(quarantine_period(options_.max_ttl, options_.drift_factor), share_->largest);
+milliseconds NodeSession::period() const noexcept { return loss_period(options_, *share_); }
+
+milliseconds loss_period(const Options& options, const QuarantineShare& share) noexcept {
+  if (sabotage().own_quarantine) return quarantine_period(options.max_ttl, options.drift_factor);
+  return std::max(quarantine_period(options.max_ttl, options.drift_factor), share.largest);
 }
 
 // note_loss: the master may have lost its data (or been another server) at

@@ -29,6 +29,7 @@ std::chrono::milliseconds NodeSession::wait_timeout() const noexcept {
 // replication checks remain); with wait_replicas, every write a holder
 // relies on lasting waits for WAIT.
 bool NodeSession::holds_back(CommandId id) const noexcept {
+  if (shard_) return false;  // a Cluster member guards each acquire with its slot's marker
   if (is_acquire(id)) return !sabotage().no_data_check || replicated();
   return address_.wait_replicas != 0 && is_safety_write(id);
 }

@@ -149,6 +149,13 @@ bool NodeSession::queue_raw(Kind kind, std::span<const std::string_view> argv, s
   return true;
 }
 
+// queue_asking writes ASKING: the next command runs on this node, which is
+// importing its slot (a Cluster's ASK redirect).
+bool NodeSession::queue_asking() {
+  const std::string_view argv[1] = {"ASKING"};
+  return queue_raw(Kind::asking, argv);
+}
+
 // queue_call writes one call: PING, SET key value NX PX ttl, or EVALSHA sha
 // K key… arg1 [arg2 …] (EVAL body … after NOSCRIPT), through a reused argv.
 bool NodeSession::queue_call(const Call& call, bool as_eval) {
@@ -172,7 +179,12 @@ bool NodeSession::queue_call(const Call& call, bool as_eval) {
     argv_.push_back(call.key);
     for (const std::string& key : call.more_keys) argv_.push_back(key);
     argv_.push_back(call.arg1);
-    if (!call.arg2.empty()) {
+    if (call.command == CommandId::marker) {
+      // A slot's marker (a Cluster member's): judged against the server
+      // that runs it, so its run id and replication id are this
+      // connection's, filled in as it is written.
+      argv_.insert(argv_.end(), {call.arg2, run_id_, replid_});
+    } else if (!call.arg2.empty()) {
       argv_.push_back(call.arg2);
       for (const std::string& arg : call.more_args) argv_.push_back(arg);
     }
@@ -180,7 +192,7 @@ bool NodeSession::queue_call(const Call& call, bool as_eval) {
   return conn_.write(argv_);
 }
 
-bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
+bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why, bool asking) {
   if (closing_) {
     why = "client closed";
     return false;
@@ -215,11 +227,16 @@ bool NodeSession::send(const Call& call, ReplySink* sink, std::size_t slot, std:
   // An acquire is followed by the vote check: its yes counts only if the
   // master still has the marker it had (it lost no data up to the SET).
   const bool write_now = conn_.state() == State::ready;
+  if (write_now && asking && !queue_asking()) {
+    why = "connection is closing";
+    return false;
+  }
   if (write_now && !queue_call(call, false)) {
     why = "connection is closing";
     return false;
   }
   Pending p;
+  p.asking = asking;
   p.set_get = write_now && sends_get(call);
   p.sink = sink;
   p.slot = slot;
@@ -257,6 +274,16 @@ void NodeSession::on_reply(const WireReply& reply) {
     handle_wait(reply, static_cast<long long>(p.slot));  // WAIT's count, or -1: not known
   } else if (p.kind == Kind::replication) {
     handle_replication(reply, now);
+  } else if (p.kind == Kind::asking || p.kind == Kind::keepalive) {
+    if (reply.type == WireReply::Type::error && !closing_) {
+      conn_.drop(std::string(p.kind == Kind::asking ? "ASKING" : "PING") + " failed: " + resp::server_text(reply.str));
+    }
+  } else if (p.kind == Kind::ready_ping) {
+    if (reply.type == WireReply::Type::error) {
+      if (!closing_) conn_.drop("PING failed: " + resp::server_text(reply.str));
+    } else if (conn_.state() == State::handshaking) {
+      become_ready();
+    }
   } else if (p.kind != Kind::script) {
     if (p.kind == Kind::marker) marker_in_flight_ = false;
     if (closing_) {
@@ -276,7 +303,8 @@ void NodeSession::on_reply(const WireReply& reply) {
   } else {
     const bool noscript = reply.type == WireReply::Type::error && reply.str.substr(0, 8) == "NOSCRIPT";
     const bool check = holds_back(p.call->command);
-    if (noscript && !p.retried && !closing_ && is_script(p.call->command) && queue_call(*p.call, true)) {
+    if (noscript && !p.retried && !closing_ && is_script(p.call->command) && (!p.asking || queue_asking()) &&
+        queue_call(*p.call, true)) {
       // The script cache was flushed: run it by its text, which reloads it.
       Pending again = p;
       again.retried = true;
@@ -292,6 +320,8 @@ void NodeSession::on_reply(const WireReply& reply) {
       h.sink = p.sink;
       h.slot = p.slot;
       h.sent = p.sent;
+    } else if (shard_ && p.call->command == CommandId::marker) {
+      deliver_marker(p, reply, now);
     } else {
       deliver(p, reply, now);
     }

@@ -53,6 +53,11 @@ struct QuarantineShare {
   std::function<void()> raised;
 };
 
+// loss_period: how long a master (or a Cluster slot) sits out after it may
+// have lost data: this client's max_ttl plus drift, or the largest period
+// any client declared on a master of this client, whichever is longer.
+std::chrono::milliseconds loss_period(const Options& options, const QuarantineShare& share) noexcept;
+
 class NodeSession final : private ConnectionOwner {
  public:
   using clock = Clock;
@@ -82,8 +87,25 @@ class NodeSession final : private ConnectionOwner {
   // refused, except when retarget() or close() dropped it (a sentinel
   // member's watch then asks the next sentinel).
   void on_lost(std::function<void(std::string_view why)> hook) { on_lost_ = std::move(hook); }
-  // send: see Transport::send.
-  bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why);
+  // send: see Transport::send. `asking`: written behind ASKING (a Cluster
+  // slot being imported here: the command runs once, on this node).
+  bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why, bool asking = false);
+  // as_shard: this session is one shard primary of a Cluster member
+  // (src/cluster_member.hpp), set before start(). Its handshake requires
+  // cluster_enabled:1 and writes no marker of its own (a shard's marker
+  // lives per slot: the member sends a `marker` Call for the slot behind
+  // each acquire), no vote check is written behind acquires, and the
+  // periodic check is a PING. A marker Call's answer is delivered as the
+  // string "STATE EPOCH DECLARED_MS AGE_MS" (or an error naming what was
+  // wrong with it); its first answer on a connection judges the restart
+  // INFO showed, as the handshake's marker does for a lone master.
+  void as_shard() noexcept { shard_ = true; }
+  // vote_blocked: whether this server's yes counts for nothing now
+  // (quarantine or exclusion), and why in `why` (valid until the next call).
+  bool vote_blocked(clock::time_point now, std::string_view& why);
+  // period: how long a server (or a Cluster slot) sits out after it may
+  // have lost data (see note_loss).
+  std::chrono::milliseconds period() const noexcept;
   // close refuses new commands, lets the ones already written reach the
   // server and waits for their replies (at most connect_timeout +
   // node_timeout), then fails what is left ("client closed") and drops
@@ -132,12 +154,27 @@ class NodeSession final : private ConnectionOwner {
   // acquires of one flush (one per flush); their replies are held back
   // until it answers. wait and replication go before it on a replicated
   // member (src/node_replication.cpp): WAIT for replicas, INFO replication.
-  enum class Kind : std::uint8_t { script, handshake, scripts_exist, info, marker, vote_check, wait, replication };
+  // asking: ASKING before a command (its +OK is swallowed). ready_ping: a
+  // shard's last handshake step; keepalive: a shard's periodic check.
+  enum class Kind : std::uint8_t {
+    script,
+    handshake,
+    scripts_exist,
+    info,
+    marker,
+    vote_check,
+    wait,
+    replication,
+    asking,
+    ready_ping,
+    keepalive
+  };
   struct Pending {
     Kind kind = Kind::script;
     bool timed_out = false;
     bool retried = false;  // already re-sent as EVAL after NOSCRIPT
     bool set_get = false;  // written as SET … NX PX ttl GET (see view_for)
+    bool asking = false;   // written behind ASKING (send's `asking`)
     ReplySink* sink = nullptr;
     std::size_t slot = 0;
     const Call* call = nullptr;
@@ -163,6 +200,7 @@ class NodeSession final : private ConnectionOwner {
 
   bool queue_raw(Kind kind, std::span<const std::string_view> argv, std::size_t tag = 0);
   bool queue_call(const Call& call, bool as_eval);
+  bool queue_asking();
   bool queue_marker();
   void load_missing(const WireReply& reply);
   bool queue_vote_check();
@@ -190,7 +228,7 @@ class NodeSession final : private ConnectionOwner {
   void fail_written();
   void raise_quarantine(clock::time_point until, std::string reason);
   void note_loss(clock::time_point at, std::string reason);
-  std::chrono::milliseconds period() const noexcept;
+  void deliver_marker(const Pending& p, const WireReply& reply, clock::time_point now);
   void deliver(const Pending& p, const WireReply& reply, clock::time_point now);
   void fail(const Pending& p, std::string_view why, clock::time_point now);
   void on_deadline();
@@ -209,6 +247,7 @@ class NodeSession final : private ConnectionOwner {
   const std::string* shas_;
   std::function<void()> on_ready_;
   bool closing_ = false;  // close() was called: nothing new is accepted
+  bool shard_ = false;    // as_shard()
   bool started_ = false;  // start() was called (a sentinel member connects at its first target)
   bool retargeting_ = false;  // retarget() is dropping the connection: not a loss to report
   std::function<void(std::string_view)> on_lost_;
@@ -249,6 +288,7 @@ class NodeSession final : private ConnectionOwner {
   clock::time_point marker_read_{};
   bool check_owed_ = false;  // an acquire was written and no vote check behind it yet
   std::vector<HeldReply> held_;
+  std::string marker_text_;  // a shard's marker answer as delivered (deliver_marker)
   std::string version_, run_id_;
   std::string replid_;  // master_replid of the last handshake (kept across reconnects)
   long long replicas_ = -1;       // connected_slaves at the last reading (-1: unknown)

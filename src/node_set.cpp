@@ -15,17 +15,33 @@ const std::array<std::string, script_count>& script_shas() {
   return shas;
 }
 
-NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
+NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config, WireFactory* map_wires)
     : runtime_(runtime), wake_(runtime, wires, config.nodes, config.options) {
   sessions_.reserve(config.nodes.size());
   for (const NodeAddress& address : config.nodes) {
+    if (address.kind == NodeAddress::Kind::cluster) {
+      // A cluster member's sessions are its shards' (ClusterMember).
+      sessions_.push_back(nullptr);
+      clusters_.push_back(std::make_unique<ClusterMember>(
+          runtime, wires, map_wires != nullptr ? *map_wires : wires, address, config.options, script_shas().data(),
+          &quarantine_, [this] { session_closed(); }));
+      continue;
+    }
+    clusters_.push_back(nullptr);
     sessions_.push_back(std::make_unique<NodeSession>(runtime, wires, address, config.options, script_shas().data(),
                                                       [this] { session_closed(); }, [this] { mark_duplicates(); }));
   }
   quarantine_.raised = [this] {
-    for (auto& session : sessions_) session->reapply_quarantine();
+    for (auto& session : sessions_) {
+      if (session) session->reapply_quarantine();
+    }
+    for (auto& cluster : clusters_) {
+      if (cluster) cluster->reapply_quarantine();
+    }
   };
-  for (auto& session : sessions_) session->share(&quarantine_);
+  for (auto& session : sessions_) {
+    if (session) session->share(&quarantine_);
+  }
   for (std::size_t i = 0; i < config.nodes.size(); ++i) {
     if (config.nodes[i].kind != NodeAddress::Kind::sentinel) {
       watches_.push_back(nullptr);
@@ -40,16 +56,23 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config)
   parts_ = sessions_.size();
   for (const auto& watch : watches_) parts_ += watch ? 1 : 0;
   std::vector<std::string> addresses;
-  for (const auto& session : sessions_) addresses.push_back(session->address());
+  for (std::size_t i = 0; i < sessions_.size(); ++i) addresses.push_back(address(i));
   telemetry_ = std::make_shared<Telemetry>(config.options.observer, std::move(addresses));
-  for (std::size_t i = 0; i < sessions_.size(); ++i) sessions_[i]->observe(telemetry_.get(), i);
+  for (std::size_t i = 0; i < sessions_.size(); ++i) {
+    if (sessions_[i]) sessions_[i]->observe(telemetry_.get(), i);
+  }
   wake_.observe(telemetry_.get());
 }
 
 NodeSet::~NodeSet() = default;
 
 void NodeSet::start() {
-  for (auto& session : sessions_) session->start();
+  for (auto& session : sessions_) {
+    if (session) session->start();
+  }
+  for (auto& cluster : clusters_) {
+    if (cluster) cluster->start();
+  }
   for (auto& watch : watches_) {
     if (watch) watch->start();
   }
@@ -76,16 +99,24 @@ void NodeSet::close(std::function<void()> on_closed) {
     later_->start(std::chrono::milliseconds{0});
     return;
   }
-  for (auto& session : sessions_) session->close();
+  for (auto& session : sessions_) {
+    if (session) session->close();
+  }
+  for (auto& cluster : clusters_) {
+    if (cluster) cluster->close();
+  }
   for (auto& watch : watches_) {
     if (watch) watch->close();
   }
 }
 
-const std::string& NodeSet::address(std::size_t node) const { return sessions_[node]->address(); }
+const std::string& NodeSet::address(std::size_t node) const {
+  return sessions_[node] ? sessions_[node]->address() : clusters_[node]->address();
+}
 
 bool NodeSet::send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) {
-  if (sessions_[node]->send(call, sink, slot, why)) return true;
+  if (sessions_[node] ? sessions_[node]->send(call, sink, slot, why) : clusters_[node]->send(call, sink, slot, why))
+    return true;
   telemetry_->node_error(node);
   return false;
 }
@@ -97,10 +128,11 @@ bool NodeSet::send(std::size_t node, const Call& call, ReplySink* sink, std::siz
 // moved, or restarted as another server).
 void NodeSet::mark_duplicates() {
   for (std::size_t i = 0; i < sessions_.size(); ++i) {
+    if (!sessions_[i]) continue;  // a cluster member: one yes per server per round still holds (NodeEvent::server)
     const std::string& run_id = sessions_[i]->run_id();
     std::string text;
     for (std::size_t j = 0; j < i && text.empty() && !run_id.empty(); ++j) {
-      if (sessions_[j]->run_id() == run_id) {
+      if (sessions_[j] && sessions_[j]->run_id() == run_id) {
         text = "the same server as " + sessions_[j]->address() + " (run_id " + run_id +
                "): one server, one vote; configure it once";
       }

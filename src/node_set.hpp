@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "redlock/config.hpp"
+#include "cluster_member.hpp"
 #include "node_session.hpp"
 #include "runtime.hpp"
 #include "scripts.hpp"
@@ -35,9 +36,11 @@ const std::array<std::string, script_count>& script_shas();
 
 class NodeSet final : public Transport {
  public:
-  // NodeSet keeps references to all three; they must outlive it. Nothing
-  // connects before start().
-  NodeSet(Runtime& runtime, WireFactory& wires, const Config& config);
+  // NodeSet keeps references to all of them; they must outlive it. Nothing
+  // connects before start(). `map_wires` opens a cluster member's
+  // topology connection (larger replies: cluster_slots_limits); null:
+  // `wires`.
+  NodeSet(Runtime& runtime, WireFactory& wires, const Config& config, WireFactory* map_wires = nullptr);
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
   ~NodeSet() override;
@@ -50,6 +53,7 @@ class NodeSet final : public Transport {
   void close(std::function<void()> on_closed);
 
   std::size_t size() const override { return sessions_.size(); }
+  // node: member i's session; not for a cluster member (see cluster()).
   const std::string& address(std::size_t node) const override;
   bool send(std::size_t node, const Call& call, ReplySink* sink, std::size_t slot, std::string& why) override;
   WatchState watch(const std::string& channel, WakeListener* listener) override {
@@ -61,6 +65,8 @@ class NodeSet final : public Transport {
   const NodeSession& node(std::size_t i) const { return *sessions_[i]; }
   // watch: member i's SentinelWatch (null unless it is a sentinel member).
   const SentinelWatch* sentinel_watch(std::size_t i) const { return watches_[i].get(); }
+  // cluster: member i's ClusterMember (null unless it is a cluster member).
+  const ClusterMember* cluster(std::size_t i) const { return clusters_[i].get(); }
   Telemetry* telemetry() noexcept override { return telemetry_.get(); }
   // shared_telemetry: for a client's stats(), read from any thread.
   const std::shared_ptr<Telemetry>& shared_telemetry() const noexcept { return telemetry_; }
@@ -78,6 +84,8 @@ class NodeSet final : public Transport {
   WakeHub wake_;
   // One per member, null but for sentinel members: where its primary is.
   std::vector<std::unique_ptr<SentinelWatch>> watches_;
+  // One per member, null but for cluster members.
+  std::vector<std::unique_ptr<ClusterMember>> clusters_;
   std::size_t parts_ = 0;   // sessions and watches: what close() waits for
   std::size_t closed_ = 0;  // of them, closed
   bool sessions_closed_ = false;

@@ -54,6 +54,8 @@ Sabotage parse() {
       s.read_ignores_writer = true;
     } else if (name == "no_writer_intent") {
       s.no_writer_intent = true;
+    } else if (name == "any_shard_votes") {
+      s.any_shard_votes = true;
     } else if (name == "deposed_on_notice") {
       s.deposed_on_notice = true;
     } else if (!name.empty()) {

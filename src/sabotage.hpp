@@ -26,6 +26,7 @@ struct Sabotage {
   bool permit_majority = false;    // a semaphore counts a master's yes for any permit (a majority of per-master counts)
   bool read_ignores_writer = false;  // a reader checks and marks a lock key of its own: it never meets a writer
   bool no_writer_intent = false;     // a waiting writer stamps no intent: readers that keep coming starve it
+  bool any_shard_votes = false;      // a Cluster member counts a shard's yes without its slot's marker or ownership
   bool deposed_on_notice = false;    // a lease (a leader) is lost only when the loop hears an extension refused, not at its deadline
 };
 

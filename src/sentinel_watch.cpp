@@ -32,6 +32,16 @@ std::optional<int> port_of(std::string_view text) noexcept {
 }  // namespace
 
 NodeAddress serving_address(const NodeAddress& member) {
+  if (member.kind == NodeAddress::Kind::cluster) {
+    // A cluster member's wake-up subscriber: a PUBLISH reaches every node
+    // of a cluster, so its first seed hears every shard's releases.
+    NodeAddress seed = member;
+    seed.kind = NodeAddress::Kind::tcp;
+    seed.host = member.seeds.empty() ? std::string() : member.seeds.front().host;
+    seed.port = member.seeds.empty() ? 0 : member.seeds.front().port;
+    seed.seeds.clear();
+    return seed;
+  }
   if (member.kind != NodeAddress::Kind::sentinel) return member;
   NodeAddress serving = member;
   serving.kind = NodeAddress::Kind::tcp;

@@ -187,17 +187,27 @@ void Reports::nodes(NodesDone done) {
     const auto now = runtime_.now();
     for (std::size_t i = 0; i < answers.size(); ++i) {
       NodeHealth& h = report.nodes[i];
-      const NodeSession& node = nodes_.node(i);
       SurveyAnswer& a = answers[i];
-      h.address = node.address();
-      h.version = node.server_version();
-      h.run_id = node.run_id();
-      h.replicas = static_cast<int>(node.replicas());
+      const ClusterMember* cluster = nodes_.cluster(i);
       const SentinelWatch* watch = nodes_.sentinel_watch(i);
-      if (watch != nullptr && watch->primary()) h.primary = node.serving().display();
-      h.uptime = node.uptime(now);
-      h.quarantine_left = node.quarantine_left(now);
-      h.excluded = node.excluded();
+      std::string why_not;  // what the member's own parts say of an unanswered PING
+      if (cluster != nullptr) {
+        cluster->health(now, h);
+        why_not = std::move(h.error);
+        h.error.clear();
+      } else {
+        const NodeSession& node = nodes_.node(i);
+        h.address = node.address();
+        h.version = node.server_version();
+        h.run_id = node.run_id();
+        h.replicas = static_cast<int>(node.replicas());
+        if (watch != nullptr && watch->primary()) h.primary = node.serving().display();
+        h.uptime = node.uptime(now);
+        h.quarantine_left = node.quarantine_left(now);
+        h.excluded = node.excluded();
+        // No primary yet: why the sentinels have not named one.
+        if (watch != nullptr && !watch->primary()) why_not = watch->last_error();
+      }
       h.quarantined = h.quarantine_left.count() > 0 || !h.excluded.empty();
       if (a.answered && a.reply_type == ReplyView::Type::status) {
         h.reachable = true;
@@ -206,9 +216,7 @@ void Reports::nodes(NodesDone done) {
         h.error = "error reply to PING: " + a.text;
       } else {
         h.error = std::move(a.text);
-        // No primary yet: why the sentinels have not named one.
-        if (watch != nullptr && !watch->primary() && !watch->last_error().empty())
-          h.error += " (" + watch->last_error() + ")";
+        if (!why_not.empty()) h.error += " (" + why_not + ")";
       }
     }
     done(std::move(report));

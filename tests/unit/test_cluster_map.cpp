@@ -256,3 +256,48 @@ TEST_CASE("cluster map: a fragmented cluster's reply passes cluster_slots_limits
   CHECK(map->owner(2 * 2999)->node_id == id_c);
   CHECK(map->owner(2 * 2999 + 1) == nullptr);
 }
+
+TEST_CASE("cluster redirect: MOVED, ASK, TRYAGAIN and CLUSTERDOWN as a 7.0 node words them") {
+  const auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381", "10.0.0.9");
+  REQUIRE(moved);
+  CHECK(moved->kind == Redirect::Kind::moved);
+  CHECK(moved->slot == 3999);
+  CHECK(moved->to == redlock::Endpoint{"127.0.0.1", 6381});
+  const auto ask = parse_redirect("ASK 16383 ::1:7002", "h");
+  REQUIRE(ask);
+  CHECK(ask->kind == Redirect::Kind::ask);
+  CHECK(ask->slot == 16383);
+  CHECK(ask->to == redlock::Endpoint{"::1", 7002});  // the last ':' ends the host
+  // An empty host (cluster-preferred-endpoint-type unknown-endpoint): the
+  // node that answered.
+  const auto here = parse_redirect("MOVED 0 :7003", "127.0.0.7");
+  REQUIRE(here);
+  CHECK(here->to == redlock::Endpoint{"127.0.0.7", 7003});
+  CHECK(parse_redirect("TRYAGAIN Multiple keys request during rehashing of slot", "h")->kind ==
+        Redirect::Kind::tryagain);
+  CHECK(parse_redirect("CLUSTERDOWN The cluster is down", "h")->kind == Redirect::Kind::down);
+}
+
+TEST_CASE("cluster redirect: anything out of shape is no redirect, but an error like any other") {
+  const char* hostile[] = {
+      "MOVED",                          // nothing after
+      "MOVED 3999",                     // no address
+      "MOVED 3999 127.0.0.1",           // no port
+      "MOVED 16384 127.0.0.1:6381",     // slot out of range
+      "MOVED -1 127.0.0.1:6381",        // negative slot
+      "MOVED 12a 127.0.0.1:6381",       // not a number
+      "ASK 1 127.0.0.1:0",              // port 0
+      "ASK 1 127.0.0.1:65536",          // port out of range
+      "ASK 1 127.0.0.1:+80",            // a sign
+      "MOVED 1 bad\x01host:6381",       // a control byte in the host
+      "MOVED 1 :6381",                  // empty host and no answering host (a unix socket)
+      "WRONGTYPE Operation against a key holding the wrong kind of value",
+      "moved 1 127.0.0.1:6381",         // Redis's words are upper case
+  };
+  for (const char* text : hostile) {
+    CAPTURE(text);
+    CHECK_FALSE(parse_redirect(text, ""));
+  }
+  const std::string long_host = "MOVED 1 " + std::string(256, 'h') + ":6381";
+  CHECK_FALSE(parse_redirect(long_host, ""));
+}
