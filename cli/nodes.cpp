@@ -54,7 +54,8 @@ NodesView view_nodes(Client& client) {
         : h.quarantine_left.count() > 0 ? fmt_ms(h.quarantine_left.count()) + " left (until " +
                                               iso_utc(until_us).substr(11, 8) + "Z)"
                                         : "no";
-    // A sentinel member shows the primary it follows.
+    // A sentinel member shows the primary it follows; a cluster member its
+    // shard primaries.
     const std::string node = h.primary.empty() ? h.address : h.address + " -> " + h.primary;
     table.add({escaped(node), h.reachable ? "up" : "down", h.reachable ? fmt_us(h.rtt.count()) : "-",
                h.version.empty() ? "-" : escaped(h.version), h.run_id.empty() ? "-" : escaped(h.run_id.substr(0, 8)),

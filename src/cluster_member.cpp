@@ -71,7 +71,8 @@ struct ClusterMember::Part final : ReplySink {
   bool done = false;
   bool held = false;
   NodeEvent held_ev;
-  std::string held_text;
+  std::string held_text;   // held_ev.reply.str's bytes
+  std::string held_why;    // held_ev.text's (a session's text changes as time passes)
   std::string text;  // a final event's text
   Clock::time_point sent{};
 
@@ -125,6 +126,10 @@ void ClusterMember::close() {
   // Never sent: each fails, on a later turn (close() may be called from a
   // sink's event).
   for (Part* p : awaiting_map_) p->text = "client closed";
+  if (!awaiting_map_.empty()) {
+    close_hold_ = true;  // closed once they have failed
+    ++parts_open_;
+  }
   fail_later(awaiting_map_);
   awaiting_map_.clear();
   for (auto& [name, session] : sessions_) session->close();
@@ -145,6 +150,10 @@ void ClusterMember::fail_later(const std::vector<Part*>& parts) {
         ev.kind = EventKind::failed;
         ev.text = p->text;
         finish(*p, ev);
+      }
+      if (close_hold_) {
+        close_hold_ = false;
+        part_closed();
       }
     });
   }
@@ -404,11 +413,13 @@ void ClusterMember::on_event(Part& part, std::size_t t, const NodeEvent& ev) {
         }
         ++part.redirects;
         ++part.attempt;
-        NodeSession* to = session_for(r->to.host, r->to.port);
+        // A redirect names the slot it is about: another slot's is no
+        // answer to this command (a broken or lying node).
+        NodeSession* to = r->slot == part.slot ? session_for(r->to.host, r->to.port) : nullptr;
         if (r->kind == Redirect::Kind::moved) {
           // The slot is served there now: so the map says until the next
           // reading, asked for at once.
-          if (to != nullptr && r->slot >= 0) {
+          if (to != nullptr) {
             owner_[static_cast<std::size_t>(r->slot)] = to;
             patched_ = true;
           }
@@ -419,13 +430,16 @@ void ClusterMember::on_event(Part& part, std::size_t t, const NodeEvent& ev) {
           part.session = to;
         }
         if (to == nullptr || !dispatch(part, part.text)) {
-          if (to == nullptr) part.text = "cannot open a connection to " + endpoint_key(r->to.host, r->to.port);
+          if (to == nullptr) {
+            part.text = r->slot != part.slot ? "a redirect for slot " + std::to_string(r->slot) + " answered a command of slot " +
+                                                   std::to_string(part.slot)
+                                             : "cannot open a connection to " + endpoint_key(r->to.host, r->to.port);
+          }
           NodeEvent failed;
           failed.kind = EventKind::failed;
           failed.text = part.text;
           return finish(part, failed);
         }
-        if (part.outstanding == 0 && part.done) release(part);
         return;
       }
       if (r && r->kind == Redirect::Kind::down) topology_.refresh("CLUSTERDOWN");
@@ -443,6 +457,8 @@ void ClusterMember::on_event(Part& part, std::size_t t, const NodeEvent& ev) {
     part.held_ev = ev;
     part.held_text.assign(ev.reply.str);
     part.held_ev.reply.str = part.held_text;
+    part.held_why.assign(ev.text);
+    part.held_ev.text = part.held_why;
     return;
   }
   // The marker behind an acquire.

@@ -118,6 +118,7 @@ class ClusterMember {
   std::function<void()> on_closed_;
   bool closing_ = false;
   bool closed_reported_ = false;
+  bool close_hold_ = false;  // close() waits for the parts that waited for a map to fail
   std::size_t parts_open_ = 0;  // topology + sessions not yet closed
 
   std::optional<SlotMap> map_;

@@ -52,9 +52,9 @@ struct REDLOCK_API Endpoint {
 // first "@/"), and a query value writes '&' and ',' as %26 and %2C. A URL
 // with ":password@" and no user authenticates with the password alone
 // (AUTH password); with a user, as an ACL user (AUTH user password).
-// A plain value, copied freely, no thread concerns. Cluster members parse
-// and validate, but a client of this version refuses them when it is
-// created (Errc::config naming the member).
+// A plain value, copied freely, no thread concerns. A client of this
+// version refuses a cluster member with wait_replicas when it is created
+// (Errc::config naming the member).
 struct REDLOCK_API NodeAddress {
   enum class Kind { tcp, unix_socket, cluster, sentinel };
   Kind kind = Kind::tcp;

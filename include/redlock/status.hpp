@@ -46,7 +46,9 @@ struct REDLOCK_API NodeHealth {
   std::string excluded;
   int replicas = -1;
   // primary: a sentinel member's primary as the sentinels last named it
-  // ("127.0.0.1:6380"; "" before they have); "" for every other kind.
+  // ("127.0.0.1:6380"; "" before they have); a cluster member's shard
+  // primaries in its last slot map, separated by spaces
+  // ("127.0.0.1:7000 127.0.0.1:7001 127.0.0.1:7002"); "" for the others.
   std::string primary;
 };
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "transport.hpp"
 #include "wire.hpp"
 
 namespace redlock::test {
@@ -54,6 +55,20 @@ struct Deep {
     return w;
   }
 };
+
+// kept_call: a Call (EVALSHA of `id` on `key`, ARGV "v" "1000") kept in
+// `calls` for as long as the test runs (a session reads it until its
+// final event).
+inline const detail::Call& kept_call(std::vector<std::unique_ptr<detail::Call>>& calls, detail::CommandId id,
+                                     std::string key) {
+  auto call = std::make_unique<detail::Call>();
+  call->command = id;
+  call->key = std::move(key);
+  call->arg1 = "v";
+  call->arg2 = "1000";
+  calls.push_back(std::move(call));
+  return *calls.back();
+}
 
 class FakeWireFactory;
 

@@ -147,14 +147,8 @@ struct Bed {
     REQUIRE(session->state() == NodeSession::State::ready);
   }
   bool send(CommandId id, std::string key = "k", std::size_t slot = 0) {
-    auto call = std::make_unique<Call>();
-    call->command = id;
-    call->key = std::move(key);
-    call->arg1 = "v";
-    call->arg2 = "1000";
-    calls.push_back(std::move(call));
     std::string why;
-    const bool ok = session->send(*calls.back(), &sink, slot, why);
+    const bool ok = session->send(kept_call(calls, id, std::move(key)), &sink, slot, why);
     last_why = why;
     return ok;
   }
