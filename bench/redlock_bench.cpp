@@ -383,9 +383,19 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
+bool is_loopback_host(const std::string& host) {
+  return host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// is_loopback: a unix socket, or a host on loopback; a cluster's or a
+// sentinel member's every seed on loopback.
 bool is_loopback(const redlock::NodeAddress& n) {
   if (n.kind == redlock::NodeAddress::Kind::unix_socket) return true;
-  return n.host == "::1" || n.host == "localhost" || n.host.rfind("127.", 0) == 0;
+  if (!n.seeds.empty()) {
+    return std::all_of(n.seeds.begin(), n.seeds.end(),
+                       [](const redlock::Endpoint& e) { return is_loopback_host(e.host); });
+  }
+  return is_loopback_host(n.host);
 }
 
 }  // namespace

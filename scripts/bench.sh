@@ -32,7 +32,8 @@
 #                   handoff-crowd-256-fair, leases-100k,
 #                   leases-100k-unbatched, leases-100k-spread,
 #                   cli-crowd-32, failover, latency-primaries,
-#                   latency-replicated, latency-wait (default: all)
+#                   latency-replicated, latency-wait, latency-cluster
+#                   (default: all)
 #   --no-build      skip scripts/bootstrap.sh (build/ must be up to date)
 #
 # The degraded scenarios are the latency scenario under a fault: one master
@@ -67,6 +68,12 @@
 # `?wait_replicas=1&wait_timeout=25` (WAIT for the replica too). The
 # ratios are what each check costs, on the same servers and replication
 # traffic (docs/operations.md, "Replicated masters and failover").
+#
+# latency-cluster: the latency scenario on five other servers, each a
+# one-node Redis Cluster (every slot its own) named as a cluster member
+# (`redis+cluster://`), redlock only: the cost of routing by slot and of
+# the slot marker read behind each acquire, against the five lone masters
+# of `latency` in the same run (docs/operations.md, "Redis Cluster").
 #
 # handoff: a holder and a waiter on one resource; the sample is the holder's
 # release returning → the waiter's acquire returning. The floor does the
@@ -169,7 +176,7 @@ ALL_SCENARIOS=(latency throughput handoff memory degraded-1-paused degraded-2-pa
                handoff-crowd-1 handoff-crowd-8 handoff-crowd-64 handoff-crowd-256
                handoff-crowd-1-fair handoff-crowd-8-fair handoff-crowd-64-fair handoff-crowd-256-fair
                leases-100k leases-100k-unbatched leases-100k-spread cli-crowd-32 failover
-               latency-primaries latency-replicated latency-wait)
+               latency-primaries latency-replicated latency-wait latency-cluster)
 SYSTEMS=(redlock node-redlock floor)
 
 rounds=5
@@ -283,6 +290,7 @@ FP_LISTEN=
 FP_CONTROL=
 
 REPLICATED_PIDS=()  # the primaries and replicas of latency-replicated and latency-wait
+CLUSTER_PIDS=()     # the one-node clusters of latency-cluster
 
 cleanup() {
   local rc=$? pid
@@ -291,7 +299,7 @@ cleanup() {
     stop_pid "$pid"
   done
   stop_pid "$FP_PID"
-  for pid in "${MASTER_PIDS[@]}" "${REPLICATED_PIDS[@]}"; do
+  for pid in "${MASTER_PIDS[@]}" "${REPLICATED_PIDS[@]}" "${CLUSTER_PIDS[@]}"; do
     stop_pid "$pid"  # resumes a paused one first
   done
   rm -rf -- "$WORK"
@@ -395,6 +403,26 @@ if [[ " ${scenarios[*]} " =~ \ latency-(primaries|replicated|wait)\  ]]; then
   NODES_REPLICATED=${NODES_REPLICATED%,}
   NODES_WAIT=${NODES_WAIT%,}
   log "latency-primaries/-replicated/-wait: five primaries with a replica each (pids ${REPLICATED_PIDS[*]})"
+fi
+
+cluster_ok() {  # cluster_ok PORT: the node serves every slot (cluster_state:ok)
+  timeout 2 redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+}
+
+NODES_CLUSTERS=
+if [[ " ${scenarios[*]} " =~ \ latency-cluster\  ]]; then
+  for i in 0 1 2 3 4; do
+    start_master any "$WORK/cluster$i" --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-port "$(free_port)" ||
+      die "could not start the cluster node $((i + 1)) of latency-cluster (see $WORK/cluster$i/redis.log)"
+    CLUSTER_PIDS+=("$MASTER_PID")
+    timeout 5 redis-cli -h 127.0.0.1 -p "$MASTER_PORT" cluster addslotsrange 0 16383 >/dev/null ||
+      die "CLUSTER ADDSLOTSRANGE failed on 127.0.0.1:$MASTER_PORT"
+    wait_until 10 cluster_ok "$MASTER_PORT" || die "the cluster node 127.0.0.1:$MASTER_PORT is not ok within 10 s"
+    NODES_CLUSTERS+="redis+cluster://127.0.0.1:$MASTER_PORT,"
+  done
+  NODES_CLUSTERS=${NODES_CLUSTERS%,}
+  log "latency-cluster: five one-node clusters (pids ${CLUSTER_PIDS[*]})"
 fi
 
 # ---- the runs ------------------------------------------------------------------------
@@ -734,6 +762,10 @@ for ((round = 1; round <= rounds; round++)); do
         scen=latency
         nodes=$NODES_WAIT
         ;;
+      latency-cluster)
+        scen=latency
+        nodes=$NODES_CLUSTERS
+        ;;
       handoff-semaphore) scen=handoff ;;
       degraded-proxy-0ms | degraded-slow-2ms)
         ((want_slow)) || continue
@@ -750,7 +782,7 @@ for ((round = 1; round <= rounds; round++)); do
       [[ $label == handoff-semaphore && $sys != redlock ]] && continue  # semaphores: redlock's alone
       [[ $label == handoff-crowd-*-fair && $sys != redlock ]] && continue  # fair order: redlock's alone
       [[ $label == failover && $sys != redlock ]] && continue  # elections: redlock's alone
-      [[ $label =~ ^latency-(primaries|replicated|wait)$ && $sys != redlock ]] && continue  # members with replicas: redlock's alone
+      [[ $label =~ ^latency-(primaries|replicated|wait|cluster)$ && $sys != redlock ]] && continue  # members as deployed: redlock's alone
       if [[ $label == leases-* ]]; then
         [[ $sys == redlock ]] && run_leases "$label" "$round"
         continue

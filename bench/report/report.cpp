@@ -68,7 +68,7 @@ const std::vector<std::string> kScenarioOrder = {"latency",           "throughpu
                                                  "handoff-crowd-64-fair", "handoff-crowd-256-fair", "leases-100k",
                                                  "leases-100k-unbatched", "leases-100k-spread", "cli-crowd-32",
                                                  "failover", "latency-primaries", "latency-replicated",
-                                                 "latency-wait"};
+                                                 "latency-wait", "latency-cluster"};
 
 // The speed targets of the benchmark issue, each a ratio of two medians of
 // one run (or a bound on one). `floor_bound` shows what the floor reaches on
@@ -124,6 +124,13 @@ const std::vector<Target> kTargets = {
      "p50_us", true, 1.8, false},
     {"wait_replicas=1 latency p99 vs replicated=1", "latency-wait", "redlock", "p99_us", "latency-replicated", "redlock",
      "p99_us", true, 1.8, false},
+    // ... and a cluster member: routing by slot plus the slot's marker
+    // script behind each acquire, in the same write (within 1.3× of five
+    // lone masters, p50 and p99).
+    {"cluster members latency p50 vs lone masters", "latency-cluster", "redlock", "p50_us", "latency", "redlock",
+     "p50_us", true, 1.3, false},
+    {"cluster members latency p99 vs lone masters", "latency-cluster", "redlock", "p99_us", "latency", "redlock",
+     "p99_us", true, 1.3, false},
     // ... and a permit handed from one holder to a waiter as a lock is.
     {"handoff between permits p50 vs the mutex's handoff p50", "handoff-semaphore", "redlock",
      "from_release_call_p50_us", "handoff", "redlock", "from_release_call_p50_us", true, 1.3, false},

@@ -5,7 +5,10 @@
 #include "network.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+
+#include "slot.hpp"
 
 namespace redlock::sim {
 
@@ -202,9 +205,109 @@ Network::Network(World& world, std::size_t masters, NetConfig config) : world_(w
     name += std::to_string(i);
     masters_.push_back(std::make_unique<MasterHost>(world, std::move(name), wall));
     masters_.back()->master_.on_publish = [this, i](const std::string& channel, const std::string& message) {
-      return publish(i, channel, message);
+      if (cluster_of_[i] < 0) return publish(i, channel, message);
+      long long receivers = 0;
+      for (const std::size_t m : clusters_[static_cast<std::size_t>(cluster_of_[i])].shards) {
+        receivers += publish(m, channel, message);
+      }
+      return receivers;
     };
   }
+  cluster_of_.assign(masters, -1);
+}
+
+std::size_t Network::add_cluster(std::vector<std::size_t> shards) {
+  Cluster k;
+  k.owner.resize(detail::slot_count);
+  for (int s = 0; s < detail::slot_count; ++s) {
+    k.owner[static_cast<std::size_t>(s)] = shards[static_cast<std::size_t>(s) * shards.size() / detail::slot_count];
+  }
+  for (const std::size_t m : shards) cluster_of_[m] = static_cast<int>(clusters_.size());
+  k.shards = std::move(shards);
+  clusters_.push_back(std::move(k));
+  return clusters_.size() - 1;
+}
+
+NodeAddress Network::cluster_address(std::size_t k) const {
+  NodeAddress a;
+  a.kind = NodeAddress::Kind::cluster;
+  for (const std::size_t m : clusters_[k].shards) a.seeds.push_back({"sim", base_port + static_cast<int>(m)});
+  return a;
+}
+
+std::vector<NodeAddress> Network::members() const {
+  std::vector<NodeAddress> out;
+  for (std::size_t m = 0; m < masters_.size(); ++m) {
+    if (cluster_of_[m] < 0) out.push_back(address(m));
+  }
+  for (std::size_t k = 0; k < clusters_.size(); ++k) out.push_back(cluster_address(k));
+  return out;
+}
+
+void Network::reassign(std::size_t k, int slot, std::size_t to) {
+  std::size_t& owner = clusters_[k].owner[static_cast<std::size_t>(slot)];
+  if (owner == to) return;
+  Master& old = masters_[owner]->master_;
+  for (const auto& [key, value] : old.keys()) {
+    if (detail::hash_slot(key) == slot) old.evict(key);
+  }
+  owner = to;
+}
+
+// cluster_reply: what a cluster master answers itself (CLUSTER SLOTS,
+// ASKING, MOVED); false: the command runs as on any master.
+bool Network::cluster_reply(Conn& c, std::span<const std::string_view> argv, Reply& out) {
+  const Cluster& k = clusters_[static_cast<std::size_t>(cluster_of_[c.master])];
+  const std::string_view name = argv[0];
+  out.elements.clear();
+  if (iequals(name, "asking")) {
+    out.type = Reply::Type::status;
+    out.str = "OK";
+    return true;
+  }
+  if (iequals(name, "cluster")) {
+    if (argv.size() != 2 || !iequals(argv[1], "slots")) {
+      out.type = Reply::Type::error;
+      out.str = "ERR the simulator's cluster answers CLUSTER SLOTS only";
+      return true;
+    }
+    out.type = Reply::Type::array;
+    out.str.clear();
+    for (int s = 0; s < detail::slot_count;) {
+      const std::size_t m = k.owner[static_cast<std::size_t>(s)];
+      int e = s;
+      while (e + 1 < detail::slot_count && k.owner[static_cast<std::size_t>(e + 1)] == m) ++e;
+      Reply range;
+      range.type = Reply::Type::array;
+      range.elements.push_back({Reply::Type::integer, s, {}, {}});
+      range.elements.push_back({Reply::Type::integer, e, {}, {}});
+      char id[41];
+      std::snprintf(id, sizeof id, "%040zx", m + 1);
+      Reply node;
+      node.type = Reply::Type::array;
+      node.elements.push_back({Reply::Type::string, 0, "sim", {}});
+      node.elements.push_back({Reply::Type::integer, base_port + static_cast<long long>(m), {}, {}});
+      node.elements.push_back({Reply::Type::string, 0, id, {}});
+      range.elements.push_back(std::move(node));
+      out.elements.push_back(std::move(range));
+      s = e + 1;
+    }
+    return true;
+  }
+  std::string_view key;
+  if ((iequals(name, "evalsha") || iequals(name, "eval")) && argv.size() > 3 && argv[2] != "0") {
+    key = argv[3];
+  } else if ((iequals(name, "set") || iequals(name, "get") || iequals(name, "del")) && argv.size() > 1) {
+    key = argv[1];
+  } else {
+    return false;
+  }
+  const int slot = detail::hash_slot(key);
+  const std::size_t owner = k.owner[static_cast<std::size_t>(slot)];
+  if (owner == c.master) return false;
+  out.type = Reply::Type::error;
+  out.str = "MOVED " + std::to_string(slot) + " sim:" + std::to_string(base_port + static_cast<int>(owner));
+  return true;
 }
 
 Network::~Network() = default;
@@ -375,8 +478,11 @@ void Network::execute(Conn& c, Msg& m, bool late) {
     m.reply.str = "ERR Can't execute '" + std::string(name) +
                   "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
     m.reply.elements.clear();
-  } else {
+  } else if (cluster_of_[c.master] < 0 || !cluster_reply(c, argv, m.reply)) {
     h.master_.execute_into(argv, m.reply);
+    if (cluster_of_[c.master] >= 0 && iequals(name, "info") && m.reply.type == Reply::Type::string) {
+      m.reply.str += "# Cluster\r\ncluster_enabled:1\r\n";
+    }
   }
   ++h.executed_;
   ++executed_;

@@ -151,6 +151,28 @@ class Network {
   void flushall(std::size_t m) { masters_[m]->master_.flushall(); }
   void flush_scripts(std::size_t m) { masters_[m]->master_.flush_scripts(); }
 
+  // Clusters (the cluster workload): the masters `shards` form one Redis
+  // Cluster, its slots split evenly among them in that order. A master of
+  // a cluster answers CLUSTER SLOTS and ASKING, says cluster_enabled:1 in
+  // INFO, answers MOVED to a command whose first key's slot it does not
+  // serve, and its PUBLISH reaches the subscribers of every master of the
+  // cluster (the bus, delivered at once).
+  std::size_t add_cluster(std::vector<std::size_t> shards);
+  std::size_t clusters() const { return clusters_.size(); }
+  // cluster_address: cluster k as a client configures it (its shards as
+  // the seeds).
+  NodeAddress cluster_address(std::size_t k) const;
+  // members: what a client configures: every master on its own, or with
+  // clusters, the lone masters and then each cluster as one member.
+  std::vector<NodeAddress> members() const;
+  const std::vector<std::size_t>& cluster_shards(std::size_t k) const { return clusters_[k].shards; }
+  std::size_t slot_owner(std::size_t k, int slot) const { return clusters_[k].owner[static_cast<std::size_t>(slot)]; }
+  // reassign: slot s of cluster k is served by master `to` (one of its
+  // shards) from now on, without its keys: the old owner's keys of that
+  // slot are gone (a forced CLUSTER SETSLOT … NODE, --cluster fix after a
+  // shard died). Connections stay.
+  void reassign(std::size_t k, int slot, std::size_t to);
+
   // Links (client c, master m).
   void set_extra_delay(std::size_t c, std::size_t m, Nanos extra);
   void blackhole(std::size_t c, std::size_t m, bool to_master, bool to_client);
@@ -200,6 +222,7 @@ class Network {
   void execute(Conn& c, Msg& m, bool late);
   Reply pubsub(Conn& c, std::span<const std::string_view> argv, bool subscribe);
   long long publish(std::size_t m, const std::string& channel, const std::string& message);
+  bool cluster_reply(Conn& c, std::span<const std::string_view> argv, Reply& out);
   void push(Conn& c, Reply reply);
   void flood_tick(std::size_t client, std::size_t m);
   void flood_reply(Conn& c, std::uint32_t msg);
@@ -213,6 +236,12 @@ class Network {
   World& world_;
   NetConfig config_;
   std::vector<std::unique_ptr<MasterHost>> masters_;
+  struct Cluster {
+    std::vector<std::size_t> shards;
+    std::vector<std::size_t> owner;  // per slot: a master index
+  };
+  std::vector<Cluster> clusters_;
+  std::vector<int> cluster_of_;  // per master: its cluster, -1 for a lone one
   std::vector<std::unique_ptr<SimWireFactory>> factories_;
   std::vector<Link> links_;  // clients × masters
   std::vector<std::unique_ptr<Conn>> conns_;

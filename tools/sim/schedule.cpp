@@ -165,7 +165,7 @@ struct SimClient {
             bool wake_ups, std::size_t extend_batch_max, milliseconds client_max_ttl)
       : proc(world, "c" + std::to_string(index), steady0, wall0), rt(proc), index(index) {
     config.options = sim_options(quarantine, wake_ups, extend_batch_max, client_max_ttl);
-    for (std::size_t m = 0; m < net.size(); ++m) config.nodes.push_back(net.address(m));
+    config.nodes = net.members();
     nodes = std::make_unique<NodeSet>(rt, net.factory(proc), config);
     engine = std::make_unique<Engine>(rt, *nodes, config.options);
     lease_service = std::make_unique<detail::LeaseService>(*engine);
@@ -315,6 +315,7 @@ class Schedule {
   void plan_evictions(std::size_t first_index);
   void plan_mixed(std::size_t first_index);
   void plan_resyncs(std::size_t first_index);
+  void plan_cluster(std::size_t first_index);
   void stop_client(SimClient& c);
   void continue_client(SimClient& c);
   void evict_tick(const std::vector<std::size_t>& masters);
@@ -405,7 +406,13 @@ Schedule::Schedule(std::uint64_t seed, const ScheduleOptions& o) : opt_(o), worl
   NetConfig net;
   net.late_chance = plan_.chance(0.5) ? 0.7 : 0.1;
   if (swarm_late_ >= 0) net.late_chance = swarm_late_;
+  // cluster: two lone masters and three clusters of two shards each
+  // (members 3–5), eight masters.
+  if (workload_ == Workload::cluster) masters = 8;
   net_ = std::make_unique<Network>(world_, masters, net);
+  if (workload_ == Workload::cluster) {
+    for (std::size_t k = 0; k < 3; ++k) net_->add_cluster({2 + 2 * k, 3 + 2 * k});
+  }
   net_->hashing = o.hash || o.record;
   for (std::size_t m = 0; m < masters; ++m) {
     net_->master(m).process().wall().set_rate(0, 1.0 + (plan_.unit() * 2 - 1) * rate_budget);
@@ -732,6 +739,60 @@ void Schedule::plan_faults() {
   }
   plan_evictions(count);
   if (workload_ == Workload::mixed) plan_mixed(count + 1);
+  if (workload_ == Workload::cluster) plan_cluster(count + 1);
+}
+
+// plan_cluster: the cluster workload's faults, from a stream of their own:
+//   - a resource's slot reassigned without its keys on a majority of the
+//     cluster members at once (3–5 times): the shard that took it has
+//     no lock key and no marker of that slot; the old one drops them;
+//   - a shard primary fails over to a replica 50–800 ms behind (new run
+//     id, the slot markers of before with the old server key), 1–2 times.
+void Schedule::plan_cluster(std::size_t first_index) {
+  Rng r = world_.make_rng(10);
+  const Nanos last = opt_.fault_phase - ms(600);
+  std::size_t index = first_index;
+  const std::size_t reassigns = 3 + r.below(3);
+  for (std::size_t f = 0; f < reassigns; ++f) {
+    const Nanos at = r.between(ms(20), last);
+    const std::string& resource = resources_[r.below(resources_.size())];
+    const int slot = detail::hash_slot(resource);
+    const std::size_t skip = r.below(4);  // 3: none skipped (all three clusters)
+    for (std::size_t k = 0; k < net_->clusters(); ++k) {
+      if (k == skip) continue;
+      planning_ = index++;
+      ++result_.faults_planned;
+      fault(at, "slot " + std::to_string(slot) + " (" + resource + ") of cluster " + std::to_string(k) +
+                    " reassigned without its keys",
+            [this, k, slot] {
+              const std::vector<std::size_t>& shards = net_->cluster_shards(k);
+              const std::size_t now = net_->slot_owner(k, slot);
+              net_->reassign(k, slot, now == shards[0] ? shards[1] : shards[0]);
+              data_lost(world_.now());
+            });
+    }
+  }
+  const std::size_t failovers = 1 + r.below(2);
+  for (std::size_t f = 0; f < failovers; ++f) {
+    const Nanos at = r.between(ms(20), last - ms(500));
+    const std::vector<std::size_t>& shards = net_->cluster_shards(r.below(net_->clusters()));
+    const std::size_t m = shards[r.below(shards.size())];
+    const Nanos d = ms(static_cast<double>(r.between(20, 400)));
+    const long long lag = static_cast<long long>(r.between(50, 800));
+    planning_ = index++;
+    ++result_.faults_planned;
+    auto synced = std::make_shared<long long>(0);
+    fault(at, "shard m" + std::to_string(m) + " goes; a replica " + std::to_string(lag) + " ms behind takes over in " +
+                  std::to_string(d / ns_per_ms) + " ms",
+          [this, m, lag, synced] {
+            *synced = net_->master(m).wall_ms() - lag;
+            net_->crash(m);
+          });
+    fault(at + d, "shard m" + std::to_string(m) + " failed over (new run id)", [this, m, synced] {
+      net_->fail_over(m, *synced, 3600 * 1000);
+      data_lost(world_.now());
+    });
+  }
 }
 
 // stop_client / continue_client: a fault stops a client process / lets it
@@ -2489,6 +2550,7 @@ const char* workload_name(Workload w) {
     case Workload::semaphore: return "semaphore";
     case Workload::rwlock: return "rwlock";
     case Workload::election: return "election";
+    case Workload::cluster: return "cluster";
   }
   return "?";
 }
@@ -2496,7 +2558,7 @@ const char* workload_name(Workload w) {
 bool parse_workload(const std::string& text, Workload& out) {
   for (const Workload w : {Workload::plain, Workload::fenced, Workload::multi, Workload::lease, Workload::all,
                            Workload::leases, Workload::crowd, Workload::fair, Workload::mixed, Workload::survey,
-                           Workload::semaphore, Workload::rwlock, Workload::election}) {
+                           Workload::semaphore, Workload::rwlock, Workload::election, Workload::cluster}) {
     if (text == workload_name(w)) {
       out = w;
       return true;

@@ -79,7 +79,7 @@ namespace redlock::sim {
 //           observer ends on "no leader". Not in `all` (its seeds keep
 //           their schedules).
 enum class Workload : std::uint8_t {
-  plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey, semaphore, rwlock, election
+  plain, fenced, multi, lease, all, leases, crowd, fair, mixed, survey, semaphore, rwlock, election, cluster
 };
 
 const char* workload_name(Workload w);

@@ -118,9 +118,11 @@ int main(int argc, char** argv) {
                  "survey (plain, with status and nodes reports checked, and a client closed mid-run) or "
                  "semaphore (plain, on semaphores of 1-3 permits: at most P holders at once), rwlock "
                  "(plain, with readers: a writer overlaps no other holder) or election (campaigns, "
-                 "leaders, observers: one leader at a time, terms increasing)")
+                 "leaders, observers: one leader at a time, terms increasing) or cluster (plain, over two lone "
+                 "masters and three Redis Clusters of two shards: slots reassigned without their keys, shard "
+                 "failovers)")
       ->check(CLI::IsMember({"plain", "fenced", "multi", "lease", "all", "leases", "crowd", "fair", "mixed", "survey",
-                                 "semaphore", "rwlock", "election"}))
+                                 "semaphore", "rwlock", "election", "cluster"}))
       ->capture_default_str();
   app.add_option("--clients", clients, "clients per schedule (default 3–6 by the seed)")->check(CLI::Range(1, 64));
   app.add_option("--order-dead", opt.order_dead,
