@@ -183,6 +183,7 @@ NodeSession* ClusterMember::session_for(const std::string& host, int port) {
   auto session = std::make_unique<NodeSession>(runtime_, wires_, shard, options_, shas_, [this] { part_closed(); });
   session->as_shard();
   session->share(share_);
+  session->observe(telemetry_, index_);
   NodeSession* raw = session.get();
   sessions_.emplace(key, std::move(session));
   ++parts_open_;

@@ -73,6 +73,12 @@ class ClusterMember {
   void close();
   bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why);
   void reapply_quarantine();
+  // observe: every shard session reports to `telemetry` (may be null) as
+  // member `index` (its connections, errors and quarantines, summed).
+  void observe(Telemetry* telemetry, std::size_t index) noexcept {
+    telemetry_ = telemetry;
+    index_ = index;
+  }
 
   const std::string& address() const noexcept { return display_; }
   // health: the member as `redlock nodes` shows it: the shards' primaries
@@ -116,6 +122,8 @@ class ClusterMember {
   const std::string* shas_;
   QuarantineShare* share_;
   std::function<void()> on_closed_;
+  Telemetry* telemetry_ = nullptr;
+  std::size_t index_ = 0;
   bool closing_ = false;
   bool closed_reported_ = false;
   bool close_hold_ = false;  // close() waits for the parts that waited for a map to fail

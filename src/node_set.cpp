@@ -60,6 +60,7 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config, Wir
   telemetry_ = std::make_shared<Telemetry>(config.options.observer, std::move(addresses));
   for (std::size_t i = 0; i < sessions_.size(); ++i) {
     if (sessions_[i]) sessions_[i]->observe(telemetry_.get(), i);
+    if (clusters_[i]) clusters_[i]->observe(telemetry_.get(), i);
   }
   wake_.observe(telemetry_.get());
 }

@@ -366,3 +366,43 @@ TEST_CASE("Network: a flood — unsolicited replies only while nothing is asked;
   CHECK(bed.net.busy_connections() == 0);
   bed.net.flood(0, 0, false);
 }
+
+TEST_CASE("Network: a cluster's masters answer CLUSTER SLOTS and MOVED, and a slot reassigned loses its keys") {
+  Bed bed({}, 3);
+  bed.net.add_cluster({1, 2});  // master 0 alone; masters 1 and 2 one cluster, slots split in two
+  const std::vector<redlock::NodeAddress> members = bed.net.members();
+  REQUIRE(members.size() == 2);
+  CHECK(members[0].port == bed.net.address(0).port);
+  CHECK(members[1].kind == redlock::NodeAddress::Kind::cluster);
+  REQUIRE(members[1].seeds.size() == 2);
+  CHECK(members[1].seeds[1].port == bed.net.address(2).port);
+  Recorder ev;
+  std::unique_ptr<Wire> w;
+  bed.in_turn([&] { w = bed.wires.connect(bed.net.address(1), ev); });
+  bed.run_ms(5);
+  ev.log.clear();
+  const std::string p1 = std::to_string(bed.net.address(1).port), p2 = std::to_string(bed.net.address(2).port);
+  // "a" is in slot 15495 (master 2's half), "b" in 3300 (master 1's).
+  bed.in_turn([&] {
+    put(*w, {"CLUSTER", "SLOTS"});
+    put(*w, {"SET", "a", "1"});
+    put(*w, {"SET", "b", "1"});
+    put(*w, {"ASKING"});
+  });
+  bed.run_ms(5);
+  REQUIRE(ev.log.size() == 5);
+  CHECK(ev.log[1] == "[[:0, :8191, [\"sim\", :" + p1 + ", \"" + std::string(39, '0') + "2\"]], [:8192, :16383, [\"sim\", :" +
+                         p2 + ", \"" + std::string(39, '0') + "3\"]]]");
+  CHECK(ev.log[2] == "-MOVED 15495 sim:" + p2);
+  CHECK(ev.log[3] == "+OK");
+  CHECK(ev.log[4] == "+OK");
+  // Slot 3300 goes to master 2 without its keys: master 1 dropped "b" and
+  // now sends it there.
+  bed.net.reassign(0, 3300, 2);
+  CHECK(bed.net.master(1).master().key_count() == 0);
+  CHECK(bed.net.slot_owner(0, 3300) == 2);
+  ev.log.clear();
+  bed.in_turn([&] { put(*w, {"GET", "b"}); });
+  bed.run_ms(5);
+  CHECK(ev.log == std::vector<std::string>{"flush", "-MOVED 3300 sim:" + p2});
+}
