@@ -81,6 +81,15 @@ bool has_key(ClusterBed& bed, std::size_t i, int slot, const std::string& key) {
   return false;
 }
 
+// held_by_both: `resource` acquired (10 s) by a client of one lone master
+// and the cluster, the cluster's answer ok.
+Result<Lock> held_by_both(Client& client, const std::string& resource) {
+  auto lock = client.try_acquire(resource, 10000ms);
+  REQUIRE_MESSAGE(lock.ok(), why(lock));
+  REQUIRE(lock->nodes[1].outcome == Outcome::ok);
+  return lock;
+}
+
 // hold_after_first_touch: `resource` acquired by `client` (the cluster its
 // only member) once the members and the slot's first-touch quarantine
 // (a marker younger than the period) are waited out.
@@ -129,9 +138,7 @@ TEST_CASE("MOVED: extend and release of a held lock reach the slot's new owner a
   const int slot = slot_of("ledger");
   const std::size_t from = bed.owner(slot);
   const std::size_t to = (from + 1) % bed.shards();
-  auto lock = client->try_acquire("ledger", 10000ms);
-  REQUIRE_MESSAGE(lock.ok(), why(lock));
-  REQUIRE(lock->nodes[1].outcome == Outcome::ok);
+  auto lock = held_by_both(*client, "ledger");
 
   bed.migrate(slot, to);
   REQUIRE(bed.owner(slot) == to);
@@ -164,9 +171,7 @@ TEST_CASE("ASK: a release during a slot's migration follows the key to the impor
   const int slot = slot_of("ledger");
   const std::size_t from = bed.owner(slot);
   const std::size_t to = (from + 1) % bed.shards();
-  auto lock = client->try_acquire("ledger", 10000ms);
-  REQUIRE_MESSAGE(lock.ok(), why(lock));
-  REQUIRE(lock->nodes[1].outcome == Outcome::ok);
+  auto lock = held_by_both(*client, "ledger");
 
   bed.start_migration(slot, to);
   bed.move_key(lock_key("ledger"), to);
