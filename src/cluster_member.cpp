@@ -367,8 +367,14 @@ bool ClusterMember::dispatch(Part& part, std::string& why) {
   part.unguarded = false;
   if (part.guarded) {
     SlotState& st = slot_state(part.slot);
-    if (st.marker.arg1.empty() || !st.met) {
-      if (Result<std::string> epoch = runtime_.random_token()) st.marker.arg1 = *epoch;
+    // A fresh epoch until the marker was met intact, and after each loss:
+    // a marker written again after a loss never carries an epoch that a
+    // client met before it.
+    if (st.marker.arg1.empty() || !st.met || st.renew) {
+      if (Result<std::string> epoch = runtime_.random_token()) {
+        st.marker.arg1 = *epoch;
+        st.renew = false;
+      }
     }
     st.marker.arg2 = std::to_string(part.session->period().count());
     std::string ignored;
@@ -529,6 +535,7 @@ void ClusterMember::judge_marker(Part& part, const NodeEvent& ev, Clock::time_po
 
 void ClusterMember::note_slot_loss(int slot, Clock::time_point at, std::string reason) {
   SlotState& st = slot_state(slot);
+  st.renew = true;
   if (!st.last_loss || at > *st.last_loss) {
     st.last_loss = at;
     st.reason = std::move(reason);

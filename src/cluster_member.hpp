@@ -95,6 +95,7 @@ class ClusterMember {
     Call marker;                   // EVALSHA marker with this slot's keys
     std::string epoch;             // the marker's epoch as last seen ("" none)
     bool met = false;              // a marker answer was read
+    bool renew = false;            // a loss was seen: the next marker carries a fresh epoch
     std::optional<Clock::time_point> last_loss;
     std::string reason;
   };

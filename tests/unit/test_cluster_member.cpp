@@ -259,6 +259,14 @@ TEST_CASE("cluster member: a slot whose marker is missing, replaced or young sit
   REQUIRE(bed.sink.events.size() == 3);
   CHECK(bed.sink.events[2].quarantined);
   CHECK(bed.sink.events[2].text.find("lost its keys (marker missing)") != std::string::npos);
+  // The marker written again carries a fresh epoch: a client that met the
+  // old one must not read the new one as intact.
+  const std::string rewritten = bed.shards[shard_a].markers.at(hash_slot(warm)).first;
+  REQUIRE(bed.send(CommandId::acquire, warm, 9));
+  bed.shards[shard_a].markers.erase(hash_slot(warm));
+  bed.serve();
+  CHECK(bed.shards[shard_a].markers.at(hash_slot(warm)).first != rewritten);
+  bed.sink.events.pop_back();
 
   // Another slot's marker written by another server (a failed-over shard,
   // a migrated slot): replaced.
