@@ -390,12 +390,27 @@ void ClusterBed::finish_migration(int slot, std::size_t to) {
 
 void ClusterBed::reassign_without_keys(int slot, std::size_t to) {
   const std::string s = std::to_string(slot);
-  checked(to, {"CLUSTER", "SETSLOT", s, "NODE", node_id(to)});
-  checked(to, {"CLUSTER", "BUMPEPOCH"});  // BUMPED, or STILL when its epoch is the greatest already
+  // claim: the slot is `to`'s, at a config epoch of its own. BUMPEPOCH
+  // takes its current epoch + 1, and that view may be behind the gossip:
+  // the epoch can then equal another node's, whose collision handling may
+  // bump the other (the old owner, say) higher, and its claim wins. So a
+  // claim not taken within claim_retry is made again (by then `to` has
+  // heard the greater epochs).
+  const auto claim = [&] {
+    checked(to, {"CLUSTER", "SETSLOT", s, "NODE", node_id(to)});
+    checked(to, {"CLUSTER", "BUMPEPOCH"});  // BUMPED, or STILL when its epoch is the greatest already
+  };
+  constexpr std::chrono::milliseconds claim_retry{2000};
+  claim();
+  Deadline claimed = Clock::now();
   const std::string key = key_in_slot(slot);
   const std::string moved = "MOVED " + s + " " + node(to).address();
   const Deadline deadline = Clock::now() + kSteadyBound;
   await("every node sending slot " + s + " to " + node(to).address(), deadline, [&]() -> std::string {
+    if (Clock::now() - claimed > claim_retry) {
+      claim();
+      claimed = Clock::now();
+    }
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (!nodes_[i]->running()) continue;
       const Reply r = node(i).command({"GET", key});

@@ -27,6 +27,10 @@ ChaosBed::ChaosBed(const BedOptions& options) {
   if (options.sentinel_members > options.nodes) throw std::logic_error("bed: more Sentinel members than members");
   if (options.sentinel_members > 0 && (options.tls || !options.skew_lib.empty() || !options.proxy_bin.empty()))
     throw std::logic_error("bed: Sentinel members go without TLS, the clock-skew shim and the proxies");
+  if (options.cluster_members > options.nodes) throw std::logic_error("bed: more Cluster members than members");
+  if (options.cluster_members > 0 && (options.sentinel_members > 0 || options.tls || !options.skew_lib.empty() ||
+                                      !options.proxy_bin.empty()))
+    throw std::logic_error("bed: Cluster members go without Sentinel members, TLS, the clock-skew shim and the proxies");
   if (!options.skew_lib.empty()) {
     char tmpl[] = "/tmp/redlock-chaos-skew-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -34,6 +38,7 @@ ChaosBed::ChaosBed(const BedOptions& options) {
   }
   if (options.tls) certs_ = std::make_unique<test::TestCerts>();
   sentinels_.resize(options.nodes);
+  clusters_.resize(options.nodes);
   primary_.assign(options.nodes, 0);
   // On this thread: a server dies with the thread that started it
   // (PR_SET_PDEATHSIG), so no process is started by a passing thread.
@@ -43,8 +48,14 @@ ChaosBed::ChaosBed(const BedOptions& options) {
     so.data.appendfsync_always = options.appendfsync_always;
     sentinels_[i] = std::make_unique<test::SentinelBed>(so);
   }
+  for (std::size_t i = 0; i < options.cluster_members; ++i) {
+    test::ClusterOptions co;
+    co.replicas = 1;  // failovers need a replica
+    co.data.appendfsync_always = options.appendfsync_always;
+    clusters_[i] = std::make_unique<test::ClusterBed>(co);
+  }
   for (std::size_t i = 0; i < options.nodes; ++i) {
-    if (sentinels_[i] != nullptr) {
+    if (sentinels_[i] != nullptr || clusters_[i] != nullptr) {
       masters_.push_back(nullptr);
       continue;
     }
@@ -76,6 +87,7 @@ ChaosBed::~ChaosBed() {
   proxies_.clear();
   masters_.clear();  // stop the servers before their settings files go
   sentinels_.clear();
+  clusters_.clear();
   std::error_code ignored;
   if (!skew_dir_.empty()) std::filesystem::remove_all(skew_dir_, ignored);
 }
@@ -102,8 +114,8 @@ void ChaosBed::unskew(std::size_t i) {
 std::string ChaosBed::urls(int group) const {
   std::string out;
   for (std::size_t i = 0; i < masters_.size(); ++i) {
-    if (sentinels_[i] != nullptr) {
-      out += (out.empty() ? "" : ",") + sentinels_[i]->url();
+    if (sentinels_[i] != nullptr || clusters_[i] != nullptr) {
+      out += (out.empty() ? "" : ",") + (sentinels_[i] != nullptr ? sentinels_[i]->url() : clusters_[i]->url());
       continue;
     }
     const std::string scheme = certs_ != nullptr ? "rediss://" : "redis://";
@@ -118,12 +130,15 @@ std::string ChaosBed::urls(int group) const {
 std::string ChaosBed::direct_urls() const {
   std::string out;
   for (std::size_t i = 0; i < masters_.size(); ++i)
-    out += (out.empty() ? "" : ",") + (sentinels_[i] != nullptr ? sentinels_[i]->url() : masters_[i]->url());
+    out += (out.empty() ? "" : ",") + (sentinels_[i] != nullptr   ? sentinels_[i]->url()
+                                       : clusters_[i] != nullptr ? clusters_[i]->url()
+                                                                 : masters_[i]->url());
   return out;
 }
 
 test::RedisServer& ChaosBed::master(std::size_t i) {
   if (sentinels_.at(i) != nullptr) return sentinels_[i]->server(primary_[i]);
+  if (clusters_.at(i) != nullptr) throw std::logic_error("node " + std::to_string(i + 1) + " is a Cluster member");
   return *masters_.at(i);
 }
 
@@ -205,6 +220,87 @@ void ChaosBed::kill_primary(const std::vector<std::size_t>& members) {
   }
 }
 
+std::size_t ChaosBed::next_primary(std::size_t i, int slot) const {
+  const test::ClusterBed& c = *clusters_.at(i);
+  return c.primary((c.shard_of(c.owner(slot)) + 1) % c.shards());
+}
+
+void ChaosBed::cluster_reassign(const std::vector<std::size_t>& members, const std::vector<int>& slots) {
+  std::string which;
+  for (int slot : slots) which += (which.empty() ? "" : ", ") + std::to_string(slot);
+  for (auto i : members) {
+    if (!cluster_member(i)) throw std::logic_error("cluster_reassign: node " + std::to_string(i + 1) + " is no Cluster member");
+    open("cluster" + std::to_string(i), "reassign node " + std::to_string(i + 1) + ": slot(s) " + which +
+                                            " to the next shard without their keys");
+  }
+  const auto ended = on_members(members, [&](std::size_t i) {
+    for (int slot : slots) clusters_[i]->reassign_without_keys(slot, next_primary(i, slot));
+  });
+  for (std::size_t k = 0; k < members.size(); ++k) close("cluster" + std::to_string(members[k]), ended[k]);
+}
+
+void ChaosBed::cluster_migrate(const std::vector<std::size_t>& members, const std::vector<int>& slots) {
+  std::string which;
+  for (int slot : slots) which += (which.empty() ? "" : ", ") + std::to_string(slot);
+  for (auto i : members) {
+    if (!cluster_member(i)) throw std::logic_error("cluster_migrate: node " + std::to_string(i + 1) + " is no Cluster member");
+    open("cluster" + std::to_string(i), "migrate node " + std::to_string(i + 1) + ": slot(s) " + which +
+                                            " to the next shard, keys and marker with them");
+  }
+  const auto ended = on_members(members, [&](std::size_t i) {
+    for (int slot : slots) clusters_[i]->migrate(slot, next_primary(i, slot));
+  });
+  for (std::size_t k = 0; k < members.size(); ++k) close("cluster" + std::to_string(members[k]), ended[k]);
+}
+
+void ChaosBed::cluster_failover(const std::vector<std::size_t>& members, int slot) {
+  std::vector<std::size_t> killed;
+  for (auto i : members) {
+    if (!cluster_member(i)) throw std::logic_error("cluster_failover: node " + std::to_string(i + 1) + " is no Cluster member");
+    const test::ClusterBed& c = *clusters_[i];
+    killed.push_back(c.primary(c.shard_of(c.owner(slot))));
+    open("cluster" + std::to_string(i), "failover node " + std::to_string(i + 1) + ": kill -9 the primary of slot " +
+                                            std::to_string(slot) + "'s shard");
+  }
+  const auto promoted = on_members(members, [&](std::size_t i) {
+    const test::ClusterBed& c = *clusters_[i];
+    clusters_[i]->kill_primary(c.shard_of(c.owner(slot)));
+  });
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    close("cluster" + std::to_string(members[k]), promoted[k]);
+    // A release the killed primary took and never passed on leaves its key
+    // on the promoted replica until its TTL: not a leak.
+    last_touched_[members[k]] = promoted[k];
+  }
+  // The killed servers back as replicas, one after another on this thread
+  // (a server dies with the thread that started it: PR_SET_PDEATHSIG).
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const std::string key = "rejoin" + std::to_string(members[k]);
+    open(key, "rejoin node " + std::to_string(members[k] + 1) + ": the killed server, empty, as its shard's replica");
+    rejoin_cluster_node(members[k], killed[k]);
+    close(key);
+  }
+}
+
+void ChaosBed::rejoin_cluster_node(std::size_t i, std::size_t j) {
+  test::RedisServer& server = clusters_.at(i)->node(j);
+  server.restart(false);  // no persistence: empty; nodes.conf kept, so the same node of the cluster
+  // It comes back claiming its old slots at its old epoch; gossip tells it
+  // the replica it had owns them at a newer one, and it turns replica.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  std::string last;
+  for (;;) {
+    const test::Reply r = server.command({"INFO", "replication"});
+    last = r.str;
+    if (last.find("role:slave") != std::string::npos && last.find("master_link_status:up") != std::string::npos)
+      return;
+    if (std::chrono::steady_clock::now() > give_up)
+      throw std::runtime_error("rejoin node " + std::to_string(i + 1) + ": " + server.address() +
+                               " not a replica in sync after 20 s: " + last);
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+}
+
 void ChaosBed::kill(std::size_t i) {
   master(i).kill();
   last_touched_[i] = monotonic_ns();
@@ -257,6 +353,11 @@ void ChaosBed::kill_process(support::Process& worker, const std::string& what) {
 
 void ChaosBed::heal_all() {
   for (std::size_t i = 0; i < masters_.size(); ++i) {
+    if (clusters_[i] != nullptr) {
+      for (std::size_t j = 0; j < clusters_[i]->size(); ++j)
+        if (!clusters_[i]->node(j).running()) rejoin_cluster_node(i, j);
+      continue;
+    }
     if (sentinels_[i] != nullptr) {
       for (std::size_t k = 0; k < 2; ++k) {
         auto& server = sentinels_[i]->server(k);
@@ -288,13 +389,24 @@ std::size_t ChaosBed::leaked_keys(std::chrono::milliseconds grace) {
                         (grace == std::chrono::milliseconds::max() ||
                          now - last_touched_[i] < std::chrono::nanoseconds(grace).count());
     if (recent) continue;
+    // A Cluster member's keys are on its shards' primaries (KEYS answers
+    // for the node's own slots).
+    std::vector<test::RedisServer*> servers;
+    if (clusters_[i] != nullptr) {
+      for (std::size_t s = 0; s < clusters_[i]->shards(); ++s)
+        servers.push_back(&clusters_[i]->node(clusters_[i]->primary(s)));
+    } else {
+      servers.push_back(&master(i));
+    }
     // (A semaphore's permits key keeps its P for good, as a fence counter
     // keeps its fence and an election its last record: not lock keys.)
-    for (const std::string& key : master(i).keys("redlock:*")) {
-      n += key != kMarkerKey && !key.ends_with("}:permits") && !key.ends_with("}:fence") &&
-                   !key.ends_with("}:leader")
-               ? 1
-               : 0;
+    for (test::RedisServer* server : servers) {
+      for (const std::string& key : server->keys("redlock:*")) {
+        n += key != kMarkerKey && !key.ends_with("}:permits") && !key.ends_with("}:fence") &&
+                     !key.ends_with("}:leader")
+                 ? 1
+                 : 0;
+      }
     }
   }
   return n;

@@ -3,7 +3,8 @@
 // ChaosBed owns five (or N) members started by the test fixture (free
 // loopback ports, temp dirs, stopped by pid) — lone redis-servers, or
 // Sentinel-managed pairs (a primary, its replica and a sentinel, reached as
-// redis+sentinel://…) — plus a separate counter redis
+// redis+sentinel://…), or Redis Clusters (three shards, a replica each,
+// reached as redis+cluster://…) — plus a separate counter redis
 // that no fault touches: the workers' shared counters, one per resource
 // (key "counter:" + resource). Every fault it applies is recorded as an interval
 // (a `fault` event of history.hpp) for the checker and the timeline.
@@ -18,6 +19,7 @@
 
 #include "faultproxy/process.hpp"
 #include "history.hpp"
+#include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "redis_server.hpp"
 #include "test_certs.hpp"
@@ -49,6 +51,12 @@ struct BedOptions {
   // redis+sentinel://127.0.0.1:S/NAME and follow from primary to primary;
   // the rest are lone masters. Not with skew_lib, proxy_bin or tls.
   std::size_t sentinel_members = 0;
+  // The first `cluster_members` members are Redis Clusters (test::ClusterBed:
+  // three shards of a primary and its replica, cluster-node-timeout 1 s),
+  // which the clients reach as redis+cluster://… over the primaries of the
+  // start; the rest are lone masters. Not with sentinel_members, skew_lib,
+  // proxy_bin or tls.
+  std::size_t cluster_members = 0;
 };
 
 class ChaosBed {
@@ -65,9 +73,11 @@ class ChaosBed {
   int counter_port() const { return counter_->port(); }
   // ca_file: the CA of the masters' certificates; empty without tls.
   std::string ca_file() const { return certs_ != nullptr ? certs_->path("ca.crt") : std::string(); }
-  // master: member i's server — for a Sentinel member its primary now.
+  // master: member i's server — for a Sentinel member its primary now; a
+  // Cluster member has none (logic_error).
   test::RedisServer& master(std::size_t i);
   bool sentinel_member(std::size_t i) const { return sentinels_.at(i) != nullptr; }
+  bool cluster_member(std::size_t i) const { return clusters_.at(i) != nullptr; }
   test::RedisServer& counter() { return *counter_; }
 
   // Faults on master i (0-based). Each starts an interval named `what`;
@@ -111,8 +121,30 @@ class ChaosBed {
   // (an interval each).
   void kill_primary(const std::vector<std::size_t>& members);
 
+  // Faults of Cluster members, each on all of `members` at once (a thread
+  // each: every member is a cluster of its own), on the shards that own
+  // `slots` there; one interval per member, from the start to the moment
+  // its cluster is steady again (test::ClusterBed's waits).
+  // cluster_reassign: each slot given to the primary of the next shard
+  // without its keys (ClusterBed::reassign_without_keys: SETSLOT NODE and
+  // BUMPEPOCH there; the old owner deletes its keys of the slot once gossip
+  // tells it) — the partial data loss of a cluster: the slot's lock keys
+  // and its data-loss marker gone, the member's other slots untouched.
+  void cluster_reassign(const std::vector<std::size_t>& members, const std::vector<int>& slots);
+  // cluster_failover: kill -9 the primary of the shard that owns `slot`
+  // (ClusterBed::kill_primary: the cluster promotes its replica after
+  // cluster-node-timeout); the killed servers then rejoin, one after
+  // another, restarted empty with their cluster config, as the new
+  // primaries' replicas (an interval each).
+  void cluster_failover(const std::vector<std::size_t>& members, int slot);
+  // cluster_migrate: each slot moved, keys and data-loss marker with it, to
+  // the primary of the next shard (ClusterBed::migrate: IMPORTING /
+  // MIGRATING, MIGRATE in batches, SETSLOT NODE everywhere).
+  void cluster_migrate(const std::vector<std::size_t>& members, const std::vector<int>& slots);
+
   // heal_all resumes paused masters and restarts killed ones (data kept;
-  // a Sentinel member's killed server rejoins as a replica, wiped), ending
+  // a Sentinel member's killed server rejoins as a replica, wiped; a
+  // Cluster member's as its shard's replica, empty), ending
   // every open interval.
   void heal_all();
 
@@ -147,6 +179,13 @@ class ChaosBed {
  private:
   void open(const std::string& key, const std::string& what);
   void close(const std::string& key, std::int64_t at = 0);  // at: the end's monotonic ns; 0: now
+  // rejoin_cluster_node: restart node j of member i's cluster (killed: its
+  // data gone, its cluster config kept) and wait until it replicates its
+  // shard's primary with the link up. On the constructing thread only.
+  void rejoin_cluster_node(std::size_t i, std::size_t j);
+  // next_primary: the primary of the shard after the one owning `slot` on
+  // member i's cluster.
+  std::size_t next_primary(std::size_t i, int slot) const;
   // on_members runs step(i) for every i of `members`, each in a thread of
   // its own, all at once, and returns when all are done: when each ended
   // (monotonic ns, in the order of `members`); the first error is rethrown.
@@ -160,6 +199,7 @@ class ChaosBed {
   std::vector<std::unique_ptr<test::RedisServer>> masters_;     // null for a Sentinel member
   std::vector<std::unique_ptr<test::SentinelBed>> sentinels_;  // null for a lone master
   std::vector<std::size_t> primary_;                           // a Sentinel member's primary: server 0 or 1
+  std::vector<std::unique_ptr<test::ClusterBed>> clusters_;    // null unless a Cluster member
   std::vector<std::unique_ptr<faultproxy::FaultProxyProcess>> proxies_;
   std::unique_ptr<test::RedisServer> counter_;
   std::vector<std::int64_t> last_touched_;  // monotonic ns of master i's last kill or restart; 0: never

@@ -119,9 +119,9 @@ std::optional<int> parse(int argc, char** argv, Args& a) {
 
 // selected: whether this run includes `s` — named, or (none named) every
 // scenario that does not wait to be named; with --tls, none with Sentinel
-// members unless named (their bed has no TLS: named, it says so).
+// or Cluster members unless named (their bed has no TLS: named, it says so).
 bool selected(const Scenario& s, const Args& a) {
-  if (a.only.empty()) return !s.on_demand && !(a.tls && s.sentinel_members > 0);
+  if (a.only.empty()) return !s.on_demand && !(a.tls && (s.sentinel_members > 0 || s.cluster_members > 0));
   return std::find(a.only.begin(), a.only.end(), s.name) != a.only.end();
 }
 
@@ -170,7 +170,10 @@ WorkerExits wait_all(std::vector<std::unique_ptr<redlock::support::Process>>& wo
 // with the workers' quarantine settings contacts every master at once —
 // that writes the markers — and asks until all five vote, sleeping each
 // time until the longest quarantine it was told of is over. The markers'
-// age then tells every worker that they are old enough.
+// age then tells every worker that they are old enough. A Cluster member
+// keeps a marker per slot, written by the first acquire of a lock in that
+// slot: the client then takes and releases every lock of the counter loop
+// once, retrying until its slots are out of their first quarantine.
 void wait_until_voting(ChaosBed& bed, const Scenario& sc) {
   redlock::Config config;
   auto nodes = redlock::parse_node_list(bed.direct_urls());
@@ -184,7 +187,7 @@ void wait_until_voting(ChaosBed& bed, const Scenario& sc) {
   const auto give_up = redlock::BootClock::now() + std::chrono::milliseconds{3 * sc.max_ttl_ms + 10000};
   for (;;) {
     auto report = (*client)->nodes();
-    if (report && report->usable() == report->nodes.size()) return;
+    if (report && report->usable() == report->nodes.size()) break;
     if (redlock::BootClock::now() > give_up) {
       std::string which;  // the members that do not vote, and why
       if (report) {
@@ -208,6 +211,23 @@ void wait_until_voting(ChaosBed& bed, const Scenario& sc) {
       for (const auto& n : report->nodes) left = std::max(left, n.quarantine_left);
     }
     std::this_thread::sleep_for(left);
+  }
+  if (sc.cluster_members == 0) return;
+  for (const Crew& crew : crews_of(sc)) {
+    if (crew.leases > 0) continue;
+    for (int r = 0; r < crew.resources; ++r) {
+      const std::string resource = crew.resources > 1 ? crew.resource + "-" + std::to_string(r) : crew.resource;
+      for (;;) {
+        auto lock = (*client)->try_acquire(resource);
+        if (lock) {
+          (void)(*client)->release(*lock);
+          break;
+        }
+        if (redlock::BootClock::now() > give_up)
+          throw std::runtime_error("bed: the slot of " + resource + " still does not vote: " + lock.error().to_string());
+        std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      }
+    }
   }
 }
 
@@ -462,7 +482,7 @@ json run(const Scenario& sc, const Args& a, std::mt19937& rng) {
   const std::string skew_lib = here() + "/../skewclock/libskewclock.so";
   ChaosBed bed({5, sc.appendfsync_always, sc.skew ? skew_lib : "",
                 sc.proxied ? here() + "/../faultproxy/faultproxy" : "", a.tls,
-                static_cast<std::size_t>(sc.sentinel_members)});
+                static_cast<std::size_t>(sc.sentinel_members), static_cast<std::size_t>(sc.cluster_members)});
   if (sc.quarantine) wait_until_voting(bed, sc);
 
   const fs::path dir = fs::temp_directory_path() / ("redlock-chaos-" + std::to_string(getpid()) + "-" + sc.name);

@@ -3,6 +3,11 @@
 #include "scenario.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "redis_cluster.hpp"
+#include "redlock/options.hpp"
 
 namespace redlock::chaos {
 
@@ -246,6 +251,97 @@ Scenario sentinel_scenario(std::string name, std::string about, std::string sabo
   s.crews = {Crew{.workers = 6, .resource = "chaos", .resources = 3}};
   s.min_seconds = 8;
   s.nemesis = s.sabotage.empty() ? sentinel_failovers : sentinel_failover_rounds;
+  return s;
+}
+
+// The Cluster scenarios: members 1-3 are Redis Clusters (three shards of a
+// primary and its replica each), members 4 and 5 lone masters, so a fault
+// of the three clusters at once takes the lock's keys from a majority. The
+// faults hit only the shards that own the locks' slots: the loss is
+// partial — a member that lost one slot's keys still has every other slot,
+// its shards the same servers, their run ids and replids unchanged — and
+// only the slot's own data-loss marker (redlock-marker{T}, in that slot)
+// tells it. A greedy holder whose keys went from members 1-3 still holds a
+// valid lock; a polling contender wins members 1-3 again (SET NX on a
+// slot that is empty now) unless the client sees the slot's marker gone,
+// or written by another server, and lets the slot sit out the quarantine.
+constexpr std::size_t kClusterMembers = 3;
+
+// lock_slots: the hash slots of the lock keys of the crew's resources, as
+// the workers name them (R, or R-0 … R-(n-1)): Options::prefix + "{R}:lock"
+// (src/keys.hpp), whose hash tag is the resource.
+std::vector<int> lock_slots(const Crew& crew) {
+  std::vector<int> slots;
+  for (int r = 0; r < crew.resources; ++r) {
+    const std::string resource = crew.resources > 1 ? crew.resource + "-" + std::to_string(r) : crew.resource;
+    const int slot = test::ClusterBed::hash_slot(redlock::Options{}.prefix + "{" + resource + "}:lock");
+    if (std::find(slots.begin(), slots.end(), slot) == slots.end()) slots.push_back(slot);
+  }
+  return slots;
+}
+
+// cluster_reassigns: the safe run's schedule — every lock's slot handed,
+// without its keys, to another shard on members 1-3 at once; then on
+// members 2 and 3 only (member 1, 4 and 5 keep a majority that still
+// votes); then migrated the standard way on members 1-3 (keys and marker
+// move; the marker names the old shard's server: replaced); then reassigned
+// on members 1-3 once more.
+std::vector<Action> cluster_reassigns(int d, const std::vector<int>& slots) {
+  return {{at(d, 0.05), [slots](Stage& s) { s.bed.cluster_reassign({0, 1, 2}, slots); }},
+          {at(d, 0.3), [slots](Stage& s) { s.bed.cluster_reassign({1, 2}, slots); }},
+          {at(d, 0.5), [slots](Stage& s) { s.bed.cluster_migrate({0, 1, 2}, slots); }},
+          {at(d, 0.65), [slots](Stage& s) { s.bed.cluster_reassign({0, 1, 2}, slots); }}};
+}
+
+// cluster_reassign_rounds: every lock's slot reassigned without its keys
+// on members 1-3 at once, round after round, from 5 % to 85 % of the run:
+// each round is one chance for the broken client (a greedy holder whose
+// keys on members 1-3 vanish while it holds). 300 ms between rounds: the
+// clusters' gossip settles (epochs, UPDATE messages) before the next
+// SETSLOT; back to back, one reassignment in about 240 did not converge.
+std::vector<Action> cluster_reassign_rounds(int d, const std::vector<int>& slots) {
+  const int from = at(d, 0.05), to = at(d, 0.85);
+  return {{from, [slots, length = to - from](Stage& s) {
+             const std::int64_t end = monotonic_ns() + std::int64_t{length} * 1'000'000;
+             while (monotonic_ns() < end) {
+               s.bed.cluster_reassign({0, 1, 2}, slots);
+               std::this_thread::sleep_for(std::chrono::milliseconds{300});
+             }
+           }}};
+}
+
+// cluster_failovers: the primary of the first lock's shard killed on
+// members 1-3 at once (the clusters promote the replicas after
+// cluster-node-timeout, 1 s), the killed servers rejoining, empty, as
+// replicas; then the last lock's shard on members 1 and 2; then the first
+// lock's shard on members 1-3 again (promoting the servers that rejoined).
+// A promoted replica has the keys it was sent, not always all of them,
+// and another run id: the slot's marker names the server that wrote it.
+std::vector<Action> cluster_failovers(int d, const std::vector<int>& slots) {
+  const int first = slots.front(), last = slots.back();
+  return {{at(d, 0.05), [first](Stage& s) { s.bed.cluster_failover({0, 1, 2}, first); }},
+          {at(d, 0.3), [last](Stage& s) { s.bed.cluster_failover({0, 1}, last); }},
+          {at(d, 0.55), [first](Stage& s) { s.bed.cluster_failover({0, 1, 2}, first); }}};
+}
+
+// cluster_scenario: quarantine on, greedy holders, polling contenders (a
+// contender must try while a holder holds: nothing is published then) on
+// three locks, at least 12 s (each fault takes 1-3 s, and the slots sit
+// out 2 s after it; the last fault's recovery must fall in the run);
+// `schedule` gets the locks' slots. The real
+// client quarantines a slot that lost its keys; the broken one
+// (`any_shard_votes`) counts a shard's yes at once.
+Scenario cluster_scenario(std::string name, std::string about,
+                          std::vector<Action> (*schedule)(int, const std::vector<int>&), std::string sabotage = "") {
+  Scenario s = paired(std::move(name), std::move(about), std::move(sabotage));
+  s.quarantine = true;
+  s.greedy = true;
+  s.polling = true;
+  s.cluster_members = static_cast<int>(kClusterMembers);
+  s.crews = {Crew{.workers = 6, .resource = "chaos", .resources = 3}};
+  s.min_seconds = 12;
+  const std::vector<int> slots = lock_slots(s.crews.front());
+  s.nemesis = [schedule, slots](int d, std::mt19937&) { return schedule(d, slots); };
   return s;
 }
 
@@ -573,6 +669,23 @@ std::vector<Scenario> build() {
   add(sentinel_scenario("sentinel-failover",
                         "members 1-3 are Sentinel pairs: failed over three at once (SENTINEL FAILOVER), then two "
                         "primaries killed, then three at once again; each new primary sits out the quarantine"));
+  add(cluster_scenario("cluster-reassign",
+                       "members 1-3 are Redis Clusters: the locks' slots reassigned without their keys on three at "
+                       "once, then on two, migrated on three, reassigned on three again; each slot sits out the "
+                       "quarantine",
+                       cluster_reassigns));
+  {
+    // Each failover takes 2-3 s (cluster-node-timeout 1 s, the election,
+    // the maps agreeing), on a loaded machine up to 6: 14 s leave the last
+    // one's recovery inside the run.
+    Scenario s = cluster_scenario("cluster-failover",
+                                  "members 1-3 are Redis Clusters: the primary of a lock's shard killed on three at "
+                                  "once, then on two, then three again (replicas promoted, the killed rejoining "
+                                  "empty); each promoted shard's slot sits out the quarantine",
+                                  cluster_failovers);
+    s.min_seconds = 14;
+    add(std::move(s));
+  }
   add({.name = "clock-rate-skew",
        .about = "two masters' clocks run 0.5 % fast and slow (within the 1 % drift budget), greedy holders",
        .greedy = true,
@@ -745,6 +858,11 @@ std::vector<Scenario> build() {
                         "once, round after round; the promoted replicas lack the keys written meanwhile; must show "
                         "overlaps",
                         "no_failover_check"));
+  add(cluster_scenario("cluster-reassign-blind",
+                       "broken client: counts a shard's yes without its slot's marker or ownership; members 1-3 "
+                       "(Redis Clusters) have the locks' slots reassigned without their keys, round after round; "
+                       "must show overlaps",
+                       cluster_reassign_rounds, "any_shard_votes"));
   // Votes split between permits when attempts cross on the masters.
   Scenario permit_majority = crossing_rounds_scenario(
       "broken-permit-majority",

@@ -174,6 +174,13 @@ struct Scenario {
   // workers follow their primaries through the sentinel, and the nemesis
   // may fail them over (ChaosBed::fail_over, kill_primary).
   int sentinel_members = 0;
+  // cluster_members: the first this many of the five members are Redis
+  // Clusters (ChaosBed, BedOptions::cluster_members): the workers route each
+  // lock to the shard of its slot, and the nemesis may reassign, migrate or
+  // fail over the shards of the locks' slots (ChaosBed::cluster_reassign,
+  // cluster_migrate, cluster_failover). The runner lets every lock's slot
+  // pass its first quarantine before the workers start.
+  int cluster_members = 0;
 };
 
 // crews_of: the scenario's workers as crews (`crews`, or the one crew its
