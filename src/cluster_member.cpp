@@ -204,6 +204,7 @@ void ClusterMember::on_map(const SlotMap& map) {
     map_ = map;
   }
   if (map_timer_) map_timer_->stop();
+  if (on_map_read_) on_map_read_(map);
   std::vector<Part*> waiting;
   waiting.swap(awaiting_map_);
   for (Part* p : waiting) {

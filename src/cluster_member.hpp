@@ -73,6 +73,9 @@ class ClusterMember {
   void close();
   bool send(const Call& call, ReplySink* sink, std::size_t slot, std::string& why);
   void reapply_quarantine();
+  // on_map_read: runs with every map read (also an unchanged one), after
+  // the member took it.
+  void on_map_read(std::function<void(const SlotMap&)> hook) { on_map_read_ = std::move(hook); }
   // observe: every shard session reports to `telemetry` (may be null) as
   // member `index` (its connections, errors and quarantines, summed).
   void observe(Telemetry* telemetry, std::size_t index) noexcept {
@@ -123,6 +126,7 @@ class ClusterMember {
   const std::string* shas_;
   QuarantineShare* share_;
   std::function<void()> on_closed_;
+  std::function<void(const SlotMap&)> on_map_read_;
   Telemetry* telemetry_ = nullptr;
   std::size_t index_ = 0;
   bool closing_ = false;

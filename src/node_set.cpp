@@ -25,6 +25,10 @@ NodeSet::NodeSet(Runtime& runtime, WireFactory& wires, const Config& config, Wir
       clusters_.push_back(std::make_unique<ClusterMember>(
           runtime, wires, map_wires != nullptr ? *map_wires : wires, address, config.options, script_shas().data(),
           &quarantine_, [this] { session_closed(); }));
+      // Its wake-up subscriber listens on a node of the map (a PUBLISH
+      // reaches every node): the first seed, until the map no longer names
+      // it as a primary (down, a replica, gone).
+      clusters_.back()->on_map_read([this, i = clusters_.size() - 1](const SlotMap& map) { listen_on(i, map); });
       continue;
     }
     clusters_.push_back(nullptr);
@@ -79,10 +83,22 @@ void NodeSet::start() {
   }
 }
 
+// listen_on: a cluster member's subscriber moves to the map's first
+// primary when the node it listens on is none of the map's primaries.
+void NodeSet::listen_on(std::size_t member, const SlotMap& map) {
+  if (map.shards.empty()) return;
+  const NodeAddress& now = wake_.target(member);
+  for (const ClusterShard& shard : map.shards) {
+    if (shard.host == now.host && shard.port == now.port) return;
+  }
+  wake_.retarget(member, {map.shards.front().host, map.shards.front().port},
+                 "the cluster's map names it no primary");
+}
+
 // named: a sentinel named member's primary (again, or another).
 void NodeSet::named(std::size_t member, const Endpoint& primary) {
   sessions_[member]->retarget(primary);
-  wake_.retarget(member, primary);
+  wake_.retarget(member, primary, "the sentinels name another primary");
 }
 
 void NodeSet::close(std::function<void()> on_closed) {

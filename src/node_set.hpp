@@ -74,6 +74,7 @@ class NodeSet final : public Transport {
  private:
   void mark_duplicates();
   void named(std::size_t member, const Endpoint& primary);
+  void listen_on(std::size_t member, const SlotMap& map);
   void session_closed();
   void maybe_closed();
 

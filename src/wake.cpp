@@ -22,12 +22,12 @@ void Subscriber::start() {
   if (has_target(address_)) conn_.start();
 }
 
-void Subscriber::retarget(const Endpoint& primary) {
+void Subscriber::retarget(const Endpoint& primary, std::string_view why) {
   const bool same = address_.host == primary.host && address_.port == primary.port;
   address_.host = primary.host;
   address_.port = primary.port;
   if (same && conn_.state() != Connection::State::idle) return;
-  conn_.redial("the sentinels name another primary, " + address_.display());
+  conn_.redial(std::string(why) + ", " + address_.display());
 }
 
 // on_open: the anchor, and everything watched right now, in one SUBSCRIBE.
@@ -104,11 +104,11 @@ WakeHub::WakeHub(Runtime& runtime, WireFactory& wires, const std::vector<NodeAdd
   for (const NodeAddress& node : nodes) nodes_.push_back(serving_address(node));
 }
 
-void WakeHub::retarget(std::size_t index, const Endpoint& primary) {
+void WakeHub::retarget(std::size_t index, const Endpoint& primary, std::string_view why) {
   if (index >= nodes_.size() || closing_) return;
   nodes_[index].host = primary.host;
   nodes_[index].port = primary.port;
-  if (index < subscribers_.size()) subscribers_[index]->retarget(primary);
+  if (index < subscribers_.size()) subscribers_[index]->retarget(primary, why);
 }
 
 WatchState WakeHub::watch(const std::string& channel, WakeListener* listener) {

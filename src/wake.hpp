@@ -47,8 +47,10 @@ class Subscriber final : private ConnectionOwner {
   Subscriber& operator=(const Subscriber&) = delete;
 
   void start();
-  // retarget: a sentinel member's primary moved (NodeSession::retarget).
-  void retarget(const Endpoint& primary);
+  // retarget: a sentinel member's primary moved (NodeSession::retarget),
+  // or a cluster member's subscriber goes to another node; `why` is the
+  // reason the live connection is dropped for.
+  void retarget(const Endpoint& primary, std::string_view why);
   void subscribe(const std::string& channel);
   void unsubscribe(const std::string& channel);
   void close();
@@ -83,7 +85,9 @@ class WakeHub {
 
   // retarget: member `index`'s primary moved (a sentinel named another);
   // its subscriber, if any, follows.
-  void retarget(std::size_t index, const Endpoint& primary);
+  void retarget(std::size_t index, const Endpoint& primary, std::string_view why);
+  // target: where member `index`'s subscriber connects.
+  const NodeAddress& target(std::size_t index) const { return nodes_[index]; }
 
   // close closes every subscriber; on_closed runs once all are gone (at
   // once if none was started).

@@ -16,6 +16,7 @@
 #include "cluster_member.hpp"
 #include "fake_wire.hpp"
 #include "keys.hpp"
+#include "node_set.hpp"
 #include "resp.hpp"
 #include "scripts.hpp"
 #include "slot.hpp"
@@ -502,4 +503,48 @@ TEST_CASE("cluster member: commands wait for the first map, and fail naming it w
   REQUIRE(none.sink.events.size() == 1);
   CHECK(none.sink.events[0].kind == EventKind::failed);
   CHECK(none.sink.events[0].text.starts_with("no slot map from the cluster within 200 ms"));
+}
+
+TEST_CASE("cluster member: its wake-up subscriber leaves a seed that the map names no primary for the map's first") {
+  struct NoListener final : WakeListener {
+    void on_wake(Why, std::string_view) override {}
+  } listener;
+  ManualRuntime runtime;
+  Router wires;
+  Config config;
+  NodeAddress member;
+  member.kind = NodeAddress::Kind::cluster;
+  member.seeds = {{"10.0.0.9", 7001}, {"10.0.1.1", 7001}};  // the first seed is gone
+  config.nodes = {member};
+  NodeSet nodes(runtime, wires, config);
+  nodes.start();
+  REQUIRE(nodes.watch("redlock:{r}:released", &listener) != WatchState::unavailable);
+  runtime.advance(milliseconds{1});
+  REQUIRE(wires.live("10.0.0.9:7001") != nullptr);
+  CHECK(wires.by["10.0.0.9:7001"].connects == 2);  // the map's connection and the subscriber's
+  // Neither connects (connect_timeout): the map comes from the next seed,
+  // and names 10.0.1.1:7001 and 10.0.1.2:7002.
+  for (int i = 0; i < 2000 && wires.live("10.0.1.1:7001") == nullptr; ++i) runtime.advance(milliseconds{1});
+  FakeWire* map = wires.live("10.0.1.1:7001");
+  REQUIRE(map != nullptr);
+  map->connected();
+  map->flush();
+  REQUIRE(map->next() == Command{"CLUSTER", "SLOTS"});
+  map->answer({WireReply::Type::array, 0, {},
+               {range(0, 8191, "10.0.1.1", 7001, 'a'), range(8192, 16383, "10.0.1.2", 7002, 'b')}});
+  for (int i = 0; i < 2000; ++i) {
+    bool subscribed = false;
+    for (const Command& c : wires.by["10.0.1.1:7001"].log) subscribed = subscribed || c[0] == "SUBSCRIBE";
+    if (subscribed) break;
+    if (FakeWire* w = wires.live("10.0.1.1:7001")) {
+      w->connected();
+      w->flush();
+    }
+    runtime.advance(milliseconds{1});
+  }
+  bool subscribed = false;
+  for (const Command& c : wires.by["10.0.1.1:7001"].log) subscribed = subscribed || c[0] == "SUBSCRIBE";
+  CHECK(subscribed);
+  nodes.close([] {});
+  runtime.advance(milliseconds{1000});
 }
