@@ -635,7 +635,8 @@ void ClusterMember::health(Clock::time_point now, NodeHealth& out) const {
   }
   out.replicas = -1;
   for (const auto& [name, session] : sessions_) {
-    if (out.version.empty() || session->server_version() < out.version) out.version = session->server_version();
+    const std::string& version = session->server_version();
+    if (!version.empty() && (out.version.empty() || version < out.version)) out.version = version;
     const std::chrono::seconds up = session->uptime(now);
     if (up.count() >= 0 && (out.uptime.count() < 0 || up < out.uptime)) out.uptime = up;
     out.quarantine_left = std::max(out.quarantine_left, session->quarantine_left(now));
