@@ -59,6 +59,7 @@ struct ClusterMember::Part final : ReplySink {
   std::size_t tag = 0;
   Gather* gather = nullptr;
   std::size_t index = 0;  // in the gather
+  std::size_t at = 0;     // in live_
   int slot = 0;
   bool guarded = false;  // an acquire: its marker follows it
   unsigned attempt = 0;
@@ -246,34 +247,6 @@ bool ClusterMember::send(const Call& call, ReplySink* sink, std::size_t tag, std
     why = "client closed";
     return false;
   }
-  // The slots of its keys, in the caller's order.
-  std::vector<std::string_view> keys;
-  if (call.encoded_key_count != 0) {
-    if (!resp::split_bulks(call.encoded_keys, call.encoded_key_count, keys)) {
-      why = "a batch's keys do not read back";
-      return false;
-    }
-  } else {
-    keys.push_back(call.key);
-    for (const std::string& k : call.more_keys) keys.push_back(k);
-  }
-  std::vector<int> slots;
-  slots.reserve(keys.size());
-  for (std::string_view k : keys) slots.push_back(hash_slot(k));
-  const bool one_slot = std::all_of(slots.begin(), slots.end(), [&](int s) { return s == slots.front(); });
-  if (!one_slot && call.command != CommandId::extend_batch) {
-    why = "keys in " + std::to_string(std::set<int>(slots.begin(), slots.end()).size()) +
-          " hash slots of cluster " + display_ + " in one call (a call of several resources needs them in one slot)";
-    return false;
-  }
-  if (map_) {
-    for (int s : slots) {
-      if (owner_[static_cast<std::size_t>(s)] == nullptr) {
-        why = "slot " + std::to_string(s) + " of cluster " + display_ + " is served by no primary";
-        return false;
-      }
-    }
-  }
   const Clock::time_point now = runtime_.now();
   auto make_part = [&](const Call* c, int slot) {
     auto part = std::make_unique<Part>();
@@ -282,23 +255,62 @@ bool ClusterMember::send(const Call& call, ReplySink* sink, std::size_t tag, std
     part->slot = slot;
     part->guarded = is_acquire(c->command);
     part->sent = now;
+    part->at = live_.size();
     Part* raw = part.get();
     live_.push_back(std::move(part));
     return raw;
   };
-  if (one_slot) {
-    Part* part = make_part(&call, slots.front());
+  // One slot (every call but a batch across slots): one part, and no
+  // allocation for the keys.
+  auto send_one = [&](int slot) {
+    if (map_ && owner_[static_cast<std::size_t>(slot)] == nullptr) {
+      why = "slot " + std::to_string(slot) + " of cluster " + display_ + " is served by no primary";
+      return false;
+    }
+    Part* part = make_part(&call, slot);
     part->sink = sink;
     part->tag = tag;
     if (!map_) {
-      awaiting_map_.push_back(part);
-      if (map_timer_ == nullptr) map_timer_ = runtime_.timer([this] { on_map_timer(); });
-      if (!map_timer_->active()) map_timer_->start(options_.connect_timeout);
+      await_map(part);
       return true;
     }
     if (dispatch(*part, why)) return true;
     live_.pop_back();
     return false;
+  };
+  auto refuse_slots = [&](const std::vector<int>& slots) {
+    why = "keys in " + std::to_string(std::set<int>(slots.begin(), slots.end()).size()) + " hash slots of cluster " +
+          display_ + " in one call (a call of several resources needs them in one slot)";
+    return false;
+  };
+  if (call.encoded_key_count == 0) {
+    const int slot = hash_slot(call.key);
+    for (const std::string& k : call.more_keys) {
+      if (hash_slot(k) == slot) continue;
+      std::vector<int> slots{slot};
+      for (const std::string& other : call.more_keys) slots.push_back(hash_slot(other));
+      return refuse_slots(slots);
+    }
+    return send_one(slot);
+  }
+  // A batch: its keys' slots, in the caller's order.
+  std::vector<std::string_view> keys;
+  if (!resp::split_bulks(call.encoded_keys, call.encoded_key_count, keys)) {
+    why = "a batch's keys do not read back";
+    return false;
+  }
+  std::vector<int> slots;
+  slots.reserve(keys.size());
+  for (std::string_view k : keys) slots.push_back(hash_slot(k));
+  if (std::all_of(slots.begin(), slots.end(), [&](int s) { return s == slots.front(); })) return send_one(slots.front());
+  if (call.command != CommandId::extend_batch) return refuse_slots(slots);
+  if (map_) {
+    for (int s : slots) {
+      if (owner_[static_cast<std::size_t>(s)] == nullptr) {
+        why = "slot " + std::to_string(s) + " of cluster " + display_ + " is served by no primary";
+        return false;
+      }
+    }
   }
   // An extend_batch over several slots: one batch per slot.
   std::vector<std::string_view> args;
@@ -341,17 +353,20 @@ bool ClusterMember::send(const Call& call, ReplySink* sink, std::size_t tag, std
   std::vector<Part*> refused;
   for (Part* part : parts) {
     if (!map_) {
-      awaiting_map_.push_back(part);
+      await_map(part);
     } else if (!dispatch(*part, part->text)) {
       refused.push_back(part);
     }
   }
-  if (!map_) {
-    if (map_timer_ == nullptr) map_timer_ = runtime_.timer([this] { on_map_timer(); });
-    if (!map_timer_->active()) map_timer_->start(options_.connect_timeout);
-  }
   fail_later(refused);
   return true;
+}
+
+// await_map: the part waits for the first map, at most connect_timeout.
+void ClusterMember::await_map(Part* part) {
+  awaiting_map_.push_back(part);
+  if (map_timer_ == nullptr) map_timer_ = runtime_.timer([this] { on_map_timer(); });
+  if (!map_timer_->active()) map_timer_->start(options_.connect_timeout);
 }
 
 // dispatch sends the part's current attempt: to the slot's owner, or after
@@ -615,9 +630,9 @@ void ClusterMember::gather(Gather& g, std::size_t index, const NodeEvent& ev) {
 
 void ClusterMember::release(Part& part) {
   Gather* g = part.gather;
-  const auto it = std::find_if(live_.begin(), live_.end(), [&](const std::unique_ptr<Part>& p) { return p.get() == &part; });
-  if (it == live_.end()) return;
-  std::swap(*it, live_.back());
+  const std::size_t at = part.at;  // O(1): the part knows its place
+  std::swap(live_[at], live_.back());
+  live_[at]->at = at;
   live_.pop_back();  // `part` is gone
   if (g != nullptr && --g->alive == 0) {
     std::erase_if(gathers_, [g](const std::unique_ptr<Gather>& x) { return x.get() == g; });

@@ -116,6 +116,7 @@ class ClusterMember {
   void note_slot_loss(int slot, Clock::time_point at, std::string reason);
   void on_map_timer();
   void fail_later(const std::vector<Part*>& parts);
+  void await_map(Part* part);
   void part_closed();
 
   Runtime& runtime_;

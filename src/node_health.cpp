@@ -54,6 +54,27 @@ MarkerValue read_marker(std::string_view value) {
   return m;
 }
 
+// MarkerAnswer: the marker script's answer, [STATE, EPOCH, DECLARED_MS,
+// AGE_MS], four strings with both numbers read and bounded (checked before
+// any arithmetic); nullopt for anything else.
+struct MarkerAnswer {
+  std::string_view state;
+  std::string_view epoch;
+  long long declared_ms = 0;
+  long long age_ms = 0;
+};
+
+std::optional<MarkerAnswer> read_marker_answer(const WireReply& reply) {
+  if (reply.type != WireReply::Type::array || reply.elements.size() != 4) return std::nullopt;
+  for (const WireReply& e : reply.elements) {
+    if (e.type != WireReply::Type::string) return std::nullopt;
+  }
+  const std::optional<long long> declared = bounded_number(reply.elements[2].str, std::numeric_limits<long long>::max());
+  const std::optional<long long> age = bounded_number(reply.elements[3].str, std::numeric_limits<long long>::max());
+  if (!declared || !age) return std::nullopt;
+  return MarkerAnswer{reply.elements[0].str, reply.elements[1].str, *declared, *age};
+}
+
 // The largest quarantine any valid client declares (max_ttl_ms and
 // drift_factor at their bounds, src/config_validate.cpp); a marker that declares
 // more is not believed, and counts as this much.
@@ -345,18 +366,13 @@ void NodeSession::handle_vote_check(const WireReply& reply, clock::time_point no
 // now. A young marker means someone saw that `age` ago. The numbers are
 // the server's: checked before any arithmetic.
 void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
-  bool well_formed = reply.type == WireReply::Type::array && reply.elements.size() == 4;
-  for (std::size_t i = 0; well_formed && i < 4; ++i) well_formed = reply.elements[i].type == WireReply::Type::string;
-  const std::optional<long long> declared_ms =
-      well_formed ? bounded_number(reply.elements[2].str, std::numeric_limits<long long>::max()) : std::nullopt;
-  const std::optional<long long> age_ms =
-      well_formed ? bounded_number(reply.elements[3].str, std::numeric_limits<long long>::max()) : std::nullopt;
-  if (!declared_ms || !age_ms) return conn_.drop("unexpected reply to the data-loss marker script");
-  const std::string_view state = reply.elements[0].str;
-  const std::string epoch(reply.elements[1].str);
-  learn_declared(milliseconds{*declared_ms});
+  const std::optional<MarkerAnswer> answer = read_marker_answer(reply);
+  if (!answer) return conn_.drop("unexpected reply to the data-loss marker script");
+  const std::string_view state = answer->state;
+  const std::string epoch(answer->epoch);
+  learn_declared(milliseconds{answer->declared_ms});
   marker_read_ = now;
-  const milliseconds age = std::min(milliseconds{*age_ms}, period());
+  const milliseconds age = std::min(milliseconds{answer->age_ms}, period());
   // Seen before: a marker gone or re-written since is a loss. At the first
   // contact a missing or young marker cannot tell a new master (a new bed)
   // from one that lost its data; the message says both, the new one first.
@@ -369,10 +385,7 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
   // (a loss takes the marker with it). Its restart, and the marker's age,
   // are then no loss; anything else is.
   const bool clean = state == "clean" && !lost;
-  if (restart_at_) {
-    if (!clean) note_loss(*restart_at_, "restarted recently");
-    restart_at_.reset();
-  }
+  judge_restart(clean);
   if (!sabotage().no_data_check) {
     if (lost) {
       note_loss(now, state == "replaced" ? "another server now (redlock-marker written by another run_id)"
@@ -395,34 +408,36 @@ void NodeSession::handle_marker(const WireReply& reply, clock::time_point now) {
 // restart INFO showed: only a clean start of this very server is none.
 void NodeSession::deliver_marker(const Pending& p, const WireReply& reply, clock::time_point now) {
   if (reply.type == WireReply::Type::error) return deliver(p, reply, now);  // a redirect, say: the member reads it
-  auto unexpected = [&] {
+  // The member reads the answer back as four words: a state it knows and
+  // an epoch of one word.
+  const std::optional<MarkerAnswer> answer = read_marker_answer(reply);
+  const std::string_view state = answer ? answer->state : std::string_view();
+  const std::string_view epoch = answer ? answer->epoch : std::string_view();
+  const bool known_state = state == "created" || state == "replaced" || state == "found" || state == "clean";
+  const bool word = !epoch.empty() && epoch.size() <= 64 && epoch.find_first_of(" \r\n") == std::string_view::npos;
+  if (!answer || !known_state || !word) {
     WireReply error;
     error.type = WireReply::Type::error;
     error.str = "unexpected reply to the data-loss marker script";
-    deliver(p, error, now);
-  };
-  bool well_formed = reply.type == WireReply::Type::array && reply.elements.size() == 4;
-  for (std::size_t i = 0; well_formed && i < 4; ++i) well_formed = reply.elements[i].type == WireReply::Type::string;
-  if (!well_formed) return unexpected();
-  const std::optional<long long> declared_ms =
-      bounded_number(reply.elements[2].str, std::numeric_limits<long long>::max());
-  const std::optional<long long> age_ms = bounded_number(reply.elements[3].str, std::numeric_limits<long long>::max());
-  const std::string_view state = reply.elements[0].str;
-  const std::string_view epoch = reply.elements[1].str;
-  const bool known_state = state == "created" || state == "replaced" || state == "found" || state == "clean";
-  const bool word = !epoch.empty() && epoch.size() <= 64 && epoch.find_first_of(" \r\n") == std::string_view::npos;
-  if (!declared_ms || !age_ms || !known_state || !word) return unexpected();
-  learn_declared(milliseconds{*declared_ms});
-  if (restart_at_) {
-    if (state != "clean") note_loss(*restart_at_, "restarted recently");
-    restart_at_.reset();
+    return deliver(p, error, now);
   }
+  learn_declared(milliseconds{answer->declared_ms});
+  judge_restart(state == "clean");
   marker_text_.assign(state).append(" ").append(epoch).append(" ");
-  marker_text_.append(std::to_string(*declared_ms)).append(" ").append(std::to_string(*age_ms));
+  marker_text_.append(std::to_string(answer->declared_ms)).append(" ").append(std::to_string(answer->age_ms));
   WireReply text;
   text.type = WireReply::Type::string;
   text.str = marker_text_;
   deliver(p, text, now);
+}
+
+// judge_restart: the restart INFO showed at this connection's handshake,
+// judged at its first marker answer: only a clean start of this very
+// server is no loss.
+void NodeSession::judge_restart(bool clean) {
+  if (!restart_at_) return;
+  if (!clean) note_loss(*restart_at_, "restarted recently");
+  restart_at_.reset();
 }
 
 bool NodeSession::vote_blocked(clock::time_point now, std::string_view& why) {

@@ -229,6 +229,7 @@ class NodeSession final : private ConnectionOwner {
   void raise_quarantine(clock::time_point until, std::string reason);
   void note_loss(clock::time_point at, std::string reason);
   void deliver_marker(const Pending& p, const WireReply& reply, clock::time_point now);
+  void judge_restart(bool clean);
   void deliver(const Pending& p, const WireReply& reply, clock::time_point now);
   void fail(const Pending& p, std::string_view why, clock::time_point now);
   void on_deadline();

@@ -81,6 +81,17 @@ bool has_key(ClusterBed& bed, std::size_t i, int slot, const std::string& key) {
   return false;
 }
 
+// Moving — a cluster and one lone master, a client of both, and the slot
+// of "ledger" with its owner and the shard it is moved to.
+struct Moving {
+  ClusterBed bed;
+  RedisGroup plain{1};
+  std::unique_ptr<Client> client = client_for({plain[0].url(), bed.url()}, steady);
+  int slot = slot_of("ledger");
+  std::size_t from = bed.owner(slot);
+  std::size_t to = (from + 1) % bed.shards();
+};
+
 // held_by_both: `resource` acquired (10 s) by a client of one lone master
 // and the cluster, the cluster's answer ok.
 Result<Lock> held_by_both(Client& client, const std::string& resource) {
@@ -132,12 +143,8 @@ TEST_CASE("a cluster member locks through the shard that serves the resource's s
 // MOVED: a slot migrated with its keys; extend and release follow the
 // redirect to the new owner, and later acquires go there directly.
 TEST_CASE("MOVED: extend and release of a held lock reach the slot's new owner after a migration") {
-  ClusterBed bed;
-  RedisGroup plain(1);
-  auto client = client_for({plain[0].url(), bed.url()}, steady);
-  const int slot = slot_of("ledger");
-  const std::size_t from = bed.owner(slot);
-  const std::size_t to = (from + 1) % bed.shards();
+  Moving m;
+  auto& [bed, plain, client, slot, from, to] = m;
   auto lock = held_by_both(*client, "ledger");
 
   bed.migrate(slot, to);
@@ -165,12 +172,8 @@ TEST_CASE("MOVED: extend and release of a held lock reach the slot's new owner a
 // ASK: mid-migration, the lock's key already on the target; the release
 // follows ASK there (behind ASKING) and deletes it.
 TEST_CASE("ASK: a release during a slot's migration follows the key to the importing node") {
-  ClusterBed bed;
-  RedisGroup plain(1);
-  auto client = client_for({plain[0].url(), bed.url()}, steady);
-  const int slot = slot_of("ledger");
-  const std::size_t from = bed.owner(slot);
-  const std::size_t to = (from + 1) % bed.shards();
+  Moving m;
+  auto& [bed, plain, client, slot, from, to] = m;
   auto lock = held_by_both(*client, "ledger");
 
   bed.start_migration(slot, to);
